@@ -1,0 +1,72 @@
+"""The ``rackwatt`` command line: a thin dispatcher over one module per subcommand.
+
+Each subcommand lives in its own module exposing ``configure(parser)`` and ``run(args) -> int``.
+Modules are imported only when their command runs, so ``rackwatt --help`` stays fast and a
+broken optional feature cannot stop the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from agent import __version__
+
+# name → (module implementing it, one-line help). Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("agent.live.demo_cmd", "run a simulated rack on loopback devices and watch the agent learn"),
+    "run": ("agent.live.run_cmd", "run the agent: poll devices, learn baselines, publish over MQTT"),
+    "poll": ("agent.live.poll_cmd", "poll every configured device once and print the signals"),
+    "record": ("agent.live.record_cmd", "poll live devices and write a replayable trace CSV"),
+    "replay": ("agent.engine.replay_cmd", "run the engine over a trace and write a JSON Lines report"),
+    "report": ("agent.report.report_cmd", "render a replay report (and trace) as one offline HTML page"),
+    "sim": ("agent.sim.sim_cmd", "simulate a rack (the twin) and write trace.csv and truth.json"),
+    "stage": ("agent.stages.stage_cmd", "send a stage hint to the local agent (for shell hooks)"),
+    "accept": ("agent.engine.accept_cmd", "accept an active deviation as the new normal"),
+    "check-config": ("agent.config.check_cmd", "validate a configuration file: prints OK or every error"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rackwatt",
+        description="Edge agent: per-training-stage facility energy baselines for GPU racks.",
+    )
+    parser.add_argument("--version", action="version", version=f"rackwatt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # First pass: find the command so its module can add its own arguments.
+    known, _ = parser.parse_known_args(argv)
+    if known.command is None:
+        parser.print_help()
+        return 2
+    module_name = COMMANDS[known.command][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            print(f"rackwatt {known.command}: not available in this build", file=sys.stderr)
+            return 2
+        raise
+    parser = build_parser()
+    sub_action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    module.configure(sub_action.choices[known.command])
+    args = parser.parse_args(argv)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
