@@ -1,0 +1,67 @@
+"""In-memory shapes of a trace (``docs/spec/trace-format.md``): metadata and column chunks.
+
+A trace is read and written in chunks of rows so nothing ever needs the whole file in memory.
+Numeric columns are float64 arrays where NaN means "not sampled at this row" (never zero).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CANONICAL_STAGES: tuple[str, ...] = (
+    "idle",
+    "data_load",
+    "forward_backward",
+    "grad_sync",
+    "checkpoint",
+    "eval",
+)
+TEXT_COLUMNS: tuple[str, ...] = ("stage", "job")
+
+
+@dataclass
+class TraceMeta:
+    """The ``# key=value`` lines before the header."""
+
+    rack: str = "rack"
+    site: str = "site"
+    crac_shares: dict[str, float] = field(default_factory=dict)  # crac id → share (default 1.0)
+    interval_s: float | None = None
+    extra: dict[str, str] = field(default_factory=dict)  # any other metadata, kept verbatim
+
+    def crac_share(self, crac_id: str) -> float:
+        return self.crac_shares.get(crac_id, 1.0)
+
+
+@dataclass
+class TraceChunk:
+    """Consecutive rows of a trace.
+
+    ``numeric`` maps each numeric column name (``work_rate``, ``gpu.0.power_w``, …) to a float64
+    array of len(ts). ``stage`` and ``job`` are object arrays of ``str`` where ``""`` means no label.
+    ``first_line`` is the file line number of the chunk's first row (for messages), 0 if unknown.
+    """
+
+    ts: np.ndarray
+    numeric: dict[str, np.ndarray]
+    stage: np.ndarray
+    job: np.ndarray
+    first_line: int = 0
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """A numeric column, or all-NaN when the trace does not have it."""
+        found = self.numeric.get(name)
+        return found if found is not None else np.full(len(self), np.nan)
+
+    def columns_matching(self, prefix: str, suffix: str) -> dict[str, np.ndarray]:
+        """Numeric columns named ``<prefix><x><suffix>``, e.g. ("gpu.", ".power_w") → {"0": …, "1": …}."""
+        found: dict[str, np.ndarray] = {}
+        for name, values in self.numeric.items():
+            if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+                found[name[len(prefix) : len(name) - len(suffix)]] = values
+        return found

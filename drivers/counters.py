@@ -1,0 +1,39 @@
+"""Cumulative energy counters as resettable gauges: deltas with reset and wrap detection.
+
+Devices keep energy in counters that restart on reboot, driver reload or a manual reset, and
+wrap at their register width. A counter that goes backwards is a reset (or a wrap), never
+negative energy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CounterDelta:
+    """Turns successive readings of one counter into non-negative increments.
+
+    ``wrap_at``: the counter's modulus (e.g. 2**32 raw units) if it wraps, else None. A backwards
+    step by more than half the modulus is a wrap; any other backwards step is a reset, after which
+    the counter's new value is the energy since the reset only if ``count_after_reset``.
+    """
+
+    wrap_at: float | None = None
+    count_after_reset: bool = False
+    last: float | None = None
+    resets: int = 0
+    wraps: int = 0
+
+    def update(self, value: float) -> float | None:
+        """The increment since the previous reading, or None for the first reading."""
+        previous, self.last = self.last, value
+        if previous is None:
+            return None
+        if value >= previous:
+            return value - previous
+        if self.wrap_at is not None and previous - value > self.wrap_at / 2:
+            self.wraps += 1
+            return value + self.wrap_at - previous
+        self.resets += 1
+        return value if self.count_after_reset else 0.0
