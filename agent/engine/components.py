@@ -1,0 +1,34 @@
+"""The engine → drift-detector interface: one bin of the rack, split by component.
+
+The engine emits one ``ComponentSample`` per bin (default 60 s) with what each component of the
+facility measured and what the (frozen-at-bin-start, lag-compensated) model expected. The drift
+detector consumes these and tells the engine which components must stop learning (``held``).
+Keeping this a plain record lets the detector be tested on synthetic residual streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
+
+
+@dataclass(frozen=True)
+class ComponentSample:
+    ts: float  # bin end, Unix seconds
+    duration_s: float  # bin length actually covered
+    stage: str  # dominant stage of the bin ("" if unknown)
+    stage_source: str  # "hint" | "inferred"
+    job: str  # job id ("" if none)
+    transient: bool  # True while the facility is still settling after a stage/load change (lag window)
+    gpu_w: float  # measured total GPU power (mean over the bin)
+    work_rate: float  # job-reported throughput (NaN if none)
+    gpu_expected_w: float  # per-stage/job GPU power the baseline expects for this work_rate (NaN if unknown)
+    it_measured_w: float  # Σ PDU power
+    it_expected_w: float  # IT model: f_stage(GPU + node load), PSU efficiency included
+    cooling_measured_w: float  # Σ share × cooling-unit power
+    cooling_expected_w: float  # lag model driven by the rack's heat
+    inlet_mean_c: float  # mean of inlet sensors (NaN if none)
+    inlet_spread_c: float  # max − min of inlet sensors (NaN if fewer than 2)
+    fan_pct: float  # cooling-unit fan speed (NaN if unknown)
+    setpoint_c: float  # cooling-unit setpoint (NaN if unknown)
