@@ -1,0 +1,184 @@
+"""Per-row stage features from a trace chunk, vectorised, with last values held across chunks.
+
+What it is: the bridge from raw telemetry columns to the few scale-free numbers the stage
+classifier looks at. GPUs are sampled every second and PDUs every few seconds, with empty cells
+between, so every column is held at its last sample (for at most ``max_hold_s``) — across chunk
+boundaries too, so a live chunk of one row sees the same features as a replay chunk of thousands.
+
+What it is not: a classifier (see ``infer``). Memory is fixed: one carried value per column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.trace.model import TraceChunk
+
+# Feature order of the matrix returned by FeatureExtractor.extract.
+FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac")
+N_FEATURES = len(FEATURES)
+
+_DEFAULT_POWER_REF_W = 400.0  # floor of the learned GPU power reference before any busy period
+_PEAK_HALFLIFE_S = 7 * 86400.0  # how slowly the learned peak GPU power forgets
+_NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range forgets
+
+
+@dataclass
+class _Held:
+    value: float = float("nan")
+    ts: float = float("-inf")
+
+
+def hold_last(ts: np.ndarray, values: np.ndarray, carry: _Held, max_hold_s: float) -> np.ndarray:
+    """Forward-fill NaN cells with the last sample (carried from earlier chunks), up to max_hold_s.
+
+    Updates ``carry`` with the last sample of this chunk.
+    """
+    n = values.shape[0]
+    if n == 0:
+        return values.copy()
+    valid = ~np.isnan(values)
+    idx = np.where(valid, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    src_value = np.where(idx >= 0, values[np.maximum(idx, 0)], carry.value)
+    src_ts = np.where(idx >= 0, ts[np.maximum(idx, 0)], carry.ts)
+    held = np.where(ts - src_ts <= max_hold_s, src_value, np.nan)
+    if valid.any():
+        last = int(np.flatnonzero(valid)[-1])
+        carry.value = float(values[last])
+        carry.ts = float(ts[last])
+    return held
+
+
+@dataclass
+class FeatureExtractor:
+    """Turns chunks into an (n, N_FEATURES) float matrix; NaN where a feature is unknown."""
+
+    max_hold_s: float = 30.0
+    power_ref_w: float | None = None  # GPU power limit when known; else learned peak
+    _held: dict[str, _Held] = field(default_factory=dict)
+    _peak_w: float = 0.0
+    _peak_ts: float = float("nan")
+    _node_lo_w: float = float("nan")
+    _node_hi_w: float = float("nan")
+    _node_ts: float = float("nan")
+
+    def _matrix(self, chunk: TraceChunk, suffix: str, prefix: str) -> np.ndarray:
+        cols = chunk.columns_matching(prefix, suffix)
+        if not cols:
+            return np.full((len(chunk), 0), np.nan)
+        out = np.empty((len(chunk), len(cols)))
+        for j, key in enumerate(sorted(cols)):
+            name = f"{prefix}{key}{suffix}"
+            carry = self._held.setdefault(name, _Held())
+            out[:, j] = hold_last(chunk.ts, cols[key], carry, self.max_hold_s)
+        return out
+
+    def extract(self, chunk: TraceChunk) -> np.ndarray:
+        n = len(chunk)
+        feats = np.full((n, N_FEATURES), np.nan)
+        if n == 0:
+            return feats
+        ts = chunk.ts
+        power = self._matrix(chunk, ".power_w", "gpu.")
+        util = self._matrix(chunk, ".util_pct", "gpu.")
+        mem = self._matrix(chunk, ".mem_util_pct", "gpu.")
+        pdu = self._matrix(chunk, ".power_w", "pdu.")
+        with np.errstate(all="ignore"):
+            if power.shape[1]:
+                mean_w = _nanmean(power)
+                ref = self._power_ref(ts, mean_w)
+                feats[:, 0] = mean_w / ref
+                std_w = _nanstd(power)
+                feats[:, 3] = np.clip(std_w / np.maximum(mean_w, 1.0), 0.0, 1.0)
+                if pdu.shape[1]:
+                    # every feed and every GPU must be known, or the difference is meaningless
+                    node_w = pdu.sum(axis=1) - power.sum(axis=1)
+                    feats[:, 4] = self._node_frac(ts, node_w)
+            if util.shape[1]:
+                feats[:, 1] = _nanmean(util) / 100.0
+            if mem.shape[1]:
+                feats[:, 2] = _nanmean(mem) / 100.0
+        return feats
+
+    def _power_ref(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
+        """GPU power reference per row: the configured limit, or a slowly forgetting peak."""
+        if self.power_ref_w:
+            return np.full(ts.shape, float(self.power_ref_w))
+        peak = _decaying_extreme(ts, mean_w, self._peak_w, self._peak_ts, _PEAK_HALFLIFE_S, upper=True)
+        if np.isfinite(peak).any():
+            last = int(np.flatnonzero(np.isfinite(peak))[-1])
+            self._peak_w, self._peak_ts = float(peak[last]), float(ts[last])
+        return np.maximum(np.nan_to_num(peak, nan=0.0), _DEFAULT_POWER_REF_W)
+
+    def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
+        """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high."""
+        lo = _decaying_extreme(ts, node_w, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
+        hi = _decaying_extreme(ts, node_w, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        if finite.any():
+            last = int(np.flatnonzero(finite)[-1])
+            self._node_lo_w, self._node_hi_w, self._node_ts = float(lo[last]), float(hi[last]), float(ts[last])
+        span = np.maximum(hi - lo, 200.0)
+        return np.clip((node_w - lo) / span, 0.0, 1.0)
+
+    def state(self) -> dict[str, float]:
+        return {
+            "peak_w": self._peak_w,
+            "peak_ts": self._peak_ts,
+            "node_lo_w": self._node_lo_w,
+            "node_hi_w": self._node_hi_w,
+            "node_ts": self._node_ts,
+        }
+
+    def load(self, state: dict[str, float]) -> None:
+        self._peak_w = float(state.get("peak_w", 0.0))
+        self._peak_ts = float(state.get("peak_ts", float("nan")))
+        self._node_lo_w = float(state.get("node_lo_w", float("nan")))
+        self._node_hi_w = float(state.get("node_hi_w", float("nan")))
+        self._node_ts = float(state.get("node_ts", float("nan")))
+
+
+def _decaying_extreme(
+    ts: np.ndarray, x: np.ndarray, carry: float, carry_ts: float, halflife_s: float, upper: bool
+) -> np.ndarray:
+    """Running max (or min) whose old values fade toward the present with the given half-life.
+
+    max_{j<=i} x_j * d^(t_i - t_j) is computed in log space with one cumulative max, so a chunk
+    of any length costs a few vector operations. For the min, the distance above the running
+    minimum fades instead (min_{j<=i} x_j * d^-(t_i - t_j)), a symmetric slow release.
+    """
+    if ts.size == 0:
+        return x.copy()
+    t0 = float(ts[0])
+    rel = ts - t0
+    k = np.log(2.0) / halflife_s
+    sign = 1.0 if upper else -1.0
+    with np.errstate(all="ignore"):
+        logx = np.where(np.isfinite(x) & (x > 0), np.log(np.maximum(x, 1e-9)), -np.inf)
+        if not upper:
+            logx = np.where(np.isfinite(x) & (x > 0), -np.log(np.maximum(x, 1e-9)), -np.inf)
+        base = logx + k * rel
+        if np.isfinite(carry) and carry > 0 and np.isfinite(carry_ts):
+            carry_log = sign * np.log(carry) + k * (carry_ts - t0)
+            base = np.maximum(base, carry_log)
+        cm = np.maximum.accumulate(base)
+        out = np.exp(sign * (cm - k * rel))
+    out[~np.isfinite(cm)] = np.nan
+    return out
+
+
+def _nanmean(m: np.ndarray) -> np.ndarray:
+    count = np.sum(~np.isnan(m), axis=1)
+    total = np.nansum(m, axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nanstd(m: np.ndarray) -> np.ndarray:
+    mean = _nanmean(m)
+    dev = m - mean[:, None]
+    count = np.sum(~np.isnan(m), axis=1)
+    var = np.nansum(dev * dev, axis=1) / np.maximum(count, 1)
+    return np.where(count > 0, np.sqrt(var), np.nan)

@@ -1,0 +1,235 @@
+"""Online, fixed-memory inference of the training stage from telemetry, for rows with no label.
+
+What it is: a nearest-centroid classifier over a handful of scale-free features
+(``features.FEATURES``: GPU power as a fraction of its limit or learned peak, utilisation,
+memory utilisation, spread across GPUs, node power placed in its learned range), followed by a
+causal minimum-dwell filter so segments do not flicker. Centroids start from physics priors (so
+it works with no label ever seen) and move toward per-stage means learned from hinted rows.
+
+What it is not: a stage timeline (``timeline``) or the engine. The engine calls
+``StageInferrer.infer_chunk`` from ``Engine.process`` with the chunk and the hint labels it has;
+hinted rows are returned unchanged (hints win) and teach the centroids.
+
+Memory is fixed: a (stages × features) table of means and variances and a few carried scalars.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
+from agent.trace.model import CANONICAL_STAGES, TraceChunk
+
+# Physics priors in feature space (power_frac, util, mem_util, spread, node_frac).
+PRIOR_CENTROIDS: dict[str, tuple[float, float, float, float, float]] = {
+    "idle": (0.10, 0.00, 0.00, 0.03, 0.10),
+    "data_load": (0.30, 0.10, 0.08, 0.05, 0.90),
+    "forward_backward": (0.95, 0.97, 0.45, 0.03, 0.70),
+    "grad_sync": (0.55, 0.90, 0.75, 0.08, 0.50),
+    "checkpoint": (0.25, 0.05, 0.30, 0.05, 1.00),
+    "eval": (0.75, 0.85, 0.35, 0.03, 0.50),
+}
+# Typical spread of each feature within a stage, used to weigh distances before labels arrive.
+PRIOR_SCALE = np.array([0.08, 0.12, 0.12, 0.08, 0.30])
+MAX_STAGES = 16  # canonical stages plus up to 10 custom labels learned from hints
+_PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
+_MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
+STATE_VERSION = 1
+
+
+class StageInferrer:
+    """Labels unlabelled rows of trace chunks; learns per-stage levels from labelled ones."""
+
+    def __init__(self, dwell_s: float = 3.0, power_ref_w: float | None = None, max_hold_s: float = 30.0):
+        self.dwell_s = dwell_s
+        self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w)
+        self._stages: list[str] = list(CANONICAL_STAGES)
+        self._mean = np.zeros((MAX_STAGES, N_FEATURES))
+        self._var = np.zeros((MAX_STAGES, N_FEATURES))
+        self._count = np.zeros(MAX_STAGES)
+        for i, name in enumerate(CANONICAL_STAGES):
+            self._mean[i] = PRIOR_CENTROIDS[name]
+            self._var[i] = PRIOR_SCALE**2
+        # causal dwell filter state
+        self._current = ""  # the stage the filter is in
+        self._candidate = ""  # a different stage seen recently
+        self._candidate_since = float("nan")
+
+    # ------------------------------------------------------------------ public API
+    def infer_chunk(self, chunk: TraceChunk, hint_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stage per row and whether it was inferred.
+
+        ``hint_stage``: object array of str, ``""`` where the row has no label. Labelled rows keep
+        their label (and teach the classifier); the others get the inferred stage.
+        """
+        n = len(chunk)
+        feats = self.features.extract(chunk)
+        hinted = np.array([bool(s) for s in hint_stage], dtype=bool) if n else np.zeros(0, bool)
+        if hinted.any():
+            self._learn(feats[hinted], hint_stage[hinted])
+        raw = self._classify(feats)
+        smoothed = self._dwell(chunk.ts, raw, hint_stage, hinted)
+        out = np.where(hinted, hint_stage, smoothed).astype(object)
+        return out, ~hinted
+
+    def save_state(self) -> dict[str, Any]:
+        """A JSON-serialisable snapshot of everything learned."""
+        k = len(self._stages)
+        return {
+            "version": STATE_VERSION,
+            "stages": list(self._stages),
+            "mean": self._mean[:k].tolist(),
+            "var": self._var[:k].tolist(),
+            "count": self._count[:k].tolist(),
+            "features": self.features.state(),
+            "current": self._current,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot from ``save_state``; a foreign or corrupt one raises ValueError."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"stage inferrer state: unsupported version {state.get('version')!r}")
+        stages = [str(s) for s in state["stages"]][:MAX_STAGES]
+        mean = np.asarray(state["mean"], dtype=float)
+        var = np.asarray(state["var"], dtype=float)
+        count = np.asarray(state["count"], dtype=float)
+        k = len(stages)
+        if mean.shape != (k, N_FEATURES) or var.shape != (k, N_FEATURES) or count.shape != (k,):
+            raise ValueError("stage inferrer state: table shapes do not match the stage list")
+        self._stages = stages
+        self._mean[:] = 0.0
+        self._var[:] = 0.0
+        self._count[:] = 0.0
+        self._mean[:k], self._var[:k], self._count[:k] = mean, var, count
+        self.features.load(state.get("features", {}))
+        self._current = str(state.get("current", ""))
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return tuple(self._stages)
+
+    def centroids(self) -> dict[str, tuple[float, ...]]:
+        """The effective centroid of each stage (prior blended with learned), for status pages."""
+        eff, _ = self._effective()
+        return {s: tuple(float(v) for v in eff[i]) for i, s in enumerate(self._stages)}
+
+    # ------------------------------------------------------------------ learning
+    def _slot(self, stage: str) -> int | None:
+        try:
+            return self._stages.index(stage)
+        except ValueError:
+            if len(self._stages) >= MAX_STAGES:
+                return None
+            self._stages.append(stage)
+            i = len(self._stages) - 1
+            self._mean[i] = np.nan
+            self._var[i] = PRIOR_SCALE**2
+            return i
+
+    def _learn(self, feats: np.ndarray, labels: np.ndarray) -> None:
+        """Per-stage running mean and variance of the features (EWMA with a floor rate)."""
+        for stage in set(labels.tolist()):
+            slot = self._slot(stage)
+            if slot is None:
+                continue
+            rows = feats[labels == stage]
+            for j in range(N_FEATURES):
+                col = rows[:, j]
+                col = col[np.isfinite(col)]
+                if col.size == 0:
+                    continue
+                n0 = self._count[slot]
+                m = float(col.mean())
+                v = float(col.var())
+                rate = max(col.size / (n0 + col.size), _MIN_LEARN_RATE * min(col.size, 100))
+                rate = min(rate, 1.0)
+                old_m = self._mean[slot, j]
+                if not np.isfinite(old_m):
+                    old_m = m
+                new_m = old_m + rate * (m - old_m)
+                new_v = (1 - rate) * (self._var[slot, j] + rate * (m - old_m) ** 2) + rate * v
+                self._mean[slot, j] = new_m
+                self._var[slot, j] = new_v
+            self._count[slot] += rows.shape[0]
+
+    def _effective(self) -> tuple[np.ndarray, np.ndarray]:
+        """Centroids and scales: priors for canonical stages, blended toward learned values."""
+        k = len(self._stages)
+        mean = self._mean[:k].copy()
+        scale = np.sqrt(np.maximum(self._var[:k], 0.0))
+        for i, name in enumerate(self._stages):
+            prior = PRIOR_CENTROIDS.get(name)
+            if prior is None:
+                continue
+            if self._count[i] == 0:
+                mean[i] = prior
+                scale[i] = PRIOR_SCALE
+                continue
+            w = self._count[i] / (self._count[i] + _PRIOR_WEIGHT_ROWS)
+            mean[i] = w * mean[i] + (1 - w) * np.asarray(prior)
+            scale[i] = w * scale[i] + (1 - w) * PRIOR_SCALE
+        scale = np.maximum(scale, PRIOR_SCALE * 0.25)
+        return mean, scale
+
+    # ------------------------------------------------------------------ classification
+    def _classify(self, feats: np.ndarray) -> np.ndarray:
+        """Index of the nearest stage per row (-1 when no feature is known)."""
+        n = feats.shape[0]
+        if n == 0:
+            return np.zeros(0, dtype=int)
+        mean, scale = self._effective()
+        usable = np.isfinite(mean).all(axis=1)
+        z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
+        known = np.isfinite(feats)[:, None, :]
+        dist = np.where(known, z * z, 0.0).sum(axis=2)
+        dist += np.where(known, 2.0 * np.log(scale)[None, :, :], 0.0).sum(axis=2)
+        dist[:, ~usable] = np.inf
+        best = np.argmin(dist, axis=1)
+        best[~np.isfinite(feats).any(axis=1)] = -1
+        return best
+
+    def _dwell(self, ts: np.ndarray, raw: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray) -> np.ndarray:
+        """Causal minimum-dwell filter: switch only after a new stage persisted dwell_s.
+
+        Works over runs of equal raw labels, so its cost grows with the number of changes, not
+        rows. Hinted rows reset the filter to the hinted stage.
+        """
+        n = raw.shape[0]
+        out = np.empty(n, dtype=object)
+        names = [*self._stages, "unknown"]
+        labels = np.where(hinted, -2, raw)
+        if n == 0:
+            return out
+        change = np.flatnonzero(np.diff(labels)) + 1
+        starts = np.concatenate(([0], change))
+        ends = np.concatenate((change, [n]))
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            code = int(labels[a])
+            if code == -2:
+                self._current = str(hint_stage[b - 1])
+                self._candidate = ""
+                out[a:b] = ""
+                continue
+            name = names[code] if code >= 0 else self._current or "unknown"
+            if not self._current:
+                self._current = name
+            if name == self._current:
+                self._candidate = ""
+                out[a:b] = name
+                continue
+            if name != self._candidate:
+                self._candidate = name
+                self._candidate_since = float(ts[a])
+            switch_at = self._candidate_since + self.dwell_s
+            k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
+            out[a:k] = self._current
+            if k < b:
+                self._current = name
+                self._candidate = ""
+                out[k:b] = name
+        return out
+
+
+__all__ = ["FEATURES", "PRIOR_CENTROIDS", "StageInferrer"]
