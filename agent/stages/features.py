@@ -120,7 +120,8 @@ class FeatureExtractor:
         finite = np.isfinite(lo) & np.isfinite(hi)
         if finite.any():
             last = int(np.flatnonzero(finite)[-1])
-            self._node_lo_w, self._node_hi_w, self._node_ts = float(lo[last]), float(hi[last]), float(ts[last])
+            self._node_lo_w, self._node_hi_w = float(lo[last]), float(hi[last])
+            self._node_ts = float(ts[last])
         span = np.maximum(hi - lo, 200.0)
         return np.clip((node_w - lo) / span, 0.0, 1.0)
 

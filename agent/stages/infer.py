@@ -190,7 +190,9 @@ class StageInferrer:
         best[~np.isfinite(feats).any(axis=1)] = -1
         return best
 
-    def _dwell(self, ts: np.ndarray, raw: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray) -> np.ndarray:
+    def _dwell(
+        self, ts: np.ndarray, raw: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
+    ) -> np.ndarray:
         """Causal minimum-dwell filter: switch only after a new stage persisted dwell_s.
 
         Works over runs of equal raw labels, so its cost grows with the number of changes, not

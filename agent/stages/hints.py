@@ -1,0 +1,201 @@
+"""Parsing of stage-hint and command datagrams: one small JSON object per datagram.
+
+A hint says which stage the training job is in:
+``{"stage": "checkpoint", "job": "llama-70b-r3", "work_rate": 1834.5, "ts": 1764400000.1}``
+(``job``, ``work_rate`` and ``ts`` optional). A command asks the agent to do something:
+``{"command": "accept", "cause": "cooling"}`` (sent by ``rackwatt accept``).
+
+Everything is checked strictly and cheaply (bounded size first, then JSON, then fields) because
+these bytes come from any local process. A bad datagram raises ``HintError`` whose ``reason`` is a
+short counter key (``malformed``, ``unknown_field``, ``bad_label`` …) and whose message says what
+was wrong. This module does no I/O and keeps no state; see ``intake`` for counting and limits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+MAX_DATAGRAM_BYTES = 1024
+MAX_LABEL_CHARS = 64
+MAX_JOB_CHARS = 128
+MAX_WORK_RATE = 1e12
+MIN_TS = 946684800.0  # 2000-01-01: anything earlier is a clock that was never set
+MAX_FUTURE_S = 60.0  # a ts further ahead of the agent's clock than this is rejected
+
+LABEL_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
+JOB_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]*\Z")
+
+HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts"})
+COMMAND_FIELDS = frozenset({"command", "cause", "stage", "ts"})
+COMMANDS = frozenset({"accept"})
+CAUSES = frozenset({"cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown"})
+
+# Every reason a datagram can be dropped for; the counters in ``intake`` use these keys.
+DROP_REASONS: tuple[str, ...] = (
+    "too_large",
+    "malformed",
+    "unknown_field",
+    "bad_label",
+    "bad_value",
+    "bad_ts",
+    "stale",
+    "flood",
+)
+
+
+class HintError(ValueError):
+    """A datagram that is not a valid hint or command; ``reason`` is one of DROP_REASONS."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One stage report from a job. ``ts`` is the agent's receive time when the job sent none."""
+
+    stage: str
+    ts: float
+    source: str
+    job: str | None = None
+    work_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Command:
+    """An operator command that arrived on the hint channel, for the live loop to dispatch."""
+
+    name: str
+    source: str
+    ts: float
+    cause: str | None = None
+    stage: str | None = None
+
+
+def valid_label(label: object) -> bool:
+    """True for a stage label the agent accepts: ``[a-z][a-z0-9_]*``, at most 64 characters."""
+    return isinstance(label, str) and len(label) <= MAX_LABEL_CHARS and LABEL_RE.match(label) is not None
+
+
+def check_label(label: object, what: str = "stage") -> str:
+    if not isinstance(label, str):
+        raise HintError("bad_label", f"{what}: expected a string, got {type(label).__name__}")
+    if len(label) > MAX_LABEL_CHARS:
+        raise HintError("bad_label", f"{what}: longer than {MAX_LABEL_CHARS} characters")
+    if not LABEL_RE.match(label):
+        raise HintError("bad_label", f"{what}: {label[:MAX_LABEL_CHARS]!r} does not match [a-z][a-z0-9_]*")
+    return label
+
+
+def parse_hint(data: bytes, source: str, now: float | None = None) -> Hint:
+    """Parse one hint datagram; raises HintError (a command datagram is an error here)."""
+    message = parse_datagram(data, source, now)
+    if isinstance(message, Command):
+        raise HintError("unknown_field", f"expected a stage hint, got command {message.name!r}")
+    return message
+
+
+def parse_datagram(data: bytes, source: str, now: float | None = None) -> Hint | Command:
+    """Parse a hint or a command datagram; raises HintError naming what was wrong."""
+    if len(data) > MAX_DATAGRAM_BYTES:
+        raise HintError("too_large", f"datagram of {len(data)} bytes exceeds {MAX_DATAGRAM_BYTES}")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HintError("malformed", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise HintError("malformed", "not JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise HintError("malformed", f"expected a JSON object, got {type(obj).__name__}")
+    clock = time.time() if now is None else now
+    if "command" in obj:
+        return _parse_command(obj, source, clock)
+    return _parse_hint_object(obj, source, clock)
+
+
+def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
+    unknown = set(obj) - HINT_FIELDS
+    if unknown:
+        raise HintError("unknown_field", f"unknown field(s): {', '.join(sorted(unknown))[:120]}")
+    if "stage" not in obj:
+        raise HintError("malformed", "missing field: stage")
+    stage = check_label(obj["stage"])
+    job = obj.get("job")
+    if job is not None and (
+        not isinstance(job, str) or not job or len(job) > MAX_JOB_CHARS or not JOB_RE.match(job)
+    ):
+        raise HintError(
+            "bad_value", f"job: expected an id of up to {MAX_JOB_CHARS} characters [A-Za-z0-9._:/@+=-]"
+        )
+    work_rate = obj.get("work_rate")
+    if work_rate is not None:
+        work_rate = _number(work_rate, "work_rate")
+        if not 0.0 <= work_rate <= MAX_WORK_RATE:
+            raise HintError("bad_value", f"work_rate: {work_rate} outside [0, {MAX_WORK_RATE:g}]")
+    ts = _timestamp(obj.get("ts"), now)
+    return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=work_rate)
+
+
+def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
+    unknown = set(obj) - COMMAND_FIELDS
+    if unknown:
+        raise HintError("unknown_field", f"unknown field(s) in command: {', '.join(sorted(unknown))[:120]}")
+    name = obj["command"]
+    if name not in COMMANDS:
+        raise HintError("unknown_field", f"unknown command {str(name)[:40]!r}; known: {sorted(COMMANDS)}")
+    cause = obj.get("cause")
+    if cause is not None and cause not in CAUSES:
+        raise HintError("bad_value", f"cause: {str(cause)[:40]!r} is not one of {sorted(CAUSES)}")
+    stage = obj.get("stage")
+    if stage is not None:
+        stage = check_label(stage)
+    ts = _timestamp(obj.get("ts"), now)
+    return Command(name=str(name), source=source, ts=ts, cause=cause, stage=stage)
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise HintError("bad_value", f"{what}: expected a number, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise HintError("bad_value", f"{what}: not a finite number")
+    return number
+
+
+def _timestamp(value: object, now: float) -> float:
+    if value is None:
+        return now
+    try:
+        ts = _number(value, "ts")
+    except HintError as exc:
+        raise HintError("bad_ts", str(exc)) from None
+    if ts < MIN_TS:
+        raise HintError("bad_ts", f"ts: {ts} is before 2000 (clock not set, or not Unix seconds)")
+    if ts > now + MAX_FUTURE_S:
+        raise HintError("bad_ts", f"ts: {ts - now:.0f} s ahead of the agent's clock")
+    return ts
+
+
+def encode_hint(
+    stage: str, job: str | None = None, work_rate: float | None = None, ts: float | None = None
+) -> bytes:
+    """The datagram for a hint (what the client and ``rackwatt stage`` send)."""
+    obj: dict[str, Any] = {"stage": stage}
+    if job is not None:
+        obj["job"] = job
+    if work_rate is not None:
+        obj["work_rate"] = work_rate
+    if ts is not None:
+        obj["ts"] = ts
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def hint_topic(topic_root: str, site: str, rack: str) -> str:
+    """The MQTT topic a central scheduler publishes this rack's hints on."""
+    return f"{topic_root.rstrip('/')}/{site}/{rack}/hint"

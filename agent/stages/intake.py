@@ -1,0 +1,127 @@
+"""Where every hint datagram enters, whatever its transport: rate limit, parse, count, apply.
+
+The Unix-socket and UDP endpoints (``listener``) and the MQTT subscription of the live agent all
+call ``HintIntake.receive(data, source, sender)``. It never raises: a bad or excess datagram is
+dropped and counted under its reason (``counters``, shown in the status and summary). The rate
+limit comes first so a flood costs one dictionary lookup per datagram, never a JSON parse.
+
+Fixed memory: at most ``max_senders`` token buckets (least recently seen evicted) plus a global
+bucket, so a flood from many ports cannot grow the table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from agent.stages.hints import DROP_REASONS, MAX_DATAGRAM_BYTES, Command, HintError, parse_datagram
+from agent.stages.timeline import StageTimeline
+
+log = logging.getLogger(__name__)
+
+
+class TokenBucket:
+    """Allows ``rate_per_s`` events per second on average, bursts up to ``burst``."""
+
+    __slots__ = ("burst", "rate_per_s", "tokens", "updated")
+
+    def __init__(self, rate_per_s: float, burst: float, now: float):
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.tokens = burst
+        self.updated = now
+
+    def take(self, now: float) -> bool:
+        elapsed = now - self.updated
+        if elapsed > 0:
+            self.tokens = min(self.burst, self.tokens + elapsed * self.rate_per_s)
+            self.updated = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+class HintIntake:
+    """Rate-limits, parses and applies hint datagrams; counts every drop by reason."""
+
+    def __init__(
+        self,
+        timeline: StageTimeline,
+        rate_limit_per_s: float = 50.0,
+        on_command: Callable[[Command], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        max_senders: int = 256,
+    ):
+        if rate_limit_per_s <= 0:
+            raise ValueError(f"stages.rate_limit_per_s must be > 0, got {rate_limit_per_s}")
+        self.timeline = timeline
+        self.rate_limit_per_s = rate_limit_per_s
+        self.on_command = on_command
+        self.clock = clock
+        self.max_senders = max_senders
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+        # all senders together may use a few times one sender's allowance
+        self._global = TokenBucket(rate_limit_per_s * 4, rate_limit_per_s * 4, clock())
+        self._counts: dict[str, int] = dict.fromkeys(("accepted", "commands", *DROP_REASONS), 0)
+        self.last_error = ""  # the latest drop's message, for `status`
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Accepted hints, commands and drops by reason (a copy, JSON-ready)."""
+        counts = dict(self._counts)
+        counts["expired"] = self.timeline.expired
+        return counts
+
+    def receive(self, data: bytes, source: str, sender: str = "") -> bool:
+        """Handle one datagram from ``source`` (transport) / ``sender`` (peer). True if used."""
+        now = self.clock()
+        key = f"{source}:{sender}"
+        if not self._allow(key, now):
+            self._drop("flood", f"{key}: over {self.rate_limit_per_s:g} hints/s")
+            return False
+        if len(data) > MAX_DATAGRAM_BYTES:
+            self._drop("too_large", f"{key}: datagram of {len(data)} bytes")
+            return False
+        try:
+            message = parse_datagram(data, source, now)
+        except HintError as exc:
+            self._drop(exc.reason, f"{key}: {exc}")
+            return False
+        except Exception as exc:  # parsing must never take the agent down
+            self._drop("malformed", f"{key}: {type(exc).__name__}: {exc}")
+            return False
+        if isinstance(message, Command):
+            self._counts["commands"] += 1
+            if self.on_command is not None:
+                try:
+                    self.on_command(message)
+                except Exception:
+                    log.exception("stage intake: command handler failed for %s", message)
+            return True
+        if now - message.ts > self.timeline.ttl_s:
+            age_s = now - message.ts
+            self._drop("stale", f"{key}: hint is {age_s:.0f} s old (ttl {self.timeline.ttl_s:g} s)")
+            return False
+        self.timeline.apply(message)
+        self._counts["accepted"] += 1
+        return True
+
+    def _allow(self, key: str, now: float) -> bool:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = TokenBucket(self.rate_limit_per_s, max(1.0, self.rate_limit_per_s), now)
+            self._buckets[key] = bucket
+            if len(self._buckets) > self.max_senders:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+        return bucket.take(now) and self._global.take(now)
+
+    def _drop(self, reason: str, message: str) -> None:
+        self._counts[reason] = self._counts.get(reason, 0) + 1
+        self.last_error = message
+        if self._counts[reason] in (1, 10, 100, 1000) or self._counts[reason] % 10000 == 0:
+            log.warning("stage hint dropped (%s, %d so far): %s", reason, self._counts[reason], message)

@@ -1,0 +1,90 @@
+"""``rackwatt stage LABEL``: send one stage hint to the local agent, for shell hooks.
+
+Meant for Slurm prolog/epilog scripts and launch wrappers: it must never fail the job, so it
+exits 0 even when no agent is listening (with a warning on stderr). An invalid label or value is
+a usage error (exit 2), so a typo in a hook shows up when the hook is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import socket
+import sys
+
+from agent.stages.client import DEFAULT_SOCKET
+from agent.stages.hints import MAX_LABEL_CHARS, encode_hint, valid_label
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("label", help="stage label, [a-z][a-z0-9_]* (e.g. checkpoint, idle)")
+    parser.add_argument("--job", help="job id that reports the stage (default: $SLURM_JOB_ID)")
+    parser.add_argument("--work-rate", type=float, help="training throughput (samples/s or tokens/s)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--socket",
+        help=f"agent's Unix datagram socket (default: $RACKWATT_STAGE_SOCKET or {DEFAULT_SOCKET})",
+    )
+    where.add_argument("--udp", type=int, metavar="PORT", help="send to UDP 127.0.0.1:PORT instead")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not valid_label(args.label):
+        print(
+            f"rackwatt stage: invalid label {args.label!r}: must match [a-z][a-z0-9_]* "
+            f"(at most {MAX_LABEL_CHARS} characters)",
+            file=sys.stderr,
+        )
+        return 2
+    rate = args.work_rate
+    if rate is not None and not (math.isfinite(rate) and rate >= 0):
+        print(f"rackwatt stage: --work-rate must be a finite number >= 0, got {rate}", file=sys.stderr)
+        return 2
+    job = args.job if args.job is not None else (os.environ.get("SLURM_JOB_ID") or None)
+    try:
+        data = encode_hint(args.label, job=job, work_rate=rate)
+    except ValueError as exc:
+        print(f"rackwatt stage: {exc}", file=sys.stderr)
+        return 2
+    target, error = _send(data, args)
+    if error:
+        print(
+            f"rackwatt stage: warning: no agent reached at {target} ({error}); hint not delivered",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _send(data: bytes, args: argparse.Namespace) -> tuple[str, str]:
+    """Send the datagram; returns (where, error text or "")."""
+    udp_port = args.udp
+    if (
+        udp_port is None
+        and args.socket is None
+        and os.environ.get("RACKWATT_STAGE_UDP", "").isdigit()
+        and not os.environ.get("RACKWATT_STAGE_SOCKET")
+    ):
+        udp_port = int(os.environ["RACKWATT_STAGE_UDP"])
+    if udp_port is not None:
+        target = f"udp 127.0.0.1:{udp_port}"
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect(("127.0.0.1", udp_port))
+                sock.send(data)
+                # a closed port answers with ICMP; a short wait surfaces it as ECONNREFUSED
+                sock.settimeout(0.05)
+                with contextlib.suppress(TimeoutError):
+                    sock.recv(1)
+        except OSError as exc:
+            return target, exc.strerror or str(exc)
+        return target, ""
+    path = args.socket or os.environ.get("RACKWATT_STAGE_SOCKET") or DEFAULT_SOCKET
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            sock.sendto(data, path)
+    except OSError as exc:
+        return path, exc.strerror or str(exc)
+    return path, ""
