@@ -1,0 +1,139 @@
+"""Runs every driver on its own interval and keeps what came back since the last frame.
+
+Each driver gets one asyncio task: a random start offset (so devices configured alike do not
+poll in lock-step), then ``poll()`` under a whole-poll deadline (``deadline_s`` or 0.8 ×
+interval), then a sleep to the next slot with a little jitter. A slow or failing device only
+delays itself. A driver that raises or overruns becomes a failed ``PollResult``; its signals are
+simply absent (missing, never zero) and its health says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agent.live.clock import Clock
+from drivers.base import Driver, PollResult
+
+log = logging.getLogger("rackwatt.poll")
+
+JITTER_FRAC = 0.02  # ± of the interval, per cycle
+
+
+@dataclass
+class DeviceHealth:
+    device: str
+    interval_s: float
+    polls: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_ok_ts: float | None = None
+    last_error: str | None = None
+    elapsed_ms: float | None = None
+    profile: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.polls > 0 and self.consecutive_failures == 0, "polls": self.polls,
+                "failures": self.failures, "last_ok": self.last_ok_ts, "error": self.last_error,
+                "elapsed_ms": None if self.elapsed_ms is None else round(self.elapsed_ms, 1),
+                "profile": self.profile, "interval_s": self.interval_s}
+
+
+def deadline_of(driver: Driver) -> float:
+    deadline = getattr(driver, "deadline_s", None)
+    return float(deadline) if deadline else 0.8 * float(driver.interval_s)
+
+
+class Poller:
+    """Owns the driver tasks; ``take_new()`` hands the signals sampled since the previous call."""
+
+    def __init__(self, drivers: list[Driver], clock: Clock, rng: random.Random | None = None) -> None:
+        self.drivers = list(drivers)
+        self.clock = clock
+        self._rng = rng or random.Random()
+        self._new: dict[str, float] = {}
+        self.health: dict[str, DeviceHealth] = {
+            d.device: DeviceHealth(d.device, float(d.interval_s)) for d in self.drivers
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        for driver in self.drivers:
+            self._tasks.append(asyncio.create_task(self._run(driver), name=f"poll-{driver.device}"))
+
+    async def stop(self) -> None:
+        """Cancel the poll tasks and close every driver (errors logged, never raised)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        for driver in self.drivers:
+            try:
+                await asyncio.wait_for(driver.close(), timeout=5)
+            except Exception as exc:
+                log.warning("closing %s failed: %s", driver.device, exc)
+
+    def take_new(self) -> dict[str, float]:
+        new, self._new = self._new, {}
+        return new
+
+    def health_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: h.as_dict() for name, h in self.health.items()}
+
+    async def poll_once(self, driver: Driver) -> PollResult:
+        """One poll under the deadline; never raises."""
+        start_ts = self.clock.time()
+        started = time.monotonic()
+        deadline_s = deadline_of(driver)
+        try:
+            result = await asyncio.wait_for(driver.poll(), timeout=deadline_s)
+        except TimeoutError:
+            elapsed = (time.monotonic() - started) * 1000
+            result = PollResult(driver.device, start_ts, {}, False, elapsed,
+                                error=f"{driver.device}: poll exceeded its deadline of {deadline_s:g} s")
+        except Exception as exc:  # a driver bug must not stop the agent
+            elapsed = (time.monotonic() - started) * 1000
+            result = PollResult(driver.device, start_ts, {}, False, elapsed,
+                                error=f"{driver.device}: driver raised {type(exc).__name__}: {exc}")
+        self._record(result)
+        return result
+
+    def _record(self, result: PollResult) -> None:
+        health = self.health.setdefault(result.device, DeviceHealth(result.device, 0.0))
+        health.polls += 1
+        health.elapsed_ms = result.elapsed_ms
+        if result.profile:
+            health.profile = result.profile
+        if result.ok:
+            if health.consecutive_failures:
+                log.info("%s: answering again after %d failed poll(s)", result.device, health.consecutive_failures)
+            health.consecutive_failures = 0
+            health.last_ok_ts = result.ts
+            health.last_error = None
+        else:
+            health.failures += 1
+            health.consecutive_failures += 1
+            health.last_error = result.error
+            if health.consecutive_failures in (1, 10, 100) or health.consecutive_failures % 1000 == 0:
+                log.warning("%s (failed %d time(s) in a row)", result.error or f"{result.device}: poll failed",
+                            health.consecutive_failures)
+        self._new.update(result.signals)  # a failed poll may still carry the signals it did read
+
+    async def _run(self, driver: Driver) -> None:
+        interval_s = float(driver.interval_s)
+        await self.clock.sleep(self._rng.uniform(0, min(interval_s, 2.0) * 0.5))
+        next_at = self.clock.time()
+        while True:
+            await self.poll_once(driver)
+            next_at += interval_s * (1 + self._rng.uniform(-JITTER_FRAC, JITTER_FRAC))
+            now = self.clock.time()
+            if next_at < now:  # overran: start again from now rather than bursting to catch up
+                next_at = now
+            await self.clock.sleep(next_at - now)

@@ -1,0 +1,375 @@
+"""MQTT publisher: paho-mqtt 2.x in its own network thread, fed from the on-disk spool.
+
+Why this shape (facts in STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the
+reconnect backoff; an exception in a callback would kill that thread silently, so
+``suppress_exceptions`` is on and every callback only hands its arguments to the asyncio loop
+(``call_soon_threadsafe``), where the real work happens. Delivery is tracked through
+``on_publish(mid)`` (PUBACK), never ``MQTTMessageInfo.wait_for_publish``, which raises for
+messages queued while disconnected. paho's in-memory queue is not trusted with more than a small
+window: everything else waits in the spool, on disk, and is sent in ``seq`` order.
+
+``status`` is not spooled: it is state, not history. ``online`` is published (retained) on every
+connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
+disappears; a clean stop publishes ``offline`` itself. A status carries ``seq`` = the last data
+``seq`` assigned so far, so a subscriber can also spot lost messages at the tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.client import CallbackAPIVersion
+
+from agent.config.model import MqttSection
+from agent.config.secrets import SecretError, read_secret
+from agent.live.logsetup import register_secret
+from agent.live.spool import Spool
+from agent.live.topics import SCHEMA_VERSION, Topics
+
+log = logging.getLogger("rackwatt.mqtt")
+
+InboundHandler = Callable[[bytes], None]
+
+
+class MqttConfigError(ValueError):
+    """The MQTT section cannot be used (unreadable password file, bad TLS files)."""
+
+
+class MqttPublisher:
+    """One MQTT client per agent: spool-backed publishing, status, inbound hints and commands."""
+
+    def __init__(
+        self,
+        cfg: MqttSection,
+        site: str,
+        rack: str,
+        spool: Spool,
+        *,
+        version: str,
+        status_fn: Callable[[], dict[str, Any]],
+        on_hint: InboundHandler | None = None,
+        on_accept: InboundHandler | None = None,
+        clock: Callable[[], float] = time.time,
+        window: int = 10,
+        delayed_after_s: float = 5.0,
+        reconnect_min_s: int = 1,
+        reconnect_max_s: int = 60,
+    ) -> None:
+        self.cfg = cfg
+        self.site, self.rack = site, rack
+        self.topics = Topics.for_rack(cfg.topic_root, site, rack)
+        self.spool = spool
+        self.version = version
+        self._status_fn = status_fn
+        self._on_hint = on_hint
+        self._on_accept = on_accept
+        self._clock = clock
+        self.window = max(1, window)
+        self.delayed_after_s = delayed_after_s
+        self._reconnect = (max(1, reconnect_min_s), max(1, reconnect_max_s))
+        self._client: mqtt.Client | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._inflight: dict[int, int] = {}  # paho mid → spool seq
+        self._inflight_seqs: set[int] = set()
+        self._control_mids: dict[int, asyncio.Future[None]] = {}  # status publishes awaited on stop
+        self.connected = False
+        self.connects = 0
+        self.failures = 0  # consecutive failed connection attempts
+        self.published = 0  # PUBACKs received for spooled messages
+        self.last_error: str | None = None
+        self._stopping = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.cfg.host}:{self.cfg.port}"
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _build_client(self) -> mqtt.Client:
+        cfg = self.cfg
+        client_id = cfg.client_id or f"rackwatt-{self.site}-{self.rack}"
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311,
+            clean_session=True,
+        )
+        client.suppress_exceptions = True
+        client.enable_logger(logging.getLogger("rackwatt.mqtt.paho"))
+        client.max_inflight_messages_set(self.window + 2)
+        client.reconnect_delay_set(*self._reconnect)
+        if cfg.password_file is not None:
+            try:
+                password = read_secret(cfg.password_file)
+            except SecretError as exc:
+                raise MqttConfigError(f"mqtt.password_file: {exc}") from None
+            register_secret(password)
+            client.username_pw_set(cfg.username or "", password)
+        elif cfg.username:
+            client.username_pw_set(cfg.username)
+        if cfg.ca_file is not None:
+            try:
+                client.tls_set(
+                    ca_certs=str(cfg.ca_file),
+                    certfile=str(cfg.cert_file) if cfg.cert_file else None,
+                    keyfile=str(cfg.key_file) if cfg.key_file else None,
+                    tls_version=ssl.PROTOCOL_TLS_CLIENT,
+                )
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                raise MqttConfigError(f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
+                                      f"key_file={cfg.key_file}): {exc}") from None
+        client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
+        client.on_connect = self._cb_connect
+        client.on_connect_fail = self._cb_connect_fail
+        client.on_disconnect = self._cb_disconnect
+        client.on_publish = self._cb_publish
+        client.on_message = self._cb_message
+        return client
+
+    async def start(self) -> None:
+        """Start connecting in the background (a broker that is down is retried with backoff)."""
+        self._loop = asyncio.get_running_loop()
+        self._client = self._build_client()
+        self._client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
+        self._client.loop_start()
+        self._pump_task = asyncio.create_task(self._pump(), name="mqtt-pump")
+        log.info("mqtt: connecting to %s (tls=%s, user=%s)", self.endpoint,
+                 "on" if self.cfg.ca_file else "off", self.cfg.username or "-")
+
+    # ---- paho thread → asyncio -------------------------------------------------------------
+    def _hand_over(self, fn: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # loop closing during shutdown
+            pass
+
+    def _cb_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
+        self._hand_over(self._on_connect, bool(reason_code.is_failure), str(reason_code),
+                        int(getattr(reason_code, "value", 0)))
+
+    def _cb_connect_fail(self, client: Any, userdata: Any) -> None:
+        self._hand_over(self._on_connect_fail)
+
+    def _cb_disconnect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
+        self._hand_over(self._on_disconnect, str(reason_code))
+
+    def _cb_publish(self, client: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
+        self._hand_over(self._on_puback, mid, bool(getattr(reason_code, "is_failure", False)))
+
+    def _cb_message(self, client: Any, userdata: Any, message: Any) -> None:
+        self._hand_over(self._on_inbound, str(message.topic), bytes(message.payload))
+
+    # ---- asyncio side ----------------------------------------------------------------------
+    def _next_delay_s(self) -> int:
+        lo, hi = self._reconnect
+        return int(min(hi, lo * 2 ** max(0, self.failures - 1)))
+
+    def _on_connect(self, failed: bool, reason: str, code: int) -> None:
+        if failed:
+            self._refresh_will()
+            self.failures += 1
+            self.connected = False
+            hint = ""
+            if code in (134, 135, 4, 5):  # bad user name or password / not authorized (v5 and v3 codes)
+                who = self.cfg.username or "(none)"
+                where = self.cfg.password_file or "(no password_file)"
+                hint = f" — check mqtt.username ({who}) and mqtt.password_file ({where})"
+            self.last_error = f"refused: {reason}"
+            log.error("mqtt: broker %s refused the connection: %s%s; retrying in %d s",
+                      self.endpoint, reason, hint, self._next_delay_s())
+            return
+        self.connected = True
+        self.connects += 1
+        self.failures = 0
+        self.last_error = None
+        log.info("mqtt: connected to %s; %d message(s) waiting in the spool", self.endpoint, len(self.spool))
+        client = self._client
+        assert client is not None
+        for topic, enabled in ((self.topics.hint, self._on_hint), (self.topics.cmd_accept, self._on_accept)):
+            if enabled is not None:
+                client.subscribe(topic, qos=1)
+        self.publish_status()
+        self._wake.set()
+
+    def _refresh_will(self) -> None:
+        """The next CONNECT carries a will with the current ``seq`` watermark."""
+        if self._client is not None and not self._stopping:
+            self._client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
+
+    def _on_connect_fail(self) -> None:
+        self._refresh_will()
+        self.failures += 1
+        self.connected = False
+        self.last_error = "unreachable"
+        if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8…: one line per doubling, not a flood
+            log.warning("mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
+                        self.endpoint, self.failures, self._next_delay_s())
+
+    def _on_disconnect(self, reason: str) -> None:
+        self._refresh_will()
+        was = self.connected
+        self.connected = False
+        if was and not self._stopping:
+            log.warning("mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason)
+            self.last_error = f"disconnected: {reason}"
+
+    def _on_puback(self, mid: int, failed: bool) -> None:
+        waiter = self._control_mids.pop(mid, None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        seq = self._inflight.pop(mid, None)
+        if seq is None:
+            return
+        self._inflight_seqs.discard(seq)
+        if failed:
+            log.warning("mqtt: broker rejected message seq %d; it stays in the spool", seq)
+        else:
+            self.spool.ack(seq)
+            self.published += 1
+        self._wake.set()
+
+    def _on_inbound(self, topic: str, payload: bytes) -> None:
+        handler = self._on_hint if topic == self.topics.hint else (
+            self._on_accept if topic == self.topics.cmd_accept else None)
+        if handler is None:
+            return
+        try:
+            handler(payload)
+        except Exception:  # a bad inbound message must never stop the agent
+            log.exception("mqtt: handling a message on %s failed", topic)
+
+    # ---- publishing ------------------------------------------------------------------------
+    def publish(self, kind: str, payload: dict[str, Any], *, stage: str | None = None) -> int:
+        """Spool a ``summary``/``event``/``baseline`` payload (fsync'd) and schedule it; returns its seq."""
+        if kind == "summary":
+            topic, retain = self.topics.summary, False
+        elif kind == "event":
+            topic, retain = self.topics.event, False
+        elif kind == "baseline":
+            if not stage:
+                raise ValueError("a baseline payload needs its stage")
+            topic, retain = self.topics.baseline(stage), True
+        else:
+            raise ValueError(f"unknown message kind {kind!r}")
+        record = self.spool.append(kind, topic, payload, retain=retain, qos=self.cfg.qos)
+        self._wake.set()
+        return record.seq
+
+    async def _pump(self) -> None:
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                self._fill_window()
+            except Exception:  # keep pumping; the spool still holds everything
+                log.exception("mqtt: sending from the spool failed")
+
+    def _fill_window(self) -> None:
+        client = self._client
+        if client is None or not self.connected:
+            return
+        while len(self._inflight) < self.window:
+            seq = self.spool.first_pending_after(0, skip=self._inflight_seqs)
+            if seq is None:
+                return
+            record = self.spool.read(seq)
+            if record is None:
+                continue
+            payload = record.payload
+            if self._clock() - record.created > self.delayed_after_s:
+                payload = {**payload, "delayed": True}
+            data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+            info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
+            if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+                log.warning("mqtt: client refused seq %d (%s); retrying later", seq, mqtt.error_string(info.rc))
+                return
+            if record.qos == 0 and info.rc == mqtt.MQTT_ERR_SUCCESS and info.is_published():
+                self.spool.ack(seq)
+                continue
+            self._inflight[info.mid] = seq
+            self._inflight_seqs.add(seq)
+
+    def _status_payload(self) -> dict[str, Any]:
+        try:
+            body = dict(self._status_fn())
+        except Exception:
+            log.exception("mqtt: building the status failed; publishing a minimal one")
+            body = {}
+        body.setdefault("mqtt", {})
+        body["mqtt"] = {**body["mqtt"], "connects": self.connects}
+        return {"v": SCHEMA_VERSION, "type": "status", "state": "online", "seq": self.spool.last_seq,
+                "site": self.site, "rack": self.rack, "version": self.version, **body}
+
+    def _offline_payload(self, reason: str) -> str:
+        return json.dumps({"v": SCHEMA_VERSION, "type": "status", "state": "offline", "seq": self.spool.last_seq,
+                           "site": self.site, "rack": self.rack, "version": self.version, "reason": reason,
+                           "ts": self._clock()}, separators=(",", ":"))
+
+    def publish_status(self) -> asyncio.Future[None] | None:
+        """Publish the retained ``online`` status now (only while connected: it is not spooled)."""
+        client = self._client
+        if client is None or not self.connected:
+            return None
+        try:
+            data = json.dumps(self._status_payload(), separators=(",", ":"), allow_nan=False)
+        except (ValueError, TypeError) as exc:
+            log.error("mqtt: status payload is not valid JSON (%s); not published", exc)
+            return None
+        info = client.publish(self.topics.status, data, qos=1, retain=True)
+        return self._await_mid(info)
+
+    def _await_mid(self, info: mqtt.MQTTMessageInfo) -> asyncio.Future[None] | None:
+        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN) or self._loop is None:
+            return None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._control_mids[info.mid] = fut
+        return fut
+
+    def stats(self) -> dict[str, Any]:
+        return {"connected": self.connected, "endpoint": self.endpoint, "connects": self.connects,
+                "published": self.published, "inflight": len(self._inflight), "last_error": self.last_error}
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Wait until the spool is empty (True) or ``timeout_s`` passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.spool) and time.monotonic() < deadline:
+            self._wake.set()
+            await asyncio.sleep(0.05)
+        return not len(self.spool)
+
+    async def stop(self, timeout_s: float = 3.0) -> None:
+        """Send what can be sent in ``timeout_s``, publish ``offline`` (retained), disconnect cleanly."""
+        client = self._client
+        if client is None:
+            return
+        if self.connected:
+            await self.flush(timeout_s)
+            info = client.publish(self.topics.status, self._offline_payload("shutdown"), qos=1, retain=True)
+            fut = self._await_mid(info)
+            if fut is not None:
+                try:
+                    await asyncio.wait_for(fut, timeout=min(2.0, timeout_s))
+                except TimeoutError:
+                    log.warning("mqtt: broker did not acknowledge the offline status in time")
+        self._stopping = True
+        self._wake.set()
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump_task
+        client.disconnect()
+        await asyncio.to_thread(client.loop_stop)
+        self._client = None
+        log.info("mqtt: disconnected from %s; %d message(s) left in the spool", self.endpoint, len(self.spool))

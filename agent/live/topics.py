@@ -1,0 +1,54 @@
+"""The MQTT topic contract (``docs/mqtt.md``): one place that spells every topic.
+
+Root: ``<topic_root>/<site>/<rack>/`` with ``topic_root`` defaulting to ``rackwatt/v1``.
+Outbound: ``status`` (retained), ``baseline/<stage>`` (retained), ``summary``, ``event``.
+Inbound: ``hint`` (stage hints from schedulers), ``cmd/accept`` (operator accepts a deviation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1  # the "v" field of every payload
+
+
+@dataclass(frozen=True)
+class Topics:
+    root: str  # "rackwatt/v1/<site>/<rack>"
+
+    @classmethod
+    def for_rack(cls, topic_root: str, site: str, rack: str) -> Topics:
+        return cls(f"{topic_root.rstrip('/')}/{site}/{rack}")
+
+    @property
+    def status(self) -> str:
+        return f"{self.root}/status"
+
+    @property
+    def summary(self) -> str:
+        return f"{self.root}/summary"
+
+    @property
+    def event(self) -> str:
+        return f"{self.root}/event"
+
+    @property
+    def hint(self) -> str:
+        return f"{self.root}/hint"
+
+    @property
+    def cmd_accept(self) -> str:
+        return f"{self.root}/cmd/accept"
+
+    def baseline(self, stage: str) -> str:
+        return f"{self.root}/baseline/{stage}"
+
+    def kind_of(self, topic: str) -> str | None:
+        """``status``/``summary``/``event``/``baseline``/``hint``/``cmd/accept`` for one of ours, else None."""
+        prefix = self.root + "/"
+        if not topic.startswith(prefix):
+            return None
+        rest = topic[len(prefix) :]
+        if rest.startswith("baseline/"):
+            return "baseline"
+        return rest if rest in ("status", "summary", "event", "hint", "cmd/accept") else None
