@@ -1,0 +1,130 @@
+"""Which cause a confirmed residual shift points to, from what moved with it (DESIGN.md rules).
+
+- cooling residual (cooling power vs the lag model's expectation for the heat) → ``cooling``;
+  a moved setpoint is named as the likely reason.
+- IT residual (PDU vs the IT model from GPU + node load) → ``power_chain``, unless the inlet
+  temperatures moved with it (server fans spinning up for a hot spot) → ``thermal``; without
+  GPU telemetry the IT side cannot be separated → ``unknown``.
+- inlet spread → ``thermal``.
+- GPU residual (power vs the expectation for this stage and work rate) → ``gpu_hardware``,
+  unless the job changed, its work rate moved or its stage mix moved → ``workload``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agent.engine.drift.channel import ACTIVE, SUSPECTED, ResidualChannel
+from agent.engine.drift.context import SignalContext
+
+CAUSES: tuple[str, ...] = ("cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown")
+# Evidence thresholds for "moved with it".
+SETPOINT_MOVED_C = 0.2
+INLET_MEAN_MOVED_C = 0.5
+SPREAD_MOVED_C = 0.3
+WORK_RATE_MOVED_PCT = 2.0
+MIX_MOVED = 0.3
+JOB_RECENT_S = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class Attribution:
+    cause: str
+    explanation: str
+
+
+def _channel_moving(channel: ResidualChannel) -> bool:
+    return channel.mode in (ACTIVE, SUSPECTED) or channel.cusum >= 0.25 * channel.params.threshold_h
+
+
+def attribute(
+    component: str,
+    deviation: float,
+    channels: dict[str, ResidualChannel],
+    ctx: SignalContext,
+    ts: float,
+    gpu_known: bool,
+) -> Attribution:
+    """Name the cause of a shift just confirmed on ``component`` (deviation signed, its unit)."""
+    more = "more" if deviation >= 0 else "less"
+    up = "up" if deviation >= 0 else "down"
+    if component == "cooling":
+        setpoint = ctx.levels["setpoint_c"]
+        moved = setpoint.moved()
+        if math.isfinite(moved) and abs(moved) >= SETPOINT_MOVED_C:
+            return Attribution(
+                "cooling",
+                f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat; the cooling-unit "
+                f"setpoint moved from {setpoint.ref:.1f} °C to {setpoint.fast:.1f} °C.",
+            )
+        return Attribution(
+            "cooling",
+            f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat with an unchanged "
+            "setpoint: check the cooling unit (coil, filters, strategy, other racks on it).",
+        )
+    if component == "thermal":
+        return Attribution(
+            "thermal",
+            f"Rack inlet temperatures spread {abs(deviation):.1f} °C "
+            f"{'wider' if deviation >= 0 else 'narrower'} than usual: look for a hot spot or recirculation.",
+        )
+    if component == "it":
+        if _thermal_moved(channels, ctx):
+            return Attribution(
+                "thermal",
+                f"PDU power is {abs(deviation):.1f} % {up} for the same GPU load while rack inlet "
+                "temperatures rose: server fans are working against a hot spot.",
+            )
+        if not gpu_known:
+            return Attribution(
+                "unknown",
+                f"PDU power is {abs(deviation):.1f} % {up} against the IT model, but without GPU "
+                "telemetry the load side cannot be told apart.",
+            )
+        return Attribution(
+            "power_chain",
+            f"PDU power is {abs(deviation):.1f} % {up} for the same GPU and server load: PSU or "
+            "distribution losses, or the PSU redundancy configuration, changed.",
+        )
+    if component == "gpu":
+        reason = workload_reason(ctx, ts)
+        if reason:
+            return Attribution(
+                "workload",
+                f"GPU power per unit of work moved {abs(deviation):.1f} % {up} together with {reason}: "
+                "the job changed; re-learning its baseline.",
+            )
+        return Attribution(
+            "gpu_hardware",
+            f"GPUs draw {abs(deviation):.1f} % {more} power for the same work rate and stage: "
+            "ageing, firmware or driver change.",
+        )
+    return Attribution("unknown", f"Residual of {component} moved {deviation:+.1f}.")
+
+
+def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> bool:
+    thermal = channels.get("thermal")
+    if thermal is not None and _channel_moving(thermal) and thermal.recent_deviation() > 0:
+        return True
+    spread = ctx.levels["inlet_spread_c"].moved()
+    mean = ctx.levels["inlet_mean_c"].moved()
+    setpoint = ctx.levels["setpoint_c"].moved()
+    setpoint = setpoint if math.isfinite(setpoint) else 0.0
+    if math.isfinite(spread) and spread >= SPREAD_MOVED_C:
+        return True
+    # Inlets warmer without the setpoint having been raised: the air reaching the servers changed.
+    return math.isfinite(mean) and mean - max(setpoint, 0.0) >= INLET_MEAN_MOVED_C
+
+
+def workload_reason(ctx: SignalContext, ts: float) -> str:
+    """A short phrase naming the workload evidence, or "" when there is none."""
+    if math.isfinite(ctx.job_since_ts) and 0 <= ts - ctx.job_since_ts <= JOB_RECENT_S and ctx.job:
+        return f"a new job ({ctx.job})"
+    rate = ctx.work_rate_moved_pct()
+    if math.isfinite(rate) and abs(rate) >= WORK_RATE_MOVED_PCT:
+        return f"the work rate ({rate:+.1f} %)"
+    mix = ctx.mix_distance()
+    if mix >= MIX_MOVED:
+        return f"the stage mix ({100 * mix:.0f} % of time moved between stages)"
+    return ""

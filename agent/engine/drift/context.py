@@ -1,0 +1,155 @@
+"""Secondary evidence for attribution: slow references and fast levels of the rack's other signals.
+
+Why: a residual tells *that* a component moved; what moved with it tells *why*. A cooling
+residual with the setpoint lower than its reference is a setpoint change; an IT residual with
+the inlet temperatures up is a hot spot driving the server fans; a GPU residual with the
+work rate changed too is a new workload, not ageing. Each signal keeps a slow reference (frozen
+while any component is held, so it remembers "before") and a fast level ("now"). Fixed size:
+two floats per signal, per stage slot for the stage-dependent ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agent.engine.components import ComponentSample
+from agent.trace.model import CANONICAL_STAGES
+
+STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
+SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c", "fan_pct")
+REF_HALFLIFE_BINS = 720.0  # 12 h at 60 s bins
+FAST_HALFLIFE_BINS = 20.0
+MIX_SLOW_HALFLIFE_BINS = 1440.0
+MIX_FAST_HALFLIFE_BINS = 180.0
+
+
+def stage_slot(stage: str) -> int:
+    """Index of a stage in the fixed slot table; unknown and custom labels share the last slot."""
+    try:
+        return CANONICAL_STAGES.index(stage)
+    except ValueError:
+        return len(CANONICAL_STAGES)
+
+
+class _Level:
+    """Slow reference + fast level of one signal (EW means with a count-based warm start)."""
+
+    __slots__ = ("fast", "n", "ref")
+
+    def __init__(self) -> None:
+        self.ref = math.nan
+        self.fast = math.nan
+        self.n = 0.0
+
+    def update(self, value: float, frozen: bool) -> None:
+        if not math.isfinite(value):
+            return
+        a_fast = max(1.0 / (self.n + 1.0), math.log(2.0) / FAST_HALFLIFE_BINS)
+        self.fast = value if not math.isfinite(self.fast) else self.fast + a_fast * (value - self.fast)
+        if not frozen or not math.isfinite(self.ref):
+            a_ref = max(1.0 / (self.n + 1.0), math.log(2.0) / REF_HALFLIFE_BINS)
+            self.ref = value if not math.isfinite(self.ref) else self.ref + a_ref * (value - self.ref)
+            self.n += 1.0
+
+    def moved(self) -> float:
+        return self.fast - self.ref if math.isfinite(self.fast) and math.isfinite(self.ref) else math.nan
+
+    def pack(self) -> list[float | None]:
+        return [_num(self.ref), _num(self.fast), _num(self.n)]
+
+    def unpack(self, values: object) -> None:
+        if not isinstance(values, list) or len(values) != 3:
+            raise ValueError("drift context: each level must be [ref, fast, n]")
+        self.ref, self.fast, self.n = (math.nan if v is None else float(v) for v in values)
+
+
+class SignalContext:
+    """What the rack's non-residual signals did: references, fast levels, stage mix, job."""
+
+    def __init__(self) -> None:
+        self.levels = {name: _Level() for name in SCALAR_SIGNALS}
+        self.work_rate = [_Level() for _ in STAGE_SLOTS]
+        self.mix_slow = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
+        self.mix_fast = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
+        self.mix_n = 0.0
+        self.job = ""  # last non-empty job id seen
+        self.job_since_ts = math.nan
+
+    def update(self, sample: ComponentSample, frozen: bool) -> bool:
+        """Absorb one bin; returns True when a new non-empty job id replaced a previous one."""
+        for name, level in self.levels.items():
+            level.update(float(getattr(sample, name)), frozen)
+        slot = stage_slot(sample.stage)
+        if sample.stage:
+            self.work_rate[slot].update(sample.work_rate, frozen)
+            onehot = np.zeros(len(STAGE_SLOTS))
+            onehot[slot] = 1.0
+            a_slow = max(1.0 / (self.mix_n + 1.0), math.log(2.0) / MIX_SLOW_HALFLIFE_BINS)
+            a_fast = max(1.0 / (self.mix_n + 1.0), math.log(2.0) / MIX_FAST_HALFLIFE_BINS)
+            self.mix_slow += a_slow * (onehot - self.mix_slow)
+            self.mix_fast += a_fast * (onehot - self.mix_fast)
+            self.mix_n += 1.0
+        changed = False
+        if sample.job and sample.job != self.job:
+            changed = bool(self.job)
+            self.job = sample.job
+            self.job_since_ts = sample.ts
+        return changed
+
+    def work_rate_moved_pct(self) -> float:
+        """Largest relative change of a stage's work rate against its reference, in % (NaN if none)."""
+        best = math.nan
+        for level in self.work_rate:
+            if level.n < 30 or not math.isfinite(level.ref) or abs(level.ref) < 1e-9:
+                continue
+            pct = 100.0 * level.moved() / abs(level.ref)
+            if math.isfinite(pct) and (not math.isfinite(best) or abs(pct) > abs(best)):
+                best = pct
+        return best
+
+    def mix_distance(self) -> float:
+        """Half the L1 distance between the recent and the long-run stage mix (0 … 1)."""
+        return 0.5 * float(np.abs(self.mix_fast - self.mix_slow).sum()) if self.mix_n > 60 else 0.0
+
+    def resync(self) -> None:
+        """Adopt the current levels as the new reference (after a workload change or an accept)."""
+        for level in (*self.levels.values(), *self.work_rate):
+            if math.isfinite(level.fast):
+                level.ref = level.fast
+        self.mix_slow[:] = self.mix_fast
+
+    def state(self) -> dict[str, object]:
+        return {
+            "levels": {name: level.pack() for name, level in self.levels.items()},
+            "work_rate": [level.pack() for level in self.work_rate],
+            "mix_slow": [float(v) for v in self.mix_slow],
+            "mix_fast": [float(v) for v in self.mix_fast],
+            "mix_n": self.mix_n,
+            "job": self.job[:200],
+            "job_since_ts": _num(self.job_since_ts),
+        }
+
+    def restore(self, data: dict[str, object]) -> None:
+        levels = data.get("levels")
+        rates = data.get("work_rate")
+        if not isinstance(levels, dict) or not isinstance(rates, list) or len(rates) != len(STAGE_SLOTS):
+            raise ValueError("drift context: levels/work_rate missing or of the wrong size")
+        for name, level in self.levels.items():
+            level.unpack(levels.get(name))
+        for level, packed in zip(self.work_rate, rates, strict=True):
+            level.unpack(packed)
+        for key, target in (("mix_slow", self.mix_slow), ("mix_fast", self.mix_fast)):
+            values = data.get(key)
+            if not isinstance(values, list) or len(values) != len(STAGE_SLOTS):
+                raise ValueError(f"drift context: {key} must be a list of {len(STAGE_SLOTS)}")
+            target[:] = [float(v) for v in values]
+        self.mix_n = float(data.get("mix_n") or 0.0)  # type: ignore[arg-type]
+        self.job = str(data.get("job") or "")
+        since = data.get("job_since_ts")
+        self.job_since_ts = float(since) if isinstance(since, (int, float)) else math.nan
+
+
+def _num(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None

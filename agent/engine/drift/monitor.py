@@ -1,0 +1,366 @@
+"""``DriftMonitor``: per-component residual detectors → drift events, held and re-learning sets.
+
+The engine calls ``observe(sample)`` once per bin with a ``ComponentSample`` and then reads
+``held`` (components whose baseline must not learn now) and ``relearn`` (components to re-learn
+fast: a new workload, or a deviation the operator accepted). Events are report ``event`` dicts
+(docs/spec/report-format.md). Operators accept a new normal with ``accept(...)``; an incident
+left unacknowledged for ``accept_after_h`` is accepted automatically, with an event saying so.
+
+Lag is not drift: bins the engine flags ``transient`` (the facility still settling after a stage
+or load change) never reach a detector.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from agent.config.model import EngineSection
+from agent.engine.components import ComponentSample
+from agent.engine.drift.attribution import CAUSES, attribute
+from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
+from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.events import drift_event, evidence_for
+from agent.engine.drift.threshold import threshold_for_target
+
+STATE_VERSION = 1
+LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
+CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
+# Which engine components must stop learning while a channel is suspected or active.
+HOLDS: dict[str, frozenset[str]] = {
+    "it": frozenset({"it"}),
+    "cooling": frozenset({"cooling"}),
+    "gpu": frozenset({"gpu"}),
+    "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
+}
+CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "cooling": ("cooling",),
+    "power_chain": ("it",),
+    "thermal": ("thermal", "it"),
+    "gpu_hardware": ("gpu",),
+    "workload": ("gpu",),
+    "unknown": ("it", "cooling", "gpu", "thermal"),
+}
+
+
+@dataclass
+class Incident:
+    """One confirmed deviation, named by its cause; the channels that carry it."""
+
+    cause: str
+    stage: str
+    onset_ts: float
+    since_ts: float
+    deviation: float
+    component: str
+    channels: set[str] = field(default_factory=set)
+    job: str = ""
+
+
+def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[str, ChannelParams]:
+    """Per-channel tuning; every CUSUM threshold comes from the configured false-alarm target."""
+    base = ChannelParams(n_slots=len(STAGE_SLOTS), threshold_h=1.0)
+    block_s = base.block_bins * bin_s
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, 2 * len(CHANNELS), base.k, margin)
+    per_day_bins = 86400.0 / bin_s
+    common = replace(base, threshold_h=h, loc_halflife_bins=per_day_bins)
+    return {
+        "it": replace(common, min_effect=1.0, min_scale=0.1),
+        "cooling": replace(common, min_effect=1.5, min_scale=0.3),
+        "gpu": replace(common, min_effect=1.0, min_scale=0.1),
+        "thermal": replace(common, min_effect=0.3, min_scale=0.05),
+    }
+
+
+class DriftMonitor:
+    """Sustained-deviation detection and cause attribution over ``ComponentSample`` bins."""
+
+    def __init__(
+        self,
+        config: EngineSection | None = None,
+        bin_s: float = 60.0,
+        margin: float = 20.0,
+        relearn_h: float = 2.0,
+        grace_h: float = 6.0,
+    ) -> None:
+        self.config = config or EngineSection()
+        self.bin_s = bin_s
+        self.relearn_s = relearn_h * 3600.0
+        self.grace_s = grace_h * 3600.0
+        self._params = channel_params(self.config, bin_s, margin)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.channels = {name: ResidualChannel(name, params) for name, params in self._params.items()}
+        self.context = SignalContext()
+        self.incidents: dict[str, Incident] = {}
+        self._relearn_until: dict[str, float] = {}
+        self._workload_until = math.nan
+        self._last_ts = math.nan
+
+    # ------------------------------------------------------------------------------ reading
+    @property
+    def held(self) -> frozenset[str]:
+        """Engine components that must not learn now (suspected or active deviation)."""
+        out: set[str] = set()
+        for name, channel in self.channels.items():
+            if channel.held:
+                out |= HOLDS[name]
+        return frozenset(out & set(LEARNING_COMPONENTS))
+
+    @property
+    def relearn(self) -> frozenset[str]:
+        """Engine components to re-learn fast now (new workload, accepted new normal)."""
+        ts = self._last_ts
+        return frozenset(c for c, until in self._relearn_until.items() if math.isfinite(ts) and ts < until)
+
+    @property
+    def threshold_h(self) -> float:
+        return self._params["it"].threshold_h
+
+    def status(self) -> dict[str, object]:
+        """Compact per-channel view for summaries and debugging."""
+        return {
+            name: {"mode": ch.mode, "cusum": round(ch.cusum, 2), "scale": ch.scale}
+            for name, ch in self.channels.items()
+        }
+
+    # ------------------------------------------------------------------------------ updating
+    def observe(self, sample: ComponentSample) -> list[dict[str, object]]:
+        """Absorb one bin; returns the report events it caused (usually none)."""
+        ts = float(sample.ts)
+        self._last_ts = ts
+        events: list[dict[str, object]] = []
+        frozen = any(ch.held for ch in self.channels.values())
+        if self.context.update(sample, frozen):
+            events += self._workload_change(sample)
+        if math.isfinite(self._workload_until) and ts >= self._workload_until:
+            events += self._end_workload(sample)
+        if not sample.transient:
+            slot = stage_slot(sample.stage)
+            for name, residual in residuals(sample).items():
+                transition = self.channels[name].add(residual, slot, ts)
+                if transition is not None:
+                    events += self._on_transition(name, transition, sample)
+        events += self._auto_accept(ts)
+        return events
+
+    def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
+        if tr.kind == "onset":
+            return self._onset(name, tr, sample)
+        if tr.kind == "cleared":
+            return self._channel_cleared(name, tr, sample, accepted_by="")
+        return []
+
+    def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
+        gpu_known = math.isfinite(sample.gpu_w)
+        verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known)
+        incident = self.incidents.get(verdict.cause)
+        if incident is not None:
+            incident.channels.add(name)
+            return []
+        incident = Incident(
+            cause=verdict.cause,
+            stage=sample.stage,
+            onset_ts=tr.ts,
+            since_ts=tr.since_ts,
+            deviation=tr.deviation,
+            component=name,
+            channels={name},
+            job=self.context.job,
+        )
+        self.incidents[verdict.cause] = incident
+        evidence = evidence_for(name, tr, self.channels, self.context)
+        if verdict.cause == "workload":
+            self._start_relearn(("gpu",), tr.ts)
+            self._workload_until = tr.ts + self.relearn_s
+            self.context.resync()
+        pct = _pct(name, tr, self.channels, stage_slot(sample.stage))
+        return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
+                            name, tr.since_ts, evidence, verdict.explanation)]
+
+    def _channel_cleared(
+        self, name: str, tr: Transition, sample: ComponentSample, accepted_by: str
+    ) -> list[dict[str, object]]:
+        for cause, incident in list(self.incidents.items()):
+            if name not in incident.channels:
+                continue
+            incident.channels.discard(name)
+            if incident.channels:
+                continue
+            del self.incidents[cause]
+            text = f"The {cause.replace('_', ' ')} deviation on {name} ended."
+            return [drift_event(tr.ts, "cleared", cause, incident.stage or sample.stage, None, name,
+                                incident.since_ts, [], text, extra={"onset_ts": incident.onset_ts})]
+        return []
+
+    # ------------------------------------------------------------------------------ workload
+    def _workload_change(self, sample: ComponentSample) -> list[dict[str, object]]:
+        ts = float(sample.ts)
+        self._start_relearn(("gpu",), ts)
+        self.channels["gpu"].start_grace(ts + self.relearn_s)
+        self._workload_until = ts + self.relearn_s
+        had = self.incidents.get("workload")
+        self.incidents["workload"] = Incident("workload", sample.stage, ts, ts, 0.0, "gpu", set(), sample.job)
+        text = (f"New job {sample.job!r} replaced the previous one: its GPU profile is re-learned "
+                "(not a fault).")
+        extra = {"job": sample.job, "relearn": ["gpu"], "relearn_until": ts + self.relearn_s}
+        if had is not None:
+            extra["previous_job"] = had.job
+        evidence = [{"signal": "job", "to": sample.job, "since": ts}]
+        return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", ts, evidence, text,
+                            extra=extra)]
+
+    def _end_workload(self, sample: ComponentSample) -> list[dict[str, object]]:
+        self._workload_until = math.nan
+        incident = self.incidents.pop("workload", None)
+        self.context.resync()
+        if incident is None:
+            return []
+        text = f"Baseline re-learned for job {incident.job!r}." if incident.job else "Baseline re-learned."
+        return [drift_event(float(sample.ts), "cleared", "workload", sample.stage, None, "gpu",
+                            incident.since_ts, [], text, extra={"onset_ts": incident.onset_ts})]
+
+    def _start_relearn(self, components: tuple[str, ...], ts: float) -> None:
+        for comp in components:
+            if comp in LEARNING_COMPONENTS:
+                self._relearn_until[comp] = max(self._relearn_until.get(comp, -math.inf), ts + self.relearn_s)
+
+    # ------------------------------------------------------------------------------ accepting
+    def accept(self, cause_or_component: str, ts: float, by: str = "operator") -> list[dict[str, object]]:
+        """Accept the current deviation(s) as the new normal: ``all``, a cause or a component name.
+
+        Held components are released and re-learn fast; each accepted incident gets a
+        ``cleared`` event with ``detail.accepted = true``. Unknown names raise ``ValueError``.
+        """
+        key = cause_or_component.strip().lower()
+        if key not in ("all", *CAUSES, *CHANNELS):
+            raise ValueError(
+                f"accept: unknown cause or component {cause_or_component!r}; expected all, "
+                f"one of {', '.join(CAUSES)} or one of {', '.join(CHANNELS)}"
+            )
+        events: list[dict[str, object]] = []
+        for cause, incident in list(self.incidents.items()):
+            if key not in ("all", cause) and key not in incident.channels:
+                continue
+            if cause == "workload" and not incident.channels:
+                continue  # a job change needs no acceptance: it is re-learned anyway
+            del self.incidents[cause]
+            names = set(incident.channels)
+            self._grace(names, ts)
+            after = f"automatically after {self.config.accept_after_h:g} h"
+            who = "by the operator" if by == "operator" else after
+            what = cause.replace("_", " ")
+            text = f"The {what} deviation was accepted as the new normal ({who}); re-learning."
+            events.append(drift_event(ts, "cleared", cause, incident.stage, None, incident.component,
+                                      incident.since_ts, [], text,
+                                      extra={"accepted": True, "accepted_by": by,
+                                             "onset_ts": incident.onset_ts}))
+        # Suspicions on a named component (or all) are released too.
+        for name, channel in self.channels.items():
+            named = key in ("all", name) or name in CAUSE_COMPONENTS.get(key, ())
+            if channel.mode == SUSPECTED and named:
+                self._grace({name}, ts)
+        if events:
+            self.context.resync()
+        return events
+
+    def _grace(self, names: set[str], ts: float) -> None:
+        components: set[str] = set()
+        for name in names:
+            self.channels[name].start_grace(ts + self.grace_s)
+            components |= HOLDS[name]
+        self._start_relearn(tuple(sorted(components)), ts)
+
+    def _auto_accept(self, ts: float) -> list[dict[str, object]]:
+        after_h = self.config.accept_after_h
+        if after_h is None:
+            return []
+        events: list[dict[str, object]] = []
+        for cause, incident in list(self.incidents.items()):
+            if cause != "workload" and ts - incident.onset_ts >= after_h * 3600.0:
+                events += self.accept(cause, ts, by="auto")
+        return events
+
+    # ------------------------------------------------------------------------------ state
+    def save_state(self) -> dict[str, object]:
+        """JSON-safe, fixed-size state (a few floats per channel and stage slot, ≤ 6 incidents)."""
+        return {
+            "version": STATE_VERSION,
+            "channels": {name: ch.state() for name, ch in self.channels.items()},
+            "context": self.context.state(),
+            "incidents": [
+                {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
+                 "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
+                 "job": i.job[:200]}
+                for i in self.incidents.values()
+            ],
+            "relearn_until": dict(self._relearn_until),
+            "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
+            "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
+        }
+
+    def load_state(self, state: dict[str, object]) -> None:
+        """Restore ``save_state()`` output; a wrong version or shape raises ``ValueError``."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            found = state.get("version") if isinstance(state, dict) else "?"
+            raise ValueError(f"drift state: version {found} is not {STATE_VERSION}")
+        self._reset()
+        try:
+            channels = state["channels"]
+            assert isinstance(channels, dict)
+            for name, ch in self.channels.items():
+                ch.restore(channels[name])
+            context = state["context"]
+            assert isinstance(context, dict)
+            self.context.restore(context)
+            incidents = state.get("incidents") or []
+            assert isinstance(incidents, list)
+            for item in incidents:
+                if item["cause"] not in CAUSES:
+                    raise ValueError(f"unknown cause {item['cause']!r}")
+                self.incidents[item["cause"]] = Incident(
+                    item["cause"], str(item["stage"]), float(item["onset_ts"]), float(item["since_ts"]),
+                    float(item["deviation"]), str(item["component"]), set(item["channels"]), str(item["job"]))
+            relearn = state.get("relearn_until") or {}
+            assert isinstance(relearn, dict)
+            self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
+            until = state.get("workload_until")
+            self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
+            last = state.get("last_ts")
+            self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
+        except (KeyError, TypeError, AssertionError, ValueError) as exc:
+            self._reset()
+            raise ValueError(f"drift state: malformed ({exc})") from exc
+
+    @property
+    def in_grace(self) -> frozenset[str]:
+        return frozenset(name for name, ch in self.channels.items() if ch.mode == GRACE)
+
+    @property
+    def active(self) -> frozenset[str]:
+        return frozenset(name for name, ch in self.channels.items() if ch.mode == ACTIVE)
+
+
+def residuals(sample: ComponentSample) -> dict[str, float]:
+    """Each channel's residual for one bin: % of the expectation for power, °C for the inlet spread."""
+    return {
+        "it": _rel_pct(sample.it_measured_w, sample.it_expected_w),
+        "cooling": _rel_pct(sample.cooling_measured_w, sample.cooling_expected_w),
+        "gpu": _rel_pct(sample.gpu_w, sample.gpu_expected_w),
+        "thermal": float(sample.inlet_spread_c),
+    }
+
+
+def _rel_pct(measured: float, expected: float) -> float:
+    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
+        return math.nan
+    return 100.0 * (measured - expected) / expected
+
+
+def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:
+    """deviation_pct of an onset: % of the expectation; for the inlet spread, % of its usual level."""
+    if name != "thermal":
+        return round(tr.deviation, 2)
+    usual = max(abs(channels["thermal"].location(slot)), 1.0)
+    return round(100.0 * tr.deviation / usual, 2)
