@@ -1,0 +1,150 @@
+"""Register words ⇄ engineering values for one cooling-unit point, and unit conversion.
+
+Modbus puts each 16-bit word big-endian on the wire; 32-bit values span two words whose order
+varies by vendor (``word_order``: "big" = most-significant word first, APC/Schneider; "little" =
+word-swapped, e.g. Liebert DCD "(sw)" floats). Sentinels are compared on the raw bit pattern
+(0x7FFF, 0x8000, 0xFFFF, …) before scaling, and become ``None`` (missing), never 0.
+
+``encode_value`` is the exact inverse; the demo Modbus server uses it to serve register images.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Protocol
+
+TYPE_WIDTH = {"u16": 1, "s16": 1, "u32": 2, "s32": 2, "f32": 2}
+WORD_ORDERS = ("big", "little")
+
+# Raw bit patterns that mean "not available" when a profile does not say otherwise. They are
+# the conventional Modbus "no value" patterns; a cooling unit's temperatures, percentages and
+# kW never legitimately reach them. f32 NaN/inf is always missing.
+DEFAULT_SENTINELS: dict[str, frozenset[int]] = {
+    "u16": frozenset({0xFFFF}),
+    "s16": frozenset({0x7FFF, 0x8000}),
+    "u32": frozenset({0xFFFFFFFF}),
+    "s32": frozenset({0x7FFFFFFF, 0x80000000}),
+    "f32": frozenset(),
+}
+
+# unit written in a profile → (canonical signal suffix it may feed, function to canonical units)
+_UNITS: dict[str, tuple[str, float, float]] = {
+    # unit: (suffix, multiplier, offset) applied as (value + offset) * multiplier
+    "W": ("_w", 1.0, 0.0),
+    "kW": ("_w", 1000.0, 0.0),
+    "degC": ("_c", 1.0, 0.0),
+    "degF": ("_c", 5.0 / 9.0, -32.0),
+    "%": ("_pct", 1.0, 0.0),
+}
+_UNIT_ALIASES = {"°C": "degC", "C": "degC", "°F": "degF", "F": "degF", "pct": "%", "%RH": "%"}
+
+
+class PointLike(Protocol):
+    """What decoding needs of a point (``profiles.Point`` has it; read-only)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def word_order(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def sentinels(self) -> frozenset[int]: ...
+
+
+def canonical_unit(unit: str) -> str:
+    """The profile unit spelled the one way this module knows it ("" = already canonical)."""
+    return _UNIT_ALIASES.get(unit, unit)
+
+
+def unit_problem(signal: str, unit: str) -> str | None:
+    """Why ``unit`` cannot feed ``signal`` (e.g. kW into a temperature), or None when it can."""
+    unit = canonical_unit(unit)
+    if unit == "":
+        return None
+    if unit not in _UNITS:
+        known = ", ".join(sorted({*_UNITS, *_UNIT_ALIASES}))
+        return f"unknown unit {unit!r} (known: {known}, or empty for canonical units)"
+    suffix = _UNITS[unit][0]
+    if not signal.endswith(suffix):
+        return f"unit {unit!r} cannot feed signal {signal!r} (needs a name ending in {suffix})"
+    return None
+
+
+def to_canonical(value: float, unit: str) -> float:
+    unit = canonical_unit(unit)
+    if unit == "":
+        return value
+    _, multiplier, offset = _UNITS[unit]
+    return (value + offset) * multiplier
+
+
+def from_canonical(value: float, unit: str) -> float:
+    unit = canonical_unit(unit)
+    if unit == "":
+        return value
+    _, multiplier, offset = _UNITS[unit]
+    return value / multiplier - offset
+
+
+def words_to_raw(words: Sequence[int], type_: str, word_order: str) -> int:
+    """The unsigned bit pattern held by 1 or 2 registers."""
+    if TYPE_WIDTH[type_] == 1:
+        return words[0] & 0xFFFF
+    high, low = (words[0], words[1]) if word_order == "big" else (words[1], words[0])
+    return ((high & 0xFFFF) << 16) | (low & 0xFFFF)
+
+
+def raw_to_words(raw: int, type_: str, word_order: str) -> list[int]:
+    if TYPE_WIDTH[type_] == 1:
+        return [raw & 0xFFFF]
+    high, low = (raw >> 16) & 0xFFFF, raw & 0xFFFF
+    return [high, low] if word_order == "big" else [low, high]
+
+
+def raw_to_number(raw: int, type_: str) -> float:
+    if type_ == "s16":
+        return float(raw - 0x10000 if raw & 0x8000 else raw)
+    if type_ == "s32":
+        return float(raw - 0x100000000 if raw & 0x80000000 else raw)
+    if type_ == "f32":
+        return float(struct.unpack(">f", raw.to_bytes(4, "big"))[0])
+    return float(raw)
+
+
+def number_to_raw(number: float, type_: str) -> int:
+    if type_ == "f32":
+        return int.from_bytes(struct.pack(">f", number), "big")
+    integer = round(number)
+    bits = 16 if type_ in ("u16", "s16") else 32
+    low, high = (0, 2**bits - 1) if type_.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    if not low <= integer <= high:
+        raise ValueError(f"{number} does not fit {type_}")
+    return integer & (2**bits - 1)
+
+
+def decode_value(point: PointLike, words: Sequence[int]) -> float | None:
+    """The point's canonical value from its registers, or None for a sentinel / non-finite value."""
+    raw = words_to_raw(words, point.type, point.word_order)
+    if raw in point.sentinels:
+        return None
+    number = raw_to_number(raw, point.type)
+    if not math.isfinite(number):
+        return None
+    # round away float noise from scale/unit arithmetic (22.000000000000007 °C); far below resolution
+    return round(to_canonical(number * point.scale, point.unit), 6)
+
+
+def encode_value(point: PointLike, value: float | None) -> list[int]:
+    """Registers that decode to ``value``; ``None`` encodes the point's first sentinel (or NaN)."""
+    if value is None:
+        if point.type == "f32":
+            return raw_to_words(number_to_raw(math.nan, "f32"), point.type, point.word_order)
+        sentinel = min(point.sentinels) if point.sentinels else 0
+        return raw_to_words(sentinel, point.type, point.word_order)
+    number = from_canonical(value, point.unit) / point.scale
+    return raw_to_words(number_to_raw(number, point.type), point.type, point.word_order)

@@ -1,0 +1,233 @@
+"""``CracModbusDriver``: one cooling unit over Modbus TCP (or RTU through a TCP gateway), read-only.
+
+``__init__`` validates and plans with no I/O (profile + configured registers → batched requests);
+``poll`` reads each batch once and never raises. What can go wrong, and what happens:
+
+* "illegal address" (exception 2/3) on a batch: split it into one request per point; a point the
+  unit still rejects is *absent*: its signal is missing and it is probed again after
+  ``reprobe_after_polls`` polls (optional registers such as Liebert "Instantaneous Power").
+* "busy" / "acknowledge" (exception 6/5): retry the request once after ``busy_retry_s``; if still
+  busy, that batch's signals are missing this poll and the poll goes on.
+* other exceptions (4 device failure, …): that batch's signals missing, noted in ``error``.
+* no answer, refused connection, gateway target not responding (0x0B): the poll fails
+  (``ok=False``); the connection is dropped and re-opened at the next poll.
+* sentinel or non-finite values: that signal missing, never 0.
+
+When no ``power_w`` point answered, power is estimated (``estimate.py``) and listed in
+``PollResult.estimated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
+
+from agent.config.model import CracConfig
+from drivers.base import PollResult
+from drivers.modbus_crac.decode import decode_value
+from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
+from drivers.modbus_crac.plan import Batch, plan_batches, single_batches
+from drivers.modbus_crac.profiles import ProfileError, load_profile, merged_points
+from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
+
+log = logging.getLogger(__name__)
+
+EXCEPTION_NAMES = {
+    1: "illegal function",
+    2: "illegal data address",
+    3: "illegal data value",
+    4: "device failure",
+    5: "acknowledge (busy)",
+    6: "device busy",
+    10: "gateway path unavailable",
+    11: "gateway target did not respond",
+}
+ABSENT_CODES = frozenset({2, 3})  # the unit does not have this register
+BUSY_CODES = frozenset({5, 6})  # try again later
+UNREACHABLE_CODES = frozenset({10, 11})  # the gateway cannot reach the unit: the whole poll fails
+
+
+class UnitUnreachable(Exception):
+    """The unit (or its gateway) cannot be talked to this poll."""
+
+
+def exception_text(code: int | None) -> str:
+    if code is None:
+        return "error response without an exception code"
+    return f"exception {code} ({EXCEPTION_NAMES.get(code, 'unknown')})"
+
+
+class CracModbusDriver:
+    """A configured cooling unit; ``poll`` does all I/O and never raises."""
+
+    def __init__(
+        self, cfg: CracConfig, *, reprobe_after_polls: int = 30, busy_retry_s: float = 0.25
+    ) -> None:
+        self.cfg = cfg
+        self.device = f"crac.{cfg.id}"
+        self.interval_s = cfg.interval_s
+        self.where = f"crac '{cfg.id}' ({cfg.host}:{cfg.port})"
+        if cfg.framer not in FRAMERS:
+            raise ProfileError(
+                f"crac '{cfg.id}': framer must be one of {sorted(FRAMERS)}, got {cfg.framer!r}"
+            )
+        self.profile = load_profile(cfg.profile)
+        self.points = merged_points(self.profile, cfg.registers, f"crac '{cfg.id}'")
+        if not self.points:
+            raise ProfileError(
+                f"crac '{cfg.id}': profile {cfg.profile!r} has no points; list them in [[crac.registers]]"
+            )
+        self.batches: list[Batch] = plan_batches(
+            self.points, self.profile.max_registers, self.profile.bridge_gap
+        )
+        self.absent: dict[str, int] = {}  # signal → polls left before it is probed again
+        self.reprobe_after_polls = reprobe_after_polls
+        self.busy_retry_s = busy_retry_s
+        self.estimate_inputs = EstimateInputs(
+            rated_fan_power_w=cfg.rated_fan_power_w,
+            rated_compressor_power_w=cfg.rated_compressor_power_w,
+            cooling_kind=self.profile.cooling_kind,
+            cop=self.profile.cop,
+        )
+        # Our own messages name the unit; pymodbus's "Failed to connect" lines only repeat them.
+        pymodbus_log = logging.getLogger("pymodbus")
+        if pymodbus_log.level == logging.NOTSET:
+            pymodbus_log.setLevel(logging.CRITICAL)
+        self._modbus: ReadOnlyModbus | None = None
+
+    @property
+    def deadline_s(self) -> float:
+        """Whole-poll bound: one full timeout cycle per batch, at least 80 % of the interval."""
+        per_request = self.cfg.timeout_s * (self.cfg.retries + 1)
+        return max(0.8 * self.interval_s, per_request * len(self.batches) + self.cfg.timeout_s)
+
+    async def poll(self) -> PollResult:
+        ts = time.time()
+        started = time.perf_counter()
+        values: dict[str, float] = {}
+        problems: list[str] = []
+        failure: str | None = None
+        try:
+            await asyncio.wait_for(self._read_all(values, problems), timeout=self.deadline_s)
+        except TimeoutError:
+            failure = f"no complete answer within the poll deadline of {self.deadline_s:g} s"
+        except UnitUnreachable as exc:
+            failure = str(exc)
+        except ModbusIOException:
+            tries = self.cfg.retries + 1
+            plural = "try" if tries == 1 else "tries"
+            failure = f"no answer within {self.cfg.timeout_s:g} s ({tries} {plural})"
+        except ConnectionException as exc:
+            failure = f"connection lost: {exc}"
+        except (ModbusException, OSError) as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a poll never raises: the loop must go on for the other devices
+            log.exception("%s: unexpected error", self.where)
+            failure = f"unexpected {type(exc).__name__}: {exc}"
+        if failure is not None:
+            self._drop_connection()
+        signals, estimated = self._signals(values)
+        if failure is None and not values:
+            failure = "no values: every point absent or unavailable"
+        messages = ([failure] if failure else []) + problems
+        return PollResult(
+            device=self.device,
+            ts=ts,
+            signals=signals,
+            ok=failure is None,
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            profile=self.profile.name,
+            error=f"{self.where}: " + "; ".join(messages) if messages else None,
+            estimated=estimated,
+        )
+
+    def _signals(self, values: dict[str, float]) -> tuple[dict[str, float], frozenset[str]]:
+        estimated: set[str] = set()
+        if "power_w" not in values:
+            power_w = estimate_power_w(values, self.estimate_inputs)
+            if power_w is not None:
+                values = {**values, "power_w": power_w}
+                estimated.add(f"{self.device}.power_w")
+        return {f"{self.device}.{name}": value for name, value in values.items()}, frozenset(estimated)
+
+    async def close(self) -> None:
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        if self._modbus is not None:
+            self._modbus.close()
+            self._modbus = None
+
+    async def _connected(self) -> ReadOnlyModbus:
+        if self._modbus is None:
+            self._modbus = ReadOnlyModbus(
+                self.cfg.host,
+                self.cfg.port,
+                framer=self.cfg.framer,
+                timeout_s=self.cfg.timeout_s,
+                retries=self.cfg.retries,
+            )
+        if not self._modbus.connected:
+            try:
+                ok = await asyncio.wait_for(self._modbus.connect(), timeout=self.cfg.timeout_s + 0.5)
+            except TimeoutError:
+                ok = False
+            if not ok:
+                raise UnitUnreachable(
+                    f"cannot connect (refused, or no answer within {self.cfg.timeout_s:g} s)"
+                )
+        return self._modbus
+
+    def _due(self) -> list[Batch]:
+        """This poll's batches: absent points wait out their re-probe countdown."""
+        due = []
+        for batch in self.batches:
+            if len(batch.points) == 1 and batch.points[0].signal in self.absent:
+                signal = batch.points[0].signal
+                self.absent[signal] -= 1
+                if self.absent[signal] > 0:
+                    continue
+                del self.absent[signal]
+            due.append(batch)
+        return due
+
+    async def _read_all(self, values: dict[str, float], problems: list[str]) -> None:
+        modbus = await self._connected()
+        for batch in self._due():
+            await self._read_batch(modbus, batch, values, problems)
+
+    async def _read_batch(
+        self, modbus: ReadOnlyModbus, batch: Batch, values: dict[str, float], problems: list[str]
+    ) -> None:
+        reply = await modbus.read(batch.function_code, batch.start, batch.count, self.cfg.unit_id)
+        if reply.exception_code in BUSY_CODES:
+            await asyncio.sleep(self.busy_retry_s)
+            reply = await modbus.read(batch.function_code, batch.start, batch.count, self.cfg.unit_id)
+        what = f"FC{batch.function_code} {batch.start}+{batch.count}"
+        if reply.values is not None:
+            for point in batch.points:
+                value = decode_value(point, batch.words_of(point, reply.values))
+                if value is not None:
+                    values[point.signal] = value
+            return
+        code = reply.exception_code
+        if code in ABSENT_CODES:
+            if len(batch.points) > 1:
+                singles = single_batches(batch)
+                index = self.batches.index(batch)
+                self.batches[index : index + 1] = singles
+                for single in singles:
+                    await self._read_batch(modbus, single, values, problems)
+            else:
+                signal = batch.points[0].signal
+                log.info("%s: %s absent (%s); probing again in %d polls",
+                         self.where, signal, exception_text(code), self.reprobe_after_polls)
+                self.absent[signal] = self.reprobe_after_polls
+            return
+        if code in UNREACHABLE_CODES:
+            raise UnitUnreachable(f"{what}: {exception_text(code)}")
+        signals = ", ".join(point.signal for point in batch.points)
+        problems.append(f"{what} ({signals}): {exception_text(code)}; missing this poll")
