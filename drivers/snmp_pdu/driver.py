@@ -1,0 +1,262 @@
+"""The SNMP PDU driver: one configured PDU (or daisy-chain) polled into canonical ``pdu.<id>.*`` signals.
+
+First poll: pick the profile (``auto`` → by sysObjectID), walk each table once with GETBULK to
+find units/inlets/phases, read their static meta columns (decimal digits, types), and plan the
+exact OIDs. Every later poll is one batched GET of those OIDs. A poll never raises: failures become
+``PollResult(ok=False, error=...)`` naming the PDU, and its deadline bounds it, so one dead PDU
+never holds up the others (each driver is polled in its own task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
+
+from drivers.base import PollResult
+from drivers.counters import CounterDelta
+
+from .client import SnmpError, SnmpSession, v2c_auth, v3_auth
+from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_row, prune
+from .profile import Profile, ProfileError, generic_profile, get_profile, match_sys_object_id, oid_text
+
+SYS_OBJECT_ID = (1, 3, 6, 1, 2, 1, 1, 2, 0)
+FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor profile
+
+
+def _read_secret(path: Path) -> str:
+    """The secret in ``path`` (community or USM key); one place to swap the implementation."""
+    from agent.config.secrets import read_secret
+
+    return read_secret(path)
+
+
+class SnmpPduDriver:
+    """Polls one PDU. ``engine`` is shared between PDUs when given (and then not closed here)."""
+
+    def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
+        self.cfg = cfg
+        self.device = f"pdu.{cfg.id}"
+        self.interval_s = float(cfg.interval_s)
+        self.detail = bool(getattr(cfg, "detail_signals", False)) if detail is None else detail
+        self._own_engine = engine is None
+        self._engine = engine
+        self._session: SnmpSession | None = None
+        self._profile: Profile | None = None
+        self._plan: PollPlan | None = None
+        self._pruned = False
+        self._counters: dict[tuple[int, ...], CounterDelta] = {}
+        self._energy_est_kwh: float | None = None
+        self._last_power: tuple[float, float] | None = None  # (ts, W) for the estimated energy
+        self._rows: dict[str, int] = {}
+        self.polls = 0
+        self.failures = 0
+        self.last_error: str | None = None
+
+    # -- public -------------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return f"pdu '{self.cfg.id}' ({self.cfg.host}:{self.cfg.port})"
+
+    @property
+    def deadline_s(self) -> float:
+        deadline = getattr(self.cfg, "deadline_s", None)
+        return float(deadline) if deadline else 0.8 * self.interval_s
+
+    @property
+    def health(self) -> dict[str, Any]:
+        """Counters for the agent's health report (energy counter resets/wraps included)."""
+        return {
+            "profile": self._profile.name if self._profile else None,
+            "polls": self.polls,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "energy_resets": sum(c.resets for c in self._counters.values()),
+            "energy_wraps": sum(c.wraps for c in self._counters.values()),
+            "rows": dict(self._rows),
+            "oids_per_poll": len(self._plan.items) if self._plan else 0,
+            "requests": self._session.requests if self._session else 0,
+        }
+
+    async def poll(self) -> PollResult:
+        ts = time.time()
+        t0 = time.perf_counter()
+        self.polls += 1
+        error: str | None = None
+        signals: dict[str, float] = {}
+        estimated: set[str] = set()
+        try:
+            signals, estimated = await asyncio.wait_for(self._poll_once(ts), self.deadline_s)
+        except TimeoutError:
+            error = f"{self.where}: no answer within the {self.deadline_s:g} s poll deadline"
+        except (SnmpError, ProfileError) as exc:
+            error = f"{self.where}: {exc}"
+        except Exception as exc:  # a poll never raises: anything else is reported, not propagated
+            error = f"{self.where}: unexpected {type(exc).__name__}: {exc}"
+        if error:
+            self.failures += 1
+            self.last_error = error
+        return PollResult(
+            device=self.device, ts=ts, signals=signals, ok=error is None,
+            elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+            profile=self._profile.name if self._profile else None, error=error,
+            estimated=frozenset(estimated),
+        )
+
+    async def close(self) -> None:
+        if self._own_engine and self._engine is not None:
+            self._engine.close_dispatcher()
+        self._engine = None
+        self._session = None
+
+    def rediscover(self) -> None:
+        """Forget the rows found on the device; the next poll walks the tables again."""
+        self._plan = None
+        self._pruned = False
+
+    # -- one poll -----------------------------------------------------------------------------
+    async def _poll_once(self, ts: float) -> tuple[dict[str, float], set[str]]:
+        session = self._session or self._open_session()
+        if self._profile is None:
+            self._profile = await self._choose_profile(session)
+        if self._plan is None:
+            self._plan = await self._discover(session, self._profile)
+        plan = self._plan
+        if not plan.items:
+            self._plan = None
+            raise SnmpError(f"profile {self._profile.name}: the device has none of its rows")
+        values = await session.get(plan.oids)
+        decoded = decode(plan, values)
+        if not decoded.totals:
+            self.rediscover()
+            raise SnmpError(f"profile {self._profile.name}: no readable value among {len(plan.items)} OIDs "
+                            "(rows changed or wrong profile?); rediscovering at the next poll")
+        if not self._pruned:
+            self._plan = prune(plan, decoded.levels)
+            self._pruned = True
+        return self._signals(ts, decoded)
+
+    def _open_session(self) -> SnmpSession:
+        cfg = self.cfg
+        auth: CommunityData | UsmUserData
+        if str(cfg.version) == "3":
+            if not cfg.user:
+                raise SnmpError('version = "3" needs user')
+            auth_key = _read_secret(cfg.auth_key_file) if cfg.auth_key_file else None
+            priv_key = _read_secret(cfg.priv_key_file) if cfg.priv_key_file else None
+            auth = v3_auth(cfg.user, auth_key, priv_key, cfg.auth_protocol, cfg.priv_protocol)
+        else:
+            if cfg.community_file is None:
+                raise SnmpError('version = "2c" needs community_file')
+            auth = v2c_auth(_read_secret(cfg.community_file))
+        if self._engine is None:
+            self._engine = SnmpEngine()
+        elif isinstance(auth, UsmUserData) and not _claim_usm_user(self._engine, auth):
+            # pysnmp keys USM users by name per engine: the same user with other keys on another PDU
+            # would overwrite this one's, so this PDU gets an engine of its own.
+            self._engine, self._own_engine = SnmpEngine(), True
+        self._session = SnmpSession(self._engine, auth, cfg.host, int(cfg.port), float(cfg.timeout_s),
+                                    int(cfg.retries), context=getattr(cfg, "context", "") or "")
+        return self._session
+
+    async def _choose_profile(self, session: SnmpSession) -> Profile:
+        name = self.cfg.profile
+        if name == "generic":
+            return generic_profile(tuple(self.cfg.oids))
+        if name != "auto":
+            return get_profile(name)
+        (sys_object_id,) = await session.get([SYS_OBJECT_ID])
+        if isinstance(sys_object_id, tuple):
+            found = match_sys_object_id(sys_object_id)
+            if found:
+                return found
+        shown = oid_text(sys_object_id) if isinstance(sys_object_id, tuple) else repr(sys_object_id)
+        fallback = get_profile(FALLBACK_PROFILE)
+        plan = await self._discover(session, fallback)
+        if plan.items:
+            self._plan = plan
+            return fallback
+        raise SnmpError(f"sysObjectID {shown} matches no profile and the device has no ENTITY-SENSOR-MIB "
+                        'power sensors; set profile = "<name>" or "generic" with oids')
+
+    async def _discover(self, session: SnmpSession, profile: Profile) -> PollPlan:
+        """Walk each table once, read its meta columns, and plan the OIDs to poll."""
+        rows: dict[str, list[Row]] = {}
+        used = {m.table for m in profile.measures if m.table}
+        for name in sorted(used):
+            table = profile.tables[name]
+            try:
+                walked = await session.walk(table.walk)
+            except SnmpError as exc:
+                raise SnmpError(f"walking table {name} ({oid_text(table.walk)}): {exc}") from None
+            found = [Row(index, {"walk": v} if isinstance(v, int) else {})
+                     for index, v in walked if v is not None]
+            if table.meta and found:
+                names = list(table.meta)
+                oids = [table.meta[m] + row.index for row in found for m in names]
+                try:
+                    metas = await session.get(oids)
+                except SnmpError as exc:
+                    raise SnmpError(f"reading table {name} settings: {exc}") from None
+                for i, row in enumerate(found):
+                    for j, m in enumerate(names):
+                        value = metas[i * len(names) + j]
+                        if isinstance(value, int):
+                            row.meta[m] = value
+            rows[name] = [row for row in found if keep_row(table, row)]
+            self._rows[name] = len(rows[name])
+        self._counters.clear()
+        return build_plan(profile, rows)
+
+    # -- signals ------------------------------------------------------------------------------
+    def _signals(self, ts: float, decoded: Decoded) -> tuple[dict[str, float], set[str]]:
+        assert self._plan is not None and self._profile is not None
+        prefix = self.device
+        for item in self._plan.items:
+            if item.measure.signal == "energy_kwh" and item.oid in decoded.raw:
+                counter = self._counters.setdefault(item.oid, CounterDelta(wrap_at=item.measure.wrap_at))
+                counter.update(float(decoded.raw[item.oid]))
+        totals = dict(decoded.totals)
+        estimated = set(decoded.estimated)
+        power = totals.get("power_w")
+        if power is not None and not 0.0 <= power <= float(self.cfg.max_power_w):
+            del totals["power_w"]  # physically impossible for this feed: missing, not a spike
+            limit = float(self.cfg.max_power_w)
+            self.last_error = f"{self.where}: power {power:g} W outside 0..{limit:g} W, dropped"
+            power = None
+        if self._profile.integrate_energy and "energy_kwh" not in totals:
+            energy = self._integrate(ts, power)
+            if energy is not None:
+                totals["energy_kwh"] = energy
+                estimated.add("energy_kwh")
+        signals = {f"{prefix}.{name}": value for name, value in totals.items()}
+        if self.detail:
+            signals.update({f"{prefix}.{name}": value for name, value in decoded.per_row.items()})
+        return signals, {f"{prefix}.{name}" for name in estimated}
+
+    def _integrate(self, ts: float, power_w: float | None) -> float | None:
+        """Energy from power × time for MIBs without an energy counter (ENTITY-SENSOR-MIB)."""
+        if power_w is None:
+            return self._energy_est_kwh
+        if self._energy_est_kwh is None:
+            self._energy_est_kwh = 0.0
+        elif self._last_power is not None:
+            last_ts, last_w = self._last_power
+            dt = ts - last_ts
+            if 0 < dt <= 3 * self.interval_s:  # across a longer gap the power is unknown: skip it
+                self._energy_est_kwh += (last_w + power_w) / 2 * dt / 3.6e6
+        self._last_power = (ts, power_w)
+        return self._energy_est_kwh
+
+
+def _claim_usm_user(engine: SnmpEngine, auth: UsmUserData) -> bool:
+    """Register this user's keys on the shared engine; False if the name is taken with other keys."""
+    users = engine.get_user_context("rackwatt_usm_users")
+    if users is None:
+        users = {}
+        engine.set_user_context(rackwatt_usm_users=users)
+    key = (auth.authentication_key, auth.privacy_key, auth.authentication_protocol, auth.privacy_protocol)
+    return users.setdefault(auth.userName, key) == key
