@@ -135,3 +135,4 @@ class Config:
     stages: StagesSection = field(default_factory=StagesSection)
     engine: EngineSection = field(default_factory=EngineSection)
     source: Path | None = None  # the file it was loaded from, for messages
+    warnings: tuple[str, ...] = ()  # non-fatal findings of the loader (e.g. a secret file others can read)

@@ -1,0 +1,98 @@
+"""``load_config(path, dropin_dir)``: the one way to turn TOML files into a validated ``Config``.
+
+Every problem in every file is collected and raised together as one ``ConfigError``; warnings
+(a secret file other users can read) come back in ``Config.warnings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from agent.config.convert import Context, build, kind_of, suggest
+from agent.config.errors import ConfigError, ConfigIssue
+from agent.config.merge import Document, dropin_files, merge_documents, read_document
+from agent.config.model import Config
+from agent.config.rules import SECTIONS, check_unique_ids
+
+DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
+DEFAULT_DROPIN_DIR = Path("/etc/rackwatt/conf.d")
+
+
+def load_config(path: Path | str, dropin_dir: Path | str | None = None) -> Config:
+    """Read ``path`` and the ``*.toml`` files of ``dropin_dir`` (name order), validate, and build."""
+    path = Path(path)
+    files = [path]
+    issues: list[ConfigIssue] = []
+    if dropin_dir is not None:
+        extra, problem = dropin_files(Path(dropin_dir))
+        files += extra
+        if problem:
+            issues.append(problem)
+    docs: list[Document] = []
+    for file in files:
+        doc, problem = read_document(file)
+        if problem:
+            issues.append(problem)
+        elif doc is not None:
+            docs.append(doc)
+    if issues:
+        raise ConfigError(issues)
+    ctx = Context(merge_documents(docs))
+    config = _build_config(ctx, path)
+    order = {file: index for index, file in enumerate(files)}
+
+    def position(issue: ConfigIssue) -> tuple[int, int]:
+        return order.get(issue.file, -1) if issue.file else -1, issue.line or 0
+
+    if ctx.issues or config is None:
+        raise ConfigError(sorted(ctx.issues, key=position), sorted(ctx.warnings, key=position))
+    return dataclasses.replace(config, warnings=tuple(str(w) for w in sorted(ctx.warnings, key=position)))
+
+
+def _build_config(ctx: Context, path: Path) -> Config | None:
+    data = ctx.merged.data
+    for key, value in data.items():
+        if key not in SECTIONS:
+            ctx.error((key,), _unknown_section(key, value))
+    kwargs: dict[str, Any] = {}
+    for name, (cls, is_array, field_name, spec, cross_check) in SECTIONS.items():
+        if name not in data:
+            if name == "agent":
+                ctx.error((name,), 'required section is missing: [agent] with site = "..." and rack = "..."')
+            continue
+        value = data[name]
+        if is_array:
+            if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+                hint = f"[{name}] (write [[{name}]])" if isinstance(value, dict) else kind_of(value)
+                ctx.error((name,), f"must be an array of tables, got {hint}")
+                continue
+            items = [build(ctx, (name, i), item, cls, spec) for i, item in enumerate(value)]
+            for i, item in enumerate(items):
+                if item is not None and cross_check:
+                    cross_check(ctx, (name, i), item)
+            check_unique_ids(ctx, name, value)
+            kwargs[field_name] = tuple(items)
+        else:
+            if not isinstance(value, dict):
+                hint = f"[[{name}]] (write [{name}])" if isinstance(value, list) else kind_of(value)
+                ctx.error((name,), f"must be a table, got {hint}")
+                continue
+            section = build(ctx, (name,), value, cls, spec)
+            if section is not None and cross_check:
+                cross_check(ctx, (name,), section)
+            kwargs[field_name] = section
+    if ctx.issues:
+        return None
+    return Config(**kwargs, source=path)
+
+
+def _unknown_section(key: str, value: object) -> str:
+    if not isinstance(value, dict | list):
+        homes = [name for name, (cls, *_rest) in SECTIONS.items()
+                 if key in {f.name for f in dataclasses.fields(cls)}]
+        if homes:
+            return f"unknown top-level key; it belongs in [{homes[0]}]"
+        return "unknown top-level key" + suggest(key, list(SECTIONS))
+    return "unknown section" + suggest(key, list(SECTIONS))

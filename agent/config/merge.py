@@ -1,0 +1,144 @@
+"""Read the main TOML file and its drop-ins, and merge them while remembering where each key came from.
+
+Merge rules (documented in docs/configuration.md): files apply in order (main file, then
+``conf.d/*.toml`` by name); tables merge key by key; ``[[pdu]]``/``[[crac]]`` items append, or
+replace the earlier item that has the same ``id``; any other value replaces the earlier one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config.errors import ConfigIssue
+from agent.config.toml_lines import KeyPath, locate_keys
+
+try:  # Python >= 3.11 (the supported versions); tomli is the same parser for older interpreters
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ARRAY_SECTIONS = ("pdu", "crac")  # arrays of tables whose items are identified by `id`
+_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+@dataclass
+class Document:
+    """One parsed file and the line of each key path in it."""
+
+    path: Path
+    data: dict[str, Any]
+    lines: dict[KeyPath, int]
+
+
+@dataclass
+class Merged:
+    """The merged tables, and for each key path the file and line that set it."""
+
+    main: Path
+    data: dict[str, Any] = field(default_factory=dict)
+    origins: dict[KeyPath, tuple[Path, int | None]] = field(default_factory=dict)
+
+    def where(self, path: KeyPath) -> tuple[Path, int | None]:
+        """File and line of a key path, falling back to its nearest located parent."""
+        for end in range(len(path), 0, -1):
+            found = self.origins.get(path[:end])
+            if found is not None:
+                return found
+        return self.main, None
+
+
+def read_document(path: Path) -> tuple[Document | None, ConfigIssue | None]:
+    """Parse one file; a problem becomes a ``ConfigIssue`` naming the file (and line for syntax)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, ConfigIssue(path, None, "", f"cannot read {path}: file does not exist")
+    except IsADirectoryError:
+        return None, ConfigIssue(path, None, "", f"cannot read {path}: it is a directory")
+    except OSError as exc:
+        return None, ConfigIssue(path, None, "", f"cannot read {path}: {exc.strerror or exc}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        return None, ConfigIssue(path, line, "", "invalid TOML: file is not UTF-8 text")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _POSITION.search(message)
+        reason = _POSITION.sub("", message).replace("(at end of document)", "").strip()
+        if match:
+            line = int(match.group(1))
+            reason += f" (column {match.group(2)})"
+        else:  # "(at end of document)": the parser ran to the end looking for the closing part
+            line = text.count("\n") + (0 if text.endswith("\n") else 1)
+            reason += " (at end of file)"
+        return None, ConfigIssue(path, line, "", f"invalid TOML: {reason}")
+    return Document(path, data, locate_keys(text)), None
+
+
+def _has_prefix(path: KeyPath, prefix: KeyPath) -> bool:
+    return path[: len(prefix)] == prefix
+
+
+def _place(merged: Merged, doc: Document, doc_path: KeyPath, merged_path: KeyPath) -> None:
+    """Record the origins of a subtree of ``doc`` now living at ``merged_path``."""
+    for old in [p for p in merged.origins if _has_prefix(p, merged_path)]:
+        del merged.origins[old]
+    for path, line in doc.lines.items():
+        if _has_prefix(path, doc_path):
+            merged.origins[merged_path + path[len(doc_path) :]] = (doc.path, line)
+    merged.origins.setdefault(merged_path, (doc.path, None))
+
+
+def _item_id(item: object) -> object:
+    return item.get("id") if isinstance(item, dict) else None
+
+
+def _merge_table(merged: Merged, doc: Document, target: dict[str, Any], source: dict[str, Any],
+                 path: KeyPath) -> None:
+    for key, value in source.items():
+        key_path = (*path, key)
+        old = target.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            merged.origins.setdefault(key_path, (doc.path, doc.lines.get(key_path)))
+            _merge_table(merged, doc, old, value, key_path)
+        elif path == () and key in ARRAY_SECTIONS and isinstance(old, list) and isinstance(value, list):
+            for doc_index, item in enumerate(value):
+                ids = [_item_id(existing) for existing in old]
+                item_id = _item_id(item)
+                if item_id is not None and item_id in ids:
+                    index = ids.index(item_id)
+                    old[index] = item
+                else:
+                    index = len(old)
+                    old.append(item)
+                _place(merged, doc, (key, doc_index), (key, index))
+        else:
+            target[key] = value
+            _place(merged, doc, key_path, key_path)
+
+
+def merge_documents(docs: list[Document]) -> Merged:
+    """Apply ``docs`` in order onto an empty configuration."""
+    merged = Merged(main=docs[0].path if docs else Path("agent.toml"))
+    for doc in docs:
+        _merge_table(merged, doc, merged.data, doc.data, ())
+    return merged
+
+
+def dropin_files(directory: Path) -> tuple[list[Path], ConfigIssue | None]:
+    """The ``*.toml`` files of a drop-in directory in name order (other files are ignored)."""
+    if not directory.exists():
+        return [], ConfigIssue(directory, None, "", f"drop-in directory {directory} does not exist")
+    if not directory.is_dir():
+        return [], ConfigIssue(directory, None, "", f"drop-in path {directory} is not a directory")
+    try:
+        names = sorted(p for p in directory.iterdir() if p.suffix == ".toml" and not p.name.startswith("."))
+        return names, None
+    except OSError as exc:
+        return [], ConfigIssue(directory, None, "", f"cannot list {directory}: {exc.strerror or exc}")

@@ -1,0 +1,109 @@
+"""Drop-in directory: name order, key-by-key tables, [[pdu]]/[[crac]] append or replace by id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config.errors import ConfigError
+from agent.config.loader import load_config
+
+MAIN = """\
+[agent]
+site = "s"
+rack = "r"
+
+[mqtt]
+host = "broker-main"
+port = 1883
+
+[[crac]]
+id = "c1"
+host = "10.0.0.1"
+profile = "apc_inrow_sc"
+share = 0.5
+"""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    main = tmp_path / "agent.toml"
+    main.write_text(MAIN)
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    return main, conf_d
+
+
+def test_tables_merge_key_by_key(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    (conf_d / "10-mqtt.toml").write_text("[mqtt]\nport = 8883\n")
+    config = load_config(main, conf_d)
+    assert (config.mqtt.host, config.mqtt.port) == ("broker-main", 8883)
+
+
+def test_later_file_in_name_order_wins(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    (conf_d / "20-b.toml").write_text("[engine]\nwindow_s = 200.0\n")
+    (conf_d / "10-a.toml").write_text("[engine]\nwindow_s = 100.0\nlearning_rate = 0.5\n")
+    config = load_config(main, conf_d)
+    assert config.engine.window_s == 200.0 and config.engine.learning_rate == 0.5
+
+
+def test_array_items_append_and_same_id_replaces(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    (conf_d / "10-more.toml").write_text(
+        '[[crac]]\nid = "c2"\nhost = "10.0.0.2"\nprofile = "apc_inrow_sc"\n'
+        '[[crac]]\nid = "c1"\nhost = "10.9.9.9"\nprofile = "apc_inrow_sc"\n'
+    )
+    config = load_config(main, conf_d)
+    assert [c.id for c in config.cracs] == ["c1", "c2"]
+    replaced = config.cracs[0]
+    assert replaced.host == "10.9.9.9"
+    assert replaced.share == 1.0  # the whole item is replaced: keys of the old one do not survive
+
+
+def test_errors_name_the_drop_in_file_and_line(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    (conf_d / "10-more.toml").write_text(
+        '# comment\n[[crac]]\nid = "c2"\nhost = "h"\nprofile = "liebert_crv"\nshare = 2.0\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(main, conf_d)
+    assert [str(i) for i in info.value.issues] == [
+        "crac[1].share: must be in (0, 1], got 2.0 (10-more.toml line 6)"
+    ]
+
+
+def test_replaced_item_errors_point_at_the_drop_in(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    fix = '[[crac]]\nid = "c1"\nhost = "h"\nprofile = "liebert_crv"\nport = 0\n'
+    (conf_d / "50-fix.toml").write_text(fix)
+    with pytest.raises(ConfigError) as info:
+        load_config(main, conf_d)
+    assert [str(i) for i in info.value.issues] == [
+        "crac[0].port: must be between 1 and 65535, got 0 (50-fix.toml line 5)"
+    ]
+
+
+def test_only_toml_files_are_read(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    (conf_d / "10-mqtt.toml.dpkg-old").write_text("this is not toml [")
+    (conf_d / "README").write_text("not toml either")
+    assert load_config(main, conf_d).mqtt.port == 1883
+
+
+def test_syntax_errors_of_every_file_are_reported(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    main.write_text(MAIN + "oops\n")
+    (conf_d / "10-a.toml").write_text("[mqtt\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(main, conf_d)
+    where = [(i.file.name if i.file else None, i.line) for i in info.value.issues]
+    assert where == [("agent.toml", 14), ("10-a.toml", 1)]
+
+
+def test_missing_drop_in_directory_is_an_error(layout: tuple[Path, Path]) -> None:
+    main, conf_d = layout
+    with pytest.raises(ConfigError, match=r"drop-in directory .* does not exist"):
+        load_config(main, conf_d / "nope")
