@@ -1,0 +1,163 @@
+"""``rackwatt poll --config FILE --once [--json]``: poll every configured device once, print the result.
+
+The operator's first command on a new rack (like ``telegraf --test``): each device is polled once,
+all concurrently, and the canonical signals are printed with their units, followed by each
+device's timing, profile and error. Nothing is stored and no state directory is needed; the
+configuration may be as small as ``[agent]`` plus ``[[pdu]]`` tables.
+
+Exit status: 0 when at least one device answered, 1 when every device failed (or none is
+configured), 2 when the configuration itself is invalid. A rack where one PDU is down still
+exits 0, so scripts can run the command for the printout and read the per-device ``ok`` flags
+from ``--json``; "nothing answered at all" is the failure worth a non-zero status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.config.model import Config
+from drivers.base import Driver, PollResult
+
+HARD_CAP_S = 60.0  # a driver's own deadline ends its poll long before this; belt and braces
+
+UNITS = (  # signal suffix → unit shown after the value
+    ("_kwh", "kWh"), ("_w", "W"), ("_j", "J"), ("_pct", "%"), ("_c", "°C"), ("_mhz", "MHz"),
+    ("_v", "V"), ("_a", "A"), ("_hz", "Hz"), ("_va", "VA"),
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, required=True, metavar="FILE",
+                        help="the agent's TOML configuration")
+    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR",
+                        help="also merge the *.toml drop-ins of DIR, in name order")
+    parser.add_argument("--once", action="store_true",
+                        help="poll each device once and exit (the only mode; `rackwatt run` polls on)")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON object: {"signals": {...}, "devices": {...}}')
+    parser.add_argument("--timeout-s", type=float, default=None, metavar="S",
+                        help="override every PDU's and cooling unit's timeout_s")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _load(args.config, args.conf_d)
+    if config is None:
+        return 2
+    if args.timeout_s is not None:
+        config = _with_timeout(config, args.timeout_s)
+    from drivers.registry import build_drivers
+
+    drivers = build_drivers(config)
+    if not drivers:
+        print("rackwatt poll: no devices configured ([[pdu]], [[crac]] or [nvml] enabled)", file=sys.stderr)
+        return 1
+    results = asyncio.run(poll_all(drivers))
+    if args.json:
+        print(json.dumps(as_json(results), indent=2, ensure_ascii=False))
+    else:
+        print(as_text(results, config))
+    return 0 if any(result.ok for result in results) else 1
+
+
+def _load(path: Path, dropin_dir: Path | None) -> Config | None:
+    """The validated configuration, or None after printing every problem."""
+    try:
+        from agent.config.errors import ConfigError
+        from agent.config.loader import load_config
+    except ModuleNotFoundError as exc:  # a build without the loader: say so instead of a traceback
+        print(f"rackwatt poll: configuration loader not available: {exc}", file=sys.stderr)
+        return None
+    try:
+        config = load_config(path, dropin_dir)
+    except ConfigError as exc:
+        for issue in exc.issues:
+            print(issue, file=sys.stderr)
+        return None
+    for warning in getattr(config, "warnings", ()):
+        print(f"warning: {warning}", file=sys.stderr)
+    return config
+
+
+def _with_timeout(config: Config, timeout_s: float) -> Config:
+    return dataclasses.replace(
+        config,
+        pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
+        cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
+    )
+
+
+async def poll_all(drivers: list[Driver]) -> list[PollResult]:
+    """Poll every driver once, concurrently, then close them all; results in driver order."""
+    try:
+        return list(await asyncio.gather(*(_poll_one(driver) for driver in drivers)))
+    finally:
+        await asyncio.gather(*(_close_one(driver) for driver in drivers))
+
+
+async def _poll_one(driver: Driver) -> PollResult:
+    started = asyncio.get_running_loop().time()
+    try:
+        return await asyncio.wait_for(driver.poll(), timeout=HARD_CAP_S)
+    except Exception as exc:  # drivers never raise; if one does, it is that device's error
+        reason = "no result" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
+        return PollResult(device=driver.device, ts=0.0, signals={}, ok=False, elapsed_ms=elapsed_ms,
+                          error=f"{driver.device}: {reason}")
+
+
+async def _close_one(driver: Driver) -> None:
+    try:
+        await asyncio.wait_for(driver.close(), timeout=5.0)
+    except Exception as exc:
+        print(f"warning: {driver.device}: close failed: {exc}", file=sys.stderr)
+
+
+def unit_of(signal: str) -> str:
+    for suffix, unit in UNITS:
+        if signal.endswith(suffix):
+            return unit
+    return ""
+
+
+def _finite(signals: dict[str, float]) -> dict[str, float]:
+    return {name: float(value) for name, value in signals.items() if math.isfinite(value)}
+
+
+def as_json(results: list[PollResult]) -> dict[str, Any]:
+    signals: dict[str, float] = {}
+    devices: dict[str, dict[str, Any]] = {}
+    for result in results:
+        signals.update(_finite(result.signals))
+        devices[result.device] = {
+            "ok": result.ok,
+            "ms": round(result.elapsed_ms, 1),
+            "profile": result.profile,
+            "error": result.error,
+            "estimated": sorted(result.estimated),
+        }
+    return {"signals": signals, "devices": devices}
+
+
+def as_text(results: list[PollResult], config: Config) -> str:
+    lines = [f"rackwatt poll: site {config.agent.site}, rack {config.agent.rack}: {len(results)} device(s)"]
+    for result in results:
+        status = "ok" if result.ok else "FAILED"
+        profile = f"  profile {result.profile}" if result.profile else ""
+        lines.append(f"{result.device:<14} {status:<6} {result.elapsed_ms:8.1f} ms{profile}")
+        if result.error:
+            lines.append(f"    {'error' if not result.ok else 'warning'}: {result.error}")
+        signals = _finite(result.signals)
+        width = max((len(name) for name in signals), default=0)
+        for name, value in signals.items():
+            flag = "  (estimated)" if name in result.estimated else ""
+            lines.append(f"    {name:<{width}}  {value:>12.6g} {unit_of(name)}{flag}".rstrip())
+    answered = sum(result.ok for result in results)
+    lines.append(f"{answered} of {len(results)} device(s) answered")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Which driver polls which configured device: an explicit table, no import side effects.
+
+``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]`` plus one for NVML
+when ``[nvml] enabled`` (the default). Driver packages are imported only here and only when a
+device needs them, so a host without SNMP devices never loads pysnmp. A device whose driver
+cannot be built (package missing, bad profile, unreadable secret) becomes an
+``UnavailableDriver`` whose every poll reports why: one bad device never stops the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.config.model import Config
+from drivers.base import Driver, PollResult
+
+# device kind → (module, class); the class takes that device's config section as its only argument
+DRIVERS: dict[str, tuple[str, str]] = {
+    "pdu": ("drivers.snmp_pdu", "SnmpPduDriver"),
+    "crac": ("drivers.modbus_crac", "CracModbusDriver"),
+    "nvml": ("drivers.nvml_gpu", "NvmlGpuDriver"),
+}
+
+
+class UnavailableDriver:
+    """Stands in for a device whose driver could not be built; every poll says why."""
+
+    def __init__(self, device: str, interval_s: float, error: str) -> None:
+        self.device = device
+        self.interval_s = interval_s
+        self.error = error
+
+    async def poll(self) -> PollResult:
+        return PollResult(device=self.device, ts=time.time(), signals={}, ok=False, elapsed_ms=0.0,
+                          error=self.error)
+
+    async def close(self) -> None:
+        return None
+
+
+def _driver_class(kind: str) -> Callable[[Any], Driver]:
+    module_name, class_name = DRIVERS[kind]
+    module = importlib.import_module(module_name)
+    factory: Callable[[Any], Driver] = getattr(module, class_name)
+    return factory
+
+
+def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Driver:
+    """The driver for one device, or an ``UnavailableDriver`` explaining why there is none."""
+    try:
+        factory = _driver_class(kind)
+    except ImportError as exc:
+        return UnavailableDriver(device, interval_s, f"{device}: {kind} driver not available: {exc}")
+    try:
+        return factory(section)
+    except (ValueError, OSError) as exc:  # bad profile, unreadable secret file, …
+        return UnavailableDriver(device, interval_s, f"{device}: cannot set up: {exc}")
+
+
+def build_drivers(config: Config) -> list[Driver]:
+    """Every configured device's driver, in configuration order: PDUs, cooling units, NVML."""
+    drivers: list[Driver] = []
+    for pdu in config.pdus:
+        drivers.append(build_driver("pdu", pdu, f"pdu.{pdu.id}", pdu.interval_s))
+    for crac in config.cracs:
+        drivers.append(build_driver("crac", crac, f"crac.{crac.id}", crac.interval_s))
+    if config.nvml.enabled:
+        drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
+    return drivers
