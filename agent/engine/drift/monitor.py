@@ -24,6 +24,7 @@ from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 1
+MAX_PENDING = 16  # events kept for the next observe() when an accept happened while stopped
 LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
 CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
 # Which engine components must stop learning while a channel is suspected or active.
@@ -97,6 +98,7 @@ class DriftMonitor:
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
         self._last_ts = math.nan
+        self._pending: list[dict[str, object]] = []  # events made while stopped (offline accept)
 
     # ------------------------------------------------------------------------------ reading
     @property
@@ -130,7 +132,7 @@ class DriftMonitor:
         """Absorb one bin; returns the report events it caused (usually none)."""
         ts = float(sample.ts)
         self._last_ts = ts
-        events: list[dict[str, object]] = []
+        events, self._pending = self._pending, []
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
             events += self._workload_change(sample)
@@ -227,13 +229,15 @@ class DriftMonitor:
                 self._relearn_until[comp] = max(self._relearn_until.get(comp, -math.inf), ts + self.relearn_s)
 
     # ------------------------------------------------------------------------------ accepting
-    def accept(self, cause_or_component: str, ts: float, by: str = "operator") -> list[dict[str, object]]:
-        """Accept the current deviation(s) as the new normal: ``all``, a cause or a component name.
+    def accept(
+        self, cause_or_component: str | None, ts: float, by: str = "operator"
+    ) -> list[dict[str, object]]:
+        """Accept the current deviation(s) as the new normal: ``all`` (or None), a cause or a component.
 
         Held components are released and re-learn fast; each accepted incident gets a
         ``cleared`` event with ``detail.accepted = true``. Unknown names raise ``ValueError``.
         """
-        key = cause_or_component.strip().lower()
+        key = "all" if cause_or_component is None else cause_or_component.strip().lower()
         if key not in ("all", *CAUSES, *CHANNELS):
             raise ValueError(
                 f"accept: unknown cause or component {cause_or_component!r}; expected all, "
@@ -298,6 +302,7 @@ class DriftMonitor:
             "relearn_until": dict(self._relearn_until),
             "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
             "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
+            "pending_events": self._pending[-MAX_PENDING:],
         }
 
     def load_state(self, state: dict[str, object]) -> None:
@@ -329,9 +334,19 @@ class DriftMonitor:
             self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
             last = state.get("last_ts")
             self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
+            pending = state.get("pending_events") or []
+            assert isinstance(pending, list)
+            self._pending = [e for e in pending if isinstance(e, dict)][-MAX_PENDING:]
         except (KeyError, TypeError, AssertionError, ValueError) as exc:
             self._reset()
             raise ValueError(f"drift state: malformed ({exc})") from exc
+
+    def accept_offline(self, cause_or_component: str | None, ts: float) -> list[dict[str, object]]:
+        """``accept`` while the agent is stopped: the events are also kept (bounded) and returned
+        by the next ``observe`` so the report and MQTT still say what happened."""
+        events = self.accept(cause_or_component, ts)
+        self._pending = (self._pending + events)[-MAX_PENDING:]
+        return events
 
     @property
     def in_grace(self) -> frozenset[str]:

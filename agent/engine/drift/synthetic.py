@@ -59,12 +59,14 @@ def stream(
     stage_left = 40
     since_change = 999
     job = "job-a"
+    lag_sign = 1.0
     for i in range(n):
         t = i * bin_s
         stage_left -= 1
         if stage_left <= 0:
             stage, stage_left = _next_stage(rng, stage)
             since_change = 0
+            lag_sign = 1.0 if rng.random() < 0.5 else -1.0
         else:
             since_change += 1
         for name in ar:
@@ -77,7 +79,7 @@ def stream(
             job = "job-b"
         gpu_profile = 1.0 + shifts["workload"] / 100.0
         transient = since_change < transient_bins
-        lag = lag_pct * math.exp(-since_change / 2.0) * (1 if rng.random() < 0.5 else -1) if transient else 0.0
+        lag = lag_pct * lag_sign * math.exp(-since_change / 2.0) if transient else 0.0
         base = STAGE_LEVELS_W[stage]
         gpu_exp = base
         gpu_w = base * gpu_profile * (1 + (ar["gpu"] + shifts["gpu"]) / 100)

@@ -1,0 +1,140 @@
+"""``rackwatt accept CAUSE|all``: accept an active deviation as the rack's new normal.
+
+Two routes, tried in this order:
+1. **Running agent**: one JSON datagram on the agent's local stage-hint socket (the Unix socket of
+   ``[stages] socket_path``, else UDP ``127.0.0.1:[stages] udp_port``):
+   ``{"command": "accept", "cause": "cooling", "ts": 1764400000.0}`` — ``cause`` left out means
+   all. The agent's hint listener hands it to ``DriftMonitor.accept``, which publishes the
+   ``cleared`` event with ``detail.accepted = true``.
+2. **Stopped agent** (nobody listening on the Unix socket, or ``--state`` given): the drift
+   section of the JSON state file is rewritten in place (atomically); the acceptance events
+   are kept in it and reported when the agent starts.
+
+The MQTT equivalent (``<root>/<site>/<rack>/cmd/accept``) is handled by the live agent itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.engine.drift.attribution import CAUSES
+from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
+
+DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cause", help=f"the deviation to accept: all, or one of {', '.join(CAUSES)}")
+    parser.add_argument("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG})")
+    parser.add_argument(
+        "--state", type=Path,
+        help="write into this state file instead of messaging the running agent (agent stopped)",
+    )
+
+
+def command_datagram(cause: str, ts: float) -> bytes:
+    """The datagram the live agent's hint listener accepts (documented in docs/drift-playbook.md)."""
+    message: dict[str, Any] = {"command": "accept", "ts": round(ts, 3)}
+    if cause != "all":
+        message["cause"] = cause
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    cause = str(args.cause).strip().lower()
+    if cause != "all" and cause not in CAUSES:
+        print(f"rackwatt accept: unknown cause {args.cause!r}; expected all or one of {', '.join(CAUSES)}",
+              file=sys.stderr)
+        return 2
+    ts = time.time()
+    if args.state is not None:
+        return _offline(args.state, cause, ts)
+    config = _load_config(args.config)
+    if config is None:
+        return 1
+    stages = config.stages
+    configured = str(stages.socket_path) if stages.socket_path else ""
+    socket_path = os.environ.get("RACKWATT_STAGE_SOCKET") or configured
+    data = command_datagram(cause, ts)
+    if socket_path:
+        error = _send_unix(data, socket_path)
+        if not error:
+            print(f"accept {cause}: sent to the running agent ({socket_path})")
+            return 0
+        reason = f"no agent listening on {socket_path} ({error})"
+    elif stages.udp_port is not None:
+        error = _send_udp(data, stages.udp_port)
+        if not error:
+            print(f"accept {cause}: sent to the running agent (udp 127.0.0.1:{stages.udp_port})")
+            return 0
+        reason = f"no agent on udp 127.0.0.1:{stages.udp_port} ({error})"
+    else:
+        reason = "no stage-hint socket configured"
+    try:
+        state_file = find_state_file(config.agent.state_dir)
+    except StateFileError as exc:
+        print(f"rackwatt accept: {reason}, and {exc}", file=sys.stderr)
+        return 1
+    print(f"accept {cause}: {reason}; writing into the state file instead")
+    return _offline(state_file, cause, ts)
+
+
+def _offline(path: Path, cause: str, ts: float) -> int:
+    try:
+        events = accept_in_state_file(path, cause, ts)
+    except StateFileError as exc:
+        print(f"rackwatt accept: {exc}", file=sys.stderr)
+        return 1
+    if not events:
+        print(f"accept {cause}: no active deviation of that cause in {path}; nothing changed")
+        return 0
+    for event in events:
+        print(f"accepted {event['cause']} (since {event['detail'].get('onset_ts')}) in {path}")
+    return 0
+
+
+def _load_config(path: Path | None) -> Any:
+    from agent.config.errors import ConfigError
+    from agent.config.loader import load_config
+
+    target = path or DEFAULT_CONFIG
+    try:
+        return load_config(target)
+    except ConfigError as exc:
+        print(f"rackwatt accept: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"rackwatt accept: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
+    return None
+
+
+def _send_unix(data: bytes, path: str) -> str:
+    """Send to a Unix datagram socket; "" on success, else why not (nobody listening, no file)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            sock.sendto(data, path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
+
+
+def _send_udp(data: bytes, port: int) -> str:
+    """Send to UDP 127.0.0.1:port; a closed port answers with ICMP, seen as ECONNREFUSED."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("127.0.0.1", port))
+            sock.send(data)
+            sock.settimeout(0.05)
+            with contextlib.suppress(TimeoutError):
+                sock.recv(1)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""

@@ -1,0 +1,106 @@
+"""Accepting a deviation while the agent is stopped: edit the drift section of its state file.
+
+Why not a side file: the state file is what the agent restores on start, so an acceptance
+written into it cannot be lost or applied twice. The engine's state is JSON and the drift
+monitor's part of it is recognised by its shape (``version``, ``channels``, ``context``,
+``incidents``) wherever the engine nests it, so this module does not depend on the engine's
+layout. The file is replaced atomically (temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agent.engine.drift.monitor import DriftMonitor
+
+DRIFT_KEYS = frozenset({"version", "channels", "context", "incidents"})
+MAX_STATE_BYTES = 64 * 1024 * 1024
+
+
+class StateFileError(Exception):
+    """A state file that cannot be used for an offline accept; the message says which and why."""
+
+
+def _find_drift(node: Any, depth: int = 0) -> dict[str, Any] | None:
+    if depth > 8:
+        return None
+    if isinstance(node, dict):
+        if node.keys() >= DRIFT_KEYS and isinstance(node.get("channels"), dict):
+            return node
+        for value in node.values():
+            found = _find_drift(value, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for value in node[:64]:
+            found = _find_drift(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            raise StateFileError(f"state file {path} is larger than {MAX_STATE_BYTES >> 20} MiB")
+        return json.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise StateFileError(f"state file {path} does not exist") from exc
+    except OSError as exc:
+        raise StateFileError(f"cannot read state file {path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateFileError(f"state file {path} is not JSON ({exc})") from exc
+
+
+def find_state_file(state_dir: Path) -> Path:
+    """The file in ``state_dir`` that holds drift-monitor state (newest first)."""
+    try:
+        candidates = sorted(
+            (p for p in state_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+            key=lambda p: p.stat().st_mtime, reverse=True,
+        )
+    except OSError as exc:
+        raise StateFileError(f"cannot list state directory {state_dir}: {exc.strerror or exc}") from exc
+    for path in candidates:
+        try:
+            if _find_drift(_read_json(path)) is not None:
+                return path
+        except StateFileError:
+            continue
+    raise StateFileError(f"no state file with drift-monitor state in {state_dir} (is --state needed?)")
+
+
+def accept_in_state_file(path: Path, cause: str, ts: float) -> list[dict[str, object]]:
+    """Accept ``cause`` (or ``all``) in the drift state saved in ``path``; returns the events."""
+    tree = _read_json(path)
+    section = _find_drift(tree)
+    if section is None:
+        raise StateFileError(f"state file {path} holds no drift-monitor state")
+    monitor = DriftMonitor()
+    try:
+        monitor.load_state(section)
+    except ValueError as exc:
+        raise StateFileError(f"state file {path}: {exc}") from exc
+    events = monitor.accept_offline(cause, ts)
+    if not events:
+        return []
+    section.clear()
+    section.update(monitor.save_state())
+    _write_atomically(path, json.dumps(tree, separators=(",", ":")).encode())
+    return events
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.accept.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StateFileError(f"cannot write state file {path}: {exc.strerror or exc}") from exc

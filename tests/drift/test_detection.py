@@ -1,0 +1,155 @@
+"""Detection, attribution, lag immunity and workload handling on synthetic residual streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import jsonschema
+import pytest
+
+from agent.config.model import EngineSection
+from agent.engine.components import ComponentSample
+from agent.engine.drift import DriftMonitor
+from agent.engine.drift.synthetic import Injection, stream
+from tests.conftest import SPEC_DIR
+
+T0 = 1_764_000_000.0
+FAULT_AT_S = 1.5 * 86400
+
+
+def run(monitor: DriftMonitor, samples: Iterable[ComponentSample]) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
+    for sample in samples:
+        events += monitor.observe(sample)
+    return events
+
+
+def onsets(events: list[dict[str, object]], faults_only: bool = True) -> list[dict[str, object]]:
+    return [e for e in events if e["state"] == "onset" and (not faults_only or e["cause"] != "workload")]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_healthy_stream_raises_no_alarm(seed: int) -> None:
+    events = run(DriftMonitor(), stream(6, seed))
+    assert onsets(events) == []
+
+
+CASES = [
+    ("it", 3.0, "power_chain"),
+    ("cooling", 3.0, "cooling"),
+    ("gpu", 3.0, "gpu_hardware"),
+    ("thermal", 0.8, "thermal"),
+    ("setpoint", -1.2, "cooling"),
+    ("it", -4.0, "power_chain"),
+]
+
+
+@pytest.mark.parametrize(("component", "magnitude", "cause"), CASES)
+def test_step_is_detected_fast_and_named(component: str, magnitude: float, cause: str) -> None:
+    monitor = DriftMonitor()
+    events = run(monitor, stream(2.5, 21, (Injection(component, FAULT_AT_S, magnitude),)))
+    found = onsets(events)
+    assert found, f"{component} step of {magnitude} not detected"
+    first = found[0]
+    delay_s = float(first["ts"]) - (T0 + FAULT_AT_S)  # type: ignore[arg-type]
+    assert 0 < delay_s <= 3 * 3600
+    assert first["cause"] == cause
+    assert first["detail"]["playbook"] == f"docs/drift-playbook.md#{cause}"  # type: ignore[index]
+    assert first["detail"]["since"] >= T0 + FAULT_AT_S - 1800  # type: ignore[index,operator]
+
+
+def test_setpoint_change_is_named_in_the_explanation() -> None:
+    events = run(DriftMonitor(), stream(2.5, 5, (Injection("setpoint", FAULT_AT_S, -1.5),)))
+    first = onsets(events)[0]
+    detail = first["detail"]
+    assert "setpoint" in detail["explanation"]  # type: ignore[index]
+    assert any(item["signal"] == "setpoint_c" for item in detail["evidence"])  # type: ignore[index]
+
+
+def test_gradual_ramp_is_detected_before_it_completes() -> None:
+    ramp_s = 8 * 3600.0
+    events = run(DriftMonitor(), stream(2.5, 8, (Injection("cooling", FAULT_AT_S, 4.0, ramp_s),)))
+    first = onsets(events)[0]
+    assert first["cause"] == "cooling"
+    assert float(first["ts"]) - (T0 + FAULT_AT_S) < ramp_s  # type: ignore[arg-type]
+
+
+def test_lag_transients_never_alarm_but_would_without_the_transient_flag() -> None:
+    flagged = run(DriftMonitor(), stream(3, 4, lag_pct=40.0, transient_bins=8))
+    assert onsets(flagged) == []
+    # The same excursions presented as steady bins do alarm: the flag is what protects.
+    unflagged = (s.__class__(**{**s.__dict__, "transient": False}) for s in stream(3, 4, lag_pct=40.0,
+                                                                                transient_bins=8))
+    assert onsets(run(DriftMonitor(), unflagged))
+
+
+def test_component_is_held_while_suspected_and_released_when_cleared() -> None:
+    monitor = DriftMonitor()
+    end_s = FAULT_AT_S + 6 * 3600
+    held_seen: set[str] = set()
+    events: list[dict[str, object]] = []
+    inj = (Injection("cooling", FAULT_AT_S, 4.0), Injection("cooling", end_s, -4.0))
+    for sample in stream(2.5, 9, inj):
+        events += monitor.observe(sample)
+        held_seen |= monitor.held
+        if sample.ts < T0 + FAULT_AT_S:
+            assert "cooling" not in monitor.held or sample.ts > T0 + 0.5 * 86400
+    assert "cooling" in held_seen
+    states = [(e["state"], e["cause"]) for e in events if e["cause"] == "cooling"]
+    assert states[:2] == [("onset", "cooling"), ("cleared", "cooling")]
+    cleared = next(e for e in events if e["state"] == "cleared")
+    assert T0 + end_s < float(cleared["ts"]) < T0 + end_s + 3 * 3600  # type: ignore[arg-type]
+    assert "cooling" not in monitor.held
+
+
+def test_operator_accept_releases_and_does_not_realarm() -> None:
+    monitor = DriftMonitor()
+    samples = list(stream(3, 10, (Injection("it", FAULT_AT_S, 5.0),)))
+    cut = next(i for i, s in enumerate(samples) if s.ts > T0 + FAULT_AT_S + 3 * 3600)
+    events = run(monitor, samples[:cut])
+    assert onsets(events) and "it" in monitor.held
+    accepted = monitor.accept("power_chain", samples[cut].ts)
+    assert len(accepted) == 1 and accepted[0]["state"] == "cleared"
+    assert accepted[0]["detail"]["accepted"] is True  # type: ignore[index]
+    assert "it" not in monitor.held and "it" in monitor.relearn
+    later = run(monitor, samples[cut:])
+    assert onsets(later) == []
+
+
+def test_accept_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match="unknown cause or component"):
+        DriftMonitor().accept("plumbing", T0)
+
+
+def test_unacknowledged_deviation_is_accepted_after_the_configured_time() -> None:
+    monitor = DriftMonitor(EngineSection(accept_after_h=4.0))
+    events = run(monitor, stream(2.5, 13, (Injection("gpu", FAULT_AT_S, 5.0),)))
+    onset = onsets(events)[0]
+    auto = [e for e in events if e["detail"].get("accepted_by") == "auto"]  # type: ignore[union-attr]
+    assert auto, "no automatic acceptance"
+    assert float(auto[0]["ts"]) - float(onset["ts"]) == pytest.approx(4 * 3600, abs=120)  # type: ignore[arg-type]
+
+
+def test_job_change_is_workload_not_a_fault() -> None:
+    monitor = DriftMonitor()
+    relearn_seen = False
+    events: list[dict[str, object]] = []
+    for sample in stream(2.5, 14, (Injection("workload", FAULT_AT_S, 12.0),)):
+        events += monitor.observe(sample)
+        relearn_seen |= "gpu" in monitor.relearn
+    assert relearn_seen
+    causes = {e["cause"] for e in onsets(events, faults_only=False)}
+    assert "workload" in causes
+    assert "gpu_hardware" not in causes
+
+
+def test_events_validate_against_the_report_schema() -> None:
+    schema = json.loads((SPEC_DIR / "report.schema.json").read_text())
+    monitor = DriftMonitor(EngineSection(accept_after_h=2.0))
+    inj = (Injection("thermal", FAULT_AT_S, 1.0), Injection("workload", FAULT_AT_S + 8 * 3600, 10.0))
+    events = run(monitor, stream(2.5, 15, inj))
+    events += monitor.accept("all", T0 + 3 * 86400)
+    assert {e["state"] for e in events} == {"onset", "cleared"}
+    for event in events:
+        jsonschema.validate(json.loads(json.dumps(event)), schema)
