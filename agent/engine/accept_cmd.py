@@ -97,7 +97,10 @@ def _offline(path: Path, cause: str, ts: float) -> int:
         print(f"accept {cause}: no active deviation of that cause in {path}; nothing changed")
         return 0
     for event in events:
-        print(f"accepted {event['cause']} (since {event['detail'].get('onset_ts')}) in {path}")
+        detail = event.get("detail")
+        onset = detail.get("onset_ts") if isinstance(detail, dict) else None
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(onset)) if isinstance(onset, float) else "?"
+        print(f"accepted {event['cause']} (onset {when}) in {path}; reported when the agent starts")
     return 0
 
 
