@@ -15,6 +15,7 @@ missing, named in ``error`` (``ok`` stays True). All NVML calls run in a worker 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -177,7 +178,7 @@ class NvmlGpuDriver:
             ("sm_clock_mhz", nvml.sm_clock_mhz),
             ("power_limit_w", nvml.power_limit_w),
         ):
-            value = optional(name, lambda read=read: read(gpu))
+            value = optional(name, functools.partial(read, gpu))
             if value is not None:
                 values[name] = value
         return values, problems, estimated

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -87,7 +87,9 @@ class FakeNvml:
     @contextmanager
     def installed(self) -> Iterator[FakeNvml]:
         """Patch ``pynvml`` while the block runs (pytest's monkeypatch works the same way)."""
-        with mock.patch.multiple(pynvml, **self.functions()):
+        with ExitStack() as stack:
+            for name, fake in self.functions().items():
+                stack.enter_context(mock.patch.object(pynvml, name, fake))
             yield self
 
     # -- helpers -------------------------------------------------------------------------------
