@@ -1,0 +1,356 @@
+"""The rack's physics for one chunk of seconds: GPUs → nodes → PSUs → PDU feeds → heat → cooling.
+
+``RackPhysics.step(s0, s1)`` computes the clean (true, unsampled) value of every signal for
+seconds ``[s0, s1)`` from the scenario start, vectorised over time and GPUs, and carries the
+lag states (GPU heat sinks, server fans, cooling unit, energy counters) to the next chunk.
+Chunks must be consecutive. Random draws come from streams keyed by (seed, chunk, purpose) and
+never depend on faults, so a run with a fault differs from the run without it only where the
+fault's cause acts. ``agent.sim.sampling`` turns these clean values into device readings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.sim import cooling as cool
+from agent.sim.faults import combined
+from agent.sim.lag import first_order_lag
+from agent.sim.params import (
+    EVAL,
+    FORWARD_BACKWARD,
+    GRAD_SYNC,
+    IDLE,
+    PROFILE_NAMES,
+    PROFILES,
+)
+from agent.sim.scenarios import Scenario
+from agent.sim.stages import Timeline, build_timeline
+
+CHUNK_S = 3600  # random streams are keyed per hour-long chunk
+INLET_POSITIONS = ("top", "mid", "bottom")
+INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
+NODE_AIRFLOW_KG_S = 0.65  # server air flow at 100 % fan (≈1100 CFM, DGX-class)
+
+# Stream ids for np.random.default_rng([seed, chunk, stream]).
+S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING = range(1, 8)
+
+
+def psu_loss_coefficients(curve: tuple[tuple[float, float], ...]) -> tuple[float, float, float]:
+    """Fit loss/rating = a + b·x + c·x² (no-load, linear, I²R terms) through three (x, η) points."""
+    rows = [[1.0 / x, 1.0, x] for x, _ in curve]  # loss/output = (a + b x + c x²)/x
+    rhs = [(1.0 - eta) / eta for _, eta in curve]
+    a, b, c = np.linalg.solve(np.asarray(rows), np.asarray(rhs))
+    return float(a), float(b), float(c)
+
+
+def psu_efficiency(load_frac: np.ndarray, coeffs: tuple[float, float, float]) -> np.ndarray:
+    """Output/input of a PSU at output load fraction ``load_frac`` (of its rating)."""
+    a, b, c = coeffs
+    x = np.maximum(load_frac, 0.01)
+    loss = a + b * x + c * x * x
+    return x / (x + loss)
+
+
+@dataclass
+class RackConstants:
+    """Per-rack properties fixed by the seed (unit-to-unit spread, meter offsets, phases)."""
+
+    gpu_unit: np.ndarray  # (G,) multiplicative power spread
+    gpu_r_th: np.ndarray  # (G,) thermal resistance factor
+    ageing_weight: np.ndarray  # (G,) how strongly each GPU ages
+    node_of_gpu: np.ndarray  # (G,) node index
+    node_gpu_count: np.ndarray  # (nodes,)
+    node_height: np.ndarray  # (nodes,) 0 = bottom, 1 = top
+    feed_a_share: np.ndarray  # (nodes,)
+    gpu_energy0_j: np.ndarray  # (G,)
+    pdu_energy0_kwh: np.ndarray  # (feeds,)
+    phases: tuple[float, float, float]
+
+
+def rack_constants(scenario: Scenario) -> RackConstants:
+    rp = scenario.rack
+    rng = np.random.default_rng([scenario.seed, 0, 99])
+    g = rp.gpus
+    nodes = rp.nodes
+    node_of_gpu = np.arange(g) // rp.node.gpus_per_node
+    return RackConstants(
+        gpu_unit=1.0 + rp.gpu.unit_spread * rng.standard_normal(g),
+        gpu_r_th=1.0 + 0.05 * rng.standard_normal(g),
+        ageing_weight=np.clip(1.0 + 0.3 * rng.standard_normal(g), 0.3, 1.7),
+        node_of_gpu=node_of_gpu,
+        node_gpu_count=np.bincount(node_of_gpu, minlength=nodes).astype(np.float64),
+        node_height=(np.arange(nodes) + 0.5) / nodes,
+        feed_a_share=rp.node.feed_a_share + rp.node.feed_imbalance * rng.standard_normal(nodes),
+        gpu_energy0_j=rng.uniform(1e8, 2e9, g).round(),
+        pdu_energy0_kwh=rng.uniform(*rp.pdu.energy_start_kwh, len(rp.pdu_ids)),
+        phases=(
+            float(rng.uniform(0, 2 * math.pi)),
+            float(rng.uniform(0, 2 * math.pi)),
+            float(rng.uniform(0, 2 * math.pi)),
+        ),
+    )
+
+
+@dataclass
+class PhysicsState:
+    gpu_heat_w: np.ndarray  # (G,) lagged board power (heat-sink state)
+    fan_frac: np.ndarray  # (nodes,)
+    cooling: cool.CoolingState
+    gpu_energy_j: np.ndarray  # (G,)
+    pdu_energy_kwh: np.ndarray  # (feeds,)
+    next_s: int = 0
+
+
+class RackPhysics:
+    """Computes clean signals chunk by chunk for one scenario."""
+
+    def __init__(self, scenario: Scenario, timeline: Timeline | None = None) -> None:
+        self.scenario = scenario
+        self.rp = scenario.rack
+        self.timeline = timeline or build_timeline(
+            scenario.plan, scenario.total_s, np.random.default_rng([scenario.seed, 0, 1])
+        )
+        self.k = rack_constants(scenario)
+        self.env = cool.Environment(self.rp.cooling, self.k.phases, scenario.environment_swing)
+        self.psu = psu_loss_coefficients(self.rp.node.psu_curve)
+        self._tables()
+        self._job_nominal = np.array([j["work_rate_nominal"] for j in self.timeline.jobs] + [math.nan])
+        self.state = self._initial_state()
+
+    def _tables(self) -> None:
+        gp = self.rp.gpu
+        n_prof = len(PROFILE_NAMES)
+        self.power_level = np.zeros((n_prof, 6))
+        self.util_level = np.zeros((n_prof, 6))
+        self.mem_level = np.zeros((n_prof, 6))
+        self.node_extra = np.zeros((n_prof, 6))
+        for i, name in enumerate(PROFILE_NAMES):
+            p = PROFILES[name]
+            self.power_level[i] = np.asarray(p.power_frac) * gp.tdp_w
+            self.util_level[i] = p.util_pct
+            self.mem_level[i] = p.mem_util_pct
+            self.node_extra[i] = p.node_extra_w
+        self.power_level[:, IDLE] = gp.idle_w
+
+    def _initial_state(self) -> PhysicsState:
+        g, nodes = self.rp.gpus, self.rp.nodes
+        idle_dc = self.k.node_gpu_count * self.rp.gpu.idle_w + self.rp.node.base_w
+        rack_w = float(idle_dc.sum()) / 0.9
+        heat = rack_w + float(self.env.other_racks_w(np.array([self.scenario.start_ts]))[0])
+        return PhysicsState(
+            gpu_heat_w=np.full(g, self.rp.gpu.idle_w),
+            fan_frac=np.full(nodes, self.rp.node.fan_base_frac),
+            cooling=cool.initial_cooling_state(self.rp.cooling, heat),
+            gpu_energy_j=self.k.gpu_energy0_j.copy(),
+            pdu_energy_kwh=self.k.pdu_energy0_kwh.copy(),
+        )
+
+    def rng(self, chunk: int, stream: int) -> np.random.Generator:
+        return np.random.default_rng([self.scenario.seed, chunk + 1, stream])
+
+    def step(self, s0: int, s1: int) -> dict[str, np.ndarray]:
+        """Clean signals for seconds [s0, s1); s0 must continue the previous step."""
+        if s0 != self.state.next_s:
+            raise ValueError(
+                f"physics chunks must be consecutive: expected start {self.state.next_s}, got {s0}"
+            )
+        if s0 // CHUNK_S != (s1 - 1) // CHUNK_S:
+            raise ValueError("a physics step must stay within one hour-long chunk")
+        out: dict[str, np.ndarray] = {}
+        t = np.arange(s0, s1, dtype=np.float64)
+        ts = self.scenario.start_ts + t
+        out["ts"] = ts
+        out["t_s"] = t
+        self._gpus(s0, s1, t, out)
+        self._rack(s0, s1, t, ts, out)
+        self.state.next_s = s1
+        return out
+
+    # --- GPUs -----------------------------------------------------------------------------------
+    def _gpus(self, s0: int, s1: int, t: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        tl, gp, k = self.timeline, self.rp.gpu, self.k
+        n, g = s1 - s0, self.rp.gpus
+        chunk, off = divmod(s0, CHUNK_S)
+        stage = tl.stage[s0:s1].astype(np.intp)
+        prof = tl.profile[s0:s1].astype(np.intp)
+        job = tl.job[s0:s1]
+        rate_nom = tl.work_rate[s0:s1]
+        # Draw whole-chunk noise and slice, so a chunk split into steps sees the same numbers.
+        gpu_noise = self.rng(chunk, S_GPU).standard_normal((CHUNK_S, g))[off : off + n]
+        util_noise = self.rng(chunk, S_UTIL).standard_normal((CHUNK_S, 2 * g))[off : off + n]
+        rate_noise = self.rng(chunk, S_RATE).standard_normal(CHUNK_S)[off : off + n]
+
+        level = self.power_level[prof, stage]  # (n,)
+        training = (stage == FORWARD_BACKWARD) | (stage == GRAD_SYNC)
+        nominal = self._job_nominal[job]
+        ratio = np.where(training & (nominal > 0), rate_nom / np.where(nominal > 0, nominal, 1.0), 1.0)
+        ratio = np.nan_to_num(ratio, nan=1.0)
+        level = gp.idle_w + (level - gp.idle_w) * ratio**gp.work_rate_exponent
+        ageing = combined(self.scenario.faults, "gpu_ageing", t)[:, None] * k.ageing_weight[None, :]
+        ageing = ageing + combined(self.scenario.faults, "gpu_driver", t)[:, None]
+        power = level[:, None] * k.gpu_unit[None, :] * (1.0 + ageing)
+        power = power * (1.0 + gp.noise_frac * gpu_noise)
+        power = np.clip(power, 0.85 * gp.idle_w, gp.tdp_w * 1.02)
+        out["gpu_power_w"] = power
+
+        util = (
+            self.util_level[prof, stage][:, None]
+            + 0.5 * np.sqrt(self.util_level[prof, stage])[:, None] * (util_noise[:, :g])
+        )
+        mem = (
+            self.mem_level[prof, stage][:, None]
+            + 0.4 * np.sqrt(self.mem_level[prof, stage])[:, None] * (util_noise[:, g:])
+        )
+        out["gpu_util_pct"] = np.clip(np.round(util), 0, 100)
+        out["gpu_mem_util_pct"] = np.clip(np.round(mem), 0, 100)
+        clock = gp.clock_max_mhz - gp.clock_throttle_mhz_per_w * np.maximum(
+            power - gp.clock_throttle_knee_w, 0
+        )
+        clock = np.where((stage == IDLE)[:, None], gp.clock_idle_mhz, np.round(clock / 15.0) * 15.0)
+        out["gpu_sm_clock_mhz"] = clock
+        heat = first_order_lag(power, gp.temp_tau_s, self.state.gpu_heat_w)
+        self.state.gpu_heat_w = heat[-1].copy()
+        out["gpu_heat_w"] = heat
+
+        energy = self.state.gpu_energy_j + np.cumsum(power, axis=0)
+        for fault in self.scenario.faults:  # a driver update resets the energy counter to zero
+            reset_s = round(fault.start_h * 3600.0)
+            if fault.kind == "gpu_driver" and s0 <= reset_s < s1:
+                i = reset_s - s0
+                energy[i:] = energy[i:] - energy[i] + power[i]
+        self.state.gpu_energy_j = energy[-1].copy()
+        out["gpu_energy_j"] = energy
+
+        training_or_eval = training | (stage == EVAL)
+        reported = np.where(training_or_eval, rate_nom * (1.0 + 0.01 * rate_noise), rate_nom)
+        out["work_rate"] = np.where(job >= 0, reported, np.nan)
+        out["stage"] = stage
+        out["job"] = job
+
+    # --- nodes, PDU feeds, inlets, cooling ----------------------------------------------------
+    def _rack(self, s0: int, s1: int, t: np.ndarray, ts: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        rp, k, c, node_p = self.rp, self.k, self.rp.cooling, self.rp.node
+        n = s1 - s0
+        chunk, off = divmod(s0, CHUNK_S)
+        faults = self.scenario.faults
+        stage, prof = out["stage"], self.timeline.profile[s0:s1].astype(np.intp)
+        node_gpu_w = np.zeros((n, rp.nodes))
+        np.add.at(node_gpu_w.T, k.node_of_gpu, out["gpu_power_w"].T)
+        node_frac = k.node_gpu_count / node_p.gpus_per_node
+        node_fixed = (node_p.base_w + self.node_extra[prof, stage])[:, None] * node_frac[None, :]
+        dc_no_fan = node_gpu_w + node_fixed
+
+        # Pass 1: supply air from an estimate of the heat load without server fans.
+        other = self.env.other_racks_w(ts)
+        fan_guess = (node_p.fan_max_w * self.state.fan_frac**3 * node_frac).sum()
+        heat_guess = dc_no_fan.sum(axis=1) / 0.94 + fan_guess + other
+        removed_guess, _ = cool.removal(c, heat_guess, self.state.cooling)
+        setpoint = c.setpoint_c * (1.0 - combined(faults, "setpoint", t))
+        crac_noise = self.rng(chunk, S_CRAC).standard_normal((CHUNK_S, 3))[off : off + n]
+        supply = setpoint + c.supply_gain_k * (heat_guess - removed_guess) / c.capacity_w
+        supply = supply + 0.05 * crac_noise[:, 0]
+
+        # Inlet sensors: supply + recirculation by height + the rack's own exhaust + hot spot.
+        ip = rp.inlet
+        rack_kw_guess = dc_no_fan.sum(axis=1) / 1000.0
+        exhaust_rise = 1000.0 * rack_kw_guess / (rp.nodes * NODE_AIRFLOW_KG_S * 0.75 * cool.AIR_CP_J_PER_KG_K)
+        inlets: dict[str, np.ndarray] = {}
+        for pos in INLET_POSITIONS:
+            recirc = np.zeros(n)
+            for fault in faults:
+                if fault.kind == "hotspot" and fault.resolved_target == pos:
+                    recirc = recirc + fault.magnitude * fault.envelope(t)
+            inlets[pos] = (
+                supply
+                + ip.offsets_k.get(pos, 1.0)
+                + ip.rack_heat_gain_k_per_kw * rack_kw_guess
+                + recirc * exhaust_rise
+            )
+        out["inlet_c"] = np.stack([inlets[p] for p in INLET_POSITIONS], axis=1)
+        heights = np.array([INLET_HEIGHTS[p] for p in INLET_POSITIONS])
+        order = np.argsort(heights)
+        node_inlet = np.empty((n, rp.nodes))
+        sensor = out["inlet_c"][:, order]
+        for j, h in enumerate(k.node_height):
+            node_inlet[:, j] = _interp_rows(h, heights[order], sensor)
+
+        # Server fans: speed from GPU heat and inlet temperature; power ∝ speed³.
+        gpu_frac = node_gpu_w / (np.maximum(k.node_gpu_count, 1) * rp.gpu.tdp_w)
+        target = node_p.fan_base_frac + node_p.fan_load_gain * gpu_frac
+        target = target + node_p.fan_inlet_gain_per_k * (node_inlet - node_p.fan_inlet_ref_c)
+        target = np.clip(target, node_p.fan_min_frac, 1.0)
+        fan = first_order_lag(target, node_p.fan_tau_s, self.state.fan_frac)
+        self.state.fan_frac = fan[-1].copy()
+        fan_w = node_p.fan_max_w * fan**3 * node_frac[None, :]
+        node_dc = dc_no_fan + fan_w
+        out["fan_frac"] = fan
+        out["node_dc_w"] = node_dc
+
+        # GPU die temperature follows the lagged board power over the node's inlet.
+        gpu_inlet = node_inlet[:, k.node_of_gpu]
+        out["gpu_temp_c"] = gpu_inlet + rp.gpu.r_th_k_per_w * k.gpu_r_th[None, :] * out["gpu_heat_w"]
+
+        # PSUs and feeds.
+        node_ac = node_dc / psu_efficiency(node_dc / (node_p.psu_count * node_p.psu_rating_w), self.psu)
+        feeds = self._feeds(node_ac, t)
+        out["node_ac_w"] = node_ac
+        out["pdu_power_w"] = feeds
+        self._pdu_electrical(feeds, chunk, off, n, out)
+
+        # Cooling unit: heat = all of this rack's electrical power + the other racks.
+        heat = feeds.sum(axis=1) + other
+        removed, self.state.cooling = cool.removal(c, heat, self.state.cooling)
+        outdoor = self.env.outdoor_c(ts)
+        unit = cool.unit_signals(c, removed, supply, setpoint, outdoor, combined(faults, "cooling", t))
+        unit["power_w"] = unit["power_w"] + c.noise_w * crac_noise[:, 1]
+        unit["cooling_w"] = unit["cooling_w"] * (1.0 + 0.01 * crac_noise[:, 2])
+        for name, values in unit.items():
+            out[f"crac_{name}"] = values
+        out["heat_load_w"] = heat
+        out["other_racks_w"] = other
+        inlet_noise = self.rng(chunk, S_INLET).standard_normal((CHUNK_S, 3))[off : off + n]
+        out["inlet_c"] = out["inlet_c"] + ip.noise_k * inlet_noise
+
+    def _feeds(self, node_ac: np.ndarray, t: np.ndarray) -> np.ndarray:
+        share_a = self.k.feed_a_share[None, :]
+        feed_a = (node_ac * share_a).sum(axis=1)
+        feed_b = (node_ac * (1.0 - share_a)).sum(axis=1)
+        feeds = np.stack([feed_a, feed_b], axis=1)
+        total = node_ac.sum(axis=1)
+        for fault in self.scenario.faults:
+            if fault.kind == "power_chain":
+                idx = (
+                    self.rp.pdu_ids.index(fault.resolved_target)
+                    if fault.resolved_target in self.rp.pdu_ids
+                    else 1
+                )
+                feeds[:, idx] += fault.magnitude * fault.envelope(t) * total
+        return feeds
+
+    def _pdu_electrical(
+        self, feeds: np.ndarray, chunk: int, off: int, n: int, out: dict[str, np.ndarray]
+    ) -> None:
+        pp = self.rp.pdu
+        noise = self.rng(chunk, S_PDU).standard_normal((CHUNK_S, 2))[off : off + n]
+        slow = pp.voltage_swing_v * np.sin(2 * math.pi * out["ts"] / 5400.0 + self.k.phases[0])
+        volts = pp.voltage_v + slow[:, None] + pp.voltage_noise_v * noise
+        capacity_w = self.rp.nodes * self.rp.node.psu_rating_w  # two PSUs per node per feed
+        load = np.clip(feeds / capacity_w, 0.0, 1.0)
+        pf = pp.pf_low + (pp.pf_high - pp.pf_low) * np.clip(load / 0.5, 0.0, 1.0)
+        out["pdu_voltage_v"] = volts
+        out["pdu_pf"] = pf
+        out["pdu_current_a"] = feeds / (volts * pf)
+        energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / 3.6e6
+        self.state.pdu_energy_kwh = energy[-1].copy()
+        out["pdu_energy_kwh"] = energy
+
+
+def _interp_rows(x: float, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """np.interp at one point ``x`` for every row of ``fp`` (rows × len(xp))."""
+    j = int(np.clip(np.searchsorted(xp, x) - 1, 0, len(xp) - 2))
+    w = (x - xp[j]) / (xp[j + 1] - xp[j])
+    w = float(np.clip(w, 0.0, 1.0))
+    return fp[:, j] * (1.0 - w) + fp[:, j + 1] * w

@@ -1,0 +1,152 @@
+"""Turn the twin's clean signals into what the devices report: rates, misses, glitches, resolution.
+
+NVML is read every second, each PDU feed every 5 s (feed b 3 s after feed a), the cooling unit
+every 10 s and the inlet probes every 10 s; a cell between samples is NaN ("not sampled"). A
+poll is occasionally missed (the whole device's cells of that row are NaN), and rarely a cell
+carries a glitch: a sentinel (-1, 0xFFFF = 65535) or a spike (3–10× the value). Values are
+rounded to each device's resolution so a written and re-read trace equals the chunk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agent.sim.params import STAGES, RackParams
+from agent.sim.physics import CHUNK_S, INLET_POSITIONS, S_SAMPLING
+from agent.trace.model import TraceChunk
+
+GPU_FIELDS = ("power_w", "energy_j", "util_pct", "mem_util_pct", "temp_c", "sm_clock_mhz")
+PDU_FIELDS = ("power_w", "energy_kwh", "voltage_v", "current_a", "pf")
+CRAC_FIELDS = ("power_w", "supply_temp_c", "return_temp_c", "setpoint_c", "fan_pct", "cooling_w")
+GLITCH_FIELDS = {"power_w", "temp_c", "supply_temp_c", "return_temp_c", "fan_pct", "current_a", "voltage_v"}
+DRIVER_GAP_S = 30  # NVML unavailable while the driver reloads
+
+# Device resolution (decimal places; negative = tens, hundreds) by device kind and field.
+RESOLUTION: dict[str, dict[str, int]] = {
+    "gpu": {"power_w": 1, "energy_j": 0, "util_pct": 0, "mem_util_pct": 0, "temp_c": 0, "sm_clock_mhz": 0},
+    "pdu": {"power_w": 0, "energy_kwh": 3, "voltage_v": 1, "current_a": 2, "pf": 2},
+    "crac": {
+        "power_w": -1,
+        "supply_temp_c": 1,
+        "return_temp_c": 1,
+        "setpoint_c": 1,
+        "fan_pct": 1,
+        "cooling_w": -2,
+    },
+    "inlet": {"temp_c": 1},
+}
+
+
+def trace_columns(rack: RackParams) -> list[str]:
+    """The header of a twin trace, in order."""
+    cols = ["ts", "stage", "job", "work_rate"]
+    cols += [f"gpu.{i}.{f}" for i in range(rack.gpus) for f in GPU_FIELDS]
+    cols += [f"pdu.{p}.{f}" for p in rack.pdu_ids for f in PDU_FIELDS]
+    cols += [f"crac.{rack.cooling.crac_id}.{f}" for f in CRAC_FIELDS]
+    cols += [f"inlet.{pos}.temp_c" for pos in INLET_POSITIONS]
+    return cols
+
+
+def column_decimals(columns: list[str]) -> dict[str, int]:
+    """Per-column resolution for the trace writer (matches what ``to_chunk`` rounds to)."""
+    out: dict[str, int] = {"work_rate": 1}
+    for name in columns:
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] in RESOLUTION and parts[2] in RESOLUTION[parts[0]]:
+            out[name] = RESOLUTION[parts[0]][parts[2]]
+    return out
+
+
+def device_clean_values(clean: dict[str, np.ndarray], rack: RackParams) -> dict[str, np.ndarray]:
+    """Canonical column name → clean per-second values (no sampling, no rounding)."""
+    cols: dict[str, np.ndarray] = {"work_rate": clean["work_rate"]}
+    for i in range(rack.gpus):
+        for f in GPU_FIELDS:
+            cols[f"gpu.{i}.{f}"] = clean[f"gpu_{f}"][:, i]
+    for j, p in enumerate(rack.pdu_ids):
+        for f in PDU_FIELDS:
+            cols[f"pdu.{p}.{f}"] = clean[f"pdu_{f}"][:, j]
+    cid = rack.cooling.crac_id
+    for f in CRAC_FIELDS:
+        cols[f"crac.{cid}.{f}"] = clean[f"crac_{f}"]
+    for j, pos in enumerate(INLET_POSITIONS):
+        cols[f"inlet.{pos}.temp_c"] = clean["inlet_c"][:, j]
+    return cols
+
+
+class Sampler:
+    """Applies device sampling to clean chunks; deterministic per (seed, chunk)."""
+
+    def __init__(self, rack: RackParams, seed: int, driver_reset_s: list[int], job_ids: list[str]) -> None:
+        self.rack = rack
+        self.seed = seed
+        self.driver_reset_s = driver_reset_s
+        self._stage_labels = np.array(STAGES, dtype=object)
+        self._job_labels = np.array([*job_ids, ""], dtype=object)  # index -1 → ""
+
+    def to_chunk(self, clean: dict[str, np.ndarray], hints: bool) -> TraceChunk:
+        rack, sp = self.rack, self.rack.sampling
+        t = clean["t_s"].astype(np.int64)
+        n = len(t)
+        chunk, off = divmod(int(t[0]), CHUNK_S)
+        rng = np.random.default_rng([self.seed, chunk + 1, S_SAMPLING])
+        # Fixed-size draws per chunk, sliced, so results do not depend on how the chunk is split.
+        miss_u = rng.random((CHUNK_S, 4 + rack.gpus))[off : off + n]
+        glitch_u = rng.random((CHUNK_S, 8))[off : off + n]
+        glitch_kind = rng.integers(0, 3, (CHUNK_S, 8))[off : off + n]
+        glitch_col = rng.integers(0, 1 << 30, (CHUNK_S, 8))[off : off + n]
+        spike = rng.uniform(3.0, 10.0, (CHUNK_S, 8))[off : off + n]
+
+        values = device_clean_values(clean, rack)
+        numeric: dict[str, np.ndarray] = {}
+        nvml_ok = (t % sp.nvml_interval_s == 0) & (miss_u[:, 0] >= sp.miss_prob)
+        for reset in self.driver_reset_s:
+            nvml_ok &= ~((t >= reset) & (t < reset + DRIVER_GAP_S))
+        pdu_phase = {p: (sp.pdu_b_offset_s if j else 0) for j, p in enumerate(rack.pdu_ids)}
+        for name, col in values.items():
+            parts = name.split(".")
+            kind = parts[0]
+            if kind == "gpu":
+                gpu = int(parts[1])
+                ok = nvml_ok & (miss_u[:, 4 + gpu] >= sp.miss_prob / 4)
+            elif kind == "pdu":
+                ok = (t % sp.pdu_interval_s == pdu_phase[parts[1]]) & (miss_u[:, 1] >= sp.miss_prob)
+            elif kind == "crac":
+                ok = (t % sp.crac_interval_s == sp.crac_offset_s) & (miss_u[:, 2] >= sp.miss_prob)
+            elif kind == "inlet":
+                ok = (t % sp.inlet_interval_s == sp.inlet_offset_s) & (miss_u[:, 3] >= sp.miss_prob)
+            else:
+                continue
+            places = RESOLUTION[kind][parts[2]]
+            numeric[name] = np.where(ok, np.round(col, places), np.nan)
+        self._glitch(numeric, glitch_u, glitch_kind, glitch_col, spike)
+
+        job = clean["job"]
+        if hints:
+            numeric["work_rate"] = np.round(values["work_rate"], 1)
+            stage = self._stage_labels[clean["stage"]]
+            job_labels = self._job_labels[job]
+        else:
+            numeric["work_rate"] = np.full(n, np.nan)
+            stage = np.full(n, "", dtype=object)
+            job_labels = np.full(n, "", dtype=object)
+        return TraceChunk(ts=clean["ts"].copy(), numeric=numeric, stage=stage, job=job_labels)
+
+    def _glitch(
+        self,
+        numeric: dict[str, np.ndarray],
+        u: np.ndarray,
+        kind: np.ndarray,
+        col: np.ndarray,
+        spike: np.ndarray,
+    ) -> None:
+        """Rarely replace one sampled cell by a sentinel or a spike (up to 8 candidates per row)."""
+        names = [c for c in numeric if c.split(".")[-1] in GLITCH_FIELDS]
+        if not names:
+            return
+        rows, slots = np.nonzero(u < self.rack.sampling.glitch_prob * len(names) / 8.0)
+        for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
+            arr = numeric[names[int(col[r, s]) % len(names)]]
+            if np.isnan(arr[r]):
+                continue
+            arr[r] = (-1.0, 65535.0, round(float(arr[r]) * float(spike[r, s]), 1))[int(kind[r, s])]

@@ -1,0 +1,167 @@
+"""Named scenarios: a workload plan, a rack, faults and a seed — everything a run depends on.
+
+A ``Scenario`` is frozen data; the same scenario always simulates to the same trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent.sim.faults import FaultSpec, with_overrides
+from agent.sim.params import CoolingParams, RackParams
+from agent.sim.stages import WorkloadPlan
+
+DEFAULT_START_TS = 1717200000.0  # 2024-06-01 00:00:00 UTC: fixed so a seed fully determines a trace
+
+SCENARIOS: dict[str, str] = {
+    "steady": "one dense job after another: steps, stalls, evals, checkpoints, short restarts",
+    "plateau": "convergence plateau from 30 %: small-batch resampling, more evals, checkpoint reloads",
+    "tide": "multi-tenant churn: short mixed jobs, preemptions, long idles",
+    "fault_cooling": "steady + cooling coil degradation (COP down, gradual)",
+    "fault_setpoint": "steady + supply setpoint lowered (step)",
+    "fault_power_chain": "steady + power-chain loss on feed b (failed PSU / bad connection, step)",
+    "fault_hotspot": "steady + recirculation hot spot at the top inlet (gradual)",
+    "fault_gpu_ageing": "steady + GPU ageing: more power for the same work (gradual)",
+    "fault_gpu_driver": "steady + driver update: power step and energy-counter reset",
+    "workload_change": "dense jobs, then MoE jobs from 40 % (not a fault)",
+    "lag_steps": "clean hour-long load steps, flat background: lag must not look like drift",
+    "mixed": "churny workload with a workload change and several faults in turn",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a simulated run depends on. Build with ``make_scenario``."""
+
+    name: str
+    days: float
+    seed: int
+    plan: WorkloadPlan
+    rack: RackParams = field(default_factory=RackParams)
+    faults: tuple[FaultSpec, ...] = ()
+    hints: bool = True
+    start_ts: float = DEFAULT_START_TS
+    environment_swing: bool = True  # False: flat outdoor temperature and other-racks heat
+    rack_name: str = "r07"
+    site: str = "hall-b"
+
+    @property
+    def total_s(self) -> int:
+        return round(self.days * 86400.0)
+
+    @property
+    def gpus(self) -> int:
+        return self.rack.gpus
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": SCENARIOS.get(self.name, ""),
+            "days": self.days,
+            "seed": self.seed,
+            "gpus": self.gpus,
+            "nodes": self.rack.nodes,
+            "hints": self.hints,
+            "start_ts": self.start_ts,
+            "end_ts": self.start_ts + self.total_s,
+        }
+
+
+def _fault_scenario(kind: str, hours: float) -> tuple[WorkloadPlan, tuple[FaultSpec, ...]]:
+    start = round(hours * 0.4, 3)
+    ramp = max(0.5, min(12.0, (hours - start) / 2.0))
+    return WorkloadPlan(), (FaultSpec(kind, start_h=start, ramp_h=ramp),)
+
+
+def _plan_and_faults(name: str, hours: float) -> tuple[WorkloadPlan, tuple[FaultSpec, ...]]:
+    if name == "steady":
+        return WorkloadPlan(), ()
+    if name == "plateau":
+        return WorkloadPlan(job_h=(hours, hours * 2), plateau_start_h=round(hours * 0.3, 3)), ()
+    if name == "tide":
+        return _tide_plan(), ()
+    if name.startswith("fault_"):
+        kind = name.removeprefix("fault_")
+        return _fault_scenario(kind, hours)
+    if name == "workload_change":
+        return WorkloadPlan(workload_change_h=round(hours * 0.4, 3)), ()
+    if name == "lag_steps":
+        return WorkloadPlan(kind="lag_steps"), ()
+    if name == "mixed":
+        h = hours
+        faults = (
+            FaultSpec("hotspot", start_h=0.15 * h, end_h=0.3 * h, ramp_h=max(0.25, 0.05 * h)),
+            FaultSpec("setpoint", start_h=0.35 * h, end_h=0.45 * h),
+            FaultSpec("power_chain", start_h=0.6 * h, end_h=0.7 * h),
+            FaultSpec("gpu_ageing", start_h=0.75 * h, ramp_h=max(0.5, 0.2 * h)),
+        )
+        plan = replace(
+            _tide_plan(), workload_change_h=round(0.5 * h, 3), preempt_prob=0.15, long_idle_prob=0.1
+        )
+        return plan, faults
+    raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
+
+
+def _tide_plan() -> WorkloadPlan:
+    return WorkloadPlan(
+        profiles=("dense", "moe", "finetune"),
+        job_h=(0.3, 4.0),
+        idle_gap_min=(2.0, 45.0),
+        long_idle_prob=0.25,
+        long_idle_h=(1.0, 6.0),
+        preempt_prob=0.3,
+    )
+
+
+def make_scenario(
+    name: str,
+    days: float = 3.0,
+    seed: int = 0,
+    gpus: int = 16,
+    hints: bool = True,
+    fault: FaultSpec | None = None,
+    *,
+    fault_magnitude_pct: float | None = None,
+    fault_shape: str | None = None,
+    fault_start_h: float | None = None,
+    crac_share: float | None = None,
+) -> Scenario:
+    """Build a named scenario.
+
+    ``fault`` replaces the scenario's faults with that one (any scenario, e.g. steady + a fault).
+    ``fault_magnitude_pct``/``fault_shape``/``fault_start_h`` override every fault's value.
+    """
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
+    if not 0 < days <= 400:
+        raise ValueError(f"days must be in (0, 400], got {days}")
+    if not 1 <= gpus <= 1024:
+        raise ValueError(f"gpus must be in [1, 1024], got {gpus}")
+    hours = days * 24.0
+    plan, faults = _plan_and_faults(name, hours)
+    if fault is not None:
+        faults = (fault,)
+    faults = tuple(with_overrides(f, fault_magnitude_pct, fault_shape, fault_start_h) for f in faults)
+    for f in faults:
+        if f.start_h >= hours:
+            raise ValueError(f"fault {f.kind} starts at {f.start_h} h, after the trace ends ({hours:g} h)")
+    cooling = CoolingParams() if crac_share is None else CoolingParams(share=crac_share)
+    if not 0 < cooling.share <= 1:
+        raise ValueError(f"crac share must be in (0, 1], got {cooling.share}")
+    # Other racks on the unit: as many rack-equivalents as the share implies, ~11 kW of heat each
+    # per 16 GPUs at typical mixed load.
+    per_rack_w = 11000.0 * gpus / 16.0
+    cooling = replace(cooling, other_racks_w=per_rack_w * (1.0 / cooling.share - 1.0))
+    cooling = replace(cooling, capacity_w=max(30000.0, 1.6 * per_rack_w / cooling.share))
+    rack = RackParams(gpus=gpus, cooling=cooling)
+    return Scenario(
+        name=name,
+        days=days,
+        seed=seed,
+        plan=plan,
+        rack=rack,
+        faults=faults,
+        hints=hints,
+        environment_swing=name != "lag_steps",
+    )

@@ -1,0 +1,238 @@
+"""The training-job stage generator: which stage the rack is in, second by second.
+
+It walks time job by job: an idle gap, a job start (initial data_load), training steps
+(forward_backward then grad_sync, seconds each), data-load stalls, periodic evals and
+checkpoints (minutes, every 30–90 min), then a final checkpoint — or an abrupt end when the job
+is preempted. A ``WorkloadPlan`` says how long jobs and gaps last, which job kinds run, and when
+a convergence plateau or a workload change happens. The result is per-second arrays (cheap: one
+byte per second for the stage) plus the job list for the ground truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.sim.params import (
+    CHECKPOINT,
+    DATA_LOAD,
+    EVAL,
+    FORWARD_BACKWARD,
+    GRAD_SYNC,
+    IDLE,
+    PROFILE_NAMES,
+    PROFILES,
+    STAGES,
+)
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """How the rack is used over time (durations in minutes unless named otherwise)."""
+
+    kind: str = "jobs"  # "jobs" | "lag_steps"
+    profiles: tuple[str, ...] = ("dense",)  # job kinds drawn from, uniformly
+    job_h: tuple[float, float] = (12.0, 36.0)
+    idle_gap_min: tuple[float, float] = (5.0, 20.0)
+    long_idle_prob: float = 0.0  # chance that a gap is a long idle instead
+    long_idle_h: tuple[float, float] = (2.0, 8.0)
+    preempt_prob: float = 0.0  # chance a job ends abruptly (no final checkpoint)
+    initial_load_min: tuple[float, float] = (2.0, 5.0)
+    checkpoint_every_min: tuple[float, float] = (30.0, 90.0)  # per job, drawn once
+    checkpoint_min: tuple[float, float] = (2.0, 6.0)
+    eval_every_min: tuple[float, float] = (90.0, 150.0)
+    eval_min: tuple[float, float] = (4.0, 10.0)
+    stall_every_min: float = 15.0  # mean interval between data-load stalls
+    stall_s: tuple[float, float] = (5.0, 90.0)
+    job_rate_spread: float = 0.05  # per-job deviation of the nominal work_rate
+    plateau_start_h: float | None = None  # convergence plateau from then on
+    plateau_rate_factor: float = 0.6  # small-batch resampling: lower throughput
+    plateau_eval_every_min: tuple[float, float] = (25.0, 40.0)
+    plateau_reload_every_min: tuple[float, float] = (60.0, 120.0)
+    plateau_stall_every_min: float = 5.0
+    workload_change_h: float | None = None  # from then on jobs are `change_to`
+    change_to: str = "moe"
+    step_block_min: float = 60.0  # lag_steps: length of each clean level
+    first_idle_min: tuple[float, float] = (3.0, 8.0)
+
+
+@dataclass
+class Timeline:
+    """Per-second stage truth for the whole scenario."""
+
+    stage: np.ndarray  # int8 stage code per second
+    job: np.ndarray  # int32 job index per second, -1 = no job
+    work_rate: np.ndarray  # float64 nominal work_rate per second, NaN = no job
+    profile: np.ndarray  # int8 index into PROFILE_NAMES per second (last job's kind when idle)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
+
+    def job_ids(self) -> list[str]:
+        return [str(j["id"]) for j in self.jobs]
+
+
+class _Builder:
+    def __init__(self, plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -> None:
+        self.plan = plan
+        self.total_s = total_s
+        self.rng = rng
+        self.t = 0
+        self.stages: list[int] = []
+        self.durs: list[int] = []
+        self.jobs_of: list[int] = []
+        self.rates: list[float] = []
+        self.profiles: list[int] = []
+        self.jobs: list[dict[str, Any]] = []
+        self.last_profile = 0
+
+    def add(self, stage: int, dur_s: float, job: int, rate: float) -> None:
+        d = max(1, round(dur_s))
+        self.stages.append(stage)
+        self.durs.append(d)
+        self.jobs_of.append(job)
+        self.rates.append(rate)
+        self.profiles.append(self.last_profile)
+        self.t += d
+
+    def uniform(self, lo_hi: tuple[float, float], scale: float = 1.0) -> float:
+        return float(self.rng.uniform(lo_hi[0], lo_hi[1])) * scale
+
+
+def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -> Timeline:
+    """Generate the per-second stage, job and work_rate truth for ``total_s`` seconds."""
+    b = _Builder(plan, total_s, rng)
+    if plan.kind == "lag_steps":
+        _lag_steps(b)
+    else:
+        while b.t < total_s:
+            _idle_gap(b, first=not b.jobs)
+            if b.t < total_s:
+                _job(b)
+    durs = np.asarray(b.durs, dtype=np.int64)
+    stage = np.repeat(np.asarray(b.stages, dtype=np.int8), durs)[:total_s]
+    job = np.repeat(np.asarray(b.jobs_of, dtype=np.int32), durs)[:total_s]
+    rate = np.repeat(np.asarray(b.rates, dtype=np.float64), durs)[:total_s]
+    profile = np.repeat(np.asarray(b.profiles, dtype=np.int8), durs)[:total_s]
+    for info in b.jobs:
+        info["end_s"] = min(info["end_s"], total_s)
+    plateau = []
+    if plan.plateau_start_h is not None and plan.plateau_start_h * 3600 < total_s:
+        plateau.append((int(plan.plateau_start_h * 3600), total_s))
+    return Timeline(stage, job, rate, profile, b.jobs, plateau)
+
+
+def _idle_gap(b: _Builder, first: bool) -> None:
+    p = b.plan
+    if first:
+        minutes = b.uniform(p.first_idle_min)
+    elif b.rng.random() < p.long_idle_prob:
+        minutes = b.uniform(p.long_idle_h, 60.0)
+    else:
+        minutes = b.uniform(p.idle_gap_min)
+    b.add(IDLE, minutes * 60.0, -1, math.nan)
+
+
+def _job(b: _Builder) -> None:
+    p = b.plan
+    change_s = None if p.workload_change_h is None else p.workload_change_h * 3600.0
+    changed = change_s is not None and b.t >= change_s
+    name = p.change_to if changed else str(b.rng.choice(list(p.profiles)))
+    profile = PROFILES[name]
+    b.last_profile = PROFILE_NAMES.index(name)
+    index = len(b.jobs)
+    start = b.t
+    end = start + b.uniform(p.job_h, 3600.0)
+    ends_at_change = change_s is not None and start < change_s < end
+    if ends_at_change and change_s is not None:
+        end = change_s
+    preempted = not ends_at_change and bool(b.rng.random() < p.preempt_prob)
+    rate_factor = 1.0 + float(b.rng.normal(0.0, p.job_rate_spread))
+    info: dict[str, Any] = {
+        "id": f"j{index:03d}",
+        "profile": name,
+        "start_s": start,
+        "end_s": int(end),
+        "work_rate_nominal": round(profile.work_rate * rate_factor, 3),
+        "preempted": preempted,
+    }
+    b.jobs.append(info)
+    b.add(DATA_LOAD, b.uniform(p.initial_load_min, 60.0), index, 0.0)
+    ckpt_every = b.uniform(p.checkpoint_every_min, 60.0)
+    next_ckpt = b.t + ckpt_every * b.rng.uniform(0.9, 1.1)
+    next_eval = b.t + b.uniform(p.eval_every_min, 60.0)
+    next_stall = b.t + b.rng.exponential(p.stall_every_min * 60.0)
+    next_reload = math.inf
+    plateau_s = math.inf if p.plateau_start_h is None else p.plateau_start_h * 3600.0
+    while b.t < end and b.t < b.total_s:
+        in_plateau = b.t >= plateau_s
+        rate = profile.work_rate * rate_factor * (p.plateau_rate_factor if in_plateau else 1.0)
+        if in_plateau and next_reload == math.inf:
+            next_reload = b.t + b.uniform(p.plateau_reload_every_min, 60.0)
+            next_eval = min(next_eval, b.t + b.uniform(p.plateau_eval_every_min, 60.0))
+        if b.t >= next_ckpt:
+            b.add(CHECKPOINT, b.uniform(p.checkpoint_min, 60.0), index, 0.0)
+            next_ckpt = b.t + ckpt_every * b.rng.uniform(0.9, 1.1)
+        elif b.t >= next_eval:
+            b.add(EVAL, b.uniform(p.eval_min, 60.0), index, rate * 1.5)
+            every = p.plateau_eval_every_min if in_plateau else p.eval_every_min
+            next_eval = b.t + b.uniform(every, 60.0)
+        elif b.t >= next_reload:  # plateau: roll back to a checkpoint and reload data
+            b.add(CHECKPOINT, b.uniform((1.5, 3.0), 60.0), index, 0.0)
+            b.add(DATA_LOAD, b.uniform((1.0, 3.0), 60.0), index, 0.0)
+            next_reload = b.t + b.uniform(p.plateau_reload_every_min, 60.0)
+        elif b.t >= next_stall:
+            b.add(DATA_LOAD, b.uniform(p.stall_s), index, 0.0)
+            mean = p.plateau_stall_every_min if in_plateau else p.stall_every_min
+            next_stall = b.t + b.rng.exponential(mean * 60.0)
+        elif profile.grad_sync_s[1] <= 0:  # lag_steps-like profile: one long level
+            b.add(FORWARD_BACKWARD, min(end - b.t, 600.0), index, rate)
+        else:
+            b.add(FORWARD_BACKWARD, b.uniform(profile.fb_s), index, rate)
+            b.add(GRAD_SYNC, b.uniform(profile.grad_sync_s), index, rate)
+    info["end_s"] = b.t
+    if not preempted:
+        b.add(CHECKPOINT, b.uniform(p.checkpoint_min, 60.0), index, 0.0)
+        info["end_s"] = b.t
+
+
+def _lag_steps(b: _Builder) -> None:
+    """Clean load steps: idle → forward_backward → eval → forward_backward → idle …, one job."""
+    block_s = b.plan.step_block_min * 60.0
+    profile = PROFILES["step_load"]
+    b.last_profile = PROFILE_NAMES.index("step_load")
+    b.jobs.append(
+        {
+            "id": "j000",
+            "profile": "step_load",
+            "start_s": 0,
+            "end_s": b.total_s,
+            "work_rate_nominal": profile.work_rate,
+            "preempted": False,
+        }
+    )
+    cycle = (IDLE, FORWARD_BACKWARD, EVAL, FORWARD_BACKWARD)
+    k = 0
+    while b.t < b.total_s:
+        stage = cycle[k % len(cycle)]
+        rate = {IDLE: math.nan, FORWARD_BACKWARD: profile.work_rate, EVAL: profile.work_rate * 1.5}[stage]
+        b.add(stage, block_s, -1 if stage == IDLE else 0, rate)
+        k += 1
+
+
+def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
+    """The stage timeline as ``[start_ts, end_ts, stage, job_id]`` runs (truth.json)."""
+    change = np.flatnonzero((np.diff(timeline.stage) != 0) | (np.diff(timeline.job) != 0)) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change, [len(timeline.stage)]))
+    ids = timeline.job_ids()
+    out: list[list[Any]] = []
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        j = int(timeline.job[s])
+        out.append([t0 + s, t0 + e, STAGES[int(timeline.stage[s])], ids[j] if j >= 0 else ""])
+    return out
+
+
+__all__ = ["GRAD_SYNC", "Timeline", "WorkloadPlan", "build_timeline", "segments"]

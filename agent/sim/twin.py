@@ -1,0 +1,200 @@
+"""Running a scenario: the whole trace as chunks, the ground truth, and a stepping twin for live demos."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from agent.sim.physics import CHUNK_S, RackPhysics
+from agent.sim.sampling import Sampler, column_decimals, device_clean_values, trace_columns
+from agent.sim.scenarios import Scenario
+from agent.sim.stages import segments
+from agent.trace.model import TraceChunk, TraceMeta
+
+
+def trace_meta(scenario: Scenario) -> TraceMeta:
+    """Metadata lines of the scenario's trace (rack, site, crac share, 1-s tick)."""
+    c = scenario.rack.cooling
+    return TraceMeta(
+        rack=scenario.rack_name,
+        site=scenario.site,
+        crac_shares={c.crac_id: c.share},
+        interval_s=1.0,
+        extra={"source": "rackwatt-sim", "scenario": scenario.name, "seed": str(scenario.seed)},
+    )
+
+
+def columns(scenario: Scenario) -> list[str]:
+    """The trace header, in order."""
+    return trace_columns(scenario.rack)
+
+
+def decimals(scenario: Scenario) -> dict[str, int]:
+    """Per-column resolution to hand to ``TraceWriter``."""
+    return column_decimals(columns(scenario))
+
+
+def _driver_resets(scenario: Scenario) -> list[int]:
+    return [round(f.start_h * 3600.0) for f in scenario.faults if f.kind == "gpu_driver"]
+
+
+def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]:
+    """Yield the scenario's trace as consecutive chunks (1-s rows, ``chunk_s`` rows each at most)."""
+    if chunk_s < 1:
+        raise ValueError(f"chunk_s must be ≥ 1, got {chunk_s}")
+    physics = RackPhysics(scenario)
+    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.timeline.job_ids())
+    total = scenario.total_s
+    s = 0
+    while s < total:
+        end = min(total, s + chunk_s, (s // CHUNK_S + 1) * CHUNK_S)
+        clean = physics.step(s, end)
+        yield sampler.to_chunk(clean, scenario.hints)
+        s = end
+
+
+def scenario_truth(scenario: Scenario) -> dict[str, Any]:
+    """JSON-able ground truth: faults, workload changes, jobs and the true stage timeline."""
+    physics = RackPhysics(scenario)
+    t0 = scenario.start_ts
+    tl = physics.timeline
+    jobs = [
+        {
+            "id": j["id"],
+            "profile": j["profile"],
+            "start_ts": t0 + j["start_s"],
+            "end_ts": t0 + j["end_s"],
+            "work_rate_nominal": j["work_rate_nominal"],
+            "preempted": j["preempted"],
+        }
+        for j in tl.jobs
+    ]
+    changes: list[dict[str, Any]] = []
+    plan = scenario.plan
+    if plan.workload_change_h is not None and plan.workload_change_h * 3600 < scenario.total_s:
+        ts = t0 + plan.workload_change_h * 3600.0
+        before = {j["profile"] for j in jobs if j["start_ts"] < ts}
+        changes.append(
+            {
+                "ts": ts,
+                "cause": "workload",
+                "component": "gpu",
+                "is_fault": False,
+                "from": sorted(before),
+                "to": plan.change_to,
+            }
+        )
+    for start, end in tl.plateau_ranges:
+        changes.append(
+            {
+                "ts": t0 + start,
+                "end_ts": t0 + end,
+                "cause": "workload",
+                "component": "gpu",
+                "is_fault": False,
+                "kind": "plateau",
+                "work_rate_factor": plan.plateau_rate_factor,
+            }
+        )
+    c = scenario.rack.cooling
+    return {
+        "scenario": scenario.describe(),
+        "meta": {
+            "rack": scenario.rack_name,
+            "site": scenario.site,
+            f"crac.{c.crac_id}.share": c.share,
+            "interval_s": 1,
+        },
+        "model": {
+            "cooling_tau_s": c.tau_s,
+            "cooling_dead_s": c.dead_s,
+            "setpoint_c": c.setpoint_c,
+            "gpu_tdp_w": scenario.rack.gpu.tdp_w,
+            "gpu_idle_w": scenario.rack.gpu.idle_w,
+            "psu_curve": [list(p) for p in scenario.rack.node.psu_curve],
+        },
+        "faults": [f.truth(t0) for f in scenario.faults],
+        "workload_changes": changes,
+        "jobs": jobs,
+        "stage_segments_columns": ["start_ts", "end_ts", "stage", "job"],
+        "stage_segments": segments(tl, t0),
+    }
+
+
+class RackTwin:
+    """The twin stepped in time, for fake devices serving instantaneous values (live demo).
+
+    ``advance_to(ts)`` moves the twin forward to absolute time ``ts`` (Unix seconds, never
+    backwards); ``device_values()`` returns the clean instantaneous values at the current second,
+    grouped by device. Values follow the same physics and random streams as ``simulate``.
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self._physics = RackPhysics(scenario)
+        self._hour: dict[str, np.ndarray] | None = None
+        self._hour_start = -1
+        self._s = 0
+
+    @property
+    def ts(self) -> float:
+        return self.scenario.start_ts + self._s
+
+    def advance_to(self, ts: float) -> None:
+        s = math.floor(ts - self.scenario.start_ts)
+        if s < self._s:
+            raise ValueError(f"the twin cannot go back in time (at {self.ts}, asked for {ts})")
+        if s >= self.scenario.total_s:
+            raise ValueError(
+                f"{ts} is past the end of the scenario ({self.scenario.start_ts + self.scenario.total_s})"
+            )
+        self._s = s
+
+    def _values_now(self) -> dict[str, float]:
+        hour_start = (self._s // CHUNK_S) * CHUNK_S
+        if self._hour is None or hour_start != self._hour_start:
+            if self._physics.state.next_s > hour_start:  # cannot happen: time only moves forward
+                raise RuntimeError("twin physics out of step")
+            while self._physics.state.next_s < hour_start:  # skip whole hours we jumped over
+                s0 = self._physics.state.next_s
+                self._physics.step(s0, s0 + CHUNK_S)
+            end = min(self.scenario.total_s, hour_start + CHUNK_S)
+            clean = self._physics.step(hour_start, end)
+            self._hour = device_clean_values(clean, self.scenario.rack) | {
+                "stage": clean["stage"].astype(np.float64),
+                "job": clean["job"].astype(np.float64),
+            }
+            self._hour_start = hour_start
+        i = self._s - self._hour_start
+        return {name: float(col[i]) for name, col in self._hour.items()}
+
+    def device_values(self) -> dict[str, dict[str, float]]:
+        """Device → {field: value} at the current second.
+
+        Keys: ``gpu.<i>`` (power_w, energy_j, util_pct, mem_util_pct, temp_c, sm_clock_mhz),
+        ``pdu.<id>`` (power_w, energy_kwh, voltage_v, current_a, pf), ``crac.<id>`` (power_w,
+        supply_temp_c, return_temp_c, setpoint_c, fan_pct, cooling_w), ``inlet`` (top/mid/bottom
+        temp_c as ``<pos>.temp_c``) and ``job`` (stage, job, work_rate; NaN work_rate = no job).
+        """
+        flat = self._values_now()
+        out: dict[str, dict[str, float]] = {}
+        for name, value in flat.items():
+            if name.startswith(("gpu.", "pdu.", "crac.")):
+                kind, dev, fld = name.split(".", 2)
+                out.setdefault(f"{kind}.{dev}", {})[fld] = value
+            elif name.startswith("inlet."):
+                out.setdefault("inlet", {})[name.removeprefix("inlet.")] = value
+        out["job"] = {"work_rate": flat["work_rate"], "stage_code": flat["stage"], "job_index": flat["job"]}
+        return out
+
+    def stage(self) -> tuple[str, str]:
+        """(stage label, job id) at the current second — what a training job would hint."""
+        from agent.sim.params import STAGES
+
+        flat = self._values_now()
+        j = int(flat["job"])
+        ids = self._physics.timeline.job_ids()
+        return STAGES[int(flat["stage"])], (ids[j] if j >= 0 else "")
