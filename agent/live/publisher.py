@@ -369,6 +369,7 @@ class MqttPublisher:
             self._pump_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump_task
+        client.disable_logger()  # paho logs a spurious "not connected" error while its thread winds down
         client.disconnect()
         await asyncio.to_thread(client.loop_stop)
         self._client = None

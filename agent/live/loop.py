@@ -1,0 +1,502 @@
+"""The live agent: drivers → one frame per tick → engine → publisher, in one asyncio process.
+
+``LiveAgent`` wires the parts and owns their lifecycle: the ``Poller`` (each driver on its own
+interval), the stage timeline fed by hint sockets and the MQTT ``hint`` topic, the engine (via
+``EngineLink``), the spool-backed ``MqttPublisher``, periodic state saves, systemd notification,
+SIGHUP reload and a clean stop. Everything time-related goes through an injected ``Clock`` and
+every part can be injected (drivers, engine, message observer, frame sinks), so ``rackwatt
+demo``, ``rackwatt record`` and the benchmarks run this very loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent import __version__
+from agent.config.model import Config
+from agent.live import sdnotify
+from agent.live.clock import Clock, WallClock
+from agent.live.engine_link import EngineLink
+from agent.live.poller import Poller
+from agent.live.publisher import MqttPublisher
+from agent.live.spool import Spool
+from agent.live.topics import SCHEMA_VERSION, Topics
+from agent.trace.model import TraceChunk
+from drivers.base import Driver
+
+log = logging.getLogger("rackwatt.agent")
+
+DriverFactory = Callable[[Config], list[Driver]]
+MessageObserver = Callable[[str, str, dict[str, Any]], None]  # kind, topic, payload (with seq)
+FrameSink = Callable[[TraceChunk], None]
+
+STATE_FILE = "engine.state"
+SPOOL_DIR = "spool"
+
+
+def default_driver_factory(config: Config) -> list[Driver]:
+    if not config.pdus and not config.cracs and not config.nvml.enabled:
+        return []
+    from drivers.registry import build_drivers
+
+    return list(build_drivers(config))
+
+
+class LiveAgent:
+    """One rack agent. ``await run()`` until ``request_stop()``; ``request_reload()`` on SIGHUP."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        clock: Clock | None = None,
+        driver_factory: DriverFactory = default_driver_factory,
+        engine: EngineLink | None | bool = True,  # True: build from config; False/None: no engine
+        on_message: MessageObserver | None = None,
+        frame_sinks: list[FrameSink] | None = None,
+        save_interval_s: float = 300.0,
+        status_interval_s: float | None = None,
+        baseline_interval_s: float | None = None,
+        config_loader: Callable[[Path], Config] | None = None,
+        publisher_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.config_path = config_path or config.source
+        self.clock: Clock = clock or WallClock()
+        self.driver_factory = driver_factory
+        self._engine_arg = engine
+        self.engine: EngineLink | None = None
+        self.on_message = on_message
+        self.frame_sinks = list(frame_sinks or [])
+        self.save_interval_s = save_interval_s
+        self._status_interval_s = status_interval_s
+        self._baseline_interval_s = baseline_interval_s
+        self._config_loader = config_loader
+        self._publisher_options = dict(publisher_options or {})
+        self.poller: Poller | None = None
+        self.spool: Spool | None = None
+        self.publisher: MqttPublisher | None = None
+        self.timeline: Any = None
+        self.intake: Any = None
+        self._listener: Any = None
+        self._wake = asyncio.Event()
+        self._stop_requested = False
+        self._reload_requested = False
+        self._columns: dict[str, None] = {}  # every numeric signal seen, in first-seen order
+        self._local_seq = 0
+        self.started_ts = 0.0
+        self.ticks = 0
+        self.engine_errors = 0
+        self.last_engine_error: str | None = None
+        self.reloads = 0
+        self.reload_failures = 0
+        self.stage_now: Any = None
+
+    # ---- control (safe from signal handlers) -----------------------------------------------
+    def request_stop(self) -> None:
+        self._stop_requested = True
+        self._wake.set()
+
+    def request_reload(self) -> None:
+        self._reload_requested = True
+        self._wake.set()
+
+    # ---- derived settings ------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return Path(self.config.agent.state_dir) / STATE_FILE
+
+    @property
+    def status_interval_s(self) -> float:
+        return self._status_interval_s or max(5.0, min(60.0, self.config.mqtt.summary_interval_s))
+
+    @property
+    def baseline_interval_s(self) -> float:
+        return self._baseline_interval_s or max(300.0, 5 * self.config.mqtt.summary_interval_s)
+
+    @property
+    def topics(self) -> Topics:
+        c = self.config
+        return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _build_engine(self) -> None:
+        if self._engine_arg is True:
+            self.engine = EngineLink.from_config(self.config)
+        elif isinstance(self._engine_arg, EngineLink):
+            self.engine = self._engine_arg
+        else:
+            self.engine = None
+        if self.engine is not None:
+            self.engine.load(self.state_path)
+
+    def _build_stages(self) -> None:
+        from agent.stages.intake import HintIntake
+        from agent.stages.timeline import StageTimeline
+
+        st = self.config.stages
+        self.timeline = StageTimeline(ttl_s=st.hint_ttl_s)
+        self.intake = HintIntake(self.timeline, rate_limit_per_s=st.rate_limit_per_s,
+                                 on_command=self._on_command, clock=self.clock.time)
+
+    async def _start_listener(self) -> None:
+        from agent.stages.listener import HintListener
+
+        st = self.config.stages
+        if st.socket_path is None and st.udp_port is None:
+            return
+        listener = HintListener(self.intake, st.socket_path, st.udp_port)
+        try:
+            await listener.start()
+        except OSError as exc:
+            log.error("stage hints: cannot open the hint socket (socket_path=%s, udp_port=%s): %s; "
+                      "hints from the MQTT topic still work", st.socket_path, st.udp_port, exc)
+            await listener.stop()
+            return
+        self._listener = listener
+
+    async def _stop_listener(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+
+    def _build_publisher(self) -> MqttPublisher | None:
+        mq = self.config.mqtt
+        if not mq.enabled:
+            return None
+        max_bytes = int(mq.spool_max_mb * 1024 * 1024)
+        if self.spool is None:
+            self.spool = Spool(Path(self.config.agent.state_dir) / SPOOL_DIR, max_bytes=max_bytes,
+                               clock=self.clock.time)
+        self.spool.max_bytes = max_bytes
+        return MqttPublisher(
+            mq, self.config.agent.site, self.config.agent.rack, self.spool, version=__version__,
+            status_fn=self.status_body, on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+            on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options,
+        )
+
+    # ---- the main loop ---------------------------------------------------------------------
+    async def run(self) -> int:
+        """Run until stopped; returns the process exit status."""
+        self.started_ts = self.clock.time()
+        self._started_mono = time.monotonic()
+        self._wake = asyncio.Event()
+        drivers = self.driver_factory(self.config)
+        self.poller = Poller(drivers, self.clock)
+        self._build_engine()
+        self._build_stages()
+        self.publisher = self._build_publisher()
+        if self.publisher is not None:
+            await self.publisher.start()
+        await self._start_listener()
+        self.poller.start()
+        log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
+                 self.config.agent.site, self.config.agent.rack, len(drivers), self.config.agent.tick_s,
+                 self.publisher.endpoint if self.publisher else "off")
+        sdnotify.ready(f"polling {len(drivers)} device(s)")
+        try:
+            await self._tick_loop()
+        finally:
+            await self._shutdown()
+        return 0
+
+    async def _tick_loop(self) -> None:
+        now = self.clock.time()
+        next_tick = now + self.config.agent.tick_s
+        next_status = now + self.status_interval_s
+        next_baselines = now + min(self.baseline_interval_s, 60.0)
+        next_summary = now + self.config.mqtt.summary_interval_s
+        next_save = time.monotonic() + self.save_interval_s
+        wd_interval = sdnotify.watchdog_interval_s()
+        next_wd = time.monotonic()
+        while not self._stop_requested:
+            await self._sleep_until(next_tick)
+            if self._stop_requested:
+                break
+            if self._reload_requested:
+                self._reload_requested = False
+                await self._reload()
+            now = self.clock.time()
+            if now < next_tick:
+                continue  # woken early (reload)
+            next_tick = max(next_tick + self.config.agent.tick_s, now)
+            published_summary = self._tick(now)
+            if published_summary:
+                next_summary = now + self.config.mqtt.summary_interval_s
+            elif now >= next_summary:
+                self._emit_engine_summary(now)
+                next_summary = now + self.config.mqtt.summary_interval_s
+            if now >= next_baselines:
+                self._emit_baselines(now)
+                next_baselines = now + self.baseline_interval_s
+            if now >= next_status:
+                self._refresh_status()
+                next_status = now + self.status_interval_s
+            mono = time.monotonic()
+            if mono >= next_save:
+                self._save_state()
+                next_save = mono + self.save_interval_s
+            if wd_interval is not None and mono >= next_wd:
+                sdnotify.watchdog()
+                next_wd = mono + wd_interval
+
+    async def _sleep_until(self, t: float) -> None:
+        remaining = t - self.clock.time()
+        if remaining <= 0:
+            await asyncio.sleep(0)
+            return
+        self._wake.clear()
+        if self._stop_requested or self._reload_requested:
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=remaining / self.clock.speed)
+        except TimeoutError:
+            pass
+
+    def build_frame(self, ts: float, signals: dict[str, float]) -> TraceChunk:
+        """One trace row: the signals sampled since the previous tick (NaN = not sampled)."""
+        for name in signals:
+            if name not in self._columns:
+                self._columns[name] = None
+        now = self.timeline.current(ts) if self.timeline is not None else None
+        self.stage_now = now
+        numeric = {name: np.array([signals.get(name, math.nan)], dtype=np.float64) for name in self._columns}
+        work_rate = float(now.work_rate) if now is not None else math.nan
+        numeric["work_rate"] = np.array([work_rate], dtype=np.float64)
+        stage = now.stage if now is not None else ""
+        job = (now.job or "") if now is not None else ""
+        return TraceChunk(ts=np.array([ts], dtype=np.float64), numeric=numeric,
+                          stage=np.array([stage], dtype=object), job=np.array([job], dtype=object))
+
+    def _tick(self, ts: float) -> bool:
+        """Build and dispatch one frame; True if the engine produced a summary."""
+        assert self.poller is not None
+        self.ticks += 1
+        chunk = self.build_frame(ts, self.poller.take_new())
+        for sink in self.frame_sinks:
+            try:
+                sink(chunk)
+            except Exception:
+                log.exception("frame sink failed")
+        if self.engine is None:
+            return False
+        try:
+            reports = self.engine.process(chunk)
+        except Exception as exc:
+            self._engine_failed("process", exc)
+            return False
+        return self._handle_reports(reports)
+
+    def _engine_failed(self, what: str, exc: Exception) -> None:
+        self.engine_errors += 1
+        self.last_engine_error = f"{what}: {type(exc).__name__}: {exc}"
+        if self.engine_errors in (1, 10, 100) or self.engine_errors % 1000 == 0:
+            log.exception("engine: %s failed (%d time(s) so far); the agent keeps running", what,
+                          self.engine_errors, exc_info=exc)
+
+    def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
+        summary = False
+        for report in reports:
+            kind = report.get("type")
+            if kind == "summary" and isinstance(report.get("payload"), dict):
+                self.emit("summary", report["payload"])
+                summary = True
+            elif kind == "event":
+                self.emit("event", self._event_payload(report))
+        return summary
+
+    def _event_payload(self, report: dict[str, Any]) -> dict[str, Any]:
+        body = {k: v for k, v in report.items() if k != "type"}
+        return {"v": SCHEMA_VERSION, "type": "event", "site": self.config.agent.site,
+                "rack": self.config.agent.rack, **body}
+
+    def _emit_engine_summary(self, ts: float) -> None:
+        if self.engine is None:
+            return
+        try:
+            payload = self.engine.summary_payload(ts)
+        except Exception as exc:
+            self._engine_failed("summary_payload", exc)
+            return
+        if payload:
+            self.emit("summary", payload)
+
+    def _emit_baselines(self, ts: float) -> None:
+        if self.engine is None:
+            return
+        try:
+            baselines = self.engine.baseline_payloads(ts)
+        except Exception as exc:
+            self._engine_failed("baseline_payloads", exc)
+            return
+        for stage, payload in sorted(baselines.items()):
+            self.emit("baseline", payload, stage=stage)
+
+    def emit(self, kind: str, payload: dict[str, Any], stage: str | None = None) -> int:
+        """Publish (spool first) a summary/event/baseline; observers see it with its seq."""
+        topics = self.topics
+        topic = topics.baseline(stage or "") if kind == "baseline" else getattr(topics, kind)
+        if self.publisher is not None:
+            try:
+                seq = self.publisher.publish(kind, payload, stage=stage)
+            except (OSError, ValueError) as exc:
+                log.error("cannot spool a %s message: %s", kind, exc)
+                return -1
+        else:
+            self._local_seq += 1
+            seq = self._local_seq
+        if self.on_message is not None:
+            try:
+                self.on_message(kind, topic, {**payload, "seq": seq})
+            except Exception:
+                log.exception("message observer failed")
+        return seq
+
+    # ---- status ----------------------------------------------------------------------------
+    def status_body(self) -> dict[str, Any]:
+        """The ``online`` status fields the publisher wraps (see agent/schemas/status.schema.json)."""
+        now = self.clock.time()
+        body: dict[str, Any] = {
+            "ts": now,
+            "started": self.started_ts,
+            "uptime_s": round(max(0.0, now - self.started_ts), 1),
+            "devices": self.poller.health_dict() if self.poller else {},
+            "engine": {"ok": self.engine is not None and self.engine_errors == 0,
+                       "errors": self.engine_errors, "last_error": self.last_engine_error},
+            "reloads": {"ok": self.reloads, "rejected": self.reload_failures},
+        }
+        if self.spool is not None:
+            body["spool"] = self.spool.stats()
+        if self.intake is not None:
+            body["hints"] = dict(self.intake.counters)
+        if self.stage_now is not None:
+            body["stage"] = {"stage": self.stage_now.stage, "source": self.stage_now.source,
+                             "job": self.stage_now.job}
+        return body
+
+    def _refresh_status(self) -> None:
+        devices = self.poller.health_dict() if self.poller else {}
+        ok = sum(1 for h in devices.values() if h["ok"])
+        mqtt_state = "off"
+        if self.publisher is not None:
+            self.publisher.publish_status()
+            mqtt_state = "connected" if self.publisher.connected else "unreachable"
+        pending = len(self.spool) if self.spool is not None else 0
+        sdnotify.status(f"{ok}/{len(devices)} devices ok; mqtt {mqtt_state}; {pending} message(s) spooled")
+
+    # ---- inbound ---------------------------------------------------------------------------
+    def _on_mqtt_hint(self, data: bytes) -> None:
+        if self.intake is not None:
+            self.intake.receive(data, "mqtt", "broker")
+
+    def _on_mqtt_accept(self, data: bytes) -> None:
+        from agent.live.accept import parse_accept
+
+        try:
+            cause, by = parse_accept(data)
+        except ValueError as exc:
+            log.warning("mqtt cmd/accept: ignored: %s", exc)
+            return
+        self._accept(cause, by)
+
+    def _on_command(self, command: Any) -> None:
+        if getattr(command, "name", "") == "accept":
+            self._accept(command.cause or "all", "operator")
+        else:
+            log.warning("stage hints: unknown command %r ignored", getattr(command, "name", command))
+
+    def _accept(self, cause: str, by: str) -> None:
+        if self.engine is None:
+            log.warning("accept %s from %s: no engine running", cause, by)
+            return
+        try:
+            events = self.engine.accept(cause, self.clock.time(), by)
+        except Exception as exc:
+            log.warning("accept %s from %s: %s", cause, by, exc)
+            return
+        log.info("accept: %s accepted as the new normal by %s", cause or "(all)", by)
+        self._handle_reports([{"type": "event", **e} if "type" not in e else e for e in events])
+
+    # ---- state, reload, shutdown -----------------------------------------------------------
+    def _save_state(self) -> None:
+        if self.engine is None:
+            return
+        try:
+            self.engine.save(self.state_path)
+        except Exception as exc:
+            self._engine_failed(f"saving state to {self.state_path}", exc)
+
+    def _load_config(self, path: Path) -> Config:
+        if self._config_loader is not None:
+            return self._config_loader(path)
+        from agent.config.loader import load_config
+
+        return load_config(path)
+
+    async def _reload(self) -> None:
+        path = self.config_path
+        if path is None:
+            log.error("reload: no configuration file to reload from")
+            return
+        sdnotify.reloading()
+        try:
+            try:
+                new = await asyncio.to_thread(self._load_config, Path(path))
+                drivers = self.driver_factory(new)
+            except Exception as exc:
+                self.reload_failures += 1
+                issues = getattr(exc, "issues", None) or [exc]
+                log.error("reload: %s is not valid; still running the previous configuration (%d problem(s))",
+                          path, len(issues))
+                for issue in issues:
+                    log.error("reload: %s", issue)
+                return
+            old, self.config = self.config, new
+            assert self.poller is not None
+            await self.poller.stop()
+            self.poller = Poller(drivers, self.clock)
+            self.poller.start()
+            if (new.mqtt, new.agent.site, new.agent.rack) != (old.mqtt, old.agent.site, old.agent.rack):
+                if self.publisher is not None:
+                    await self.publisher.stop()
+                self.publisher = self._build_publisher()
+                if self.publisher is not None:
+                    await self.publisher.start()
+            if new.stages != old.stages:
+                await self._stop_listener()
+                self._build_stages_keep_timeline()
+                await self._start_listener()
+            if new.engine != old.engine:
+                log.warning("reload: [engine] settings change at the next restart (the learned state is kept)")
+            self.reloads += 1
+            log.info("reload: %s applied: %d device(s)", path, len(drivers))
+        finally:
+            sdnotify.ready()
+
+    def _build_stages_keep_timeline(self) -> None:
+        from agent.stages.intake import HintIntake
+
+        timeline = self.timeline
+        timeline.ttl_s = self.config.stages.hint_ttl_s
+        self.intake = HintIntake(timeline, rate_limit_per_s=self.config.stages.rate_limit_per_s,
+                                 on_command=self._on_command, clock=self.clock.time)
+
+    async def _shutdown(self) -> None:
+        sdnotify.stopping()
+        log.info("stopping: saving state and publishing offline")
+        if self.poller is not None:
+            await self.poller.stop()
+        await self._stop_listener()
+        self._save_state()
+        if self.publisher is not None:
+            await self.publisher.stop()
+        log.info("stopped")

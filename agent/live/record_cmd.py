@@ -1,0 +1,125 @@
+"""``rackwatt record --config FILE --out trace.csv [--duration S]``: live frames as a replayable trace.
+
+The same poll loop as ``rackwatt run`` (same drivers, same frames, same stage hints) with the
+engine and MQTT off; each tick that sampled something becomes one row of a trace in the format
+of docs/spec/trace-format.md, so ``rackwatt replay`` can run the engine over it later.
+The header is fixed after a short warm-up (the slowest device's interval) because a CSV cannot
+grow columns; a signal that first appears later is left out, with one warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from agent.config.model import Config
+from agent.live.logsetup import setup_logging
+from agent.live.loop import LiveAgent
+from agent.live.run_cmd import DEFAULT_CONFIG, load_or_report, serve
+from agent.trace.model import TraceChunk, TraceMeta
+from agent.trace.writer import TraceWriter
+
+log = logging.getLogger("rackwatt.record")
+
+
+class TraceRecorder:
+    """Frame sink: buffers the warm-up frames, then streams rows to a ``TraceWriter``."""
+
+    def __init__(self, path: Path, meta: TraceMeta, warmup_s: float) -> None:
+        self.path = path
+        self.meta = meta
+        self.warmup_s = warmup_s
+        self._buffer: list[TraceChunk] = []
+        self._writer: TraceWriter | None = None
+        self._first_ts: float | None = None
+        self._ignored: set[str] = set()
+        self.rows = 0
+
+    def __call__(self, chunk: TraceChunk) -> None:
+        if not any(math.isfinite(float(v[0])) for k, v in chunk.numeric.items() if k != "work_rate") \
+                and not chunk.stage[0]:
+            return  # nothing sampled at this tick
+        if self._writer is None:
+            self._buffer.append(chunk)
+            self._first_ts = self._first_ts if self._first_ts is not None else float(chunk.ts[0])
+            if float(chunk.ts[0]) - self._first_ts >= self.warmup_s:
+                self._open()
+            return
+        self._write(chunk)
+
+    def _open(self) -> None:
+        names: dict[str, None] = {}
+        for chunk in self._buffer:
+            for name, values in chunk.numeric.items():
+                if name != "work_rate" and math.isfinite(float(values[0])):
+                    names[name] = None
+        columns = ["ts", "stage", "job", "work_rate", *sorted(names)]
+        self._writer = TraceWriter(self.path, self.meta, columns)
+        for chunk in self._buffer:
+            self._write(chunk)
+        self._buffer.clear()
+        log.info("record: writing %s with %d columns", self.path, len(columns))
+
+    def _write(self, chunk: TraceChunk) -> None:
+        assert self._writer is not None
+        known = set(self._writer.columns)
+        for name, values in chunk.numeric.items():
+            if name not in known and name not in self._ignored and math.isfinite(float(np.asarray(values)[0])):
+                self._ignored.add(name)
+                log.warning("record: %s appeared after the header was written; it is not recorded", name)
+        self._writer.write(chunk)
+        self.rows += 1
+
+    def close(self) -> None:
+        if self._writer is None and self._buffer:
+            self._open()
+        if self._writer is not None:
+            self._writer.close()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
+                        help=f"the TOML configuration (default {DEFAULT_CONFIG})")
+    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help="drop-in directory")
+    parser.add_argument("--out", type=Path, required=True, metavar="TRACE.csv", help="the trace to write")
+    parser.add_argument("--duration", type=float, default=None, metavar="S",
+                        help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def trace_meta(config: Config) -> TraceMeta:
+    return TraceMeta(rack=config.agent.rack, site=config.agent.site,
+                     crac_shares={c.id: c.share for c in config.cracs}, interval_s=config.agent.tick_s)
+
+
+async def _record(agent: LiveAgent, duration_s: float | None) -> int:
+    if duration_s is not None:
+        asyncio.get_running_loop().call_later(duration_s, agent.request_stop)
+    return await serve(agent)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    config = load_or_report(args.config, args.conf_d)
+    if config is None:
+        return 2
+    config = dataclasses.replace(config, mqtt=dataclasses.replace(config.mqtt, enabled=False),
+                                 stages=dataclasses.replace(config.stages, mqtt_hints=False))
+    intervals = [p.interval_s for p in config.pdus] + [c.interval_s for c in config.cracs]
+    if config.nvml.enabled:
+        intervals.append(config.nvml.interval_s)
+    warmup_s = max([config.agent.tick_s, *intervals]) + config.agent.tick_s
+    recorder = TraceRecorder(args.out, trace_meta(config), warmup_s)
+    agent = LiveAgent(config, config_path=args.config, engine=False, frame_sinks=[recorder])
+    try:
+        code = asyncio.run(_record(agent, args.duration))
+    finally:
+        recorder.close()
+    log.info("record: %d row(s) written to %s", recorder.rows, args.out)
+    return code

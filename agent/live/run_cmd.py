@@ -1,0 +1,77 @@
+"""``rackwatt run --config FILE``: the agent as a long-running service (systemd ``Type=notify``).
+
+SIGTERM/SIGINT → state saved, ``offline`` published, exit 0. SIGHUP → the configuration is
+re-read and validated; if invalid the agent keeps running on the old one and logs why.
+Exit 2 when the configuration cannot be used at start (every problem printed, one per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from agent.config.errors import ConfigError
+from agent.config.loader import load_config
+from agent.config.model import Config
+from agent.live.logsetup import setup_logging
+from agent.live.loop import LiveAgent
+from agent.live.publisher import MqttConfigError
+
+log = logging.getLogger("rackwatt.run")
+DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
+                        help=f"the TOML configuration (default {DEFAULT_CONFIG})")
+    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR",
+                        help="also merge the *.toml drop-ins of DIR, in name order (re-read on SIGHUP too)")
+    parser.add_argument("--save-interval", type=float, default=300.0, metavar="S",
+                        help="save the learned state every S seconds (and always on exit; default 300)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def load_or_report(path: Path, conf_d: Path | None) -> Config | None:
+    """The configuration, or None after logging every problem (one line each)."""
+    try:
+        config = load_config(path, conf_d)
+    except ConfigError as exc:
+        log.error("configuration %s is not valid (%d problem(s)):", path, len(exc.issues))
+        for issue in exc.issues:
+            log.error("  %s", issue)
+        return None
+    except OSError as exc:
+        log.error("configuration %s: %s", path, exc)
+        return None
+    for warning in getattr(config, "warnings", ()) or ():
+        log.warning("configuration: %s", warning)
+    return config
+
+
+async def serve(agent: LiveAgent) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.request_stop)
+    loop.add_signal_handler(signal.SIGHUP, agent.request_reload)
+    try:
+        return await agent.run()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    config = load_or_report(args.config, args.conf_d)
+    if config is None:
+        return 2
+    agent = LiveAgent(config, config_path=args.config, save_interval_s=args.save_interval,
+                      config_loader=lambda p: load_config(p, args.conf_d))
+    try:
+        return asyncio.run(serve(agent))
+    except MqttConfigError as exc:
+        log.error("%s", exc)
+        return 2
