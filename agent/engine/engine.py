@@ -1,0 +1,308 @@
+"""``Engine``: the stage-aware facility baseline — one code path for live ticks and replay chunks.
+
+``process(chunk)`` takes rows (1 live tick or 65k replay rows) and returns report records
+(``segment``, ``window``, ``event``, ``summary``; docs/spec/report-format.md). Pipeline:
+
+  rows ──RowBinner──► bins (``bin_s`` ≈ 15 s) ──per window──► frozen-model predictions (IT, lagged
+  heat, cooling for every lag candidate) ──► window buffer ──window close──► report line, then
+  learning (IT and cooling least squares, lag selection, GPU-per-work model)
+                       └─every drift bin (≈ 60 s)──► ComponentSample → DriftMonitor → events, held
+
+Everything inside a window is predicted with the model as it was at the window's start and
+from load-side inputs only (stages, work_rate, GPU power): PDU and CRAC samples inside a window
+reach the model only after the window's line is written. See docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agent.config.model import EngineSection
+from agent.engine import outputs
+from agent.engine.baselines import BaselineLibrary
+from agent.engine.components import ComponentSample
+from agent.engine.frames import F, BinBatch, RackInfo
+from agent.engine.response import (COOL_RIDGE, EWLS, N_COOL, LagBank, cooling_features, daily_phase, it_features,
+                                   it_ridge)
+from agent.engine.rows import RowBinner
+from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
+from agent.engine.window_buffer import HELD, WindowBuffer
+from agent.trace.model import TraceChunk
+
+TARGET_BIN_S = 15.0
+DRIFT_BIN_S = 60.0
+LOOKAHEAD_S = 30.0
+WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
+SCORE_HALFLIFE_H = 12.0
+RELEARN_HALFLIFE_H = 1.0
+TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
+DOMINANT_FRAC = 0.9
+
+
+def _make_drift_monitor(config: EngineSection, bin_s: float) -> Any:
+    try:
+        from agent.engine.drift import DriftMonitor  # type: ignore[attr-defined]
+    except ImportError:
+        try:
+            from agent.engine.drift.monitor import DriftMonitor
+        except ImportError:
+            return None
+    return DriftMonitor(config, bin_s=bin_s)
+
+
+class Engine:
+    """Per-stage facility baseline with a lag-aware response model, in fixed memory."""
+
+    def __init__(self, config: EngineSection | None = None, rack: RackInfo | None = None, *, site: str = "site",
+                 rack_name: str = "rack", topic_root: str = "rackwatt/v1") -> None:
+        self.config = config or EngineSection()
+        self.rack = rack or RackInfo()
+        self.site, self.rack_name, self.topic_root = site, rack_name, topic_root
+        window_s = float(self.config.window_s)
+        if not window_s > 0:
+            raise ValueError(f"engine.window_s must be > 0, got {window_s}")
+        self.window_s = window_s
+        self.bins_per_window = max(1, round(window_s / TARGET_BIN_S))
+        self.bin_s = window_s / self.bins_per_window
+        self.bins_per_drift = max(1, round(DRIFT_BIN_S / self.bin_s))
+        self.slots = StageSlots()
+        self.stage_source = StageSource()
+        self.segments = Segments()
+        self.rows = RowBinner(self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify)
+        self.lag = LagBank(self.bin_s, N_SLOTS, self.bins_per_window)
+        K = self.lag.K
+        self.it = EWLS(1, 4 + N_SLOTS, it_ridge(N_SLOTS))
+        self.cool = EWLS(K, N_COOL, COOL_RIDGE)
+        self.gpu_model = EWLS(N_SLOTS, 2, np.array([1e-6, 1e-3]))
+        self.score = np.zeros(K)
+        self.scored = False
+        self.best = int(np.argmin(np.abs(self.lag.tau_s - 240.0) + np.abs(self.lag.dead_s - 60.0)))
+        self.baselines = BaselineLibrary(N_SLOTS, self.config.learning_rate)
+        self.buf = WindowBuffer(self.bins_per_window, N_SLOTS, K)
+        self.drift = _make_drift_monitor(self.config, self.bins_per_drift * self.bin_s)
+        # scalars
+        self.scale_w = math.nan  # GPU power normaliser, fixed at the first learned window
+        self.wr_scale = math.nan
+        self.window_idx = -1
+        self.warm = False
+        self.window_warm = False
+        self.seq = 0
+        self.last_g = np.array([math.nan, math.nan, math.nan])
+        self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu
+        self.last_window: dict[str, Any] = {}
+        self.last_sample: ComponentSample | None = None
+        self.last_ts = math.nan
+
+    # ================================================================== public API
+    def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
+        """Consume rows; return the report records they completed (time ordered)."""
+        bins, rows = self.rows.push(chunk)
+        return self._after_rows(bins, rows)
+
+    def finish(self) -> list[dict[str, Any]]:
+        """End of input: flush the look-ahead buffer, the partial bin and window, the last segment."""
+        empty = TraceChunk(ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object))
+        bins, rows = self.rows.push(empty, flush=True)
+        out = self._after_rows(bins, rows)
+        out += self._on_bins(self.rows.close_open_bin())
+        if self.buf.n:
+            out += self._close_window()
+        end = self.rows.pending_ts
+        out += self.segments.close(end, self.slots)
+        if math.isfinite(end):
+            out.append(self.summary_record(end))
+        return out
+
+    @property
+    def held(self) -> frozenset[str]:
+        return frozenset(self.drift.held) if self.drift is not None else frozenset()
+
+    @property
+    def learned_lag(self) -> tuple[float, float]:
+        """(time constant, dead time) of the cooling response, seconds."""
+        return float(self.lag.tau_s[self.best]), float(self.lag.dead_s[self.best])
+
+    def summary_payload(self, ts: float, seq: int | None = None) -> dict[str, Any]:
+        return outputs.summary_payload(self, ts, self.seq if seq is None else seq)
+
+    def baseline_payloads(self, ts: float, seq: int | None = None) -> dict[str, dict[str, Any]]:
+        return outputs.baseline_payloads(self, ts, self.seq if seq is None else seq)
+
+    def summary_record(self, ts: float) -> dict[str, Any]:
+        self.seq += 1
+        return {"type": "summary", "ts": ts, "topic": f"{self.topic_root}/{self.site}/{self.rack_name}/summary",
+                "payload": self.summary_payload(ts)}
+
+    def save_state(self) -> bytes:
+        from agent.engine import persist
+
+        return persist.save_engine(self)
+
+    @classmethod
+    def load_state(cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None,
+                   **kwargs: Any) -> Engine:
+        from agent.engine import persist
+
+        engine = cls(config, rack, **kwargs)
+        persist.load_engine(engine, blob)
+        return engine
+
+    # ================================================================== rows → bins
+    def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        labels, inferred, hinted = self.stage_source.infer_stages(chunk)
+        slots = self.slots.slots_of(labels, chunk.ts)
+        for i in self.slots.evicted:
+            self.baselines.reset_slot(i)
+            self.energy_kwh[i] = 0.0
+        self.slots.evicted.clear()
+        return slots, inferred, hinted
+
+    def _after_rows(self, bins: BinBatch, rows: Any) -> list[dict[str, Any]]:
+        out = self.segments.feed(rows.ts, rows.slot, rows.inferred, self.slots)
+        out += self._on_bins(bins)
+        out.sort(key=_record_time)
+        return out
+
+    def _on_bins(self, bins: BinBatch) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not len(bins):
+            return out
+        t0 = self.rows.t0
+        widx = np.floor((bins.start - t0) / self.window_s + 1e-9).astype(np.int64)
+        cuts = np.flatnonzero(np.diff(widx)) + 1
+        for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(bins)])), strict=True):
+            w = int(widx[a])
+            if w != self.window_idx:
+                if self.buf.n:
+                    out += self._close_window()
+                self.window_idx = w
+                self.window_warm = self.warm
+            out += self._advance(bins, int(a), int(b))
+        return out
+
+    # ================================================================== predictions (frozen model)
+    def _advance(self, bins: BinBatch, a: int, b: int) -> list[dict[str, Any]]:
+        sums, stage_s, start = bins.sums[a:b], bins.stage_s[a:b], bins.start[a:b]
+        n = b - a
+        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+        frac = stage_s / dur[:, None]
+        g = self._gpu_moments(sums)
+        scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
+        X = it_features(g[:, 0], g[:, 1], g[:, 2], frac, scale)
+        it_pred = (X @ self.it.theta[0]) * scale
+        if self.window_warm:
+            heat = it_pred
+        else:  # warm-up: heat from the PDU itself (no prediction is published yet)
+            pdu_mean = np.where(sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9),
+                                np.nan)
+            heat = np.where(np.isfinite(pdu_mean), pdu_mean, np.nan_to_num(g[:, 0]))
+        hl, hl_s = self.lag.run(heat, heat[:, None] * frac)
+        cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
+        Xc = cooling_features(hl / scale, cos_t, sin_t)
+        cool_pred = np.einsum("kni,ki->kn", Xc, self.cool.theta) * scale
+        gpu_exp = self._gpu_expected(sums, frac)
+        k = self.best
+        with np.errstate(invalid="ignore", divide="ignore"):
+            transient = np.abs(hl[k] - heat) > TRANSIENT_FRAC * np.maximum(np.abs(heat), 1.0)
+        held = np.array([[c in self.held for c in HELD]] * n, dtype=bool).reshape(n, len(HELD))
+        j0 = self.buf.n
+        self.buf.append(start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held)
+        self._attribute_energy(sums, frac, hl[k], hl_s[k], cos_t, sin_t, scale)
+        out: list[dict[str, Any]] = []
+        g_per = self.bins_per_drift
+        for j in range(j0, self.buf.n):
+            if (j + 1) % g_per == 0 or j + 1 == self.buf.n_bins:
+                out += self._drift_bin(slice((j // g_per) * g_per, j + 1))
+        return out
+
+    def _gpu_moments(self, sums: np.ndarray) -> np.ndarray:
+        known = sums[:, F["gpu_s"]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1) / known[:, None]
+        ok = known > 0
+        if not ok.all():  # no GPU sample in a bin: hold the last known load
+            last = self.last_g
+            for i in range(g.shape[0]):
+                if ok[i]:
+                    last = g[i]
+                else:
+                    g[i] = last
+        if ok.any():
+            self.last_g = g[np.flatnonzero(ok)[-1]].copy()
+        return np.nan_to_num(g)
+
+    def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray) -> np.ndarray:
+        """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
+        wr_known = sums[:, F["wr_s"]] > 0
+        wr = np.where(wr_known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), 0.0)
+        wr_n = wr / self.wr_scale if math.isfinite(self.wr_scale) else np.zeros_like(wr)
+        theta = self.gpu_model.theta  # (S, 2)
+        per_slot = theta[None, :, 0] + theta[None, :, 1] * wr_n[:, None]  # (n, S)
+        fitted = self.gpu_model.weight[None, :] > 0.05
+        level = self.baselines.stats[:, 5][None, :]
+        expect = np.where(fitted & wr_known[:, None], per_slot * max(self.scale_w, 1.0), level)
+        return (frac * expect).sum(axis=1)
+
+    def _attribute_energy(self, sums: np.ndarray, frac: np.ndarray, hl: np.ndarray, hl_s: np.ndarray,
+                          cos_t: np.ndarray, sin_t: np.ndarray, scale: float) -> None:
+        th = self.cool.theta[self.best]
+        a_t = th[0] + th[2] * cos_t + th[3] * sin_t
+        b_t = th[1] + th[4] * cos_t + th[5] * sin_t
+        contrib = np.maximum(a_t[:, None] * frac + b_t[:, None] * hl_s / scale, 0.0)
+        tot = contrib.sum(axis=1, keepdims=True)
+        share = np.where(tot > 0, contrib / np.maximum(tot, 1e-12), frac)
+        self.energy_kwh[:, 0] += (frac * sums[:, F["pdu_ws"], None]).sum(axis=0) / 3.6e6
+        self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / 3.6e6
+        self.energy_kwh[:, 2] += (frac * sums[:, F["gpu_ws"], None]).sum(axis=0) / 3.6e6
+
+    # ================================================================== drift bins
+    def _drift_bin(self, sl: slice) -> list[dict[str, Any]]:
+        wb = self.buf
+        dur = float(wb.col("dur_s", sl).sum())
+        if dur <= 0:
+            return []
+        stage_tot = wb.stage_s[sl].sum(axis=0)
+        slot = int(np.argmax(stage_tot))
+        dominant = stage_tot[slot] / dur
+        k = self.best
+        d = wb.sums[sl, F["dur_s"]]
+        it_exp = float((wb.it_pred_w[sl] * d).sum() / dur)
+        cool_exp = float((wb.cool_pred_w[sl, k] * d).sum() / dur)
+        sample = ComponentSample(
+            ts=float(wb.start[sl.stop - 1] + self.bin_s), duration_s=dur, stage=self.slots.name(slot),
+            stage_source="hint" if float(wb.col("hint_s", sl).sum()) >= 0.5 * dur else "inferred",
+            job=wb.jobs[sl.stop - 1], transient=bool(wb.transient[sl].any()),
+            gpu_w=wb.mean("gpu_ws", "gpu_s", sl), work_rate=wb.mean("wr_ws", "wr_s", sl),
+            gpu_expected_w=float((wb.gpu_exp_w[sl] * d).sum() / dur), it_measured_w=wb.mean("pdu_ws", "pdu_s", sl),
+            it_expected_w=it_exp, cooling_measured_w=wb.mean("cool_ws", "cool_s", sl), cooling_expected_w=cool_exp,
+            inlet_mean_c=wb.mean("inlet_ws", "inlet_s", sl), inlet_spread_c=wb.mean("spread_ws", "spread_s", sl),
+            fan_pct=wb.mean("fan_ws", "fan_s", sl), setpoint_c=wb.mean("setp_ws", "setp_s", sl))
+        self.last_sample = sample
+        self.last_ts = sample.ts
+        events: list[dict[str, Any]] = []
+        if self.drift is not None and self.window_warm:
+            events = list(self.drift.observe(sample))
+        fac_w = wb.mean("fac_ws", "fac_s", sl, min_frac=0.9)
+        if dominant >= DOMINANT_FRAC and not self.held:
+            self.baselines.update(slot, sample.job, sample.ts, fac_w, sample.gpu_w, sample.it_measured_w,
+                                  sample.cooling_measured_w)
+        return events
+
+    # ================================================================== window close: report, then learn
+    def _close_window(self) -> list[dict[str, Any]]:
+        from agent.engine.learning import learn_window, window_record
+
+        rec = window_record(self)
+        learn_window(self)
+        self.buf.clear()
+        self.last_window = rec
+        return [rec, self.summary_record(rec["end"])]
+
+
+def _record_time(rec: dict[str, Any]) -> float:
+    if rec["type"] in ("window", "segment"):
+        return float(rec["end"])
+    return float(rec.get("ts", 0.0))

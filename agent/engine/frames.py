@@ -1,0 +1,201 @@
+"""Rows → fixed-length bins: hygiene, zero-order hold, facility power, integration.
+
+What it is: the vectorised front of the engine. Rows (a live tick or a 65k-row replay chunk) go
+into a short look-ahead buffer (so the spike rule can see the next sample), are cleaned
+(``hygiene``), each signal is held at its last sample for at most 3× its own sampling interval
+(trace-format.md), and the resulting piecewise-constant signals are integrated exactly into
+bins of ``bin_s`` seconds aligned to the first row's timestamp (intervals that straddle a bin
+edge are split). A bin is a row of sums (``FIELDS``) plus seconds spent in each stage slot.
+
+Chunking never changes the result: the same rows give the same bins whether they arrive one
+at a time or all at once (up to floating-point summation order).
+
+What it is not: the model. It knows nothing about stages beyond the slot index it is handed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.engine.hygiene import Hygiene, kind_for
+
+# Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral.
+FIELDS: tuple[str, ...] = (
+    "dur_s", "gpu_s", "gpu_ws", "gpu2_ws", "gpu3_ws", "pdu_s", "pdu_ws", "cool_s", "cool_ws",
+    "fac_s", "fac_ws", "wr_s", "wr_ws", "inlet_s", "inlet_ws", "spread_s", "spread_ws",
+    "fan_s", "fan_ws", "setp_s", "setp_ws", "hint_s",
+)
+F = {name: i for i, name in enumerate(FIELDS)}
+N_FIELDS = len(FIELDS)
+HOLD_FACTOR = 3.0  # a signal is held for at most 3× its own sampling interval
+DEFAULT_INTERVAL_S = 10.0  # until a signal's interval has been seen
+INTERVAL_ALPHA = 0.05
+
+
+@dataclass
+class RackInfo:
+    """What the engine needs to know about the rack's devices (from trace metadata or config)."""
+
+    crac_shares: dict[str, float] = field(default_factory=dict)  # default 1.0
+    pdu_max_power_w: dict[str, float] = field(default_factory=dict)
+    default_pdu_max_w: float = 30000.0
+    gpu_max_power_w: float = 1500.0
+    crac_max_power_w: float = 200000.0
+    interval_s: dict[str, float] = field(default_factory=dict)  # signal → known polling interval
+
+    def max_power_w(self, name: str) -> float:
+        parts = name.split(".")
+        if parts[0] == "gpu":
+            return self.gpu_max_power_w
+        if parts[0] == "crac":
+            return self.crac_max_power_w
+        if parts[0] == "pdu":
+            return self.pdu_max_power_w.get(parts[1], self.default_pdu_max_w)
+        return math.inf
+
+
+def is_engine_signal(name: str) -> bool:
+    """Columns the engine reads (the rest are kept by the trace but ignored here)."""
+    if name == "work_rate":
+        return True
+    parts = name.split(".")
+    if len(parts) != 3:
+        return False
+    dev, _, sig = parts
+    if dev == "gpu":
+        return sig in ("power_w", "energy_j")
+    if dev == "pdu":
+        return sig in ("power_w", "energy_kwh")
+    if dev == "crac":
+        return sig in ("power_w", "fan_pct", "setpoint_c")
+    return dev == "inlet" and sig == "temp_c"
+
+
+@dataclass
+class BinBatch:
+    """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin start times, last job."""
+
+    start: np.ndarray
+    sums: np.ndarray
+    stage_s: np.ndarray
+    job: list[str]
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+
+@dataclass
+class RowBatch:
+    """Emitted rows (for segments): their timestamps, stage slot and whether it was inferred."""
+
+    ts: np.ndarray
+    slot: np.ndarray
+    inferred: np.ndarray
+
+
+class Signals:
+    """The registry of engine signals: names, hygiene, and the zero-order-hold state of each."""
+
+    def __init__(self, rack: RackInfo, lookahead_s: float) -> None:
+        self.rack = rack
+        self.lookahead_s = lookahead_s
+        self.names: list[str] = []
+        self.hygiene = Hygiene([], [], lookahead_s)
+        self.last_value = np.zeros(0)
+        self.last_ts = np.zeros(0)
+        self.interval_s = np.zeros(0)
+
+    def ensure(self, names: list[str]) -> None:
+        """Register new signals (bounded by the rack's physical columns, never by uptime)."""
+        new = [n for n in names if n not in self.names and is_engine_signal(n)]
+        if not new:
+            return
+        old = self.hygiene
+        self.names = self.names + sorted(new)
+        kinds = [kind_for(n, self.rack.max_power_w(n)) for n in self.names]
+        self.hygiene = Hygiene(self.names, kinds, self.lookahead_s)
+        k = len(old.names)
+        for key, arr in old.state_arrays().items():
+            self.hygiene.state_arrays()[key][:k] = arr
+        pad = len(new)
+        self.last_value = np.concatenate([self.last_value, np.full(pad, np.nan)])
+        self.last_ts = np.concatenate([self.last_ts, np.full(pad, -np.inf)])
+        known = [self.rack.interval_s.get(n, np.nan) for n in self.names[k:]]
+        self.interval_s = np.concatenate([self.interval_s, np.array(known, dtype=float)])
+
+    def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Held value at each interval start and whether it is still fresh at the interval's end.
+
+        ``ts``: emitted row times (interval ends are ts, starts are ``start_ts``); the value of an
+        interval is the one held at its start row = carried state, then rows 0..n-2.
+        """
+        n = ts.shape[0]
+        valid = ~np.isnan(clean)
+        idx = np.where(valid, np.arange(n), -1)
+        np.maximum.accumulate(idx, out=idx)
+        safe = np.maximum(idx, 0)
+        held_v = np.where(idx >= 0, clean[safe], self.last_value[k])
+        held_t = np.where(idx >= 0, ts[safe], self.last_ts[k])
+        start_v = np.empty(n)
+        start_t = np.empty(n)
+        start_v[0], start_t[0] = self.last_value[k], self.last_ts[k]
+        start_v[1:], start_t[1:] = held_v[:-1], held_t[:-1]
+        self._learn_interval(k, ts[valid])
+        max_age = HOLD_FACTOR * (self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S)
+        fresh = (ts - start_t) <= max_age + 1e-9
+        self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
+        return np.where(fresh, start_v, np.nan), fresh
+
+    def _learn_interval(self, k: int, sample_ts: np.ndarray) -> None:
+        if not sample_ts.size:
+            return
+        prev = self.last_ts[k]
+        gaps = np.diff(sample_ts) if not math.isfinite(prev) else np.diff(np.concatenate(([prev], sample_ts)))
+        gaps = gaps[gaps > 0]
+        if not gaps.size or k in self._fixed():
+            return
+        est = self.interval_s[k]
+        if not math.isfinite(est):
+            est = float(np.median(gaps))
+        clipped = np.clip(gaps, est / 2.0, est * 2.0)
+        w = (1.0 - INTERVAL_ALPHA) ** np.arange(clipped.size - 1, -1, -1)
+        decay = (1.0 - INTERVAL_ALPHA) ** clipped.size
+        self.interval_s[k] = est * decay + INTERVAL_ALPHA * float((w * clipped).sum())
+
+    def _fixed(self) -> set[int]:
+        return {i for i, n in enumerate(self.names) if n in self.rack.interval_s}
+
+    def indices(self, prefix: str, suffix: str) -> list[int]:
+        return [i for i, n in enumerate(self.names) if n.startswith(prefix) and n.endswith(suffix)]
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        out = {f"hyg_{k}": v for k, v in self.hygiene.state_arrays().items()}
+        out.update(last_value=self.last_value, last_ts=self.last_ts, interval_s=self.interval_s)
+        return out
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.hygiene.load_arrays({k[4:]: v for k, v in arrays.items() if k.startswith("hyg_")})
+        for key in ("last_value", "last_ts", "interval_s"):
+            getattr(self, key)[...] = arrays[key]
+
+
+def split_pieces(
+    starts: np.ndarray, ends: np.ndarray, t0: float, bin_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split intervals at bin edges: (source interval index, piece duration, bin index)."""
+    b_s = np.floor((starts - t0) / bin_s).astype(np.int64)
+    b_e = np.ceil((ends - t0) / bin_s).astype(np.int64) - 1
+    b_e = np.maximum(b_e, b_s)
+    reps = b_e - b_s + 1
+    if int(reps.max(initial=1)) == 1:
+        return np.arange(starts.size), ends - starts, b_s
+    src = np.repeat(np.arange(starts.size), reps)
+    first = np.cumsum(reps) - reps
+    k = np.arange(src.size) - np.repeat(first, reps)
+    bins = b_s[src] + k
+    lo = np.maximum(starts[src], t0 + bins * bin_s)
+    hi = np.minimum(ends[src], t0 + (bins + 1) * bin_s)
+    return src, np.maximum(hi - lo, 0.0), bins

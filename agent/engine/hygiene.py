@@ -1,0 +1,207 @@
+"""Input hygiene: reject readings that are not physics before anything reaches a baseline.
+
+What it is: a per-signal, vectorised filter over the columns of a row buffer. Each rule is one
+function of the raw samples; a rejected sample becomes NaN ("not sampled"), so the zero-order hold
+simply keeps the previous good value. Every rejection is counted per signal and per rule, and the
+counts are published in the summary (``counts()``).
+
+Rules (the order they are applied in; docs/engine.md explains each):
+
+``nonfinite``  ±inf (a NaN cell means "not sampled" in the trace format and is not a rejection)
+``sentinel``   a device's "no reading" code: -1, -410, 0xFFFF = 65535, 0x8000 = 32768 and its
+               scaled forms 6553.5 / 655.35 / 3276.8 / 327.68, 0x7FFF = 32767, 0xFFFFFFFF, …
+``negative``   below the signal kind's physical minimum (powers, energies, rates: < 0)
+``above_max``  above the signal's configured physical maximum
+``spike``      a single sample far above or below both neighbours while the neighbours agree
+               (needs the next sample: the engine looks ahead ``lookahead_s``; a sample whose
+               successor is further away than that is never called a spike, so the outcome does
+               not depend on how rows were chunked)
+``stuck``      the same value repeated for longer than the signal ever plausibly repeats: the
+               run-length threshold adapts to how often this signal repeats a value when healthy
+               (a 100 W-quantised cooling-unit reading repeats often; a noisy GPU power rarely)
+``reset``      (counters only) a cumulative counter that goes backwards: a reset, counted, never
+               negative energy — the counter is not otherwise used by the engine
+
+What it is not: the zero-order hold or any unit conversion (``frames``).
+State is fixed per signal: the last accepted value, the current run length, the repeat rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RULES: tuple[str, ...] = ("nonfinite", "sentinel", "negative", "above_max", "spike", "stuck", "reset")
+SENTINELS = np.array(
+    [-1.0, -410.0, 65535.0, 32768.0, 32767.0, -32768.0, 6553.5, 655.35, 3276.8, 327.68,
+     3276.7, 4294967295.0, 2147483647.0, -2147483648.0, 429496729.5]
+)
+SPIKE_FACTOR = 3.0  # a spike is ≥ 3× above (or ≤ 1/3 of) both neighbours …
+SPIKE_AGREE = 0.25  # … while the neighbours agree within 25 %
+SPIKE_FLOOR_FRAC = 0.05  # ignore "spikes" on levels below 5 % of the signal's maximum
+STUCK_MIN_SAMPLES = 30  # never call a run shorter than this stuck
+STUCK_FALSE_RATE = 1e-9  # a healthy signal repeats this long with at most this probability
+REPEAT_RATE_ALPHA = 0.002  # EW rate of "same value as the previous sample" on healthy data
+
+
+class SignalKind:
+    """Physical range and which rules apply, by the canonical signal's suffix."""
+
+    __slots__ = ("counter", "max_value", "min_value", "shape_rules")
+
+    def __init__(self, min_value: float, max_value: float, shape_rules: bool, counter: bool = False):
+        self.min_value = min_value
+        self.max_value = max_value
+        self.shape_rules = shape_rules  # spike and stuck detection
+        self.counter = counter
+
+
+def kind_for(name: str, max_power_w: float) -> SignalKind:
+    """Range and rules for a canonical column name; ``max_power_w`` is that device's maximum."""
+    if name.endswith(".power_w"):
+        return SignalKind(0.0, max_power_w, True)
+    if name.endswith(".energy_j") or name.endswith(".energy_kwh"):
+        return SignalKind(0.0, math.inf, False, counter=True)
+    if name.endswith("_temp_c") or name.endswith(".temp_c") or name.endswith("setpoint_c"):
+        return SignalKind(-40.0, 120.0, False)
+    if name.endswith("_pct"):
+        return SignalKind(0.0, 110.0, False)
+    if name == "work_rate":
+        return SignalKind(0.0, math.inf, False)
+    return SignalKind(-math.inf, math.inf, False)
+
+
+class Hygiene:
+    """Cleans a fixed set of signals; the set is given once (the trace's or config's columns)."""
+
+    def __init__(self, names: list[str], kinds: list[SignalKind], lookahead_s: float) -> None:
+        self.names = list(names)
+        self.kinds = list(kinds)
+        self.lookahead_s = lookahead_s
+        n = len(names)
+        self.counts = np.zeros((n, len(RULES)), dtype=np.int64)
+        self.last = np.full(n, np.nan)  # last accepted (emitted) value
+        self.run = np.zeros(n)  # repeats of ``last`` so far
+        self.repeat_rate = np.full(n, 0.5)
+
+    def clean(self, k: int, ts: np.ndarray, values: np.ndarray, n_emit: int) -> np.ndarray:
+        """Cleaned copy of ``values[:n_emit]`` for signal ``k``; ``values`` past ``n_emit`` is look-ahead.
+
+        Advances this signal's state past row ``n_emit - 1`` only.
+        """
+        kind = self.kinds[k]
+        v = values
+        present = ~np.isnan(v)
+        if not present[:n_emit].any():
+            return v[:n_emit].copy()
+        out = v[:n_emit].copy()
+        counts = self.counts[k]
+        bad = np.zeros(v.shape[0], dtype=bool)
+        if present.any():
+            nonfinite = present & np.isinf(v)
+            bad |= nonfinite
+            finite = present & ~nonfinite
+            sentinel = finite & np.isin(v, SENTINELS)
+            negative = finite & ~sentinel & (v < kind.min_value)
+            above = finite & ~sentinel & (v > kind.max_value)
+            bad |= sentinel | negative | above
+            counts[0] += int(nonfinite[:n_emit].sum())
+            counts[1] += int(sentinel[:n_emit].sum())
+            counts[2] += int(negative[:n_emit].sum())
+            counts[3] += int(above[:n_emit].sum())
+        good = present & ~bad
+        out[bad[:n_emit]] = np.nan
+        if kind.counter:
+            self._count_resets(k, v[:n_emit], good[:n_emit])
+            return out
+        if not kind.shape_rules:
+            idx = np.flatnonzero(good[:n_emit])
+            if idx.size:
+                self.last[k] = v[idx[-1]]
+            return out
+        idx = np.flatnonzero(good)
+        vals = v[idx]
+        emit = idx < n_emit
+        n_e = int(emit.sum())
+        if n_e == 0:
+            return out
+        spike = self._spikes(k, ts[idx], vals, n_e)
+        counts[4] += int(spike.sum())
+        out[idx[:n_e][spike]] = np.nan
+        keep = ~spike
+        kept_idx = idx[:n_e][keep]
+        kept = vals[:n_e][keep]
+        if kept.size:
+            stuck = self._stuck(k, kept)
+            counts[5] += int(stuck.sum())
+            out[kept_idx[stuck]] = np.nan
+        return out
+
+    def _spikes(self, k: int, ts_s: np.ndarray, vals: np.ndarray, n_e: int) -> np.ndarray:
+        prev = np.empty(n_e)
+        prev[0] = self.last[k]
+        prev[1:] = vals[: n_e - 1]
+        nxt = np.full(n_e, np.nan)
+        m = min(vals.size - 1, n_e)
+        nxt[:m] = vals[1 : m + 1]
+        near = np.zeros(n_e, dtype=bool)
+        near[:m] = (ts_s[1 : m + 1] - ts_s[:m]) <= self.lookahead_s
+        nxt[~near] = np.nan
+        x = vals[:n_e]
+        floor = SPIKE_FLOOR_FRAC * (self.kinds[k].max_value if math.isfinite(self.kinds[k].max_value) else 0)
+        lo = np.minimum(prev, nxt)
+        hi = np.maximum(prev, nxt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            agree = (hi - lo) <= SPIKE_AGREE * np.maximum(hi, 1e-9)
+            up = x > SPIKE_FACTOR * hi + floor
+            down = (x * SPIKE_FACTOR < lo) & (lo > floor)
+        return agree & (up | down)
+
+    def _stuck(self, k: int, kept: np.ndarray) -> np.ndarray:
+        prev = np.empty(kept.size)
+        prev[0] = self.last[k]
+        prev[1:] = kept[:-1]
+        eq = kept == prev
+        pos = np.arange(kept.size)
+        last_break = np.maximum.accumulate(np.where(eq, -1, pos))
+        run = np.where(last_break >= 0, pos - last_break, self.run[k] + pos + 1).astype(float)
+        rate = float(min(max(self.repeat_rate[k], 1e-3), 0.999))
+        limit = max(STUCK_MIN_SAMPLES, math.log(STUCK_FALSE_RATE) / math.log(rate))
+        stuck = run >= limit
+        healthy = ~stuck
+        if healthy.any():
+            frac = float(eq[healthy].mean())
+            w = 1.0 - (1.0 - REPEAT_RATE_ALPHA) ** int(healthy.sum())
+            self.repeat_rate[k] += w * (frac - self.repeat_rate[k])
+        self.last[k] = kept[-1]
+        self.run[k] = run[-1]
+        return stuck
+
+    def _count_resets(self, k: int, v: np.ndarray, good: np.ndarray) -> None:
+        vals = v[good]
+        if vals.size == 0:
+            return
+        prev = np.concatenate(([self.last[k]], vals[:-1]))
+        with np.errstate(invalid="ignore"):
+            self.counts[k, 6] += int((vals < prev).sum())
+        self.last[k] = vals[-1]
+
+    def counts_by_signal(self) -> dict[str, dict[str, int]]:
+        """Non-zero rejection counts: {signal: {rule: n}}."""
+        out: dict[str, dict[str, int]] = {}
+        for name, row in zip(self.names, self.counts, strict=True):
+            nz = {rule: int(c) for rule, c in zip(RULES, row, strict=True) if c}
+            if nz:
+                out[name] = nz
+        return out
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"counts": self.counts, "last": self.last, "run": self.run, "repeat_rate": self.repeat_rate}
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        for key, arr in self.state_arrays().items():
+            src = arrays[key]
+            if src.shape != arr.shape:
+                raise ValueError(f"hygiene state '{key}': shape {src.shape}, expected {arr.shape}")
+            arr[...] = src

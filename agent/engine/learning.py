@@ -1,0 +1,147 @@
+"""What happens when a window closes: its report line (from the frozen predictions), then learning.
+
+Order matters and is the point of this module: ``window_record`` reads predictions that were made
+bin by bin with the model frozen at the window's start; only afterwards does ``learn_window``
+let the window's PDU and cooling samples into the models (prequential evaluation).
+
+Learning skips bins whose component the drift monitor holds (a suspected or active deviation
+must not become the new normal), and uses a short half-life for components it asks to re-learn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.engine.frames import F
+from agent.engine.response import cooling_features, daily_phase, it_features
+
+if TYPE_CHECKING:
+    from agent.engine.engine import Engine
+
+KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
+
+
+def _kwh_or_none(ws: float, known_s: float, length_s: float) -> float | None:
+    """Energy over the window: the integral, extended over short gaps at the mean known power."""
+    if length_s <= 0 or known_s < 0.5 * length_s:
+        return None
+    return ws * (length_s / known_s) / 3.6e6
+
+
+def window_record(engine: Engine) -> dict[str, Any]:
+    wb = engine.buf
+    n = wb.n
+    sums = wb.sums[:n]
+    dur = sums[:, F["dur_s"]]
+    start = engine.rows.t0 + engine.window_idx * engine.window_s
+    end = float(wb.start[n - 1] + dur[-1])
+    length = end - start
+    tot = sums.sum(axis=0)
+    rec: dict[str, Any] = {
+        "type": "window", "start": start, "end": end,
+        "measured_kwh": _kwh_or_none(tot[F["fac_ws"]], tot[F["fac_s"]], length),
+        "predicted_kwh": None,
+        "it_measured_kwh": _kwh_or_none(tot[F["pdu_ws"]], tot[F["pdu_s"]], length),
+        "it_predicted_kwh": None,
+        "cooling_measured_kwh": _kwh_or_none(tot[F["cool_ws"]], tot[F["cool_s"]], length),
+        "cooling_predicted_kwh": None,
+        "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
+    }
+    if engine.window_warm:
+        it_kwh = float((wb.it_pred_w[:n] * dur).sum() / 3.6e6)
+        cool_kwh = float((wb.cool_pred_w[:n, engine.best] * dur).sum() / 3.6e6)
+        rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh, cooling_predicted_kwh=cool_kwh)
+    stage_tot = wb.stage_s[:n].sum(axis=0)
+    rec["stage"] = engine.slots.name(int(np.argmax(stage_tot)))
+    rec["transient_frac"] = round(float((dur * wb.transient[:n]).sum() / max(length, 1e-9)), 3)
+    held = sorted(engine.held)
+    if held:
+        rec["held"] = held
+    return rec
+
+
+def _halflife_h(engine: Engine, component: str) -> float:
+    relearn = engine.drift.relearn if engine.drift is not None else frozenset()
+    from agent.engine.engine import RELEARN_HALFLIFE_H
+
+    return RELEARN_HALFLIFE_H if component in relearn else float(engine.config.forgetting_halflife_h)
+
+
+def learn_window(engine: Engine) -> None:
+    from agent.engine.engine import SCORE_HALFLIFE_H, WARMUP_H
+
+    wb = engine.buf
+    n = wb.n
+    sums = wb.sums[:n]
+    dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+    length_h = float(dur.sum()) / 3600.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gpu_mean = sums[:, F["gpu_ws"]] / sums[:, F["gpu_s"]]
+        pdu_mean = sums[:, F["pdu_ws"]] / sums[:, F["pdu_s"]]
+        cool_mean = sums[:, F["cool_ws"]] / sums[:, F["cool_s"]]
+    if not math.isfinite(engine.scale_w):
+        finite = gpu_mean[np.isfinite(gpu_mean)]
+        if not finite.size or finite.max() <= 0:
+            return
+        engine.scale_w = float(finite.max())
+    scale = engine.scale_w
+    frac = wb.stage_s[:n] / dur[:, None]
+    gpu_ok = sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
+    w_h = dur / 3600.0
+
+    # IT side
+    rows = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1) / sums[
+            :, F["gpu_s"], None]
+    g = np.nan_to_num(g)
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], frac, scale)
+    y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
+    lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
+    engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
+
+    # cooling side: score every lag candidate on its frozen predictions, then update all
+    rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 1]
+    y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
+    w_c = w_h * rows_c
+    if w_c.sum() > 0:
+        pred = wb.cool_pred_w[:n].T / scale  # (K, n)
+        err = ((pred - y_c[None]) ** 2 * w_c[None]).sum(axis=1) / w_c.sum()
+        if engine.scored:
+            lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
+            engine.score = lam_s * engine.score + (1.0 - lam_s) * err
+        else:
+            engine.score = err
+            engine.scored = True
+    cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * engine.bin_s)
+    Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
+    K = Xc.shape[0]
+    lam_c = 0.5 ** (length_h / _halflife_h(engine, "cooling"))
+    engine.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+    if engine.scored:
+        engine.best = int(np.argmin(engine.score))
+
+    # GPU power per stage against work rate (for the gpu_hardware drift channel)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wr = sums[:, F["wr_ws"]] / sums[:, F["wr_s"]]
+    wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+    if not math.isfinite(engine.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
+        engine.wr_scale = float(np.nanmax(wr[wr_ok]))
+    if math.isfinite(engine.wr_scale):
+        dom = np.argmax(frac, axis=1)
+        pure = frac[np.arange(n), dom] >= 0.9
+        use = wr_ok & gpu_ok & pure & ~wb.held[:n, 2]
+        S = engine.gpu_model.theta.shape[0]
+        Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / engine.wr_scale], axis=1)
+        Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
+        yg = np.where(use, np.nan_to_num(gpu_mean), 0.0) / scale
+        lam_g = 0.5 ** (length_h / _halflife_h(engine, "gpu"))
+        engine.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_g)
+
+    has_cooling = bool(engine.rows.signals.indices("crac.", ".power_w"))
+    cool_ready = float(engine.cool.weight.min()) >= WARMUP_H or not has_cooling
+    if not engine.warm and engine.it.weight[0] >= WARMUP_H and cool_ready:
+        engine.warm = True

@@ -1,0 +1,118 @@
+"""Engine ↔ state arrays. Every piece of learned state is a fixed-shape array; the few structured
+parts owned by other modules (stage inferrer, drift monitor) are JSON padded to a fixed size.
+
+A restored engine continues exactly where the saved one stopped, except for rows still in the
+look-ahead buffer (at most ``LOOKAHEAD_S`` of rows; ``finish()`` flushes them before a save in
+replay).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.engine.state import StateError, pack, unpack
+
+if TYPE_CHECKING:
+    from agent.engine.engine import Engine
+
+ENGINE_STATE_VERSION = 1
+BLOB_MIN_BYTES = 32768
+NAME_WIDTH = 64
+
+
+def _blob(obj: Any) -> np.ndarray:
+    raw = json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
+    size = BLOB_MIN_BYTES
+    while size < len(raw):
+        size *= 2
+    return np.frombuffer(raw.ljust(size, b" "), dtype=np.uint8).copy()
+
+
+def _unblob(arr: np.ndarray) -> Any:
+    return json.loads(arr.tobytes().decode().strip() or "null")
+
+
+def _scalars(engine: Engine) -> np.ndarray:
+    r = engine.rows
+    return np.array([
+        engine.window_s, engine.bin_s, engine.scale_w, engine.wr_scale, float(engine.window_idx), float(engine.warm),
+        float(engine.window_warm), float(engine.seq), float(engine.best), float(engine.scored), r.t0, r._pending_ts,
+        float(r._pending_slot), float(r._pending_hint), float(r._open_bin), engine.last_ts,
+    ])
+
+
+def save_engine(engine: Engine) -> bytes:
+    r = engine.rows
+    arrays: dict[str, np.ndarray] = {
+        "engine_version": np.array([ENGINE_STATE_VERSION], dtype=np.int64),
+        "scalars": _scalars(engine),
+        "signal_names": np.array(r.signals.names or [""], dtype=f"<U{NAME_WIDTH}"),
+        "open_sums": r._open_sums, "last_g": engine.last_g, "energy_kwh": engine.energy_kwh, "score": engine.score,
+    }
+    arrays.update(r.signals.state_arrays())
+    arrays.update(engine.slots.state_arrays())
+    arrays.update(engine.segments.state_arrays())
+    arrays.update(engine.lag.state_arrays())
+    arrays.update(engine.it.state_arrays("it"))
+    arrays.update(engine.cool.state_arrays("cool"))
+    arrays.update(engine.gpu_model.state_arrays("gpum"))
+    arrays.update(engine.baselines.state_arrays())
+    arrays.update(engine.buf.state_arrays())
+    misc = {"last_window": engine.last_window, "jobs": engine.buf.jobs[: engine.buf.n],
+            "pending_job": r._pending_job, "open_job": r._open_job}
+    arrays["misc"] = _blob(misc)
+    arrays["stages"] = _blob(engine.stage_source.state())
+    arrays["drift"] = _blob(engine.drift.save_state() if engine.drift is not None else None)
+    return pack(arrays)
+
+
+def load_engine(engine: Engine, blob: bytes) -> None:
+    """Fill a freshly built engine from ``blob``; raises StateError when it does not fit."""
+    a = unpack(blob)
+    try:
+        version = int(a["engine_version"][0])
+        if version != ENGINE_STATE_VERSION:
+            raise StateError(f"engine state version {version}, this build reads {ENGINE_STATE_VERSION}")
+        s = a["scalars"]
+        if not math.isclose(s[0], engine.window_s) or not math.isclose(s[1], engine.bin_s):
+            raise StateError(f"state was learned with window {s[0]:g} s; this run uses {engine.window_s:g} s")
+        r = engine.rows
+        names = [str(n) for n in a["signal_names"] if str(n)]
+        r.signals.ensure(names)
+        if r.signals.names != names:
+            raise StateError("state signal table does not match")
+        r.signals.load_arrays(a)
+        engine.scale_w, engine.wr_scale = float(s[2]), float(s[3])
+        engine.window_idx, engine.warm, engine.window_warm = int(s[4]), bool(s[5]), bool(s[6])
+        engine.seq, engine.best, engine.scored = int(s[7]), int(s[8]), bool(s[9])
+        r.t0, r._pending_ts, r._pending_slot, r._pending_hint = float(s[10]), float(s[11]), int(s[12]), bool(s[13])
+        r._open_bin, engine.last_ts = int(s[14]), float(s[15])
+        r._open_sums[...] = a["open_sums"]
+        engine.last_g[...] = a["last_g"]
+        engine.energy_kwh[...] = a["energy_kwh"]
+        engine.score[...] = a["score"]
+        engine.slots.load_arrays(a)
+        engine.segments.load_arrays(a)
+        engine.lag.load_arrays(a)
+        engine.it.load_arrays("it", a)
+        engine.cool.load_arrays("cool", a)
+        engine.gpu_model.load_arrays("gpum", a)
+        engine.baselines.load_arrays(a)
+        engine.buf.load_arrays(a)
+        misc = _unblob(a["misc"]) or {}
+        engine.last_window = misc.get("last_window") or {}
+        jobs = list(misc.get("jobs") or [])
+        engine.buf.jobs[: len(jobs)] = jobs
+        r._pending_job, r._open_job = str(misc.get("pending_job", "")), str(misc.get("open_job", ""))
+        engine.stage_source.load(_unblob(a["stages"]) or {})
+        drift = _unblob(a["drift"])
+        if drift is not None and engine.drift is not None:
+            engine.drift.load_state(drift)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        if isinstance(exc, StateError):
+            raise
+        raise StateError(f"engine state does not fit this build ({exc})") from exc

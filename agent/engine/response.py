@@ -1,0 +1,181 @@
+"""The facility response model: IT side (PDU ← GPU load, per stage) and cooling side (lagged heat).
+
+IT: PDU power ≈ c0 + c1·g + c2·g² + c3·g³ + Σ_s Δ_s·f_s, with g the GPU power (normalised),
+f_s the fraction of the bin spent in stage s. The cubic in g absorbs the PSU efficiency curve;
+the per-stage offsets absorb node base power (CPUs and storage busy in data_load/checkpoint).
+The shape is shared by all stages, so a rarely seen stage still gets the right curvature.
+
+Cooling: rack share of cooling power ≈ a(t) + b(t)·hl(t), with hl the rack's heat (the predicted
+IT power, load side only) through a dead time d and a first-order lag τ; a(t), b(t) each carry a
+daily harmonic (cos, sin of the UTC time of day: the phase is learned, the timezone need not be
+known), so a daily COP cycle is not mistaken for drift. A bank of (τ, d) candidates runs side by
+side; each has its own exponentially weighted least squares; the one with the lowest
+exponentially weighted prequential error is used, and its (τ, d) is the learned lag.
+
+Estimation: exponentially weighted least squares on sufficient statistics, solved once per window
+with a small ridge pulling toward the previous estimate (so directions the data did not excite —
+a stage not seen for days — keep their value instead of winding up or collapsing to zero).
+
+State: fixed arrays (p×p per model, K×p×p for the bank). No per-sample loop: each window's bins
+are handled as matrices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DAY_S = 86400.0
+TAUS_S: tuple[float, ...] = (0.0, 60.0, 120.0, 240.0, 480.0, 900.0, 1800.0)
+DEAD_S: tuple[float, ...] = (0.0, 30.0, 60.0, 120.0, 240.0)
+N_COOL = 6  # [1, hl, cos, sin, hl·cos, hl·sin]
+
+
+class EWLS:
+    """Batch-updated exponentially weighted least squares with a ridge toward the last estimate.
+
+    Shapes: ``R`` (B, p, p), ``r`` (B, p), ``theta`` (B, p) for B independent models.
+    """
+
+    def __init__(self, n_models: int, p: int, ridge: np.ndarray) -> None:
+        self.R = np.zeros((n_models, p, p))
+        self.r = np.zeros((n_models, p))
+        self.theta = np.zeros((n_models, p))
+        self.weight = np.zeros(n_models)  # forgotten sum of sample weights (hours of data)
+        self.ridge = np.broadcast_to(np.asarray(ridge, dtype=float), (n_models, p)).copy()
+
+    def update(self, X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: np.ndarray | float) -> None:
+        """Forget by ``lam`` then add rows ``X`` (B, n, p) with targets ``y`` (B, n), weights ``w`` (B, n)."""
+        lam_b = np.broadcast_to(np.asarray(lam, dtype=float), self.weight.shape)
+        self.R *= lam_b[:, None, None]
+        self.r *= lam_b[:, None]
+        self.weight *= lam_b
+        if X.shape[1]:
+            Xw = X * w[..., None]
+            self.R += np.einsum("bni,bnj->bij", Xw, X)
+            self.r += np.einsum("bni,bn->bi", Xw, y)
+            self.weight += w.sum(axis=1)
+        lhs = self.R + self.ridge[:, :, None] * np.eye(self.R.shape[1])[None]
+        rhs = self.r + self.ridge * self.theta
+        try:
+            self.theta = np.linalg.solve(lhs, rhs[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            pass  # keep the previous estimate; the next window will have more data
+
+    def state_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}_R": self.R, f"{prefix}_r": self.r, f"{prefix}_theta": self.theta,
+                f"{prefix}_weight": self.weight}
+
+    def load_arrays(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
+        for key, arr in self.state_arrays(prefix).items():
+            if arrays[key].shape != arr.shape:
+                raise ValueError(f"state '{key}': shape {arrays[key].shape}, expected {arr.shape}")
+            arr[...] = arrays[key]
+
+
+def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, frac: np.ndarray,
+                scale_w: float) -> np.ndarray:
+    """IT regressors per bin: [1, g, g², g³, f_0 … f_S-1] from the bin's raw GPU power moments."""
+    n = gpu_m1.shape[0]
+    X = np.empty((n, 4 + frac.shape[1]))
+    X[:, 0] = 1.0
+    X[:, 1] = gpu_m1 / scale_w
+    X[:, 2] = gpu_m2 / scale_w**2
+    X[:, 3] = gpu_m3 / scale_w**3
+    X[:, 4:] = frac
+    return X
+
+
+def it_ridge(n_slots: int) -> np.ndarray:
+    return np.concatenate(([1e-6, 1e-6, 1e-6, 1e-6], np.full(n_slots, 2e-3)))
+
+
+def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ang = 2.0 * math.pi * (t_s % DAY_S) / DAY_S
+    return np.cos(ang), np.sin(ang)
+
+
+def cooling_features(hl: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray) -> np.ndarray:
+    """Cooling regressors (K, n, 6) from normalised lagged heat ``hl`` (K, n) and the time of day."""
+    K, n = hl.shape
+    X = np.empty((K, n, N_COOL))
+    X[..., 0] = 1.0
+    X[..., 1] = hl
+    X[..., 2] = cos_t[None, :]
+    X[..., 3] = sin_t[None, :]
+    X[..., 4] = hl * cos_t[None, :]
+    X[..., 5] = hl * sin_t[None, :]
+    return X
+
+
+COOL_RIDGE = np.array([1e-6, 1e-6, 3e-2, 3e-2, 3e-2, 3e-2])
+
+
+class LagBank:
+    """Dead time + first-order lag of the heat signal for every (τ, d) candidate, on bins.
+
+    Runs a whole run of bins at once: the lag is a lower-triangular Toeplitz product and the
+    dead time an index shift into a ring of the last ``max_delay`` bins of heat (total and per
+    stage, so cooling can be attributed to the stage whose heat caused it).
+    """
+
+    def __init__(self, bin_s: float, n_slots: int, max_run: int) -> None:
+        pairs = [(tau, d) for tau in TAUS_S for d in DEAD_S]
+        self.tau_s = np.array([p[0] for p in pairs])
+        self.dead_s = np.array([p[1] for p in pairs])
+        self.delay = np.rint(self.dead_s / bin_s).astype(np.int64)
+        self.max_delay = int(self.delay.max())
+        with np.errstate(divide="ignore"):
+            self.alpha = np.where(self.tau_s > 0, np.exp(-bin_s / np.maximum(self.tau_s, 1e-9)), 0.0)
+        K = self.tau_s.size
+        self.K = K
+        i = np.arange(max_run)
+        expo = i[:, None] - i[None, :]
+        a = self.alpha[:, None, None]
+        with np.errstate(invalid="ignore"):
+            T = np.where(expo[None] >= 0, (1.0 - a) * np.power(a, np.maximum(expo, 0)[None]), 0.0)
+        T[:, i, i] = 1.0 - self.alpha[:, None]
+        self.T = T  # (K, run, run)
+        self.apow = np.power(self.alpha[:, None], (i + 1)[None, :])  # (K, run)
+        self.ring = np.zeros(self.max_delay)  # heat of the last bins, W
+        self.ring_s = np.zeros((self.max_delay, n_slots))
+        self.y = np.zeros(K)  # lagged heat, W
+        self.y_s = np.zeros((K, n_slots))
+        self.started = False
+
+    def run(self, heat_w: np.ndarray, heat_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Lagged heat (K, n) and per-stage lagged heat (K, n, S) for the next n bins; advances."""
+        n = heat_w.shape[0]
+        if not self.started and n:
+            self.ring[:] = heat_w[0]
+            self.ring_s[:] = heat_s[0]
+            self.y[:] = heat_w[0]
+            self.y_s[:] = heat_s[0][None, :]
+            self.started = True
+        D = self.max_delay
+        full = np.concatenate([self.ring, heat_w])
+        full_s = np.concatenate([self.ring_s, heat_s], axis=0)
+        idx = (D - self.delay)[:, None] + np.arange(n)[None, :]
+        u = full[idx]  # (K, n)
+        u_s = full_s[idx]  # (K, n, S)
+        T = self.T[:, :n, :n]
+        y = np.einsum("kij,kj->ki", T, u) + self.apow[:, :n] * self.y[:, None]
+        y_s = np.einsum("kij,kjs->kis", T, u_s) + self.apow[:, :n, None] * self.y_s[:, None, :]
+        self.y = y[:, -1].copy()
+        self.y_s = y_s[:, -1].copy()
+        if D:
+            self.ring = full[-D:].copy()
+            self.ring_s = full_s[-D:].copy()
+        return y, y_s
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"lag_ring": self.ring, "lag_ring_s": self.ring_s, "lag_y": self.y, "lag_y_s": self.y_s,
+                "lag_started": np.array([float(self.started)])}
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.ring[...] = arrays["lag_ring"]
+        self.ring_s[...] = arrays["lag_ring_s"]
+        self.y[...] = arrays["lag_y"]
+        self.y_s[...] = arrays["lag_y_s"]
+        self.started = bool(arrays["lag_started"][0])

@@ -1,0 +1,243 @@
+"""``RowBinner``: the look-ahead row buffer and the exact integration of held signals into bins.
+
+Flow per call: append the chunk to the look-ahead buffer → emit the rows older than
+``lookahead_s`` (all rows on ``flush``) → clean each engine signal (hygiene) → stage per row
+(the caller's classifier) → hold each signal (``Signals.hold``) → per-interval quantities (GPU
+total, PDU total, cooling share total, inlet mean/spread, …) → pieces split at bin edges →
+``np.add.reduceat`` into bins. The last emitted row stays pending: its value holds until the
+next row's timestamp, which only the next call knows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from agent.engine.frames import N_FIELDS, BinBatch, F, RackInfo, RowBatch, Signals, split_pieces
+from agent.trace.model import TraceChunk
+
+Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""chunk of emitted rows (cleaned) → (stage slot per row, inferred per row, has-hint per row)."""
+
+
+def _nan_mean_rows(m: np.ndarray) -> np.ndarray:
+    """Row means ignoring NaN, NaN where a row has none (without RuntimeWarnings)."""
+    if m.shape[1] == 0:
+        return np.full(m.shape[0], np.nan)
+    known = ~np.isnan(m)
+    cnt = known.sum(axis=1)
+    tot = np.where(known, m, 0.0).sum(axis=1)
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+
+
+class RowBinner:
+    """Turns rows into completed bins; fixed state (the buffer is at most ``lookahead_s`` of rows)."""
+
+    def __init__(self, rack: RackInfo, bin_s: float, n_slots: int, lookahead_s: float, classify: Classifier):
+        self.rack = rack
+        self.bin_s = bin_s
+        self.n_slots = n_slots
+        self.lookahead_s = lookahead_s
+        self.classify = classify
+        self.signals = Signals(rack, lookahead_s)
+        self.t0 = math.nan  # first row's timestamp: bins and windows align to it
+        self._buf: TraceChunk | None = None
+        self._pending_ts = math.nan
+        self._pending_slot = 0
+        self._pending_hint = False
+        self._pending_job = ""
+        self._open_bin = -1
+        self._open_sums = np.zeros(N_FIELDS + n_slots)
+        self._open_job = ""
+        self._last_gpu_w = math.nan
+
+    # ----------------------------------------------------------------------------- public
+    def push(self, chunk: TraceChunk, flush: bool = False) -> tuple[BinBatch, RowBatch]:
+        buf = self._append(chunk)
+        if buf is None or len(buf) == 0:
+            return self._empty()
+        if math.isnan(self.t0):
+            self.t0 = float(buf.ts[0])
+        cutoff = buf.ts[-1] - self.lookahead_s
+        n_emit = len(buf) if flush else int(np.searchsorted(buf.ts, cutoff, side="right"))
+        if n_emit == 0:
+            self._buf = buf
+            return self._empty()
+        out = self._emit(buf, n_emit)
+        self._buf = _slice(buf, n_emit, len(buf)) if n_emit < len(buf) else None
+        return out
+
+    @property
+    def open_bin_start(self) -> float:
+        return self.t0 + self._open_bin * self.bin_s if self._open_bin >= 0 else math.nan
+
+    @property
+    def pending_ts(self) -> float:
+        return self._pending_ts
+
+    # ----------------------------------------------------------------------------- internals
+    def _append(self, chunk: TraceChunk) -> TraceChunk | None:
+        if len(chunk):
+            self.signals.ensure(list(chunk.numeric))
+            if not math.isnan(self._pending_ts) or self._buf is not None:
+                last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts
+                keep = chunk.ts > last
+                if not keep.all():
+                    chunk = _slice_mask(chunk, keep)
+        if self._buf is None:
+            return chunk if len(chunk) else None
+        if not len(chunk):
+            return self._buf
+        return _concat(self._buf, chunk)
+
+    def _empty(self) -> tuple[BinBatch, RowBatch]:
+        z = np.zeros(0)
+        return (
+            BinBatch(z, np.zeros((0, N_FIELDS)), np.zeros((0, self.n_slots)), []),
+            RowBatch(z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)),
+        )
+
+    def _emit(self, buf: TraceChunk, n: int) -> tuple[BinBatch, RowBatch]:
+        ts = buf.ts[:n]
+        sig = self.signals
+        clean: dict[str, np.ndarray] = {}
+        numeric = dict(buf.numeric)
+        for k, name in enumerate(sig.names):
+            col = buf.numeric.get(name)
+            if col is None:
+                continue
+            clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
+            numeric[name] = clean[name]
+        emitted = TraceChunk(ts=ts, numeric={c: v[:n] for c, v in numeric.items()},
+                             stage=buf.stage[:n], job=buf.job[:n], first_line=buf.first_line)
+        slots, inferred, hinted = self.classify(emitted)
+        rows = RowBatch(ts, slots, inferred)
+        first_call = math.isnan(self._pending_ts)
+        start_ts = np.concatenate(([self._pending_ts], ts[:-1]))
+        held = {name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)[0]
+                for k, name in enumerate(sig.names)}
+        slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
+        hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
+        job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
+        self._pending_ts = float(ts[-1])
+        self._pending_slot = int(slots[-1])
+        self._pending_hint = bool(hinted[-1])
+        self._pending_job = str(emitted.job[-1]) if len(emitted.job) else ""
+        starts, ends = start_ts, ts
+        if first_call:
+            starts, ends, held = starts[1:], ends[1:], {k: v[1:] for k, v in held.items()}
+            slot_i, hint_i, job_i = slot_i[1:], hint_i[1:], job_i[1:]
+        if starts.size == 0:
+            return self._empty()[0], rows
+        per = self._interval_values(held, starts.size)
+        return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
+
+    def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
+        sig = self.signals
+
+        def stack(prefix: str, suffix: str) -> np.ndarray:
+            idx = sig.indices(prefix, suffix)
+            return np.stack([held[sig.names[i]] for i in idx], axis=1) if idx else np.zeros((m, 0))
+
+        gpu = stack("gpu.", ".power_w")
+        n_gpu = gpu.shape[1]
+        if n_gpu:
+            known = ~np.isnan(gpu)
+            cnt = known.sum(axis=1)
+            tot = np.where(known, gpu, 0.0).sum(axis=1)
+            gpu_w = np.where(cnt > 0, tot * n_gpu / np.maximum(cnt, 1), np.nan)
+        else:
+            gpu_w = np.full(m, np.nan)
+        pdu = stack("pdu.", ".power_w")
+        pdu_w = pdu.sum(axis=1) if pdu.shape[1] else np.full(m, np.nan)  # NaN if any feed is unknown
+        cool_idx = sig.indices("crac.", ".power_w")
+        if cool_idx:
+            shares = np.array([self.rack.crac_shares.get(sig.names[i].split(".")[1], 1.0) for i in cool_idx])
+            cool_w = (np.stack([held[sig.names[i]] for i in cool_idx], axis=1) * shares).sum(axis=1)
+        else:  # a rack without cooling-unit telemetry: facility power is the PDU power
+            cool_w = np.zeros(m)
+        inlet = stack("inlet.", ".temp_c")
+        if inlet.shape[1] >= 2:
+            with np.errstate(invalid="ignore"):
+                spread = np.nanmax(np.where(np.isnan(inlet), -np.inf, inlet), axis=1) - np.nanmin(
+                    np.where(np.isnan(inlet), np.inf, inlet), axis=1)
+            spread = np.where(np.isfinite(spread) & ((~np.isnan(inlet)).sum(axis=1) >= 2), spread, np.nan)
+        else:
+            spread = np.full(m, np.nan)
+        wr = held.get("work_rate", np.full(m, np.nan))
+        return {"gpu": gpu_w, "pdu": pdu_w, "cool": cool_w, "fac": pdu_w + cool_w, "wr": wr,
+                "inlet": _nan_mean_rows(inlet), "spread": spread,
+                "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
+                "setp": _nan_mean_rows(stack("crac.", ".setpoint_c"))}
+
+    def _bin(self, starts: np.ndarray, ends: np.ndarray, per: dict[str, np.ndarray], slot_i: np.ndarray,
+             hint_i: np.ndarray, job_i: np.ndarray) -> BinBatch:
+        src, dt, bins = split_pieces(starts, ends, self.t0, self.bin_s)
+        m = src.size
+        w = np.zeros((m, N_FIELDS + self.n_slots))
+        w[:, F["dur_s"]] = dt
+        for key, (fs, fw) in {"gpu": ("gpu_s", "gpu_ws"), "pdu": ("pdu_s", "pdu_ws"), "cool": ("cool_s", "cool_ws"),
+                              "fac": ("fac_s", "fac_ws"), "wr": ("wr_s", "wr_ws"), "inlet": ("inlet_s", "inlet_ws"),
+                              "spread": ("spread_s", "spread_ws"), "fan": ("fan_s", "fan_ws"),
+                              "setp": ("setp_s", "setp_ws")}.items():
+            v = per[key][src]
+            known = ~np.isnan(v)
+            w[:, F[fs]] = dt * known
+            vz = np.where(known, v, 0.0)
+            w[:, F[fw]] = dt * vz
+            if key == "gpu":
+                w[:, F["gpu2_ws"]] = dt * vz * vz
+                w[:, F["gpu3_ws"]] = dt * vz * vz * vz
+        w[:, F["hint_s"]] = dt * hint_i[src]
+        w[np.arange(m), N_FIELDS + slot_i[src]] = dt
+        cut = np.flatnonzero(np.diff(bins)) + 1
+        first = np.concatenate(([0], cut))
+        sums = np.add.reduceat(w, first, axis=0)
+        ids = bins[first]
+        last_piece = np.concatenate((cut, [m])) - 1
+        jobs = [str(j) for j in job_i[src[last_piece]]]
+        if ids[0] == self._open_bin:
+            sums[0] += self._open_sums
+        end_t = float(ends[-1])
+        complete = self.t0 + (ids + 1) * self.bin_s <= end_t + 1e-9
+        n_done = int(complete.sum())
+        if n_done < ids.size:
+            self._open_bin = int(ids[-1])
+            self._open_sums = sums[-1].copy()
+            self._open_job = jobs[-1]
+        else:
+            self._open_bin = -1
+            self._open_sums[:] = 0.0
+        done = sums[:n_done]
+        return BinBatch(self.t0 + ids[:n_done] * self.bin_s, done[:, :N_FIELDS], done[:, N_FIELDS:], jobs[:n_done])
+
+    def close_open_bin(self) -> BinBatch:
+        """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""
+        if self._open_bin < 0:
+            return self._empty()[0]
+        s = self._open_sums
+        batch = BinBatch(np.array([self.t0 + self._open_bin * self.bin_s]), s[None, :N_FIELDS].copy(),
+                         s[None, N_FIELDS:].copy(), [self._open_job])
+        self._open_bin = -1
+        self._open_sums[:] = 0.0
+        return batch
+
+
+def _slice(c: TraceChunk, a: int, b: int) -> TraceChunk:
+    return TraceChunk(ts=c.ts[a:b], numeric={k: v[a:b] for k, v in c.numeric.items()},
+                      stage=c.stage[a:b], job=c.job[a:b], first_line=c.first_line + a if c.first_line else 0)
+
+
+def _slice_mask(c: TraceChunk, keep: np.ndarray) -> TraceChunk:
+    return TraceChunk(ts=c.ts[keep], numeric={k: v[keep] for k, v in c.numeric.items()},
+                      stage=c.stage[keep], job=c.job[keep], first_line=c.first_line)
+
+
+def _concat(a: TraceChunk, b: TraceChunk) -> TraceChunk:
+    names = set(a.numeric) | set(b.numeric)
+    numeric = {k: np.concatenate([a.column(k), b.column(k)]) for k in names}
+    return TraceChunk(ts=np.concatenate([a.ts, b.ts]), numeric=numeric,
+                      stage=np.concatenate([a.stage, b.stage]), job=np.concatenate([a.job, b.job]),
+                      first_line=a.first_line)

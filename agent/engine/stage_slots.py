@@ -1,0 +1,167 @@
+"""Stage labels → fixed slots, the stage of each row (hint or inferred), and the segment timeline.
+
+Slots: a fixed table of ``N_SLOTS`` stage names. Slot 0 is ``unknown`` (no label and nothing to
+infer from), the canonical stages follow, custom labels take the remaining slots; when all are
+taken, the least recently used custom label is evicted (its statistics are reset by the owner).
+
+The stage of a row: a valid hint (``[a-z][a-z0-9_]*``) wins; otherwise the stage inferrer
+(``agent.stages.infer.StageInferrer``) labels the row from GPU telemetry. ``infer_stages`` is
+the one place that knows which inferrer is used.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from agent.trace.model import CANONICAL_STAGES, TraceChunk
+
+N_SLOTS = 16
+UNKNOWN = "unknown"
+LABEL_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+NAME_WIDTH = 32
+
+
+class StageSlots:
+    """Fixed table of stage names with LRU eviction of custom labels."""
+
+    def __init__(self) -> None:
+        self.names = np.full(N_SLOTS, "", dtype=f"<U{NAME_WIDTH}")
+        self.names[0] = UNKNOWN
+        for i, s in enumerate(CANONICAL_STAGES, start=1):
+            self.names[i] = s
+        self.last_used = np.zeros(N_SLOTS)
+        self.evicted: list[int] = []  # slots reset since the owner last looked (owner clears)
+        self._index: dict[str, int] = {}
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._index = {str(n): i for i, n in enumerate(self.names) if n}
+
+    def slot(self, name: str, ts: float) -> int:
+        if not name:
+            return 0
+        i = self._index.get(name)
+        if i is None:
+            free = [j for j in range(1 + len(CANONICAL_STAGES), N_SLOTS) if not self.names[j]]
+            if free:
+                i = free[0]
+            else:
+                custom = np.arange(1 + len(CANONICAL_STAGES), N_SLOTS)
+                i = int(custom[np.argmin(self.last_used[custom])])
+                self.evicted.append(i)
+            self.names[i] = name[:NAME_WIDTH]
+            self._reindex()
+        self.last_used[i] = ts
+        return i
+
+    def slots_of(self, labels: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Slot per row for an object array of labels ("" → unknown)."""
+        out = np.zeros(labels.shape[0], dtype=np.int64)
+        if not labels.size:
+            return out
+        uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+        last_ts = float(ts[-1])
+        table = np.array([self.slot(str(u), last_ts) for u in uniq], dtype=np.int64)
+        return table[inv]
+
+    def name(self, i: int) -> str:
+        return str(self.names[i]) or UNKNOWN
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"slot_names": self.names, "slot_last_used": self.last_used}
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.names[...] = arrays["slot_names"]
+        self.last_used[...] = arrays["slot_last_used"]
+        self._reindex()
+
+
+def valid_hints(stage: np.ndarray) -> tuple[np.ndarray, int]:
+    """Hint labels with malformed ones blanked, and how many rows were malformed."""
+    if not stage.size:
+        return stage, 0
+    uniq, inv = np.unique(stage.astype(str), return_inverse=True)
+    ok = np.array([bool(u == "" or LABEL_RE.match(u)) for u in uniq])
+    if ok.all():
+        return stage, 0
+    cleaned = np.where(ok, uniq, "").astype(object)[inv]
+    return cleaned, int((~ok[inv]).sum())
+
+
+class StageSource:
+    """Stage per row: the hint when valid, else the inferrer's label."""
+
+    def __init__(self) -> None:
+        self.malformed_hints = 0
+        self.inferrer: Any = None
+        try:
+            from agent.stages.infer import StageInferrer
+
+            self.inferrer = StageInferrer()
+        except ImportError:  # the stage module is optional: rows without hints stay "unknown"
+            self.inferrer = None
+
+    def infer_stages(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(label per row, inferred per row, hinted per row)."""
+        hints, bad = valid_hints(chunk.stage)
+        self.malformed_hints += bad
+        hinted = hints.astype(str) != ""
+        if self.inferrer is not None:
+            labels, inferred = self.inferrer.infer_chunk(chunk, hints)
+            labels = np.asarray(labels, dtype=object)
+            return labels, np.asarray(inferred, dtype=bool) & ~hinted, hinted
+        return np.where(hinted, hints, "").astype(object), ~hinted, hinted
+
+    def state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"malformed_hints": self.malformed_hints}
+        if self.inferrer is not None:
+            out["inferrer"] = self.inferrer.save_state()
+        return out
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.malformed_hints = int(state.get("malformed_hints", 0))
+        if self.inferrer is not None and state.get("inferrer"):
+            self.inferrer.load_state(state["inferrer"])
+
+
+class Segments:
+    """Run-length stage timeline: closed segments are returned as report records."""
+
+    def __init__(self) -> None:
+        self.start = float("nan")
+        self.key = -1  # slot * 2 + inferred
+
+    def feed(self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots) -> list[dict]:
+        if not ts.size:
+            return []
+        keys = slots * 2 + inferred.astype(np.int64)
+        out: list[dict] = []
+        change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        if self.key < 0:
+            self.start, self.key = float(ts[0]), int(keys[0])
+        elif int(keys[0]) != self.key:
+            change = np.concatenate(([0], change))
+        for i in change:
+            out.append(self._record(float(ts[i]), slots_tab))
+            self.start, self.key = float(ts[i]), int(keys[i])
+        return out
+
+    def close(self, end_ts: float, slots_tab: StageSlots) -> list[dict]:
+        if self.key < 0 or not end_ts > self.start:
+            return []
+        rec = self._record(end_ts, slots_tab)
+        self.key = -1
+        return [rec]
+
+    def _record(self, end: float, slots_tab: StageSlots) -> dict:
+        return {"type": "segment", "start": self.start, "end": end, "stage": slots_tab.name(self.key // 2),
+                "source": "inferred" if self.key % 2 else "hint"}
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"seg": np.array([self.start, float(self.key)])}
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.start, self.key = float(arrays["seg"][0]), int(arrays["seg"][1])

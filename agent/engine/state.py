@@ -1,0 +1,115 @@
+"""The state file: a compact, versioned, checksummed bag of named numpy arrays, written atomically.
+
+Format (little endian): ``RWST`` · u16 format version · u16 0 · u32 array count · per array
+(u16 name length · name · u8 dtype length · dtype · u8 ndim · u64 × ndim shape · raw bytes) ·
+u32 CRC-32 of everything before it. Fixed shapes in → fixed file size out, whatever the uptime.
+
+``write_atomic``: temp file in the same directory, fsync, rename, fsync the directory — a crash
+or power cut leaves either the old file or the new one, never half of one.
+``read_or_quarantine``: a missing file is a fresh start; a corrupt or foreign-version file is
+moved aside as ``<name>.corrupt-<unix ts>`` with a clear message, and is also a fresh start.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"RWST"
+FORMAT_VERSION = 1
+
+
+class StateError(ValueError):
+    """The bytes are not a state this build can read (corrupt, truncated, or another version)."""
+
+
+def pack(arrays: dict[str, np.ndarray]) -> bytes:
+    parts = [MAGIC, struct.pack("<HHI", FORMAT_VERSION, 0, len(arrays))]
+    for name, arr in arrays.items():
+        a = np.ascontiguousarray(arr)
+        nb = name.encode()
+        dt = a.dtype.str.encode()
+        parts.append(struct.pack("<H", len(nb)) + nb + struct.pack("<B", len(dt)) + dt)
+        parts.append(struct.pack("<B", a.ndim) + struct.pack(f"<{a.ndim}Q", *a.shape))
+        parts.append(a.tobytes())
+    body = b"".join(parts)
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def unpack(blob: bytes) -> dict[str, np.ndarray]:
+    if len(blob) < 16 or blob[:4] != MAGIC:
+        raise StateError("not a rackwatt state file (bad magic)")
+    body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
+    if zlib.crc32(body) != crc:
+        raise StateError("state file is corrupt (checksum mismatch)")
+    version, _, count = struct.unpack_from("<HHI", body, 4)
+    if version != FORMAT_VERSION:
+        raise StateError(f"state file format version {version}, this build reads {FORMAT_VERSION}")
+    pos = 12
+    out: dict[str, np.ndarray] = {}
+    try:
+        for _ in range(count):
+            (ln,) = struct.unpack_from("<H", body, pos)
+            name = body[pos + 2 : pos + 2 + ln].decode()
+            pos += 2 + ln
+            (ld,) = struct.unpack_from("<B", body, pos)
+            dtype = np.dtype(body[pos + 1 : pos + 1 + ld].decode())
+            pos += 1 + ld
+            (ndim,) = struct.unpack_from("<B", body, pos)
+            shape = struct.unpack_from(f"<{ndim}Q", body, pos + 1)
+            pos += 1 + 8 * ndim
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            out[name] = np.frombuffer(body[pos : pos + nbytes], dtype=dtype).reshape(shape).copy()
+            pos += nbytes
+    except (struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise StateError(f"state file is corrupt ({exc})") from exc
+    return out
+
+
+def write_atomic(path: Path, blob: bytes) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(blob)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def quarantine(path: Path) -> Path:
+    """Move a bad state file aside; returns where it went."""
+    target = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, target)
+    return target
+
+
+def read_or_quarantine(path: Path) -> tuple[bytes | None, str | None]:
+    """(state bytes, None) · (None, None) when there is no file · (None, message) when it was bad."""
+    path = Path(path)
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"state file {path}: cannot read ({exc.strerror}); starting fresh"
+    try:
+        unpack(blob)
+    except StateError as exc:
+        moved = quarantine(path)
+        return None, f"state file {path}: {exc}; kept aside as {moved.name}, starting fresh"
+    return blob, None
