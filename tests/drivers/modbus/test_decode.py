@@ -11,10 +11,14 @@ from hypothesis import strategies as st
 from drivers.modbus_crac.decode import decode_value, encode_value, unit_problem, words_to_raw
 from drivers.modbus_crac.profiles import Point
 
-RANGES = {"u16": (0, 0xFFFE), "s16": (-0x7FFF, 0x7FFE), "u32": (0, 0xFFFFFFFE), "s32": (-0x7FFFFFFF, 0x7FFFFFFE)}
+RANGES = {
+    "u16": (0, 0xFFFE), "s16": (-0x7FFF, 0x7FFE), "u32": (0, 0xFFFFFFFE), "s32": (-0x7FFFFFFF, 0x7FFFFFFE)
+}
 
 
-def point(type_: str, word_order: str = "big", scale: float = 1.0, unit: str = "", signal: str = "x_w") -> Point:
+def point(
+    type_: str, word_order: str = "big", scale: float = 1.0, unit: str = "", signal: str = "x_w"
+) -> Point:
     from drivers.modbus_crac.decode import DEFAULT_SENTINELS
 
     return Point(signal, 0, "holding", type_, word_order, scale, unit, DEFAULT_SENTINELS[type_])
@@ -48,7 +52,8 @@ def test_word_order_decides_which_register_is_high() -> None:
 @pytest.mark.parametrize(
     ("type_", "words"),
     [("s16", [0x7FFF]), ("s16", [0x8000]), ("u16", [0xFFFF]), ("u32", [0xFFFF, 0xFFFF]),
-     ("s32", [0x7FFF, 0xFFFF]), ("s32", [0x8000, 0x0000]), ("f32", [0x7FC0, 0x0000]), ("f32", [0x7F80, 0x0000])],
+     ("s32", [0x7FFF, 0xFFFF]), ("s32", [0x8000, 0x0000]),
+     ("f32", [0x7FC0, 0x0000]), ("f32", [0x7F80, 0x0000])],
 )
 def test_sentinels_and_non_finite_values_are_missing_not_zero(type_: str, words: list[int]) -> None:
     assert decode_value(point(type_), words) is None

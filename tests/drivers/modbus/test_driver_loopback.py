@@ -95,13 +95,14 @@ def test_generic_map_word_orders(word_order: str, type_: str) -> None:
         assert result.signals["crac.u1.supply_temp_c"] == pytest.approx(-1.5)
         assert not result.estimated
         # the two input registers came in one request
-        assert sorted((r.function_code, r.address, r.count) for r in server.requests) == [(3, 0, 2), (4, 2, 2)]
+        requests = sorted((r.function_code, r.address, r.count) for r in server.requests)
+        assert requests == [(3, 0, 2), (4, 2, 2)]
 
     run(body)
 
 
 def test_word_order_mismatch_is_visible() -> None:
-    """A site that configures the wrong word order gets a wrong value, not the right one: the test can fail."""
+    """A site that configures the wrong word order gets a wrong value: decoding really depends on it."""
     served = (ModbusRegister(address=0, signal="cooling_w", type="u32", word_order="big"),)
     read = (ModbusRegister(address=0, signal="cooling_w", type="u32", word_order="little"),)
 
@@ -121,7 +122,8 @@ def test_missing_register_costs_only_its_signal_and_is_reprobed() -> None:
 
     async def body() -> None:
         port = free_port()
-        async with CoolingUnitServer("liebert_icom", lambda: values, port=port, omit={"compressor2_pct"}) as server:
+        omit = {"compressor2_pct"}
+        async with CoolingUnitServer("liebert_icom", lambda: values, port=port, omit=omit) as server:
             driver = CracModbusDriver(cfg(port, "liebert_icom"), reprobe_after_polls=2)
             first = await driver.poll()
             n_first = len(server.requests)

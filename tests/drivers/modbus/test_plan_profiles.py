@@ -47,7 +47,7 @@ def test_liebert_uses_input_registers_at_register_minus_30001() -> None:
 
 
 def test_unknown_profile_names_the_known_ones() -> None:
-    with pytest.raises(ProfileError, match="known: .*liebert_icom"):
+    with pytest.raises(ProfileError, match=r"known: .*liebert_icom"):
         load_profile("carrier_x")
 
 
@@ -71,7 +71,8 @@ def test_hex_sentinels_in_profiles() -> None:
 
 def test_configured_registers_override_profile_points_by_signal() -> None:
     profile = load_profile("liebert_crv")
-    extra = (ModbusRegister(address=100, signal="supply_temp_c", table="input", type="s16", scale=0.1, unit="degC"),
+    extra = (ModbusRegister(address=100, signal="supply_temp_c", table="input", type="s16", scale=0.1,
+                            unit="degC"),
              ModbusRegister(address=7, signal="fan_pct", table="input"))
     points = {p.signal: p for p in merged_points(profile, extra, "crac 'x'")}
     assert points["fan_pct"].address == 7 and points["supply_temp_c"].address == 100

@@ -95,8 +95,10 @@ def test_no_module_names_a_write_method() -> None:
     offenders = []
     for path, tree in _modules():
         for node in ast.walk(tree):
-            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+            name = getattr(node, "attr", None) or getattr(node, "id", None) or ""
+            if not isinstance(name, str):
+                continue
             holds_client = name in {"execute", "_client"} and path.name != "readonly.py"
             if name.startswith(("write_", "readwrite_", "mask_write")) or holds_client:
-                offenders.append(f"{path.name}:{node.lineno} {name}")
+                offenders.append(f"{path.name}:{getattr(node, 'lineno', '?')} {name}")
     assert offenders == []
