@@ -95,10 +95,10 @@ class NodeParams:
     base_w: float = 1000.0  # 2 CPUs, memory, NICs, NVSwitches, SSDs at idle
     fan_max_w: float = 1500.0  # all server fans at 100 % (DGX-class chassis)
     fan_min_frac: float = 0.2
-    fan_base_frac: float = 0.25  # speed at zero GPU heat and 24 °C inlet
+    fan_base_frac: float = 0.25  # speed at zero GPU heat and an inlet below the knee
     fan_load_gain: float = 0.55  # speed added at full GPU heat
-    fan_inlet_gain_per_k: float = 0.025  # speed added per K of inlet above the reference
-    fan_inlet_ref_c: float = 24.0
+    fan_inlet_gain_per_k: float = 0.04  # speed added per K of inlet above the knee
+    fan_inlet_ref_c: float = 24.5  # fan tables are flat below this inlet temperature
     fan_tau_s: float = 20.0  # fan controller smoothing
     psu_count: int = 4  # 2 + 2 redundant, two on each feed
     psu_rating_w: float = 3300.0

@@ -280,7 +280,7 @@ class RackPhysics:
         # Server fans: speed from GPU heat and inlet temperature; power ∝ speed³.
         gpu_frac = node_gpu_w / (np.maximum(k.node_gpu_count, 1) * rp.gpu.tdp_w)
         target = node_p.fan_base_frac + node_p.fan_load_gain * gpu_frac
-        target = target + node_p.fan_inlet_gain_per_k * (node_inlet - node_p.fan_inlet_ref_c)
+        target = target + node_p.fan_inlet_gain_per_k * np.maximum(node_inlet - node_p.fan_inlet_ref_c, 0.0)
         target = np.clip(target, node_p.fan_min_frac, 1.0)
         fan = first_order_lag(target, node_p.fan_tau_s, self.state.fan_frac)
         self.state.fan_frac = fan[-1].copy()
