@@ -141,34 +141,61 @@ class Decoded:
     per_row: dict[str, float]  # "unit1.phase2.current_a" → value
     estimated: set[str]
     raw: dict[Oid, int | float]  # usable raw readings, for counters
-    levels: dict[str, int]  # signal → priority level that produced it
+    levels: dict[str, int]  # signal → priority level it was read from
+
+
+Reading = tuple[Item, Fraction | float | None]
+
+
+def _choose_level(levels: dict[int, list[Reading]]) -> tuple[int, bool] | None:
+    """The best priority level: (level, complete). A summed total needs every row of its level."""
+    partial: int | None = None
+    for level in sorted(levels):
+        readings = levels[level]
+        present = sum(v is not None for _, v in readings)
+        if not present:
+            continue
+        if present == len(readings) or readings[0][0].measure.aggregate != "sum":
+            return level, True
+        if partial is None:
+            partial = level
+    return None if partial is None else (partial, False)
 
 
 def decode(plan: PollPlan, values: Sequence[Value]) -> Decoded:
-    """Totals per signal from the best (lowest) priority level that gave any value."""
-    by_level: dict[str, dict[int, list[tuple[Item, Fraction | float]]]] = {}
+    """Totals per signal from the best (lowest) priority level that answered.
+
+    A sum over units/cords/phases with one row missing is itself missing (a feed total that
+    silently drops a unit would look like a power step), unless a fallback level is complete.
+    """
+    by_signal: dict[str, dict[int, list[Reading]]] = {}
     raw_ok: dict[Oid, int | float] = {}
     for item, value in zip(plan.items, values, strict=True):
         raw = raw_number(item.measure, value)
-        if raw is None:
-            continue
-        raw_ok[item.oid] = raw
-        levels = by_level.setdefault(item.measure.signal, {})
-        levels.setdefault(item.measure.priority, []).append((item, scaled(raw, item.factor)))
+        if raw is not None:
+            raw_ok[item.oid] = raw
+        reading = None if raw is None else scaled(raw, item.factor)
+        levels = by_signal.setdefault(item.measure.signal, {})
+        levels.setdefault(item.measure.priority, []).append((item, reading))
     out = Decoded({}, {}, set(), raw_ok, {})
-    for signal, levels in by_level.items():
-        level = min(levels)
-        chosen = levels[level]
+    for signal, levels in by_signal.items():
+        choice = _choose_level(levels)
+        if choice is None:
+            continue
+        level, complete = choice
         out.levels[signal] = level
-        out.totals[signal] = _aggregate(chosen[0][0].measure.aggregate, [v for _, v in chosen])
-        if any(item.measure.estimated for item, _ in chosen):
-            out.estimated.add(signal)
+        readings = [(item, v) for item, v in levels[level] if v is not None]
+        how = readings[0][0].measure.aggregate
+        if complete:
+            out.totals[signal] = _aggregate(how, [v for _, v in readings])
+            if any(item.measure.estimated for item, _ in readings):
+                out.estimated.add(signal)
         grouped: dict[str, list[Fraction | float]] = {}
-        for item, v in chosen:
+        for item, v in readings:
             if item.label:
                 grouped.setdefault(f"{item.label}.{signal}", []).append(v)
         for name, vs in grouped.items():
-            out.per_row[name] = _aggregate(chosen[0][0].measure.aggregate, vs)
+            out.per_row[name] = _aggregate(how, vs)
     return out
 
 
