@@ -491,12 +491,22 @@ class LiveAgent:
                                  on_command=self._on_command, clock=self.clock.time)
 
     async def _shutdown(self) -> None:
+        """Each step bounded and independent: one that fails must not skip the others."""
         sdnotify.stopping()
         log.info("stopping: saving state and publishing offline")
+        steps: list[tuple[str, Any]] = []
         if self.poller is not None:
-            await self.poller.stop()
-        await self._stop_listener()
+            steps.append(("closing devices", self.poller.stop()))
+        steps.append(("closing hint sockets", self._stop_listener()))
+        for what, step in steps:
+            try:
+                await asyncio.wait_for(step, timeout=10)
+            except Exception as exc:
+                log.error("stopping: %s failed: %s", what, exc)
         self._save_state()
         if self.publisher is not None:
-            await self.publisher.stop()
+            try:
+                await asyncio.wait_for(self.publisher.stop(), timeout=15)
+            except Exception as exc:
+                log.error("stopping: mqtt shutdown failed: %s", exc)
         log.info("stopped")

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -371,6 +372,13 @@ class MqttPublisher:
                 await self._pump_task
         client.disable_logger()  # paho logs a spurious "not connected" error while its thread winds down
         client.disconnect()
-        await asyncio.to_thread(client.loop_stop)
+        # loop_stop() joins paho's thread without a timeout: do it in a daemon thread, wait a bounded time.
+        stopper = threading.Thread(target=client.loop_stop, name="mqtt-stop", daemon=True)
+        stopper.start()
+        deadline = time.monotonic() + 5.0
+        while stopper.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if stopper.is_alive():
+            log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
         log.info("mqtt: disconnected from %s; %d message(s) left in the spool", self.endpoint, len(self.spool))

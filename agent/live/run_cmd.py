@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -52,9 +53,20 @@ def load_or_report(path: Path, conf_d: Path | None) -> Config | None:
 
 
 async def serve(agent: LiveAgent) -> int:
+    """Run ``agent`` with SIGTERM/SIGINT (stop; a second one exits at once) and SIGHUP (reload)."""
     loop = asyncio.get_running_loop()
+    stops = 0
+
+    def on_stop_signal() -> None:
+        nonlocal stops
+        stops += 1
+        if stops > 1:
+            log.error("second stop signal: exiting without finishing the shutdown")
+            os._exit(1)
+        agent.request_stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.request_stop)
+        loop.add_signal_handler(sig, on_stop_signal)
     loop.add_signal_handler(signal.SIGHUP, agent.request_reload)
     try:
         return await agent.run()
