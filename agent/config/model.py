@@ -94,6 +94,7 @@ class CracConfig:
     framer: str = "socket"  # socket (Modbus TCP) | rtu (RTU over a TCP gateway)
     rated_fan_power_w: float | None = None  # for the power estimate when the unit exposes none
     rated_compressor_power_w: float | None = None
+    cooling_kind: str | None = None  # dx | chilled_water | unknown; None → the profile's (estimate only)
     registers: tuple[ModbusRegister, ...] = ()  # generic profile only
 
 
