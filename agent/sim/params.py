@@ -162,6 +162,8 @@ class SamplingParams:
     inlet_offset_s: int = 2
     miss_prob: float = 0.002  # a device poll that returns nothing
     glitch_prob: float = 2e-5  # a single cell with a sentinel or spike
+    outage_per_h: float = 0.03  # chance per hour that a network device stops answering for a while
+    outage_s: tuple[float, float] = (30.0, 300.0)  # how long such an outage lasts
 
 
 @dataclass(frozen=True)

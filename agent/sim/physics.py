@@ -35,7 +35,7 @@ INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
 NODE_AIRFLOW_KG_S = 0.65  # server air flow at 100 % fan (≈1100 CFM, DGX-class)
 
 # Stream ids for np.random.default_rng([seed, chunk, stream]).
-S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING = range(1, 8)
+S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING, S_OUTAGE = range(1, 9)
 
 
 def psu_loss_coefficients(curve: tuple[tuple[float, float], ...]) -> tuple[float, float, float]:

@@ -2,7 +2,8 @@
 
 NVML is read every second, each PDU feed every 5 s (feed b 3 s after feed a), the cooling unit
 every 10 s and the inlet probes every 10 s; a cell between samples is NaN ("not sampled"). A
-poll is occasionally missed (the whole device's cells of that row are NaN), and rarely a cell
+poll is occasionally missed (the whole device's cells of that row are NaN), a network device
+now and then stops answering for minutes (an outage: its cells stay NaN), and rarely a cell
 carries a glitch: a sentinel (-1, 0xFFFF = 65535) or a spike (3–10× the value). Values are
 rounded to each device's resolution so a written and re-read trace equals the chunk.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from agent.sim.params import STAGES, RackParams
-from agent.sim.physics import CHUNK_S, INLET_POSITIONS, S_SAMPLING
+from agent.sim.physics import CHUNK_S, INLET_POSITIONS, S_OUTAGE, S_SAMPLING
 from agent.trace.model import TraceChunk
 
 GPU_FIELDS = ("power_w", "energy_j", "util_pct", "mem_util_pct", "temp_c", "sm_clock_mhz")
@@ -103,6 +104,7 @@ class Sampler:
         for reset in self.driver_reset_s:
             nvml_ok &= ~((t >= reset) & (t < reset + DRIVER_GAP_S))
         pdu_phase = {p: (sp.pdu_b_offset_s if j else 0) for j, p in enumerate(rack.pdu_ids)}
+        down = self._outage_masks(t)
         for name, col in values.items():
             parts = name.split(".")
             kind = parts[0]
@@ -117,6 +119,9 @@ class Sampler:
                 ok = (t % sp.inlet_interval_s == sp.inlet_offset_s) & (miss_u[:, 3] >= sp.miss_prob)
             else:
                 continue
+            device = f"pdu.{parts[1]}" if kind == "pdu" else kind
+            if device in down:
+                ok = ok & ~down[device]
             places = RESOLUTION[kind][parts[2]]
             numeric[name] = np.where(ok, np.round(col, places), np.nan)
         self._glitch(numeric, glitch_u, glitch_kind, glitch_col, spike)
@@ -131,6 +136,36 @@ class Sampler:
             stage = np.full(n, "", dtype=object)
             job_labels = np.full(n, "", dtype=object)
         return TraceChunk(ts=clean["ts"].copy(), numeric=numeric, stage=stage, job=job_labels)
+
+    def outages(self, chunk: int) -> list[tuple[str, int, int]]:
+        """(device, start_s, end_s) outages that begin in hour-long ``chunk`` (seconds from the start)."""
+        sp = self.rack.sampling
+        rng = np.random.default_rng([self.seed, chunk + 1, S_OUTAGE])
+        devices = [*(f"pdu.{p}" for p in self.rack.pdu_ids), "crac", "inlet"]
+        draws = rng.random((len(devices), 3))
+        found = []
+        for device, (u, where, length) in zip(devices, draws.tolist(), strict=True):
+            if u < sp.outage_per_h:
+                start = chunk * CHUNK_S + int(where * CHUNK_S)
+                found.append(
+                    (
+                        device,
+                        start,
+                        start + round(sp.outage_s[0] + length * (sp.outage_s[1] - sp.outage_s[0])),
+                    )
+                )
+        return found
+
+    def _outage_masks(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        chunk = int(t[0]) // CHUNK_S
+        masks: dict[str, np.ndarray] = {}
+        for c in (chunk - 1, chunk):  # an outage may spill over from the previous hour
+            if c < 0:
+                continue
+            for device, start, end in self.outages(c):
+                hit = (t >= start) & (t < end)
+                masks[device] = masks.get(device, np.zeros(len(t), dtype=bool)) | hit
+        return masks
 
     def _glitch(
         self,

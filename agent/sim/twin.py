@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from agent.sim.physics import CHUNK_S, RackPhysics
-from agent.sim.sampling import Sampler, column_decimals, device_clean_values, trace_columns
+from agent.sim.sampling import DRIVER_GAP_S, Sampler, column_decimals, device_clean_values, trace_columns
 from agent.sim.scenarios import Scenario
 from agent.sim.stages import segments
 from agent.trace.model import TraceChunk, TraceMeta
@@ -80,6 +80,7 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         changes.append(
             {
                 "ts": ts,
+                "kind": "job_profile",
                 "cause": "workload",
                 "component": "gpu",
                 "is_fault": False,
@@ -100,6 +101,17 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
             }
         )
     c = scenario.rack.cooling
+    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), tl.job_ids())
+    outages = [
+        {"device": device, "start_ts": t0 + start, "end_ts": t0 + min(end, scenario.total_s)}
+        for chunk in range(-(-scenario.total_s // CHUNK_S))
+        for device, start, end in sampler.outages(chunk)
+        if start < scenario.total_s
+    ]
+    outages += [
+        {"device": "nvml", "start_ts": t0 + s, "end_ts": t0 + min(s + DRIVER_GAP_S, scenario.total_s)}
+        for s in _driver_resets(scenario)
+    ]
     return {
         "scenario": scenario.describe(),
         "meta": {
@@ -119,6 +131,7 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         "faults": [f.truth(t0) for f in scenario.faults],
         "workload_changes": changes,
         "jobs": jobs,
+        "device_outages": outages,
         "stage_segments_columns": ["start_ts", "end_ts", "stage", "job"],
         "stage_segments": segments(tl, t0),
     }
