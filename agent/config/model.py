@@ -65,6 +65,7 @@ class PduConfig:
     deadline_s: float | None = None  # whole-poll deadline; None → 0.8 × interval_s
     max_power_w: float = 30000.0  # physical maximum for input hygiene
     oids: tuple[SnmpOid, ...] = ()  # generic profile only
+    detail_signals: bool = False  # also per unit/cord/phase: pdu.<id>.unit1.phase2.current_a
 
 
 @dataclass(frozen=True)
