@@ -30,7 +30,7 @@ from drivers.base import PollResult
 from drivers.modbus_crac.decode import decode_value
 from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
 from drivers.modbus_crac.plan import Batch, plan_batches, single_batches
-from drivers.modbus_crac.profiles import ProfileError, load_profile, merged_points
+from drivers.modbus_crac.profiles import COOLING_KINDS, ProfileError, load_profile, merged_points
 from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,16 @@ class CracModbusDriver:
         self.absent: dict[str, int] = {}  # signal → polls left before it is probed again
         self.reprobe_after_polls = reprobe_after_polls
         self.busy_retry_s = busy_retry_s
+        cooling_kind = cfg.cooling_kind or self.profile.cooling_kind
+        if cooling_kind not in COOLING_KINDS:
+            raise ProfileError(
+                f"crac '{cfg.id}': cooling_kind must be one of {', '.join(COOLING_KINDS)}, "
+                f"got {cooling_kind!r}"
+            )
         self.estimate_inputs = EstimateInputs(
             rated_fan_power_w=cfg.rated_fan_power_w,
             rated_compressor_power_w=cfg.rated_compressor_power_w,
-            cooling_kind=self.profile.cooling_kind,
+            cooling_kind=cooling_kind,
             cop=self.profile.cop,
         )
         # Our own messages name the unit; pymodbus's "Failed to connect" lines only repeat them.

@@ -7,7 +7,8 @@ Most units expose no electrical power register (PROTOCOLS.md §3.5), so the agen
     compressor:  P_comp = rated_compressor_power_w × compressor_pct/100     if both are known,
                  else cooling_w / COP                                        (COP from the profile,
                                                                               default 3.5)
-                 none for chilled-water units (profile cooling_kind, or rated_compressor_power_w = 0)
+                 none for chilled-water units (cooling_kind = "chilled_water" in the [[crac]]
+                 table or the profile)
 
 The exponent 3 is the fan affinity law (EC fans measure 2.5–3); the 10 % floor is the electronics
 and bearing load of a running fan. COP 3.5 is the middle of the 3–4 full-load range for DX units;

@@ -107,3 +107,23 @@ def test_no_request_exceeds_125_registers() -> None:
     assert sum(len(b.points) for b in batches) == 300
     assert len(batches) == 3
     assert all(b.count <= 60 for b in plan_batches(points, max_registers=60))
+
+
+def test_cooling_kind_in_the_config_overrides_the_profile() -> None:
+    config = CracConfig(id="x", host="127.0.0.1", profile="apc_inrow_sc", cooling_kind="chilled_water")
+    assert CracModbusDriver(config).estimate_inputs.cooling_kind == "chilled_water"
+    default = CracModbusDriver(CracConfig(id="x", host="h", profile="apc_inrow_sc"))
+    assert default.estimate_inputs.cooling_kind == "dx"
+    with pytest.raises(ProfileError, match="cooling_kind must be one of"):
+        CracModbusDriver(CracConfig(id="x", host="h", profile="apc_inrow_sc", cooling_kind="glycol"))
+
+
+def test_sample_configuration_loads_and_builds() -> None:
+    from agent.config.loader import load_config
+    from drivers.registry import build_drivers
+    from tests.conftest import REPO_ROOT
+
+    config = load_config(REPO_ROOT / "drivers" / "modbus_crac" / "sample.toml")
+    drivers = build_drivers(config)
+    assert [type(d).__name__ for d in drivers] == ["CracModbusDriver"] * 3
+    assert [d.device for d in drivers] == ["crac.crah1", "crac.inrow2", "crac.lcp3"]
