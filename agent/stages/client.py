@@ -41,6 +41,7 @@ from types import TracebackType
 __all__ = ["StageClient", "begin", "end", "get_client", "idle", "mark", "report", "stage"]
 
 DEFAULT_SOCKET = "/run/rackwatt/stage.sock"
+_FLUSH_POLL_S = 0.25  # how often the background thread looks for held-back changes
 _LABEL = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 _log = logging.getLogger("rackwatt.stage")
 
@@ -205,10 +206,8 @@ class StageClient:
         now = time.monotonic()
         if now - self._last_send >= self.min_interval_s:
             self._send(now)
-        elif not self._pending:
+        else:  # too soon: a later change or the background thread sends it
             self._pending = True
-            self._ensure_thread()
-            self._wake.set()
 
     def _payload(self) -> bytes:
         obj: dict[str, object] = {"stage": self._stage}
@@ -281,20 +280,18 @@ class StageClient:
         thread.start()
 
     def _run_flusher(self) -> None:
-        """Sends held-back changes once the rate allows, and repeats the stage as a keepalive."""
+        """Sends a held-back change once the training loop goes quiet, and repeats the stage as
+        a keepalive. Wakes a few times a second only, so it hardly ever contends for the GIL."""
         while not self._closed:
-            if self._pending:
-                wait_s = max(0.0, self._last_send + self.min_interval_s - time.monotonic())
-            else:
-                wait_s = max(0.0, self._last_send + self.keepalive_s - time.monotonic())
-            if wait_s > 0:
-                self._wake.wait(wait_s)
-                self._wake.clear()
-                continue
-            if self._stage:
-                self._send(time.monotonic())
-            else:
-                self._last_send = time.monotonic()
+            self._wake.wait(_FLUSH_POLL_S)
+            if self._closed:
+                return
+            now = time.monotonic()
+            since = now - self._last_send
+            if (self._pending and since >= self.min_interval_s) or (
+                self._stage and since >= self.keepalive_s
+            ):
+                self._send(now)
 
 
 _default: StageClient | None = None

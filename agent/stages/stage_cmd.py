@@ -15,7 +15,7 @@ import socket
 import sys
 
 from agent.stages.client import DEFAULT_SOCKET
-from agent.stages.hints import MAX_LABEL_CHARS, encode_hint, valid_label
+from agent.stages.hints import MAX_LABEL_CHARS, HintError, encode_hint, parse_hint, valid_label
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackwatt stage: --work-rate must be a finite number >= 0, got {rate}", file=sys.stderr)
         return 2
     job = args.job if args.job is not None else (os.environ.get("SLURM_JOB_ID") or None)
+    data = encode_hint(args.label, job=job, work_rate=rate)
     try:
-        data = encode_hint(args.label, job=job, work_rate=rate)
-    except ValueError as exc:
+        parse_hint(data, "cli")  # the agent's own checks, so a typo fails here, not silently there
+    except HintError as exc:
         print(f"rackwatt stage: {exc}", file=sys.stderr)
         return 2
     target, error = _send(data, args)

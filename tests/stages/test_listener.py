@@ -1,0 +1,122 @@
+"""The asyncio endpoints with real sockets: delivery, permissions, stale files, floods."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.config.model import StagesSection
+from agent.stages.listener import bind_unix_datagram, build_stage_input
+from tests.conftest import free_port
+
+
+async def _wait_for(predicate, timeout_s: float = 3.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+def test_unix_and_udp_hints_reach_the_timeline(sock_dir: Path) -> None:
+    path = sock_dir / "stage.sock"
+    port = free_port(socket.SOCK_DGRAM)
+
+    async def main() -> None:
+        timeline, intake, listener = build_stage_input(StagesSection(socket_path=path, udp_port=port))
+        async with listener:
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.sendto(b'{"stage": "checkpoint", "job": "j1"}', str(path))
+            await _wait_for(lambda: intake.counters["accepted"] == 1)
+            assert timeline.current(time.time()).stage == "checkpoint"
+            assert timeline.current(time.time()).source == "unix"
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(b'{"stage": "eval", "work_rate": 3.5}', ("127.0.0.1", port))
+                s.sendto(b"{broken", ("127.0.0.1", port))
+            await _wait_for(lambda: intake.counters["malformed"] == 1)
+            now = timeline.current(time.time())
+            assert (now.stage, now.work_rate, now.source) == ("eval", 3.5, "udp")
+        assert not path.exists()  # removed on stop
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_stale_socket_file_is_replaced_but_live_one_and_regular_file_are_not(sock_dir: Path) -> None:
+    path = sock_dir / "stage.sock"
+    old = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    old.bind(str(path))
+    with pytest.raises(OSError, match="another process"):
+        bind_unix_datagram(path)
+    old.close()  # the file stays behind, as after a crash
+    assert path.exists()
+    sock = bind_unix_datagram(path)
+    sock.close()
+    other = sock_dir / "file"
+    other.write_text("not a socket")
+    with pytest.raises(OSError, match="not a socket"):
+        bind_unix_datagram(other)
+    assert other.read_text() == "not a socket"
+
+
+def test_flood_is_counted_and_a_concurrent_ticker_keeps_its_cadence(sock_dir: Path) -> None:
+    """A sender blasting datagrams must not stall the agent's other work."""
+    path = sock_dir / "stage.sock"
+    port = free_port(socket.SOCK_DGRAM)
+    tick_s = 0.02
+
+    async def main() -> tuple[list[float], dict[str, int], str]:
+        timeline, intake, listener = build_stage_input(
+            StagesSection(socket_path=path, udp_port=port, rate_limit_per_s=50)
+        )
+        gaps: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(tick_s)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        def flood() -> None:  # a separate thread, like a misbehaving process
+            bad = [b'{"stage": "eval"}', b"garbage" * 20, b'{"stage": "BAD"}', b"x" * 4000]
+            deadline = time.monotonic() + 1.5
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.setblocking(False)
+                i = 0
+                while time.monotonic() < deadline:
+                    try:
+                        s.sendto(bad[i % len(bad)], ("127.0.0.1", port))
+                    except BlockingIOError:
+                        time.sleep(0.0005)
+                    i += 1
+
+        async with listener:
+            task = asyncio.create_task(ticker())
+            await asyncio.to_thread(flood)
+            # an honest sender still gets through right after the flood
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.bind("")
+                s.sendto(b'{"stage": "checkpoint"}', str(path))
+            await _wait_for(lambda: timeline.current(time.time()).stage == "checkpoint")
+            stop.set()
+            await task
+        return gaps, intake.counters, timeline.current(time.time()).stage
+
+    gaps, counters, _ = asyncio.run(asyncio.wait_for(main(), 20))
+    assert counters["flood"] > 100, counters
+    assert counters["accepted"] >= 2
+    assert sum(counters[k] for k in ("malformed", "bad_label", "too_large")) > 0
+    # the ticker ran throughout: no tick was starved (generous bound for a loaded CI box)
+    assert len(gaps) >= 1.5 / tick_s * 0.5
+    assert max(gaps) < 0.5, max(gaps)
+    gaps.sort()
+    assert gaps[len(gaps) // 2] < tick_s * 3
