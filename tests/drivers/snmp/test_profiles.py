@@ -108,3 +108,18 @@ def test_raritan_digits_come_from_the_device() -> None:
     assert [i.oid[-1] for i in plan.items] == [5, 1]  # energy row without digits is unusable, not guessed
     decoded = decode(plan, [16651, 7467])
     assert decoded.totals == {"power_w": 1665.1, "current_a": 7.467}
+
+
+def test_sample_configuration_loads(tmp_path: Path) -> None:
+    from agent.config.loader import load_config
+
+    sample = Path(__file__).resolve().parents[3] / "drivers" / "snmp_pdu" / "sample.toml"
+    text = sample.read_text().replace("/etc/rackwatt/", f"{tmp_path}/")
+    for name in ("pdu-a.community", "pdu-b.auth", "pdu-b.priv", "pdu-c.community"):
+        (tmp_path / name).write_text("secret-value\n")
+        (tmp_path / name).chmod(0o600)
+    (tmp_path / "agent.toml").write_text(text)
+    config = load_config(tmp_path / "agent.toml")
+    assert [(p.id, p.version, p.profile) for p in config.pdus] == [
+        ("a", "2c", "auto"), ("b", "3", "raritan_pdu2"), ("c", "2c", "generic")]
+    assert len(config.pdus[2].oids) == 3
