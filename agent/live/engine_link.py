@@ -9,12 +9,12 @@ the engine starts fresh, so a crash can never cause a crash loop.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,24 +65,27 @@ def _takes_argument(fn: Any) -> bool:
 class EngineLink:
     """Adapter over an engine object offering ``process``; everything else is optional."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, loader: Callable[[bytes], Any] | None = None) -> None:
         self.engine = engine
+        self._loader = loader  # bytes → a restored engine (when the engine restores by construction)
 
     @classmethod
     def from_config(cls, config: Config) -> EngineLink | None:
-        """The real engine for ``config``, or None (logged) when this build has none."""
-        for module_name in ("agent.engine.engine", "agent.engine"):
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                continue
-            engine_cls = getattr(module, "Engine", None)
-            if engine_cls is None:
-                continue
-            factory = getattr(engine_cls, "from_config", None)
-            return cls(factory(config) if factory is not None else engine_cls(config))
-        log.error("engine: not available in this build; the agent will poll and report status only")
-        return None
+        """The real engine for ``config``, or None (logged) when it cannot be set up."""
+        try:
+            from agent.engine import Engine, rack_info
+        except ImportError as exc:
+            log.error("engine: not available in this build (%s); the agent will poll and report status only", exc)
+            return None
+        rack = rack_info(config=config)
+        kwargs = {"site": config.agent.site, "rack_name": config.agent.rack, "topic_root": config.mqtt.topic_root}
+        try:
+            engine = Engine(config.engine, rack, **kwargs)
+        except Exception as exc:  # a broken engine must not stop polling and status
+            log.error("engine: cannot be set up (%s: %s); the agent will poll and report status only",
+                      type(exc).__name__, exc)
+            return None
+        return cls(engine, loader=lambda blob: Engine.load_state(blob, config.engine, rack, **kwargs))
 
     def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
         out = self.engine.process(chunk)
@@ -135,16 +138,16 @@ class EngineLink:
         if fn is None or not path.exists():
             return False
         try:
-            params = list(inspect.signature(fn).parameters)
-            wants_path = bool(params) and params[0] in ("path", "file", "filename", "state_path")
-            if wants_path:
-                fn(path)
+            if self._loader is not None:
+                restored = self._loader(path.read_bytes())
             else:
-                data = path.read_bytes()
-                try:
-                    fn(data)
-                except TypeError:
-                    fn(json.loads(data))
+                params = list(inspect.signature(fn).parameters)
+                if params and params[0] in ("path", "file", "filename", "state_path"):
+                    restored = fn(path)
+                else:
+                    restored = fn(path.read_bytes())
+            if restored is not None and hasattr(restored, "process"):
+                self.engine = restored  # load_state built a new engine from the saved state
         except Exception as exc:
             set_aside(path, f"{type(exc).__name__}: {exc}")
             return False

@@ -5,8 +5,9 @@ all concurrently, and the canonical signals are printed with their units, follow
 device's timing, profile and error. Nothing is stored and no state directory is needed; the
 configuration may be as small as ``[agent]`` plus ``[[pdu]]`` tables.
 
-Exit status: 0 when at least one device answered, 1 when every device failed (or none is
-configured), 2 when the configuration itself is invalid. A rack where one PDU is down still
+Exit status: 0 when at least one device answered (``ok``, or some signals despite an error, e.g.
+one lost GPU of eight), 1 when no device answered (or none is configured), 2 when the
+configuration itself is invalid. A rack where one PDU is down still
 exits 0, so scripts can run the command for the printout and read the per-device ``ok`` flags
 from ``--json``; "nothing answered at all" is the failure worth a non-zero status.
 """
@@ -63,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(results), indent=2, ensure_ascii=False))
     else:
         print(as_text(results, config))
-    return 0 if any(result.ok for result in results) else 1
+    return 0 if any(answered(result) for result in results) else 1
+
+
+def answered(result: PollResult) -> bool:
+    return result.ok or bool(result.signals)
 
 
 def _load(path: Path, dropin_dir: Path | None) -> Config | None:
@@ -148,16 +153,17 @@ def as_json(results: list[PollResult]) -> dict[str, Any]:
 def as_text(results: list[PollResult], config: Config) -> str:
     lines = [f"rackwatt poll: site {config.agent.site}, rack {config.agent.rack}: {len(results)} device(s)"]
     for result in results:
-        status = "ok" if result.ok else "FAILED"
+        status = "ok" if result.ok else "PARTIAL" if answered(result) else "FAILED"
         profile = f"  profile {result.profile}" if result.profile else ""
         lines.append(f"{result.device:<14} {status:<6} {result.elapsed_ms:8.1f} ms{profile}")
         if result.error:
-            lines.append(f"    {'error' if not result.ok else 'warning'}: {result.error}")
+            lines.append(f"    {'warning' if result.ok else 'error'}: {result.error}")
         signals = _finite(result.signals)
         width = max((len(name) for name in signals), default=0)
         for name, value in signals.items():
             flag = "  (estimated)" if name in result.estimated else ""
             lines.append(f"    {name:<{width}}  {value:>12.6g} {unit_of(name)}{flag}".rstrip())
-    answered = sum(result.ok for result in results)
-    lines.append(f"{answered} of {len(results)} device(s) answered")
+    n_answered = sum(answered(result) for result in results)
+    n_errors = sum(result.error is not None for result in results)
+    lines.append(f"{n_answered} of {len(results)} device(s) answered, {n_errors} with errors")
     return "\n".join(lines)

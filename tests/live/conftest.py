@@ -24,7 +24,8 @@ from paho.mqtt.client import CallbackAPIVersion
 
 from tests.conftest import free_port
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "agent" / "schemas"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_DIR = REPO_ROOT / "agent" / "schemas"
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, step_s: float = 0.05) -> Any:
@@ -130,6 +131,8 @@ class Subscriber:
 
     port: int
     topic_filter: str = "rackwatt/#"
+    tls: dict[str, str] | None = None  # tls_set() keyword arguments
+    auth: tuple[str, str] | None = None  # username, password
     messages: list[Received] = field(default_factory=list)
     client: mqtt.Client | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -139,6 +142,10 @@ class Subscriber:
         c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"sub-{os.getpid()}-{id(self)}")
         c.suppress_exceptions = True
         c.reconnect_delay_set(1, 1)
+        if self.tls:
+            c.tls_set(**self.tls)
+        if self.auth:
+            c.username_pw_set(*self.auth)
 
         def on_connect(client: Any, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
             if not rc.is_failure:
@@ -176,8 +183,8 @@ class Subscriber:
 def subscribe() -> Iterator[Callable[..., Subscriber]]:
     subs: list[Subscriber] = []
 
-    def make(port: int, topic_filter: str = "rackwatt/#") -> Subscriber:
-        sub = Subscriber(port, topic_filter).start()
+    def make(port: int, topic_filter: str = "rackwatt/#", **options: Any) -> Subscriber:
+        sub = Subscriber(port, topic_filter, **options).start()
         subs.append(sub)
         return sub
 
