@@ -129,6 +129,7 @@ def test_text_output_lists_signals_with_units(tmp_path: Path, crac_port: Unit) -
     assert "crac.c1.fan_pct" in out and "64 %" in out
     assert "crac.c1.power_w" in out and "(estimated)" in out
     assert "1 of 3 device(s) answered" in out or "2 of 3 device(s) answered" in out  # nvml: host-dependent
+    assert "with errors" in out
 
 
 def test_invalid_config_names_the_problem(tmp_path: Path) -> None:
