@@ -155,7 +155,7 @@ def as_text(results: list[PollResult], config: Config) -> str:
     for result in results:
         status = "ok" if result.ok else "PARTIAL" if answered(result) else "FAILED"
         profile = f"  profile {result.profile}" if result.profile else ""
-        lines.append(f"{result.device:<14} {status:<6} {result.elapsed_ms:8.1f} ms{profile}")
+        lines.append(f"{result.device:<14} {status:<7} {result.elapsed_ms:8.1f} ms{profile}")
         if result.error:
             lines.append(f"    {'warning' if result.ok else 'error'}: {result.error}")
         signals = _finite(result.signals)
