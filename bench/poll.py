@@ -38,7 +38,8 @@ PDU_PREFIXES = ("apc_ap", "apc_apdu", "raritan", "sentry", "eaton", "vertiv")
 
 def recordings(shared: Path | None) -> dict[str, str]:
     if shared and shared.is_dir():
-        found = {p.stem: p.read_text() for p in sorted(shared.glob("*.snmprec")) if p.name.startswith(PDU_PREFIXES)}
+        found = {p.stem: p.read_text() for p in sorted(shared.glob("*.snmprec"))
+                 if p.name.startswith(PDU_PREFIXES)}
         if found:
             return found
     values = {"power_w": 1234.0, "energy_kwh": 4321.5, "voltage_v": 231.0, "current_a": 5.6, "pf": 0.95}
@@ -63,7 +64,8 @@ def start_snmpsim(tmp: Path, files: dict[str, str]) -> tuple[subprocess.Popen[by
     proc = subprocess.Popen(
         [str(exe) if exe.exists() else "snmpsim-command-responder", "--log-level=error", f"--data-dir={data}",
          f"--cache-dir={cache}", f"--agent-udpv4-endpoint=127.0.0.1:{port}"],
-        env={**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env={**os.environ, "SNMPSIM_ALLOW_ROOT": "true"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, port
 
 
@@ -92,7 +94,7 @@ async def bench(port: int, names: list[str], secrets: Path, rounds: int) -> list
             first = await driver.poll()  # profile + discovery, once
             first_ms = (time.perf_counter() - t0) * 1000
             if not first.ok:
-                rows.append((name, "-", "-", f"{first_ms:.0f}", "-", "-", "-", "-", "-", "-", first.error or ""))
+                rows.append((name, "-", "-", f"{first_ms:.0f}", *["-"] * 6, first.error or ""))
                 continue
             oids = [".".join(map(str, i.oid)) for i in driver._plan.items] if driver._plan else []
             walls, cpus, ref_walls, ref_cpus = [], [], [], []
@@ -108,7 +110,8 @@ async def bench(port: int, names: list[str], secrets: Path, rounds: int) -> list
                 assert lines == len(oids), f"snmpget returned {lines} lines for {len(oids)} OIDs"
             w, c = statistics.median(walls) * 1000, statistics.median(cpus) * 1000
             rw, rc = statistics.median(ref_walls) * 1000, statistics.median(ref_cpus) * 1000
-            rows.append((name, first.profile or "?", str(len(oids)), f"{first_ms:.0f}", f"{w:.1f}", f"{c:.1f}",
+            rows.append((name, first.profile or "?", str(len(oids)), f"{first_ms:.0f}",
+                         f"{w:.1f}", f"{c:.1f}",
                          f"{rw:.1f}", f"{rc:.1f}", f"{w / rw:.2f}", f"{c / rc:.2f}" if rc else "-", ""))
             await driver.close()
     finally:

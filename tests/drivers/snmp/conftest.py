@@ -90,7 +90,8 @@ def start_snmpsim(tmp: Path, recordings: Mapping[str, str], timeout_s: float = 2
     port = free_port(socket.SOCK_DGRAM)
     log = (tmp / "snmpsim.log").open("wb")
     process = subprocess.Popen(
-        [_responder(), "--log-level=error", "--v3-engine-id=auto", f"--data-dir={data}", f"--cache-dir={cache}",
+        [_responder(), "--log-level=error", "--v3-engine-id=auto",
+         f"--data-dir={data}", f"--cache-dir={cache}",
          f"--v3-user={V3_USER}", f"--v3-auth-key={V3_AUTH_KEY}", "--v3-auth-proto=SHA",
          f"--v3-priv-key={V3_PRIV_KEY}", "--v3-priv-proto=AES", f"--agent-udpv4-endpoint=127.0.0.1:{port}"],
         env={**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}, stdout=log, stderr=subprocess.STDOUT)

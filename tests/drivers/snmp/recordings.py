@@ -95,7 +95,8 @@ def vertiv_delta() -> tuple[str, Expected]:
                                              (2063, 723, 1458, 5191126)), start=1):
         rows.update({f"{v}.4.{phase}": (66, dv), f"{v}.8.{phase}": (66, ca), f"{v}.12.{phase}": (66, w),
                      f"{v}.14.{phase}": (66, 97), f"{v}.15.{phase}": (66, wh)})
-    expected = {"power_w": 4399.0, "energy_kwh": 15683.998, "pf": 0.97, "voltage_v": 207.0, "current_a": 21.76}
+    expected = {"power_w": 4399.0, "energy_kwh": 15683.998, "pf": 0.97, "voltage_v": 207.0,
+                "current_a": 21.76}
     return to_snmprec(_cells("1.3.6.1.4.1.21239.42.1.53", rows)), expected
 
 
@@ -106,7 +107,8 @@ def entity_sensor_only() -> tuple[str, Expected]:
                5: (6, 9, 0, 999, 3)}  # index: (type, scale, precision, value, oper status)
     rows: dict[str, tuple[int, int]] = {}
     for index, (kind, scale, precision, value, status) in sensors.items():
-        rows.update({f"{t}.1.{index}": (2, kind), f"{t}.2.{index}": (2, scale), f"{t}.3.{index}": (2, precision),
+        rows.update({f"{t}.1.{index}": (2, kind), f"{t}.2.{index}": (2, scale),
+                     f"{t}.3.{index}": (2, precision),
                      f"{t}.4.{index}": (2, value), f"{t}.5.{index}": (2, status)})
     return (to_snmprec(_cells("1.3.6.1.4.1.99999.1", rows)),
             {"power_w": 1234.5, "voltage_v": 230.0, "current_a": 5.3})

@@ -27,7 +27,8 @@ def _cfg(tmp_path: Path, port: int, **overrides: Any) -> PduConfig:
     return PduConfig(**fields)
 
 
-def _run_polls(vendor: str, tmp_path: Path, steps: list[dict[str, float]], **kw: Any) -> tuple[list[Any], Any]:
+def _run_polls(vendor: str, tmp_path: Path, steps: list[dict[str, float]],
+               **kw: Any) -> tuple[list[Any], Any]:
     values: dict[str, float] = dict(steps[0])
     port = free_port(socket.SOCK_DGRAM)
 
@@ -76,7 +77,8 @@ def test_v3_against_the_simulated_pdu(tmp_path: Path) -> None:
     port = free_port(socket.SOCK_DGRAM)
     (tmp_path / "auth").write_text("authpass123\n")
     (tmp_path / "priv").write_text("privpass123\n")
-    cfg = PduConfig(id="b", host="127.0.0.1", port=port, version="3", user="ops", auth_key_file=tmp_path / "auth",
+    cfg = PduConfig(id="b", host="127.0.0.1", port=port, version="3", user="ops",
+                    auth_key_file=tmp_path / "auth",
                     priv_key_file=tmp_path / "priv", timeout_s=1.0)
 
     async def run() -> Any:

@@ -22,7 +22,8 @@ APC_ROWS = {"device": [Row((1,), {"module": 1})], "phase": [Row((1,), {"module":
 
 def test_builtin_profiles_load_and_every_quirk_names_its_source() -> None:
     profiles = builtin_profiles()
-    assert {"apc_rpdu2", "raritan_pdu2", "sentry4", "eaton_epdu", "vertiv_v5", "entity_sensor"} <= set(profiles)
+    wanted = {"apc_rpdu2", "raritan_pdu2", "sentry4", "eaton_epdu", "vertiv_v5", "entity_sensor"}
+    assert wanted <= set(profiles)
     for profile in profiles.values():
         for measure in profile.measures:
             assert measure.source, f"{profile.name}: {measure.signal} has no source"
@@ -46,11 +47,14 @@ def test_unknown_sys_object_id_matches_nothing() -> None:
 
 @pytest.mark.parametrize(("data", "message"), [
     ({"measures": [{"signal": "power_w", "oid": "1.3.x"}]}, "measures[0].oid: '1.3.x' is not a numeric OID"),
-    ({"measures": [{"signal": "power_w", "oid": "1.3.6", "table": "t"}]}, "measures[0].table: 't' is not declared"),
-    ({"measures": [{"signal": "power_w", "oid": "1.3.6", "scael": 10}]}, "measures[0]: unknown key(s) ['scael']"),
+    ({"measures": [{"signal": "power_w", "oid": "1.3.6", "table": "t"}]},
+     "measures[0].table: 't' is not declared"),
+    ({"measures": [{"signal": "power_w", "oid": "1.3.6", "scael": 10}]},
+     "measures[0]: unknown key(s) ['scael']"),
     ({"measures": [{"signal": "power_w", "oid": "1.3.6", "scale": 0}]}, "measures[0].scale: must not be 0"),
     ({"measures": []}, "needs at least one [[measures]] entry"),
-    ({"tables": {"t": {"label": "x"}}, "measures": [{"signal": "pf", "oid": "1.3"}]}, "tables.t.walk: required"),
+    ({"tables": {"t": {"label": "x"}}, "measures": [{"signal": "pf", "oid": "1.3"}]},
+     "tables.t.walk: required"),
 ])
 def test_bad_profile_data_names_the_key(data: dict[str, object], message: str) -> None:
     with pytest.raises(ProfileError) as err:
@@ -70,7 +74,8 @@ def test_scaling_is_exact_to_the_device_resolution() -> None:
     values = {"power_w": 114, "energy_kwh": 35128, "pf": 96, "voltage_v": 242, "current_a": 49}
     raw = [values[item.measure.signal] if item.measure.priority == 0 else None for item in plan.items]
     totals = decode(plan, raw).totals
-    assert totals == {"power_w": 1140.0, "energy_kwh": 3512.8, "pf": 0.96, "voltage_v": 242.0, "current_a": 4.9}
+    assert totals == {"power_w": 1140.0, "energy_kwh": 3512.8, "pf": 0.96, "voltage_v": 242.0,
+                      "current_a": 4.9}
 
 
 def test_sentinels_fall_back_by_priority_then_prune() -> None:

@@ -36,7 +36,8 @@ async def _poll(cfg: Any, times: int = 1, **kwargs: Any) -> tuple[list[PollResul
 
 def _values(result: PollResult, device: str) -> dict[str, float]:
     prefix = f"pdu.{device}."
-    return {k[len(prefix):]: v for k, v in result.signals.items() if k.startswith(prefix) and k.count(".") == 2}
+    return {k[len(prefix):]: v for k, v in result.signals.items()
+            if k.startswith(prefix) and k.count(".") == 2}
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
