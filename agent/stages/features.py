@@ -10,6 +10,7 @@ What it is not: a classifier (see ``infer``). Memory is fixed: one carried value
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,9 +18,13 @@ import numpy as np
 from agent.trace.model import TraceChunk
 
 # Feature order of the matrix returned by FeatureExtractor.extract.
-FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac")
+FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac", "swing", "step_pos")
+SWING_ROWS = 20  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
+_SWING_MIN = 0.08  # below this range of power_frac there is no alternation to place a row in
 N_FEATURES = len(FEATURES)
 
+MAX_GPU_POWER_W = 1500.0  # beyond this a GPU reading is a glitch (engine.max_gpu_power_w)
+MAX_PDU_POWER_W = 100000.0
 _DEFAULT_POWER_REF_W = 400.0  # floor of the learned GPU power reference before any busy period
 _PEAK_HALFLIFE_S = 7 * 86400.0  # how slowly the learned peak GPU power forgets
 _NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range forgets
@@ -59,13 +64,15 @@ class FeatureExtractor:
     max_hold_s: float = 30.0
     power_ref_w: float | None = None  # GPU power limit when known; else learned peak
     _held: dict[str, _Held] = field(default_factory=dict)
+    _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
     _node_lo_w: float = float("nan")
     _node_hi_w: float = float("nan")
     _node_ts: float = float("nan")
 
-    def _matrix(self, chunk: TraceChunk, suffix: str, prefix: str) -> np.ndarray:
+    def _matrix(self, chunk: TraceChunk, suffix: str, prefix: str, lo: float, hi: float) -> np.ndarray:
+        """Columns <prefix>*<suffix> as a matrix; implausible cells (glitches) count as missing."""
         cols = chunk.columns_matching(prefix, suffix)
         if not cols:
             return np.full((len(chunk), 0), np.nan)
@@ -73,7 +80,10 @@ class FeatureExtractor:
         for j, key in enumerate(sorted(cols)):
             name = f"{prefix}{key}{suffix}"
             carry = self._held.setdefault(name, _Held())
-            out[:, j] = hold_last(chunk.ts, cols[key], carry, self.max_hold_s)
+            raw = cols[key]
+            with np.errstate(invalid="ignore"):
+                clean = np.where((raw >= lo) & (raw <= hi), raw, np.nan)
+            out[:, j] = hold_last(chunk.ts, clean, carry, self.max_hold_s)
         return out
 
     def extract(self, chunk: TraceChunk) -> np.ndarray:
@@ -82,13 +92,13 @@ class FeatureExtractor:
         if n == 0:
             return feats
         ts = chunk.ts
-        power = self._matrix(chunk, ".power_w", "gpu.")
-        util = self._matrix(chunk, ".util_pct", "gpu.")
-        mem = self._matrix(chunk, ".mem_util_pct", "gpu.")
-        pdu = self._matrix(chunk, ".power_w", "pdu.")
+        power = self._matrix(chunk, ".power_w", "gpu.", 1.0, MAX_GPU_POWER_W)
+        util = self._matrix(chunk, ".util_pct", "gpu.", 0.0, 100.0)
+        mem = self._matrix(chunk, ".mem_util_pct", "gpu.", 0.0, 100.0)
+        pdu = self._matrix(chunk, ".power_w", "pdu.", 1.0, MAX_PDU_POWER_W)
         with np.errstate(all="ignore"):
             if power.shape[1]:
-                mean_w = _nanmean(power)
+                mean_w = _nanmedian(power)  # robust to one GPU's glitch
                 ref = self._power_ref(ts, mean_w)
                 feats[:, 0] = mean_w / ref
                 std_w = _nanstd(power)
@@ -97,11 +107,31 @@ class FeatureExtractor:
                     # every feed and every GPU must be known, or the difference is meaningless
                     node_w = pdu.sum(axis=1) - power.sum(axis=1)
                     feats[:, 4] = self._node_frac(ts, node_w)
+                feats[:, 5], feats[:, 6] = self._swing(feats[:, 0])
             if util.shape[1]:
-                feats[:, 1] = _nanmean(util) / 100.0
+                feats[:, 1] = _nanmedian(util) / 100.0
             if mem.shape[1]:
-                feats[:, 2] = _nanmean(mem) / 100.0
+                feats[:, 2] = _nanmedian(mem) / 100.0
         return feats
+
+    def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Causal rolling range of power_frac, and where the row sits in that range (0 low, 1 high).
+
+        A training step alternates forward/backward (high) and grad_sync (lower) every few
+        seconds: a wide range marks training, the position tells the two apart regardless of
+        the job's absolute levels; a steady stage (eval, checkpoint …) has a narrow range.
+        """
+        series = np.concatenate((self._recent, frac))
+        self._recent = series[-(SWING_ROWS - 1) :].copy()
+        windows = np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            hi = np.nanmax(windows, axis=1)
+            lo = np.nanmin(windows, axis=1)
+            swing = hi - lo
+            pos = np.clip((frac - lo) / swing, 0.0, 1.0)
+        pos = np.where(swing >= _SWING_MIN, pos, np.nan)
+        return swing, pos
 
     def _power_ref(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
         """GPU power reference per row: the configured limit, or a slowly forgetting peak."""
@@ -175,6 +205,18 @@ def _nanmean(m: np.ndarray) -> np.ndarray:
     count = np.sum(~np.isnan(m), axis=1)
     total = np.nansum(m, axis=1)
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nanmedian(m: np.ndarray) -> np.ndarray:
+    if m.shape[1] == 1:
+        return m[:, 0].copy()
+    with np.errstate(all="ignore"):
+        filled = np.where(np.isnan(m), np.inf, m)
+        srt = np.sort(filled, axis=1)
+        count = np.sum(~np.isnan(m), axis=1)
+        lo = np.take_along_axis(srt, np.maximum((count - 1) // 2, 0)[:, None], axis=1)[:, 0]
+        hi = np.take_along_axis(srt, np.maximum(count // 2, 0)[:, None], axis=1)[:, 0]
+        return np.where(count > 0, 0.5 * (lo + hi), np.nan)
 
 
 def _nanstd(m: np.ndarray) -> np.ndarray:

@@ -23,16 +23,21 @@ from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
 from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
 # Physics priors in feature space (power_frac, util, mem_util, spread, node_frac).
-PRIOR_CENTROIDS: dict[str, tuple[float, float, float, float, float]] = {
-    "idle": (0.10, 0.00, 0.00, 0.03, 0.10),
-    "data_load": (0.30, 0.10, 0.08, 0.05, 0.90),
-    "forward_backward": (0.95, 0.97, 0.45, 0.03, 0.70),
-    "grad_sync": (0.55, 0.90, 0.75, 0.08, 0.50),
-    "checkpoint": (0.25, 0.05, 0.30, 0.05, 1.00),
-    "eval": (0.75, 0.85, 0.35, 0.03, 0.50),
+# (power_frac, util, mem_util, spread, node_frac, swing, step_pos); NaN = no opinion.
+_NAN = float("nan")
+PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
+    "idle": (0.10, 0.00, 0.00, 0.03, 0.10, 0.0, _NAN),
+    "data_load": (0.18, 0.13, 0.08, 0.03, 0.70, 0.0, _NAN),
+    "forward_backward": (0.90, 0.93, 0.45, 0.03, 0.40, 0.40, 1.0),
+    "grad_sync": (0.55, 0.56, 0.32, 0.03, 0.50, 0.40, 0.0),
+    "checkpoint": (0.16, 0.06, 0.15, 0.03, 0.60, 0.0, _NAN),
+    "eval": (0.72, 0.78, 0.36, 0.03, 0.40, 0.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.08, 0.12, 0.12, 0.08, 0.30])
+PRIOR_SCALE = np.array([0.10, 0.06, 0.06, 0.05, 0.40, 0.10, 0.25])
+# Stages a training step alternates between within seconds: no dwell between these two.
+FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
+_NO_OPINION_COST = 1.0
 MAX_STAGES = 16  # canonical stages plus up to 10 custom labels learned from hints
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
@@ -155,36 +160,50 @@ class StageInferrer:
             self._count[slot] += rows.shape[0]
 
     def _effective(self) -> tuple[np.ndarray, np.ndarray]:
-        """Centroids and scales: priors for canonical stages, blended toward learned values."""
+        """Centroids and scales: priors for canonical stages, blended toward learned values.
+
+        A NaN centroid component means "no opinion" (e.g. step position outside training).
+        """
         k = len(self._stages)
         mean = self._mean[:k].copy()
         scale = np.sqrt(np.maximum(self._var[:k], 0.0))
         for i, name in enumerate(self._stages):
-            prior = PRIOR_CENTROIDS.get(name)
-            if prior is None:
+            prior_values = PRIOR_CENTROIDS.get(name)
+            if prior_values is None:
                 continue
+            prior = np.asarray(prior_values)
             if self._count[i] == 0:
                 mean[i] = prior
                 scale[i] = PRIOR_SCALE
                 continue
             w = self._count[i] / (self._count[i] + _PRIOR_WEIGHT_ROWS)
-            mean[i] = w * mean[i] + (1 - w) * np.asarray(prior)
+            blend = w * mean[i] + (1 - w) * prior
+            blend = np.where(np.isnan(prior), mean[i], blend)
+            mean[i] = np.where(np.isnan(mean[i]), prior, blend)
             scale[i] = w * scale[i] + (1 - w) * PRIOR_SCALE
-        scale = np.maximum(scale, PRIOR_SCALE * 0.25)
+        scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.25)
         return mean, scale
 
     # ------------------------------------------------------------------ classification
     def _classify(self, feats: np.ndarray) -> np.ndarray:
-        """Index of the nearest stage per row (-1 when no feature is known)."""
+        """Index of the nearest stage per row (-1 when no feature is known).
+
+        Distance: squared z-scores over the features both the row and the centroid have, plus
+        the Gaussian normalisation term; a feature the row has but the centroid has no opinion
+        on costs a flat 1 (about one standard deviation).
+        """
         n = feats.shape[0]
         if n == 0:
             return np.zeros(0, dtype=int)
         mean, scale = self._effective()
-        usable = np.isfinite(mean).all(axis=1)
+        usable = np.isfinite(mean[:, :3]).all(axis=1)
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
-        known = np.isfinite(feats)[:, None, :]
-        dist = np.where(known, z * z, 0.0).sum(axis=2)
-        dist += np.where(known, 2.0 * np.log(scale)[None, :, :], 0.0).sum(axis=2)
+        row_known = np.isfinite(feats)[:, None, :]
+        both = row_known & np.isfinite(mean)[None, :, :]
+        log_term = np.where(np.isfinite(mean), 2.0 * np.log(scale), 2.0 * np.log(PRIOR_SCALE))
+        dist = np.where(both, z * z, 0.0).sum(axis=2)
+        dist += np.where(row_known & ~both, _NO_OPINION_COST, 0.0).sum(axis=2)
+        dist += np.where(row_known, log_term[None, :, :], 0.0).sum(axis=2)
         dist[:, ~usable] = np.inf
         best = np.argmin(dist, axis=1)
         best[~np.isfinite(feats).any(axis=1)] = -1
@@ -224,7 +243,8 @@ class StageInferrer:
             if name != self._candidate:
                 self._candidate = name
                 self._candidate_since = float(ts[a])
-            switch_at = self._candidate_since + self.dwell_s
+            fast = name in FAST_ALTERNATING and self._current in FAST_ALTERNATING
+            switch_at = self._candidate_since + (0.0 if fast else self.dwell_s)
             k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
             out[a:k] = self._current
             if k < b:
