@@ -48,12 +48,21 @@ def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]
     physics = RackPhysics(scenario)
     sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.timeline.job_ids())
     total = scenario.total_s
-    s = 0
-    while s < total:
-        end = min(total, s + chunk_s, (s // CHUNK_S + 1) * CHUNK_S)
-        clean = physics.step(s, end)
-        yield sampler.to_chunk(clean, scenario.hints)
-        s = end
+    for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
+        hour = sampler.to_chunk(physics.step(hour_start, min(total, hour_start + CHUNK_S)), scenario.hints)
+        for i in range(0, len(hour), chunk_s):
+            yield _slice(hour, i, i + chunk_s)
+
+
+def _slice(chunk: TraceChunk, start: int, end: int) -> TraceChunk:
+    if start == 0 and end >= len(chunk):
+        return chunk
+    return TraceChunk(
+        ts=chunk.ts[start:end],
+        numeric={name: values[start:end] for name, values in chunk.numeric.items()},
+        stage=chunk.stage[start:end],
+        job=chunk.job[start:end],
+    )
 
 
 def scenario_truth(scenario: Scenario) -> dict[str, Any]:

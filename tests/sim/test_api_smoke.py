@@ -61,3 +61,73 @@ def test_sim_command_writes_trace_and_truth(tmp_path: Path) -> None:
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert truth["faults"][0]["cause"] == "thermal"
     assert truth == json.loads(json.dumps(scenario_truth(make_scenario("fault_hotspot", days=0.05, seed=2))))
+
+
+def test_sim_command_options_reach_trace_and_truth(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        "sim",
+        "--scenario",
+        "fault_cooling",
+        "--days",
+        "0.02",
+        "--seed",
+        "4",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    args += [
+        "--gpus",
+        "12",
+        "--no-hints",
+        "--fault-magnitude",
+        "7.5",
+        "--fault-shape",
+        "step",
+        "--fault-start-h",
+        "0.1",
+    ]
+    assert main(args) == 0
+    lines = [line for line in (out / "trace.csv").read_text().splitlines() if not line.startswith("#")]
+    header = lines[0].split(",")
+    assert "gpu.11.power_w" in header and "gpu.12.power_w" not in header
+    rows = list(csv.reader(lines[1:]))
+    for name in ("stage", "job", "work_rate"):
+        assert {r[header.index(name)] for r in rows} == {""}
+    truth = json.loads((out / "truth.json").read_text())
+    (fault,) = truth["faults"]
+    assert (fault["magnitude_pct"], fault["shape"], fault["start_h"]) == (7.5, "step", 0.1)
+    assert {s[2] for s in truth["stage_segments"]} - {"idle"}  # the truth keeps the stages
+
+
+def test_sim_command_rejects_bad_values_with_a_message(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["sim", "--days", "0", "--out", str(tmp_path)]) == 2
+    assert "days must be in (0, 400]" in capsys.readouterr().err
+    assert (
+        main(
+            ["sim", "--scenario", "steady", "--days", "0.01", "--fault-start-h", "1", "--out", str(tmp_path)]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "sim",
+                "--scenario",
+                "fault_hotspot",
+                "--days",
+                "0.01",
+                "--fault-start-h",
+                "5",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    assert "after the trace ends" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["sim", "--days", "0.01", "--out", str(blocker / "sub")]) == 1
+    assert "cannot create" in capsys.readouterr().err
