@@ -104,9 +104,9 @@ class FakeNvml:
     def _advance(self, gpu: int) -> None:
         now = self.clock()
         then = self._last_t.get(gpu, now)
-        self._energy_mj[gpu] = self._energy_mj.get(gpu, 0.0) + self._values(gpu).get("power_w", 0.0) * (
-            now - then
-        ) * 1000.0
+        self._energy_mj[gpu] = (
+            self._energy_mj.get(gpu, 0.0) + self._values(gpu).get("power_w", 0.0) * (now - then) * 1000.0
+        )
         self._last_t[gpu] = now
 
     def _enter(self, name: str, gpu: int | None = None) -> None:

@@ -91,10 +91,16 @@ class CoolingUnitServer:
     # -- register image ------------------------------------------------------------------------
     def _device(self) -> SimDevice:
         """A datastore holding exactly the profile's registers (zeros; real values are set per reply)."""
-        holding = [SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-                   for p in self.points if p.table == "holding"]
-        inputs = [SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-                  for p in self.points if p.table == "input"]
+        holding = [
+            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
+            for p in self.points
+            if p.table == "holding"
+        ]
+        inputs = [
+            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
+            for p in self.points
+            if p.table == "input"
+        ]
         # a datastore table may not be empty: park one register at the top of the address space
         unused = [SimData(65535, values=[0], datatype=DataType.REGISTERS)]
         bits = [SimData(0, count=1, values=False, datatype=DataType.BITS)]
@@ -120,8 +126,9 @@ class CoolingUnitServer:
     # -- request hook --------------------------------------------------------------------------
     def _trace_pdu(self, sending: bool, pdu: ModbusPDU) -> ModbusPDU:
         if not sending:
-            self.requests.append(Request(pdu.function_code, getattr(pdu, "address", None),
-                                         getattr(pdu, "count", None)))
+            self.requests.append(
+                Request(pdu.function_code, getattr(pdu, "address", None), getattr(pdu, "count", None))
+            )
             self._pending[pdu.transaction_id] = pdu
             return pdu
         request = self._pending.pop(pdu.transaction_id, None)
