@@ -9,19 +9,22 @@ back to ``nvmlDeviceGetPowerUsage``.
 Errors: NVML library or driver missing → ``ok=False`` with a clear message, no signals, init
 retried next poll; GPU lost → that GPU's signals missing, ``ok=False``, handle re-acquired next
 poll; NOT_SUPPORTED → that signal absent (not an error); other per-call errors → that signal
-missing, named in ``error`` (``ok`` stays True). All NVML calls run in a worker thread.
+missing, named in ``error`` (``ok`` stays True). All NVML calls run in a daemon worker thread
+with a deadline: a hung driver (a GPU in a bad state can stall NVML for seconds or forever) fails
+the poll with a clear message and never blocks the event loop or the process's exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.config.model import NvmlSection
 from drivers.base import PollResult
@@ -38,6 +41,33 @@ INIT_MESSAGES = {
     nvml.NO_PERMISSION: "no permission to use NVML (NVML error 4)",
 }
 UNSUPPORTED = frozenset({nvml.NOT_SUPPORTED, nvml.FUNCTION_NOT_FOUND})
+T = TypeVar("T")
+
+
+def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """Run a blocking call in a daemon thread: unlike ``asyncio.to_thread``, a call that never
+    returns cannot hold up ``asyncio.run``'s executor shutdown or the interpreter's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():  # the caller gave up (deadline) meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def target() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=target, name="rackwatt-nvml", daemon=True).start()
+    return future
 
 
 class GpuLost(Exception):
@@ -71,13 +101,25 @@ class NvmlGpuDriver:
         self._gpus: dict[int, GpuState] = {}
         self._lock = threading.Lock()  # NVML calls of one driver never overlap
 
+    @property
+    def deadline_s(self) -> float:
+        """Whole-poll bound; healthy NVML answers in well under 10 ms per GPU."""
+        return max(2.0, 0.8 * self.interval_s)
+
     async def poll(self) -> PollResult:
         ts = time.time()
         started = time.perf_counter()
         signals: dict[str, float] = {}
         estimated: set[str] = set()
         try:
-            ok, problems = await asyncio.to_thread(self._poll_blocking, signals, estimated)
+            if self._lock.locked():
+                ok, problems = False, ["the previous NVML call has not returned (driver hung?)"]
+            else:
+                work = in_daemon_thread(self._poll_blocking, signals, estimated)
+                ok, problems = await asyncio.wait_for(work, self.deadline_s)
+        except TimeoutError:
+            signals, estimated = {}, set()  # the stalled thread may still write into the old ones
+            ok, problems = False, [f"no answer from NVML within {self.deadline_s:g} s (driver hung?)"]
         except Exception as exc:  # never raise: the other devices' polls go on
             log.exception("nvml: unexpected error")
             ok, problems = False, [f"unexpected {type(exc).__name__}: {exc}"]
@@ -93,7 +135,12 @@ class NvmlGpuDriver:
         )
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._shutdown)
+        if self._lock.locked():  # a hung call holds NVML: leave it to the process exit
+            return
+        try:
+            await asyncio.wait_for(in_daemon_thread(self._shutdown), self.deadline_s)
+        except TimeoutError:
+            log.warning("nvml: shutdown did not return within %g s", self.deadline_s)
 
     def _shutdown(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 
 import pynvml
@@ -178,3 +179,32 @@ def test_real_pynvml_without_a_driver_gives_the_library_message() -> None:
         pytest.skip("NVML library present but unusable here")
     pynvml.nvmlShutdown()
     pytest.skip("NVML works on this machine")
+
+
+def test_a_hung_nvml_call_fails_the_poll_and_never_blocks(fake: FakeNvml, clock: Clock) -> None:
+    release = threading.Event()
+    original = fake.nvmlDeviceGetTemperature
+
+    def stall(handle: object, sensor: int) -> int:
+        release.wait(30)
+        return original(handle, sensor)  # type: ignore[arg-type]
+
+    pynvml.nvmlDeviceGetTemperature = stall  # restored by the fixture's patch on exit
+    driver = NvmlGpuDriver(NvmlSection(interval_s=0.5), clock=clock)
+    driver_deadline = driver.deadline_s
+
+    async def body() -> tuple[PollResult, PollResult]:
+        hung = await driver.poll()
+        again = await driver.poll()
+        return hung, again
+
+    started = time.perf_counter()
+    hung, again = asyncio.run(asyncio.wait_for(body(), 20))
+    assert time.perf_counter() - started < driver_deadline + 1.5
+    assert not hung.ok and hung.signals == {} and "within 2 s (driver hung?)" in (hung.error or "")
+    assert not again.ok and "has not returned" in (again.error or "")
+    release.set()
+    deadline = time.monotonic() + 10
+    while driver._lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert poll(driver).ok
