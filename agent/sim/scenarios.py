@@ -126,11 +126,14 @@ def make_scenario(
     fault_shape: str | None = None,
     fault_start_h: float | None = None,
     crac_share: float | None = None,
+    start_ts: float = DEFAULT_START_TS,
 ) -> Scenario:
     """Build a named scenario.
 
     ``fault`` replaces the scenario's faults with that one (any scenario, e.g. steady + a fault).
     ``fault_magnitude_pct``/``fault_shape``/``fault_start_h`` override every fault's value.
+    ``start_ts`` (Unix seconds) places the run in time, e.g. ``time.time()`` for a live demo; the
+    outdoor cycle follows the time of day.
     """
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
@@ -164,4 +167,5 @@ def make_scenario(
         faults=faults,
         hints=hints,
         environment_swing=name != "lag_steps",
+        start_ts=float(start_ts),
     )

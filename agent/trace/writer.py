@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -89,8 +90,11 @@ class TraceWriter:
         meta: TraceMeta,
         columns: Iterable[str],
         decimals: Mapping[str, int] | None = None,
+        flush_interval_s: float | None = 5.0,
     ) -> None:
         self.path = Path(path)
+        self.flush_interval_s = flush_interval_s  # live recording: at most this much is lost on a crash
+        self._last_flush = time.monotonic()
         self.columns = list(columns)
         if not self.columns or self.columns[0] != "ts":
             raise TraceWriteError(f"{self.path}: the first column must be 'ts', got {self.columns[:1]}")
@@ -142,6 +146,14 @@ class TraceWriter:
         self._file.write(text + "\n")
         self._last_ts = float(ts[-1])
         self.rows_written += n
+        if self.flush_interval_s is not None and time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Push written rows to the operating system (the file stays open)."""
+        if self._file is not None:
+            self._file.flush()
+        self._last_flush = time.monotonic()
 
     def _numeric_column(self, chunk: TraceChunk, name: str, n: int) -> np.ndarray:
         values = chunk.numeric.get(name)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.sim import columns, decimals, make_scenario, simulate, trace_meta
 from agent.trace.model import TraceChunk, TraceMeta
@@ -149,3 +151,32 @@ def _read_all(reader: object, path: Path) -> _ReadBack:
             return _ReadBack(r.meta, list(r))
     pytest.skip("agent.trace.reader has no TraceReader yet")
     raise AssertionError  # unreachable
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=True, allow_infinity=True, width=64, min_value=None, max_value=None),
+        min_size=1,
+        max_size=40,
+    ),
+    places=st.integers(min_value=-2, max_value=4),
+)
+def test_any_float_is_written_as_its_rounded_value_or_empty(values: list[float], places: int) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.csv"
+        ts = [float(i) for i in range(len(values))]
+        with TraceWriter(path, TraceMeta(), ["ts", "x.value"], {"x.value": places}) as writer:
+            writer.write(_chunk(ts, **{"x.value": values}))
+        cells = [line.split(",")[1] for line in _lines(path)[3:]]
+    assert len(cells) == len(values)
+    for cell, value in zip(cells, values, strict=True):
+        with np.errstate(all="ignore"):
+            expected = float(np.round(value, places))
+        if not np.isfinite(expected):
+            assert cell == ""
+        else:
+            assert "nan" not in cell and "inf" not in cell and cell != "-0"
+            assert float(cell) == pytest.approx(expected, rel=1e-14, abs=0.0)
