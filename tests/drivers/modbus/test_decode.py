@@ -91,3 +91,13 @@ def test_unit_must_fit_the_signal() -> None:
     assert "unknown unit" in (unit_problem("fan_pct", "rpm") or "")
     assert unit_problem("cooling_w", "kW") is None
     assert unit_problem("setpoint_c", "°F") is None
+
+
+@given(words=st.lists(st.integers(0, 0xFFFF), min_size=2, max_size=2))
+def test_any_register_content_decodes_to_a_finite_value_or_missing(words: list[int]) -> None:
+    from drivers.modbus_crac.profiles import available_profiles, load_profile
+
+    for name in available_profiles():
+        for p in load_profile(name).points:
+            value = decode_value(p, words[: p.width])
+            assert value is None or math.isfinite(value)
