@@ -25,8 +25,8 @@ from agent.engine import outputs
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.components import ComponentSample
 from agent.engine.frames import F, BinBatch, RackInfo
-from agent.engine.response import (COOL_RIDGE, EWLS, N_COOL, LagBank, cooling_features, daily_phase, it_features,
-                                   it_ridge)
+from agent.engine.response import (COOL_RIDGE, EWLS, FAN_LAG_S, N_COOL, N_IT_BASE, LagBank, SingleLag,
+                                   cooling_features, daily_phase, it_features, it_ridge)
 from agent.engine.rows import RowBinner
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
@@ -40,6 +40,8 @@ SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
 DOMINANT_FRAC = 0.9
+BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
+IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 
 
 def _make_drift_monitor(config: EngineSection, bin_s: float) -> Any:
@@ -74,10 +76,13 @@ class Engine:
         self.rows = RowBinner(self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify)
         self.lag = LagBank(self.bin_s, N_SLOTS, self.bins_per_window)
         K = self.lag.K
-        self.it = EWLS(1, 4 + N_SLOTS, it_ridge(N_SLOTS))
+        self.fan_lag = SingleLag(self.bin_s, FAN_LAG_S, self.bins_per_window)
+        self.it = EWLS(1, N_IT_BASE + N_SLOTS, it_ridge(N_SLOTS))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(N_SLOTS, 2, np.array([1e-6, 1e-3]))
         self.score = np.zeros(K)
+        self.bias_it = 0.0  # W: recent IT residual level (see learning._ew_bias)
+        self.bias_cool = np.zeros(K)  # W: recent cooling residual level, per lag candidate
         self.scored = False
         self.best = int(np.argmin(np.abs(self.lag.tau_s - 240.0) + np.abs(self.lag.dead_s - 60.0)))
         self.baselines = BaselineLibrary(N_SLOTS, self.config.learning_rate)
@@ -191,7 +196,8 @@ class Engine:
         frac = stage_s / dur[:, None]
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
-        X = it_features(g[:, 0], g[:, 1], g[:, 2], frac, scale)
+        gl = self.fan_lag.run(g[:, 0])
+        X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale)
         it_pred = (X @ self.it.theta[0]) * scale
         if self.window_warm:
             heat = it_pred
@@ -199,7 +205,7 @@ class Engine:
             pdu_mean = np.where(sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9),
                                 np.nan)
             heat = np.where(np.isfinite(pdu_mean), pdu_mean, np.nan_to_num(g[:, 0]))
-        hl, hl_s = self.lag.run(heat, heat[:, None] * frac)
+        hl, hl_s = self.lag.run(heat, heat[:, None] * frac, self.best)
         cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
         Xc = cooling_features(hl / scale, cos_t, sin_t)
         cool_pred = np.einsum("kni,ki->kn", Xc, self.cool.theta) * scale
@@ -209,8 +215,8 @@ class Engine:
             transient = np.abs(hl[k] - heat) > TRANSIENT_FRAC * np.maximum(np.abs(heat), 1.0)
         held = np.array([[c in self.held for c in HELD]] * n, dtype=bool).reshape(n, len(HELD))
         j0 = self.buf.n
-        self.buf.append(start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held)
-        self._attribute_energy(sums, frac, hl[k], hl_s[k], cos_t, sin_t, scale)
+        self.buf.append(start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held, gl)
+        self._attribute_energy(sums, frac, hl_s, cos_t, sin_t, scale)
         out: list[dict[str, Any]] = []
         g_per = self.bins_per_drift
         for j in range(j0, self.buf.n):
@@ -246,7 +252,7 @@ class Engine:
         expect = np.where(fitted & wr_known[:, None], per_slot * max(self.scale_w, 1.0), level)
         return (frac * expect).sum(axis=1)
 
-    def _attribute_energy(self, sums: np.ndarray, frac: np.ndarray, hl: np.ndarray, hl_s: np.ndarray,
+    def _attribute_energy(self, sums: np.ndarray, frac: np.ndarray, hl_s: np.ndarray,
                           cos_t: np.ndarray, sin_t: np.ndarray, scale: float) -> None:
         th = self.cool.theta[self.best]
         a_t = th[0] + th[2] * cos_t + th[3] * sin_t
@@ -261,31 +267,35 @@ class Engine:
     # ================================================================== drift bins
     def _drift_bin(self, sl: slice) -> list[dict[str, Any]]:
         wb = self.buf
-        dur = float(wb.col("dur_s", sl).sum())
+        tot = wb.sums[sl].sum(axis=0)
+        dur = float(tot[F["dur_s"]])
         if dur <= 0:
             return []
+
+        def mean(ws: str, s: str, min_frac: float = 0.5) -> float:
+            known = float(tot[F[s]])
+            return float(tot[F[ws]]) / known if known >= min_frac * dur and known > 0 else math.nan
+
         stage_tot = wb.stage_s[sl].sum(axis=0)
         slot = int(np.argmax(stage_tot))
         dominant = stage_tot[slot] / dur
-        k = self.best
         d = wb.sums[sl, F["dur_s"]]
-        it_exp = float((wb.it_pred_w[sl] * d).sum() / dur)
-        cool_exp = float((wb.cool_pred_w[sl, k] * d).sum() / dur)
         sample = ComponentSample(
             ts=float(wb.start[sl.stop - 1] + self.bin_s), duration_s=dur, stage=self.slots.name(slot),
-            stage_source="hint" if float(wb.col("hint_s", sl).sum()) >= 0.5 * dur else "inferred",
+            stage_source="hint" if float(tot[F["hint_s"]]) >= 0.5 * dur else "inferred",
             job=wb.jobs[sl.stop - 1], transient=bool(wb.transient[sl].any()),
-            gpu_w=wb.mean("gpu_ws", "gpu_s", sl), work_rate=wb.mean("wr_ws", "wr_s", sl),
-            gpu_expected_w=float((wb.gpu_exp_w[sl] * d).sum() / dur), it_measured_w=wb.mean("pdu_ws", "pdu_s", sl),
-            it_expected_w=it_exp, cooling_measured_w=wb.mean("cool_ws", "cool_s", sl), cooling_expected_w=cool_exp,
-            inlet_mean_c=wb.mean("inlet_ws", "inlet_s", sl), inlet_spread_c=wb.mean("spread_ws", "spread_s", sl),
-            fan_pct=wb.mean("fan_ws", "fan_s", sl), setpoint_c=wb.mean("setp_ws", "setp_s", sl))
+            gpu_w=mean("gpu_ws", "gpu_s"), work_rate=mean("wr_ws", "wr_s"),
+            gpu_expected_w=float(wb.gpu_exp_w[sl] @ d / dur), it_measured_w=mean("pdu_ws", "pdu_s"),
+            it_expected_w=float(wb.it_pred_w[sl] @ d / dur), cooling_measured_w=mean("cool_ws", "cool_s"),
+            cooling_expected_w=float(wb.cool_pred_w[sl, self.best] @ d / dur),
+            inlet_mean_c=mean("inlet_ws", "inlet_s"), inlet_spread_c=mean("spread_ws", "spread_s"),
+            fan_pct=mean("fan_ws", "fan_s"), setpoint_c=mean("setp_ws", "setp_s"))
         self.last_sample = sample
         self.last_ts = sample.ts
         events: list[dict[str, Any]] = []
         if self.drift is not None and self.window_warm:
             events = list(self.drift.observe(sample))
-        fac_w = wb.mean("fac_ws", "fac_s", sl, min_frac=0.9)
+        fac_w = mean("fac_ws", "fac_s", 0.9)
         if dominant >= DOMINANT_FRAC and not self.held:
             self.baselines.update(slot, sample.job, sample.ts, fac_w, sample.gpu_w, sample.it_measured_w,
                                   sample.cooling_measured_w)

@@ -155,7 +155,7 @@ class Signals:
         prev = self.last_ts[k]
         gaps = np.diff(sample_ts) if not math.isfinite(prev) else np.diff(np.concatenate(([prev], sample_ts)))
         gaps = gaps[gaps > 0]
-        if not gaps.size or k in self._fixed():
+        if not gaps.size or self.names[k] in self.rack.interval_s:
             return
         est = self.interval_s[k]
         if not math.isfinite(est):
@@ -164,9 +164,6 @@ class Signals:
         w = (1.0 - INTERVAL_ALPHA) ** np.arange(clipped.size - 1, -1, -1)
         decay = (1.0 - INTERVAL_ALPHA) ** clipped.size
         self.interval_s[k] = est * decay + INTERVAL_ALPHA * float((w * clipped).sum())
-
-    def _fixed(self) -> set[int]:
-        return {i for i, n in enumerate(self.names) if n in self.rack.interval_s}
 
     def indices(self, prefix: str, suffix: str) -> list[int]:
         return [i for i, n in enumerate(self.names) if n.startswith(prefix) and n.endswith(suffix)]

@@ -39,7 +39,7 @@ SENTINELS = np.array(
 )
 SPIKE_FACTOR = 3.0  # a spike is ≥ 3× above (or ≤ 1/3 of) both neighbours …
 SPIKE_AGREE = 0.25  # … while the neighbours agree within 25 %
-SPIKE_FLOOR_FRAC = 0.05  # ignore "spikes" on levels below 5 % of the signal's maximum
+SPIKE_FLOOR_FRAC = 0.01  # ignore "spikes" on levels below 1 % of the signal's maximum
 STUCK_MIN_SAMPLES = 30  # never call a run shorter than this stuck
 STUCK_FALSE_RATE = 1e-9  # a healthy signal repeats this long with at most this probability
 REPEAT_RATE_ALPHA = 0.002  # EW rate of "same value as the previous sample" on healthy data

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.engine import engine as E
 from agent.engine.frames import F
 from agent.engine.response import cooling_features, daily_phase, it_features
 
@@ -51,8 +52,8 @@ def window_record(engine: Engine) -> dict[str, Any]:
         "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
     }
     if engine.window_warm:
-        it_kwh = float((wb.it_pred_w[:n] * dur).sum() / 3.6e6)
-        cool_kwh = float((wb.cool_pred_w[:n, engine.best] * dur).sum() / 3.6e6)
+        it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
+        cool_kwh = float(((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6)
         rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh, cooling_predicted_kwh=cool_kwh)
     stage_tot = wb.stage_s[:n].sum(axis=0)
     rec["stage"] = engine.slots.name(int(np.argmax(stage_tot)))
@@ -61,6 +62,22 @@ def window_record(engine: Engine) -> dict[str, Any]:
     if held:
         rec["held"] = held
     return rec
+
+
+def _ew_bias(bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float) -> np.ndarray:
+    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
+
+    This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
+    weather fronts): known at the window's start, so it may shift the next window's prediction.
+    """
+    if not rows.any() or halflife_s <= 0:
+        return bias
+    r = resid[rows]
+    lam = 0.5 ** (dur[rows] / halflife_s)  # per valid bin
+    # weight of bin i in the new mean: (1 - lam_i) · Π_{j>i} lam_j
+    tail = np.concatenate((np.cumprod(lam[::-1])[::-1][1:], [1.0]))
+    w = (1.0 - lam) * tail
+    return bias * float(np.prod(lam)) + (w[:, None] * r).sum(axis=0)
 
 
 def _halflife_h(engine: Engine, component: str) -> float:
@@ -98,18 +115,23 @@ def learn_window(engine: Engine) -> None:
         g = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1) / sums[
             :, F["gpu_s"], None]
     g = np.nan_to_num(g)
-    X = it_features(g[:, 0], g[:, 1], g[:, 2], frac, scale)
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
     y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
+    engine.bias_it = float(_ew_bias(np.array([engine.bias_it]), (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None],
+                                    rows, dur, E.IT_BIAS_HALFLIFE_S)[0])
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
-    engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
+    if rows.any():  # no data (held, or PDU unknown): no forgetting either
+        engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
 
     # cooling side: score every lag candidate on its frozen predictions, then update all
     rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 1]
     y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
     w_c = w_h * rows_c
     if w_c.sum() > 0:
-        pred = wb.cool_pred_w[:n].T / scale  # (K, n)
+        pred = (wb.cool_pred_w[:n].T + engine.bias_cool[:, None]) / scale  # (K, n), as published
         err = ((pred - y_c[None]) ** 2 * w_c[None]).sum(axis=1) / w_c.sum()
+        resid = np.nan_to_num(cool_mean)[:, None] - wb.cool_pred_w[:n]
+        engine.bias_cool = _ew_bias(engine.bias_cool, resid, rows_c, dur, E.BIAS_HALFLIFE_S)
         if engine.scored:
             lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
             engine.score = lam_s * engine.score + (1.0 - lam_s) * err
@@ -120,7 +142,8 @@ def learn_window(engine: Engine) -> None:
     Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
     K = Xc.shape[0]
     lam_c = 0.5 ** (length_h / _halflife_h(engine, "cooling"))
-    engine.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+    if w_c.sum() > 0:
+        engine.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
     if engine.scored:
         engine.best = int(np.argmin(engine.score))
 
@@ -139,7 +162,9 @@ def learn_window(engine: Engine) -> None:
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
         yg = np.where(use, np.nan_to_num(gpu_mean), 0.0) / scale
         lam_g = 0.5 ** (length_h / _halflife_h(engine, "gpu"))
-        engine.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_g)
+        lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
+        if use.any():
+            engine.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
 
     has_cooling = bool(engine.rows.signals.indices("crac.", ".power_w"))
     cool_ready = float(engine.cool.weight.min()) >= WARMUP_H or not has_cooling

@@ -52,6 +52,8 @@ def save_engine(engine: Engine) -> bytes:
         "scalars": _scalars(engine),
         "signal_names": np.array(r.signals.names or [""], dtype=f"<U{NAME_WIDTH}"),
         "open_sums": r._open_sums, "last_g": engine.last_g, "energy_kwh": engine.energy_kwh, "score": engine.score,
+        "bias_cool": engine.bias_cool, "bias_it": np.array([engine.bias_it]),
+        "fan_lag": np.array([engine.fan_lag.y]),
     }
     arrays.update(r.signals.state_arrays())
     arrays.update(engine.slots.state_arrays())
@@ -95,6 +97,9 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         engine.last_g[...] = a["last_g"]
         engine.energy_kwh[...] = a["energy_kwh"]
         engine.score[...] = a["score"]
+        engine.bias_cool[...] = a["bias_cool"]
+        engine.bias_it = float(a["bias_it"][0])
+        engine.fan_lag.y = float(a["fan_lag"][0])
         engine.slots.load_arrays(a)
         engine.segments.load_arrays(a)
         engine.lag.load_arrays(a)

@@ -74,21 +74,55 @@ class EWLS:
             arr[...] = arrays[key]
 
 
-def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, frac: np.ndarray,
+def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_lag: np.ndarray, frac: np.ndarray,
                 scale_w: float) -> np.ndarray:
-    """IT regressors per bin: [1, g, g², g³, f_0 … f_S-1] from the bin's raw GPU power moments."""
+    """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1].
+
+    g: the bin's raw GPU power moments; gl: GPU power through a ~1 min lag (server fans follow
+    the GPUs' heat sinks, and fan power grows with the cube of their speed).
+    """
     n = gpu_m1.shape[0]
-    X = np.empty((n, 4 + frac.shape[1]))
+    X = np.empty((n, N_IT_BASE + frac.shape[1]))
     X[:, 0] = 1.0
     X[:, 1] = gpu_m1 / scale_w
     X[:, 2] = gpu_m2 / scale_w**2
     X[:, 3] = gpu_m3 / scale_w**3
-    X[:, 4:] = frac
+    gl = gpu_lag / scale_w
+    X[:, 4] = gl
+    X[:, 5] = gl * gl
+    X[:, 6] = gl * gl * gl
+    X[:, N_IT_BASE:] = frac
     return X
 
 
+N_IT_BASE = 7
+FAN_LAG_S = 60.0
+
+
 def it_ridge(n_slots: int) -> np.ndarray:
-    return np.concatenate(([1e-6, 1e-6, 1e-6, 1e-6], np.full(n_slots, 2e-3)))
+    return np.concatenate((np.full(N_IT_BASE, 1e-6), np.full(n_slots, 2e-3)))
+
+
+class SingleLag:
+    """One first-order lag over runs of bins (the server-fan lag of the GPU power)."""
+
+    def __init__(self, bin_s: float, tau_s: float, max_run: int) -> None:
+        a = math.exp(-bin_s / tau_s)
+        i = np.arange(max_run)
+        expo = i[:, None] - i[None, :]
+        self.T = np.where(expo >= 0, (1.0 - a) * a ** np.maximum(expo, 0), 0.0)
+        self.apow = a ** (i + 1)
+        self.y = math.nan
+
+    def run(self, u: np.ndarray) -> np.ndarray:
+        n = u.shape[0]
+        if not n:
+            return u.copy()
+        if not math.isfinite(self.y):
+            self.y = float(u[0])
+        y = self.T[:n, :n] @ u + self.apow[:n] * self.y
+        self.y = float(y[-1])
+        return y
 
 
 def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,29 +175,39 @@ class LagBank:
         self.ring = np.zeros(self.max_delay)  # heat of the last bins, W
         self.ring_s = np.zeros((self.max_delay, n_slots))
         self.y = np.zeros(K)  # lagged heat, W
-        self.y_s = np.zeros((K, n_slots))
+        self.y_s = np.zeros(n_slots)  # per-stage lagged heat of the selected candidate only
+        self.k_s = 0  # the candidate ``y_s`` follows
         self.started = False
 
-    def run(self, heat_w: np.ndarray, heat_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Lagged heat (K, n) and per-stage lagged heat (K, n, S) for the next n bins; advances."""
+    def run(self, heat_w: np.ndarray, heat_s: np.ndarray, k_s: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lagged heat (K, n) for every candidate, and per-stage lagged heat (n, S) of candidate ``k_s``.
+
+        Per-stage heat is tracked for one candidate only (the selected one: it is used to attribute
+        cooling energy to stages); when the selection changes, the stage split carries over.
+        """
         n = heat_w.shape[0]
         if not self.started and n:
             self.ring[:] = heat_w[0]
             self.ring_s[:] = heat_s[0]
             self.y[:] = heat_w[0]
-            self.y_s[:] = heat_s[0][None, :]
+            self.y_s[:] = heat_s[0]
             self.started = True
+        if k_s != self.k_s:
+            tot = self.y_s.sum()
+            self.y_s = self.y_s * (self.y[k_s] / tot) if tot > 0 else self.y_s
+            self.k_s = k_s
         D = self.max_delay
         full = np.concatenate([self.ring, heat_w])
-        full_s = np.concatenate([self.ring_s, heat_s], axis=0)
         idx = (D - self.delay)[:, None] + np.arange(n)[None, :]
         u = full[idx]  # (K, n)
-        u_s = full_s[idx]  # (K, n, S)
         T = self.T[:, :n, :n]
         y = np.einsum("kij,kj->ki", T, u) + self.apow[:, :n] * self.y[:, None]
-        y_s = np.einsum("kij,kjs->kis", T, u_s) + self.apow[:, :n, None] * self.y_s[:, None, :]
+        full_s = np.concatenate([self.ring_s, heat_s], axis=0)
+        d = int(self.delay[k_s])
+        u_s = full_s[D - d : D - d + n]  # (n, S)
+        y_s = T[k_s] @ u_s + self.apow[k_s, :n, None] * self.y_s[None, :]
         self.y = y[:, -1].copy()
-        self.y_s = y_s[:, -1].copy()
+        self.y_s = y_s[-1].copy()
         if D:
             self.ring = full[-D:].copy()
             self.ring_s = full_s[-D:].copy()
@@ -171,11 +215,12 @@ class LagBank:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {"lag_ring": self.ring, "lag_ring_s": self.ring_s, "lag_y": self.y, "lag_y_s": self.y_s,
-                "lag_started": np.array([float(self.started)])}
+                "lag_flags": np.array([float(self.started), float(self.k_s)])}
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.ring[...] = arrays["lag_ring"]
         self.ring_s[...] = arrays["lag_ring_s"]
         self.y[...] = arrays["lag_y"]
         self.y_s[...] = arrays["lag_y_s"]
-        self.started = bool(arrays["lag_started"][0])
+        self.started = bool(arrays["lag_flags"][0])
+        self.k_s = int(arrays["lag_flags"][1])

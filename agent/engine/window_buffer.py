@@ -30,13 +30,14 @@ class WindowBuffer:
         self.transient = np.zeros(n_bins, dtype=bool)
         self.held = np.zeros((n_bins, len(HELD)), dtype=bool)
         self.jobs: list[str] = [""] * n_bins
+        self.gpu_lag_w = np.zeros(n_bins)
 
     def clear(self) -> None:
         self.n = 0
 
     def append(self, start: np.ndarray, sums: np.ndarray, stage_s: np.ndarray, jobs: list[str], it_pred_w: np.ndarray,
                heat_w: np.ndarray, hl_w: np.ndarray, cool_pred_w: np.ndarray, gpu_exp_w: np.ndarray,
-               transient: np.ndarray, held: np.ndarray) -> slice:
+               transient: np.ndarray, held: np.ndarray, gpu_lag_w: np.ndarray) -> slice:
         a = self.n
         b = a + start.shape[0]
         if b > self.n_bins:
@@ -52,6 +53,7 @@ class WindowBuffer:
         self.transient[a:b] = transient
         self.held[a:b] = held
         self.jobs[a:b] = jobs
+        self.gpu_lag_w[a:b] = gpu_lag_w
         self.n = b
         return slice(a, b)
 
@@ -70,7 +72,7 @@ class WindowBuffer:
         return {"wb_n": np.array([float(self.n)]), "wb_start": self.start, "wb_sums": self.sums,
                 "wb_stage_s": self.stage_s, "wb_it": self.it_pred_w, "wb_heat": self.heat_w, "wb_hl": self.hl_w,
                 "wb_cool": self.cool_pred_w, "wb_gexp": self.gpu_exp_w, "wb_tr": self.transient,
-                "wb_held": self.held}
+                "wb_held": self.held, "wb_gl": self.gpu_lag_w}
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays().items():

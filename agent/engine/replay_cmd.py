@@ -1,0 +1,168 @@
+"""``rackwatt replay TRACE --report OUT.jsonl``: the live engine, run over a recorded trace.
+
+Streams the trace chunk by chunk (files larger than memory are fine) through the same
+``Engine.process`` the live agent calls every tick, and writes the report records as JSON Lines
+(docs/spec/report-format.md) as they are produced. A progress line is drawn on stderr only when
+stderr is a terminal. ``--state-in``/``--state-out`` continue from / keep what was learned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.engine.engine import Engine
+from agent.engine.rackinfo import rack_info
+from agent.engine.state import StateError, read_or_quarantine, write_atomic
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace CSV (docs/spec/trace-format.md)")
+    parser.add_argument("--report", type=Path, required=True, metavar="OUT.jsonl", help="report to write")
+    parser.add_argument("--config", type=Path, metavar="F", help="agent TOML; overrides the trace metadata")
+    parser.add_argument("--window", type=float, metavar="S", help="window length, seconds (default 900)")
+    parser.add_argument("--state-in", type=Path, metavar="F", help="start from this engine state file")
+    parser.add_argument("--state-out", type=Path, metavar="F", help="write the engine state here at the end")
+    parser.add_argument("--html", type=Path, metavar="OUT.html", help="also render the HTML report")
+
+
+def clean_json(obj: Any) -> Any:
+    """Non-finite floats → null (JSON has no NaN); numpy scalars → Python numbers."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):
+        return clean_json(obj.item())
+    return obj
+
+
+class Progress:
+    """A one-line progress indicator on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, stream: TextIO, total_bytes: int) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.total = max(total_bytes, 1)
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def update(self, rows: int, ts: float, pos: int | None) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.2:
+            return
+        self.last = now
+        pct = f"{100.0 * pos / self.total:5.1f} % " if pos is not None else ""
+        stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if math.isfinite(ts) else ""
+        self.stream.write(f"\r{pct}{rows:,} rows  {stamp}  {now - self.started:5.1f} s ")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _engine_config(args: argparse.Namespace) -> tuple[Any, Any]:
+    config = None
+    if args.config is not None:
+        from agent.config.loader import load_config
+
+        config = load_config(args.config)
+    engine_cfg = config.engine if config is not None else None
+    if args.window is not None:
+        if not args.window > 0:
+            raise ValueError(f"--window must be > 0 seconds, got {args.window:g}")
+        from agent.config.model import EngineSection
+
+        engine_cfg = dataclasses.replace(engine_cfg or EngineSection(), window_s=float(args.window))
+    return config, engine_cfg
+
+
+def _build_engine(args: argparse.Namespace, meta: Any, config: Any, engine_cfg: Any) -> Engine:
+    rack = rack_info(meta, config, engine_cfg)
+    names = {"site": config.agent.site if config else meta.site, "rack_name": config.agent.rack if config else meta.rack}
+    if config is not None:
+        names["topic_root"] = config.mqtt.topic_root
+    if args.state_in is not None:
+        blob, problem = read_or_quarantine(args.state_in)
+        if problem:
+            print(f"rackwatt replay: {problem}", file=sys.stderr)
+        if blob is not None:
+            try:
+                return Engine.load_state(blob, engine_cfg, rack, **names)
+            except StateError as exc:
+                print(f"rackwatt replay: state file {args.state_in}: {exc}; starting fresh", file=sys.stderr)
+    return Engine(engine_cfg, rack, **names)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from agent.trace.reader import open_trace
+    except ImportError:
+        print("rackwatt replay: the trace reader is not available in this build", file=sys.stderr)
+        return 2
+    try:
+        config, engine_cfg = _engine_config(args)
+        reader = open_trace(args.trace)
+        engine = _build_engine(args, reader.meta, config, engine_cfg)
+    except (OSError, ValueError) as exc:
+        print(f"rackwatt replay: {exc}", file=sys.stderr)
+        return 2
+    try:
+        size = args.trace.stat().st_size
+    except OSError:
+        size = 0
+    progress = Progress(sys.stderr, size)
+    rows = 0
+    tmp = args.report.with_name(args.report.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for chunk in reader:
+                rows += len(chunk)
+                _write(out, engine.process(chunk))
+                progress.update(rows, float(chunk.ts[-1]) if len(chunk) else math.nan, getattr(reader, "position", None))
+            _write(out, engine.finish())
+        tmp.replace(args.report)
+    except (OSError, ValueError) as exc:
+        progress.done()
+        print(f"rackwatt replay: {exc}", file=sys.stderr)
+        return 1
+    progress.done()
+    if args.state_out is not None:
+        try:
+            write_atomic(args.state_out, engine.save_state())
+        except OSError as exc:
+            print(f"rackwatt replay: writing state {args.state_out}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+    if args.html is not None:
+        return _render_html(args)
+    return 0
+
+
+def _write(out: TextIO, records: list[dict[str, Any]]) -> None:
+    for rec in records:
+        out.write(json.dumps(clean_json(rec), separators=(",", ":"), allow_nan=False))
+        out.write("\n")
+
+
+def _render_html(args: argparse.Namespace) -> int:
+    try:
+        from agent.report import render_html
+    except ImportError:
+        print("rackwatt replay: --html: the HTML report is not available in this build", file=sys.stderr)
+        return 2
+    try:
+        render_html(args.report, args.trace, args.html)
+    except (OSError, ValueError) as exc:
+        print(f"rackwatt replay: --html: {exc}", file=sys.stderr)
+        return 1
+    return 0
