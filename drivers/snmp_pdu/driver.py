@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +36,20 @@ def _read_secret(path: Path) -> str:
 
 
 class SnmpPduDriver:
-    """Polls one PDU. ``engine`` is shared between PDUs when given (and then not closed here)."""
+    """Polls one PDU. ``engine`` is shared between PDUs when given (and then not closed here).
+
+    Without one, every driver in the same event loop shares one engine of this module (closed when
+    the last of them closes), so N PDUs never cost N engines.
+    """
 
     def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
         self.cfg = cfg
         self.device = f"pdu.{cfg.id}"
         self.interval_s = float(cfg.interval_s)
         self.detail = bool(getattr(cfg, "detail_signals", False)) if detail is None else detail
-        self._own_engine = engine is None
+        self._own_engine = False  # True only for a private engine this driver must close
         self._engine = engine
+        self._uses_loop_engine = False
         self._session: SnmpSession | None = None
         self._profile: Profile | None = None
         self._plan: PollPlan | None = None
@@ -109,6 +115,9 @@ class SnmpPduDriver:
     async def close(self) -> None:
         if self._own_engine and self._engine is not None:
             self._engine.close_dispatcher()
+        if self._uses_loop_engine:
+            _release_loop_engine()
+            self._uses_loop_engine = False
         self._engine = None
         self._session = None
 
@@ -153,8 +162,9 @@ class SnmpPduDriver:
                 raise SnmpError('version = "2c" needs community_file')
             auth = v2c_auth(_read_secret(cfg.community_file))
         if self._engine is None:
-            self._engine = SnmpEngine()
-        elif isinstance(auth, UsmUserData) and not _claim_usm_user(self._engine, auth):
+            self._engine = _acquire_loop_engine()
+            self._uses_loop_engine = True
+        if isinstance(auth, UsmUserData) and not _claim_usm_user(self._engine, auth):
             # pysnmp keys USM users by name per engine: the same user with other keys on another PDU
             # would overwrite this one's, so this PDU gets an engine of its own.
             self._engine, self._own_engine = SnmpEngine(), True
@@ -250,6 +260,33 @@ class SnmpPduDriver:
                 self._energy_est_kwh += (last_w + power_w) / 2 * dt / 3.6e6
         self._last_power = (ts, power_w)
         return self._energy_est_kwh
+
+
+# One engine per running event loop (pysnmp binds its transports to the loop that created them).
+_LOOP_ENGINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def _acquire_loop_engine() -> SnmpEngine:
+    loop = asyncio.get_running_loop()
+    entry = _LOOP_ENGINES.get(loop)
+    if entry is None:
+        entry = _LOOP_ENGINES[loop] = [SnmpEngine(), 0]
+    entry[1] += 1
+    engine: SnmpEngine = entry[0]
+    return engine
+
+
+def _release_loop_engine() -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    entry = _LOOP_ENGINES.get(loop)
+    if entry is not None:
+        entry[1] -= 1
+        if entry[1] <= 0:
+            entry[0].close_dispatcher()
+            del _LOOP_ENGINES[loop]
 
 
 def _claim_usm_user(engine: SnmpEngine, auth: UsmUserData) -> bool:

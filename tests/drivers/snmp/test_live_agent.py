@@ -98,3 +98,23 @@ def test_v3_against_the_simulated_pdu(tmp_path: Path) -> None:
 def test_render_rejects_an_unknown_vendor() -> None:
     with pytest.raises(ValueError, match="unknown simulated PDU vendor 'acme'"):
         render("acme", {})
+
+
+def test_drivers_without_an_engine_share_one_per_event_loop(tmp_path: Path) -> None:
+    from drivers.snmp_pdu import driver as driver_module
+
+    port = free_port(socket.SOCK_DGRAM)
+
+    async def run() -> tuple[bool, bool, int]:
+        async with SimSnmpPdu(lambda: {"power_w": 700.0}, port):
+            first, second = SnmpPduDriver(_cfg(tmp_path, port)), SnmpPduDriver(_cfg(tmp_path, port, id="b"))
+            results = await asyncio.gather(first.poll(), second.poll())
+            shared = first._engine is second._engine and first._engine is not None
+            await first.close()
+            still_open = asyncio.get_running_loop() in driver_module._LOOP_ENGINES
+            await second.close()
+            return all(r.ok for r in results) and shared, still_open, len(driver_module._LOOP_ENGINES)
+
+    ok_and_shared, open_after_first_close, engines_left = asyncio.run(run())
+    assert ok_and_shared
+    assert open_after_first_close and engines_left == 0
