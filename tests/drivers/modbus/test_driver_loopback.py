@@ -302,3 +302,20 @@ def test_a_dead_unit_does_not_delay_a_live_one() -> None:
         assert results[1].elapsed_ms < 500
 
     run(body)
+
+
+def test_unit_restart_between_polls_reconnects() -> None:
+    async def body() -> list[bool]:
+        port = free_port()
+        driver = CracModbusDriver(cfg(port, "liebert_crv", timeout_s=0.5))
+        outcomes = []
+        async with CoolingUnitServer("liebert_crv", lambda: VALUES["liebert_crv"], port=port):
+            outcomes.append((await driver.poll()).ok)
+        async with CoolingUnitServer("liebert_crv", lambda: VALUES["liebert_crv"], port=port):
+            for _ in range(2):
+                outcomes.append((await driver.poll()).ok)
+        await driver.close()
+        return outcomes
+
+    outcomes = run(body)
+    assert outcomes == [True, True, True]  # the closed connection is noticed and re-opened at once
