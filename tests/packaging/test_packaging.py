@@ -18,7 +18,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UNIT = REPO_ROOT / "systemd" / "rackwatt.service"
 
-needs_systemd_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+needs_systemd_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="no systemd-analyze"
+)
 
 
 def _unit_with_existing_binary(tmp_path: Path) -> Path:
@@ -34,7 +36,9 @@ def _unit_with_existing_binary(tmp_path: Path) -> Path:
 @needs_systemd_analyze
 def test_systemd_verify_prints_nothing(tmp_path: Path) -> None:
     unit = _unit_with_existing_binary(tmp_path)
-    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout + result.stderr == "", "verify exits 0 on warnings: any output is a failure"
 
@@ -43,7 +47,10 @@ def test_systemd_verify_prints_nothing(tmp_path: Path) -> None:
 def test_systemd_security_exposure_at_most_2_5(tmp_path: Path) -> None:
     unit = _unit_with_existing_binary(tmp_path)
     result = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True, text=True, timeout=60
+        ["systemd-analyze", "security", "--offline=true", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout + result.stderr)
     assert match, result.stdout[-2000:]
@@ -79,7 +86,9 @@ def test_unit_has_the_required_directives() -> None:
 def _build(out: Path, deb_version: str) -> Path:
     result = subprocess.run(
         [str(REPO_ROOT / "packaging" / "build-deb.sh"), "--deb-version", deb_version, "--out", str(out)],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return Path(result.stdout.strip().splitlines()[-1])
@@ -103,14 +112,21 @@ def test_deb_metadata_and_reproducible_file_list(two_debs: tuple[Path, Path]) ->
     old, new = two_debs
     assert _file_list(old) == _file_list(new), "two builds of one commit must ship the same files"
     files = _file_list(old)
-    for path in ("./usr/bin/rackwatt", "./etc/rackwatt/agent.toml", "./etc/rackwatt/conf.d/",
-                 "./lib/systemd/system/rackwatt.service", "./usr/lib/rackwatt/venv/bin/python"):
+    for path in (
+        "./usr/bin/rackwatt",
+        "./etc/rackwatt/agent.toml",
+        "./etc/rackwatt/conf.d/",
+        "./lib/systemd/system/rackwatt.service",
+        "./usr/lib/rackwatt/venv/bin/python",
+    ):
         assert any(f.startswith(path) for f in files), path
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
     fields = subprocess.run(["dpkg-deb", "-f", str(old), "Depends"], capture_output=True, text=True).stdout
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     assert minor in fields
-    conffiles = subprocess.run(["dpkg-deb", "-I", str(old), "conffiles"], capture_output=True, text=True).stdout
+    conffiles = subprocess.run(
+        ["dpkg-deb", "-I", str(old), "conffiles"], capture_output=True, text=True
+    ).stdout
     assert conffiles.strip() == "/etc/rackwatt/agent.toml"
 
 
@@ -122,7 +138,10 @@ def test_lintian_clean_with_justified_overrides(two_debs: tuple[Path, Path]) -> 
         if line.startswith("rackwatt:"):
             assert overrides[i - 1].startswith("#") or overrides[i - 1].startswith("rackwatt:"), line
     result = subprocess.run(
-        ["lintian", "--fail-on", "error,warning", str(two_debs[0])], capture_output=True, text=True, timeout=600
+        ["lintian", "--fail-on", "error,warning", str(two_debs[0])],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
@@ -132,15 +151,37 @@ def test_lintian_clean_with_justified_overrides(two_debs: tuple[Path, Path]) -> 
 @pytest.mark.skipif(shutil.which("debootstrap") is None, reason="no debootstrap")
 def test_install_upgrade_purge_on_clean_debian(two_debs: tuple[Path, Path], tmp_path: Path) -> None:
     sim = subprocess.run(
-        [sys.executable, "-m", "agent", "sim", "--scenario", "steady", "--days", "0.05", "--seed", "11",
-         "--gpus", "8", "--out", str(tmp_path / "sim")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "sim",
+            "--scenario",
+            "steady",
+            "--days",
+            "0.05",
+            "--seed",
+            "11",
+            "--gpus",
+            "8",
+            "--out",
+            str(tmp_path / "sim"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert sim.returncode == 0, sim.stderr[-2000:]
     result = subprocess.run(
-        [str(REPO_ROOT / "packaging" / "install-test.sh"), str(two_debs[0]), str(two_debs[1]),
-         str(tmp_path / "sim" / "trace.csv")],
-        capture_output=True, text=True, timeout=1200,
+        [
+            str(REPO_ROOT / "packaging" / "install-test.sh"),
+            str(two_debs[0]),
+            str(two_debs[1]),
+            str(tmp_path / "sim" / "trace.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "install-test: OK" in result.stderr
