@@ -188,3 +188,45 @@ class SilentTcpServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+# -- standalone demo unit: python -m agent.sim.devices.modbus_server --profile liebert_crv --port 15020 --
+DEMO_VALUES = {  # plausible mid-load values by signal suffix; each swings ±5 % over a minute
+    "power_w": 6200.0, "cooling_w": 21000.0, "cooling_demand_w": 22000.0, "supply_temp_c": 18.5,
+    "return_temp_c": 29.0, "setpoint_c": 22.0, "supply_setpoint_c": 18.0, "rack_inlet_temp_c": 21.5,
+    "remote_temp_c": 23.0, "fan_pct": 62.0, "compressor_pct": 45.0, "compressor2_pct": 0.0,
+    "cooling_pct": 55.0, "return_rh_pct": 42.0,
+}
+
+
+def demo_values(now_s: float) -> dict[str, float]:
+    import math
+
+    swing = 1.0 + 0.05 * math.sin(2 * math.pi * now_s / 60.0)
+    return {name: value * swing for name, value in DEMO_VALUES.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description="Serve a demo cooling unit on loopback until Ctrl-C.")
+    parser.add_argument("--profile", default="liebert_crv")
+    parser.add_argument("--port", type=int, default=15020)
+    parser.add_argument("--framer", choices=("socket", "rtu"), default="socket")
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        server = CoolingUnitServer(args.profile, lambda: demo_values(time.time()), port=args.port,
+                                   framer=args.framer)
+        async with server:
+            print(f"{args.profile} on 127.0.0.1:{args.port} ({args.framer}); Ctrl-C stops", flush=True)
+            await asyncio.Event().wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
