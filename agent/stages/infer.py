@@ -47,8 +47,15 @@ STATE_VERSION = 1
 class StageInferrer:
     """Labels unlabelled rows of trace chunks; learns per-stage levels from labelled ones."""
 
-    def __init__(self, dwell_s: float = 3.0, power_ref_w: float | None = None, max_hold_s: float = 30.0):
+    def __init__(
+        self,
+        dwell_s: float = 5.0,
+        margin: float = 8.0,
+        power_ref_w: float | None = None,
+        max_hold_s: float = 30.0,
+    ):
         self.dwell_s = dwell_s
+        self.margin = margin  # squared-z distance by which a new stage must win to switch at once
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w)
         self._stages: list[str] = list(CANONICAL_STAGES)
         self._mean = np.zeros((MAX_STAGES, N_FEATURES))
@@ -74,8 +81,8 @@ class StageInferrer:
         hinted = np.array([bool(s) for s in hint_stage], dtype=bool) if n else np.zeros(0, bool)
         if hinted.any():
             self._learn(feats[hinted], hint_stage[hinted])
-        raw = self._classify(feats)
-        smoothed = self._dwell(chunk.ts, raw, hint_stage, hinted)
+        raw, dist = self._classify(feats)
+        smoothed = self._dwell(chunk.ts, raw, dist, hint_stage, hinted)
         out = np.where(hinted, hint_stage, smoothed).astype(object)
         return out, ~hinted
 
@@ -185,8 +192,8 @@ class StageInferrer:
         return mean, scale
 
     # ------------------------------------------------------------------ classification
-    def _classify(self, feats: np.ndarray) -> np.ndarray:
-        """Index of the nearest stage per row (-1 when no feature is known).
+    def _classify(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Index of the nearest stage per row (-1 when no feature is known), and all distances.
 
         Distance: squared z-scores over the features both the row and the centroid have, plus
         the Gaussian normalisation term; a feature the row has but the centroid has no opinion
@@ -194,7 +201,7 @@ class StageInferrer:
         """
         n = feats.shape[0]
         if n == 0:
-            return np.zeros(0, dtype=int)
+            return np.zeros(0, dtype=int), np.zeros((0, len(self._stages)))
         mean, scale = self._effective()
         usable = np.isfinite(mean[:, :3]).all(axis=1)
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
@@ -207,12 +214,14 @@ class StageInferrer:
         dist[:, ~usable] = np.inf
         best = np.argmin(dist, axis=1)
         best[~np.isfinite(feats).any(axis=1)] = -1
-        return best
+        return best, dist
 
     def _dwell(
-        self, ts: np.ndarray, raw: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
+        self, ts: np.ndarray, raw: np.ndarray, dist: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
     ) -> np.ndarray:
-        """Causal minimum-dwell filter: switch only after a new stage persisted dwell_s.
+        """Causal hysteresis: switch to a new stage when it is decisively nearer than the current
+        one (by ``margin``), or after it stayed the nearest for ``dwell_s``; a borderline row
+        never flips the segment. forward_backward ↔ grad_sync switch at once (steps alternate).
 
         Works over runs of equal raw labels, so its cost grows with the number of changes, not
         rows. Hinted rows reset the filter to the hinted stage.
@@ -220,6 +229,7 @@ class StageInferrer:
         n = raw.shape[0]
         out = np.empty(n, dtype=object)
         names = [*self._stages, "unknown"]
+        index = {name: i for i, name in enumerate(self._stages)}
         labels = np.where(hinted, -2, raw)
         if n == 0:
             return out
@@ -246,6 +256,11 @@ class StageInferrer:
             fast = name in FAST_ALTERNATING and self._current in FAST_ALTERNATING
             switch_at = self._candidate_since + (0.0 if fast else self.dwell_s)
             k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
+            cur = index.get(self._current)
+            if k > a and code >= 0 and cur is not None:
+                decisive = dist[a:k, code] + self.margin < dist[a:k, cur]
+                if decisive.any():
+                    k = a + int(np.argmax(decisive))
             out[a:k] = self._current
             if k < b:
                 self._current = name
