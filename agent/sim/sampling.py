@@ -181,7 +181,10 @@ class Sampler:
             return
         rows, slots = np.nonzero(u < self.rack.sampling.glitch_prob * len(names) / 8.0)
         for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
-            arr = numeric[names[int(col[r, s]) % len(names)]]
+            name = names[int(col[r, s]) % len(names)]
+            arr = numeric[name]
             if np.isnan(arr[r]):
                 continue
-            arr[r] = (-1.0, 65535.0, round(float(arr[r]) * float(spike[r, s]), 1))[int(kind[r, s])]
+            places = RESOLUTION[name.split(".")[0]][name.rsplit(".", 1)[-1]]
+            spiked = round(float(arr[r]) * float(spike[r, s]), places)
+            arr[r] = (-1.0, 65535.0, spiked)[int(kind[r, s])]

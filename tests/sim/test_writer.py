@@ -180,3 +180,28 @@ def test_any_float_is_written_as_its_rounded_value_or_empty(values: list[float],
         else:
             assert "nan" not in cell and "inf" not in cell and cell != "-0"
             assert float(cell) == pytest.approx(expected, rel=1e-14, abs=0.0)
+
+
+@pytest.mark.slow
+def test_sim_command_output_round_trips_through_the_reader(tmp_path: Path) -> None:
+    """Half a day of the mixed scenario (faults, outages, glitches, driver reset) via ``rackwatt sim``."""
+    reader = pytest.importorskip("agent.trace.reader")
+    from agent.cli import main
+
+    assert (
+        main(
+            ["sim", "--scenario", "mixed", "--days", "0.5", "--seed", "31", "--out", str(tmp_path), "--quiet"]
+        )
+        == 0
+    )
+    expected = _ReadBack(
+        trace_meta(make_scenario("mixed", days=0.5, seed=31)),
+        list(simulate(make_scenario("mixed", days=0.5, seed=31))),
+    )
+    read = _read_all(reader, tmp_path / "trace.csv")
+    assert read.meta == expected.meta
+    np.testing.assert_array_equal(read.ts, expected.ts)
+    assert set(read.numeric) == set(expected.numeric)
+    for name, values in expected.numeric.items():
+        np.testing.assert_array_equal(read.numeric[name], values, err_msg=name)
+    assert read.stage.tolist() == expected.stage.tolist() and read.job.tolist() == expected.job.tolist()
