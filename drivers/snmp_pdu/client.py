@@ -7,22 +7,15 @@ Only GET and GETBULK are ever sent. OIDs stay numeric (``lookupMib=False``): MIB
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pyasn1.type.univ import ObjectIdentifier
-from pysnmp.hlapi.v3arch.asyncio import (
-    CommunityData,
-    ContextData,
-    ObjectIdentity,
-    ObjectType,
-    SnmpEngine,
-    UdpTransportTarget,
-    UsmUserData,
-    bulk_cmd,
-    get_cmd,
-)
+from pyasn1.type.univ import Null, ObjectIdentifier
+from pysnmp.entity.rfc3413 import cmdgen
+from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UdpTransportTarget, UsmUserData
 from pysnmp.hlapi.v3arch.asyncio import auth as _auth
+from pysnmp.hlapi.v3arch.asyncio.lcd import CommandGeneratorLcdConfigurator
 from pysnmp.proto.rfc1902 import Integer, ObjectName, OctetString
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
 
@@ -50,6 +43,9 @@ PRIV_PROTOCOLS: dict[str, Any] = {
     "AES256C": _auth.USM_PRIV_CFB256_AES_BLUMENTHAL,
 }
 TOO_BIG = 1  # SNMP errorStatus tooBig: the response would not fit one message
+_LCD = CommandGeneratorLcdConfigurator()
+_GET = cmdgen.GetCommandGenerator()
+_BULK = cmdgen.BulkCommandGeneratorSingleRun()
 
 
 class SnmpError(Exception):
@@ -106,7 +102,12 @@ def _describe(error_indication: Any) -> str:
 
 
 class SnmpSession:
-    """Requests to one agent over a shared engine: ``get`` in batches and ``walk`` one column."""
+    """Requests to one agent over a shared engine: ``get`` in batches and ``walk`` one column.
+
+    Requests go straight to pysnmp's command generators with numeric varbinds: the hlapi
+    wrappers resolve every OID through a MIB view first (CPU per value, and with pysmi installed
+    a MIB compiler set-up that blocks the event loop for seconds on first use).
+    """
 
     def __init__(self, engine: SnmpEngine, auth: CommunityData | UsmUserData, host: str, port: int,
                  timeout_s: float, retries: int, context: str = "", max_oids_per_get: int = 24) -> None:
@@ -115,7 +116,7 @@ class SnmpSession:
         self.address = (host, port)
         self.timeout_s = timeout_s
         self.retries = retries
-        self.context = ContextData(contextName=context) if context else ContextData()
+        self.context = context.encode()
         self.max_oids_per_get = max_oids_per_get
         self._target: UdpTransportTarget | None = None
         self.requests = 0  # sent request PDUs, for the bench and health
@@ -134,14 +135,7 @@ class SnmpSession:
         return self._target
 
     async def _get_batch(self, oids: Sequence[Oid]) -> list[Value]:
-        target = await self._transport()
-        self.requests += 1
-        try:
-            err_ind, err_stat, err_idx, var_binds = await get_cmd(
-                self.engine, self.auth, target, self.context,
-                *(ObjectType(ObjectIdentity(ObjectName(oid))) for oid in oids), lookupMib=False)
-        except Exception as exc:  # pysnmp raises for some v3 key problems instead of returning
-            raise SnmpError(f"{type(exc).__name__}: {exc}") from None
+        err_ind, err_stat, err_idx, var_binds = await self._request(oids)
         if err_ind:
             msg = _describe(err_ind)
             raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
@@ -154,6 +148,29 @@ class SnmpSession:
             raise SnmpError(f"agent error {err_stat.prettyPrint()}{where}")
         return [to_python(value) for _, value in var_binds]
 
+    async def _request(self, oids: Sequence[Oid], bulk_repetitions: int = 0) -> tuple[Any, Any, Any, Any]:
+        """One GET (or GETBULK when ``bulk_repetitions``) PDU; the engine handles timeout and retries."""
+        target = await self._transport()
+        self.requests += 1
+        future: asyncio.Future[tuple[Any, Any, Any, Any]] = asyncio.get_running_loop().create_future()
+
+        def done(_engine: Any, _handle: Any, err_ind: Any, err_stat: Any, err_idx: Any, var_binds: Any,
+                 _ctx: Any) -> None:
+            if not future.done():  # cancelled by the poll deadline: drop the late answer
+                future.set_result((err_ind, err_stat, err_idx, var_binds))
+
+        var_binds = [(ObjectName(oid), Null("")) for oid in oids]
+        try:
+            addr_name, _ = _LCD.configure(self.engine, self.auth, target, self.context)
+            if bulk_repetitions:
+                _BULK.send_varbinds(self.engine, addr_name, None, self.context, 0, bulk_repetitions,
+                                    var_binds, done)
+            else:
+                _GET.send_varbinds(self.engine, addr_name, None, self.context, var_binds, done)
+        except Exception as exc:  # pysnmp raises for some v3 key problems instead of reporting them
+            raise SnmpError(f"{type(exc).__name__}: {exc}") from None
+        return await future
+
     async def get(self, oids: Sequence[Oid]) -> list[Value]:
         """Values of exactly these OIDs, in order; batched so each request stays small."""
         values: list[Value] = []
@@ -164,18 +181,11 @@ class SnmpSession:
 
     async def walk(self, column: Oid, max_repetitions: int = 25) -> list[tuple[Oid, Value]]:
         """Every (index suffix, value) under ``column``, by GETBULK, in order."""
-        target = await self._transport()
         rows: list[tuple[Oid, Value]] = []
         cursor = ObjectName(column)
         prefix_len = len(column)
         while True:
-            self.requests += 1
-            try:
-                err_ind, err_stat, _, var_binds = await bulk_cmd(
-                    self.engine, self.auth, target, self.context, 0, max_repetitions,
-                    ObjectType(ObjectIdentity(cursor)), lookupMib=False)
-            except Exception as exc:
-                raise SnmpError(f"{type(exc).__name__}: {exc}") from None
+            err_ind, err_stat, _, var_binds = await self._request([tuple(cursor)], max_repetitions)
             if err_ind:
                 msg = _describe(err_ind)
                 raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
