@@ -50,26 +50,35 @@ def _get(values: Mapping[str, float | None], name: str) -> float | None:
 
 def _apc(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell]:
     """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a."""
+
     def enc(name: str, per_unit: float) -> int:
         value = _get(values, name)
         return -1 if value is None else round(value / per_unit)
 
-    cells = _system("APC Web/SNMP Management Card (MB:v4.1.0 PF:v6.8.2 PN:apc_hw05_aos_682.bin "
-                    "AF1:v6.8.2 AN1:apc_hw05_rpdu2g_682.bin MN:AP8853 HR:02)",
-                    (1, 3, 6, 1, 4, 1, 318, 1, 3, 4, 6))
+    cells = _system(
+        "APC Web/SNMP Management Card (MB:v4.1.0 PF:v6.8.2 PN:apc_hw05_aos_682.bin "
+        "AF1:v6.8.2 AN1:apc_hw05_rpdu2g_682.bin MN:AP8853 HR:02)",
+        (1, 3, 6, 1, 4, 1, 318, 1, 3, 4, 6),
+    )
     device, phase, outlet = (*APC, 4, 3, 1), (*APC, 6, 3, 1), (*APC, 9, 4, 3, 1)
     power_w, current_a = _get(values, "power_w"), _get(values, "current_a")
-    cells.update({
-        (*device, 1, 1): (2, 1), (*device, 2, 1): (2, 1), (*device, 3, 1): (4, "rackwatt-sim"),
-        (*device, 5, 1): (2, enc("power_w", 10)),           # rPDU2DeviceStatusPower, 0.01 kW
-        (*device, 9, 1): (2, enc("energy_kwh", 0.1)),       # rPDU2DeviceStatusEnergy, 0.1 kWh
-        (*device, 17, 1): (2, enc("pf", 0.01)),             # rPDU2DeviceStatusPowerFactor, 0.01
-        (*phase, 1, 1): (2, 1), (*phase, 2, 1): (2, 1), (*phase, 3, 1): (2, 1),
-        (*phase, 5, 1): (2, enc("current_a", 0.1)),         # rPDU2PhaseStatusCurrent, 0.1 A
-        (*phase, 6, 1): (2, enc("voltage_v", 1)),           # rPDU2PhaseStatusVoltage, V
-        (*phase, 7, 1): (2, enc("power_w", 10)),
-        (*phase, 9, 1): (2, enc("pf", 0.01)),
-    })
+    cells.update(
+        {
+            (*device, 1, 1): (2, 1),
+            (*device, 2, 1): (2, 1),
+            (*device, 3, 1): (4, "rackwatt-sim"),
+            (*device, 5, 1): (2, enc("power_w", 10)),  # rPDU2DeviceStatusPower, 0.01 kW
+            (*device, 9, 1): (2, enc("energy_kwh", 0.1)),  # rPDU2DeviceStatusEnergy, 0.1 kWh
+            (*device, 17, 1): (2, enc("pf", 0.01)),  # rPDU2DeviceStatusPowerFactor, 0.01
+            (*phase, 1, 1): (2, 1),
+            (*phase, 2, 1): (2, 1),
+            (*phase, 3, 1): (2, 1),
+            (*phase, 5, 1): (2, enc("current_a", 0.1)),  # rPDU2PhaseStatusCurrent, 0.1 A
+            (*phase, 6, 1): (2, enc("voltage_v", 1)),  # rPDU2PhaseStatusVoltage, V
+            (*phase, 7, 1): (2, enc("power_w", 10)),
+            (*phase, 9, 1): (2, enc("pf", 0.01)),
+        }
+    )
     for n in range(1, outlets + 1):  # rPDU2OutletMeteredStatus: W (not kW) and 0.1 A per outlet
         cells[(*outlet, 1, n)] = (2, n)
         cells[(*outlet, 6, n)] = (2, -1 if current_a is None else round(current_a / outlets / 0.1))
@@ -82,15 +91,20 @@ def _raritan(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell
     cells = _system("PX3-5493U-K2 rackwatt-sim", RARITAN)
     inlet_cfg, inlet_val = (*RARITAN, 3, 3, 4, 1), (*RARITAN, 5, 2, 3, 1)
     # sensor type → (signal, decimal digits, multiplier to the sensor unit)
-    sensors = {1: ("current_a", 3, 1.0), 4: ("voltage_v", 0, 1.0), 5: ("power_w", 0, 1.0),
-               7: ("pf", 2, 1.0), 8: ("energy_kwh", 0, 1000.0)}
-    cells[(*RARITAN, 3, 2, 2, 1, 2, 1)] = (2, 1)          # inletCount
-    cells[(*RARITAN, 3, 2, 2, 1, 4, 1)] = (2, outlets)    # outletCount
+    sensors = {
+        1: ("current_a", 3, 1.0),
+        4: ("voltage_v", 0, 1.0),
+        5: ("power_w", 0, 1.0),
+        7: ("pf", 2, 1.0),
+        8: ("energy_kwh", 0, 1000.0),
+    }
+    cells[(*RARITAN, 3, 2, 2, 1, 2, 1)] = (2, 1)  # inletCount
+    cells[(*RARITAN, 3, 2, 2, 1, 4, 1)] = (2, outlets)  # outletCount
     for sensor, (name, digits, unit) in sensors.items():
         value = _get(values, name)
         index = (1, 1, sensor)
         cells[(*inlet_cfg, 7, *index)] = (66, digits)
-        cells[(*inlet_val, 2, *index)] = (2, 2 if value is None else 1)   # IsAvailable (TruthValue)
+        cells[(*inlet_val, 2, *index)] = (2, 2 if value is None else 1)  # IsAvailable (TruthValue)
         raw = 0 if value is None else round(value * unit * 10**digits) % 2**32  # Unsigned32 wraps (MIB text)
         cells[(*inlet_val, 4, *index)] = (66, raw)
     power_w = _get(values, "power_w")
@@ -197,8 +211,14 @@ class SimSnmpPdu:
         config.add_v1_system(snmp, "sim-area", self.community)
         config.add_vacm_user(snmp, 2, "sim-area", "noAuthNoPriv", (1, 3, 6))
         if self.v3_user:
-            config.add_v3_user(snmp, self.v3_user, config.USM_AUTH_HMAC96_SHA, self.v3_auth_key,
-                               config.USM_PRIV_CFB128_AES, self.v3_priv_key)
+            config.add_v3_user(
+                snmp,
+                self.v3_user,
+                config.USM_AUTH_HMAC96_SHA,
+                self.v3_auth_key,
+                config.USM_PRIV_CFB128_AES,
+                self.v3_priv_key,
+            )
             config.add_vacm_user(snmp, 3, self.v3_user, "authPriv", (1, 3, 6))
         snmp_context = context.SnmpContext(snmp)
         snmp_context.unregister_context_name(b"")
@@ -234,8 +254,13 @@ def demo_values(base_w: float = 1200.0, swing_w: float = 300.0, period_s: float 
         power = base_w + swing_w * math.sin(2 * math.pi * now / period_s)
         state["kwh"] += power * (now - state["t"]) / 3.6e6
         state["t"] = now
-        return {"power_w": power, "energy_kwh": state["kwh"], "voltage_v": 230.0,
-                "current_a": power / (230.0 * 0.95), "pf": 0.95}
+        return {
+            "power_w": power,
+            "energy_kwh": state["kwh"],
+            "voltage_v": 230.0,
+            "current_a": power / (230.0 * 0.95),
+            "pf": 0.95,
+        }
 
     return values
 
@@ -250,10 +275,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve() -> None:
-        async with SimSnmpPdu(demo_values(args.power_w), args.port, vendor=args.vendor,
-                              community=args.community, outlets=args.outlets):
-            print(f"simulated {args.vendor} PDU on udp://127.0.0.1:{args.port} community {args.community!r}",
-                  flush=True)
+        async with SimSnmpPdu(
+            demo_values(args.power_w),
+            args.port,
+            vendor=args.vendor,
+            community=args.community,
+            outlets=args.outlets,
+        ):
+            print(
+                f"simulated {args.vendor} PDU on udp://127.0.0.1:{args.port} community {args.community!r}",
+                flush=True,
+            )
             await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):
