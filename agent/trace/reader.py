@@ -1,0 +1,333 @@
+"""Streaming trace reader (``docs/spec/trace-format.md``): a CSV file → ``TraceChunk``s of rows.
+
+``open_trace(path)`` reads the ``# key=value`` metadata and the header at once (so a bad header
+fails early); iterating the reader then yields chunks of ``chunk_rows`` rows, each parsed in
+bulk (``agent.trace.cells``) so the whole file is never in memory and no Python object is made
+per numeric cell. Iterating again re-reads the file from the first data row.
+
+Rules: the header must name ``ts``; ``stage`` and ``job`` are text, every other column (known or
+not) is numeric; an empty cell or ``nan`` is NaN; ``ts`` is present and strictly increasing.
+Cells are not quoted (the writer never needs quotes). Any violation raises ``TraceFormatError``
+naming the file line and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import numpy as np
+
+from agent.trace.cells import DELIMITER, classify, parse_cells
+from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
+
+STAGE_LABEL = re.compile(r"[a-z][a-z0-9_]*")
+_CRAC_SHARE = re.compile(r"crac\.([^.]*)\.share")
+_CRAC_ID = re.compile(r"[a-z0-9_]+")
+
+
+class TraceFormatError(ValueError):
+    """A malformed trace: ``line`` is the 1-based file line, ``reason`` says what is wrong."""
+
+    def __init__(self, path: Path | str, line: int, reason: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.path}: line {line}: {reason}")
+
+
+def open_trace(path: Path | str, chunk_rows: int = 65536) -> TraceReader:
+    """A reader over ``path``: ``.meta``, ``.columns``, and iteration yielding ``TraceChunk``s."""
+    return TraceReader(path, chunk_rows)
+
+
+class TraceReader:
+    """Metadata and header of a trace, and an iterator over its data in chunks."""
+
+    def __init__(self, path: Path | str, chunk_rows: int = 65536) -> None:
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        self.path = Path(path)
+        self.chunk_rows = chunk_rows
+        self.meta = TraceMeta()
+        self.columns: list[str] = []
+        self.data_line = 0  # file line number of the first data row
+        try:
+            with open(self.path, "rb") as stream:
+                self._data_offset, self.data_line = self._read_head(stream)
+        except OSError as exc:
+            raise TraceFormatError(self.path, 0, f"cannot read: {exc.strerror or exc}") from None
+        self._ts_index = self.columns.index("ts")
+        self._text_index = {name: i for i, name in enumerate(self.columns) if name in TEXT_COLUMNS}
+        self._numeric_index = {
+            name: i for i, name in enumerate(self.columns) if name != "ts" and name not in TEXT_COLUMNS
+        }
+
+    # -- head ------------------------------------------------------------------------------
+    def _read_head(self, stream: BinaryIO) -> tuple[int, int]:
+        """Parse metadata lines and the header; return (byte offset, line number) of the first row."""
+        line_no = 0
+        while True:
+            raw = stream.readline()
+            line_no += 1
+            if not raw:
+                raise TraceFormatError(
+                    self.path, line_no, "no header line (expected a line starting with ts)"
+                )
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise TraceFormatError(self.path, line_no, "not UTF-8 text") from None
+            if not text:
+                continue
+            if text.startswith("#"):
+                self._metadata(text[1:].strip(), line_no)
+                continue
+            self._header(text, line_no)
+            return stream.tell(), line_no + 1
+
+    def _metadata(self, body: str, line_no: int) -> None:
+        if "=" not in body:
+            return  # a plain comment
+        key, value = (part.strip() for part in body.split("=", 1))
+        if not key:
+            raise TraceFormatError(self.path, line_no, f"bad metadata line: no key before '=' in {body!r}")
+        share = _CRAC_SHARE.fullmatch(key)
+        if key in ("rack", "site"):
+            if not value:
+                raise TraceFormatError(self.path, line_no, f"bad metadata value: {key} is empty")
+            setattr(self.meta, key, value)
+        elif share:
+            if not _CRAC_ID.fullmatch(share.group(1)):
+                raise TraceFormatError(
+                    self.path, line_no, f"bad metadata key {key!r}: crac id must match [a-z0-9_]+"
+                )
+            number = _number(value)
+            if number is None or not 0 < number <= 1:  # NaN fails this too
+                raise TraceFormatError(
+                    self.path, line_no, f"bad metadata value: {key} must be a number in (0, 1], got {value!r}"
+                )
+            self.meta.crac_shares[share.group(1)] = number
+        elif key == "interval_s":
+            number = _number(value)
+            if number is None or not 0 < number < math.inf:
+                raise TraceFormatError(
+                    self.path, line_no, f"bad metadata value: interval_s must be a number > 0, got {value!r}"
+                )
+            self.meta.interval_s = number
+        else:
+            self.meta.extra[key] = value
+
+    def _header(self, text: str, line_no: int) -> None:
+        names = [name.strip() for name in text.split(",")]
+        for position, name in enumerate(names, start=1):
+            if not name:
+                raise TraceFormatError(self.path, line_no, f"header: column {position} has no name")
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise TraceFormatError(self.path, line_no, f"header: duplicate column {name!r}")
+            seen.add(name)
+        if "ts" not in seen:
+            raise TraceFormatError(self.path, line_no, f"header: no ts column (header starts {text[:60]!r})")
+        self.columns = names
+
+    # -- data ------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[TraceChunk]:
+        last_ts = -math.inf
+        line_no = self.data_line
+        try:
+            stream = open(self.path, "rb")  # noqa: SIM115 - closed in finally, also when the caller stops early
+        except OSError as exc:
+            raise TraceFormatError(self.path, line_no, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            stream.seek(self._data_offset)
+            while True:
+                lines = list(islice(stream, self.chunk_rows))
+                if not lines:
+                    return
+                chunk = self._parse_block(b"".join(lines), len(lines), line_no, last_ts)
+                line_no += len(lines)
+                last_ts = float(chunk.ts[-1])
+                yield chunk
+        finally:
+            stream.close()
+
+    def _parse_block(self, block: bytes, line_count: int, first_line: int, last_ts: float) -> TraceChunk:
+        """Parse complete lines; on several problems the one on the earliest line is reported."""
+        if not block.endswith(b"\n"):
+            block += b"\n"
+        if b"\r" in block:
+            block = block.replace(b"\r\n", b"\n")
+        ncols = len(self.columns)
+        classes = classify(block)
+        ends = np.flatnonzero(classes == DELIMITER)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        lengths = ends - starts
+        self._check_field_counts(block, ends, ncols, first_line, last_ts)
+        rows = line_count
+        lengths_2d = lengths.reshape(rows, ncols)
+        starts_2d = starts.reshape(rows, ncols)
+        problems: list[tuple[int, str]] = []  # (row, reason); the smallest row is raised
+        texts: dict[str, np.ndarray] = {}
+        for name, j in self._text_index.items():
+            column, problem = self._text_column(block, starts_2d[:, j], lengths_2d[:, j], name)
+            texts[name] = column
+            if problem:
+                problems.append(problem)
+        numeric_lengths = lengths_2d.copy()
+        for j in self._text_index.values():
+            numeric_lengths[:, j] = 0
+        values, fallback = parse_cells(classes, starts, numeric_lengths.reshape(-1))
+        if fallback.any():
+            problem = self._fallback(block, starts, lengths, values, fallback, ncols)
+            if problem:
+                problems.append(problem)
+        table = values.reshape(rows, ncols)
+        ts = np.ascontiguousarray(table[:, self._ts_index])
+        checked_rows = min([row for row, _ in problems], default=rows)  # ts after a bad cell is unknown
+        problem = self._ts_problem(ts[:checked_rows], last_ts)
+        if problem:
+            problems.append(problem)
+        if problems:
+            row, reason = min(problems, key=lambda p: p[0])
+            raise TraceFormatError(self.path, first_line + row, reason)
+        columns = np.ascontiguousarray(table.T)
+        numeric = {name: columns[j] for name, j in self._numeric_index.items()}
+        empty = np.full(rows, "", dtype=object)
+        return TraceChunk(
+            ts=ts,
+            numeric=numeric,
+            stage=texts.get("stage", empty),
+            job=texts.get("job", empty.copy()),
+            first_line=first_line,
+        )
+
+    def _check_field_counts(
+        self, block: bytes, ends: np.ndarray, ncols: int, first_line: int, last_ts: float
+    ) -> None:
+        line_ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8)[ends] == ord("\n"))
+        counts = np.diff(line_ends, prepend=-1)
+        wrong = np.flatnonzero(counts != ncols)
+        if not wrong.size:
+            return
+        row = int(wrong[0])
+        got = int(counts[row])
+        line_start = int(ends[line_ends[row - 1]]) + 1 if row else 0
+        if row:  # the rows before are well formed: a problem there comes first
+            self._parse_block(block[:line_start], row, first_line, last_ts)
+        if got == 1 and block[line_start : line_start + 1] == b"\n":
+            reason = f"empty line (expected {ncols} fields)"
+        else:
+            reason = f"wrong field count: expected {ncols} fields, got {got}"
+        raise TraceFormatError(self.path, first_line + row, reason)
+
+    def _text_column(
+        self, block: bytes, starts: np.ndarray, lengths: np.ndarray, name: str
+    ) -> tuple[np.ndarray, tuple[int, str] | None]:
+        """The labels of a text column, and the first problem (row, reason) if any."""
+        cells = [block[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+        problem = None
+        try:
+            labels = [cell.decode("utf-8") for cell in cells]
+        except UnicodeDecodeError:
+            row = next(i for i, cell in enumerate(cells) if not _is_utf8(cell))
+            labels = [cell.decode("utf-8", errors="replace") for cell in cells]
+            problem = (row, f"{name}: not UTF-8 text")
+        if name == "stage":
+            bad = {label for label in set(labels) if label and not STAGE_LABEL.fullmatch(label)}
+            if bad:
+                row = next(i for i, label in enumerate(labels) if label in bad)
+                if problem is None or row < problem[0]:
+                    problem = (row, f"bad stage label {labels[row]!r}: must match [a-z][a-z0-9_]*")
+        out = np.empty(len(labels), dtype=object)
+        out[:] = labels
+        return out, problem
+
+    def _fallback(
+        self,
+        block: bytes,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        values: np.ndarray,
+        fallback: np.ndarray,
+        ncols: int,
+    ) -> tuple[int, str] | None:
+        """Convert the cells the bulk parser left alone (``nan``, exponents); the first bad one."""
+        cache: dict[bytes, float | None] = {}
+        for index in np.flatnonzero(fallback).tolist():
+            start = int(starts[index])
+            cell = block[start : start + int(lengths[index])]
+            if cell in cache:
+                number = cache[cell]
+            else:
+                number = cache[cell] = _number_bytes(cell)
+            if number is None:
+                row, col = divmod(index, ncols)
+                shown = cell.decode("utf-8", errors="replace")
+                return row, f"bad number {shown!r} in column {self.columns[col]}"
+            values[index] = number
+        return None
+
+    @staticmethod
+    def _ts_problem(ts: np.ndarray, last_ts: float) -> tuple[int, str] | None:
+        """The first row whose ts is missing or not above the previous row's."""
+        if not ts.size:
+            return None
+        previous = np.concatenate(([last_ts], ts[:-1]))
+        bad = np.flatnonzero(np.isnan(ts) | (ts <= previous) | np.isnan(previous))
+        if not bad.size:
+            return None
+        row = int(bad[0])
+        if math.isnan(ts[row]):
+            return row, "ts is empty or nan (every row needs a ts)"
+        return (
+            row,
+            f"ts not increasing: {ts[row]:.15g} after {previous[row]:.15g} (ts must strictly increase)",
+        )
+
+    # -- context manager (nothing stays open between iterations; kept for symmetry with the writer)
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _number(text: str) -> float | None:
+    """A decimal number as the trace format allows it (``nan`` included), or None."""
+    if "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _number_bytes(cell: bytes) -> float | None:
+    try:
+        return _number(cell.decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+
+
+def _is_utf8(cell: bytes) -> bool:
+    try:
+        cell.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
