@@ -46,13 +46,16 @@ def parse_cells(
     (their value is NaN) and must be converted, or rejected, by the caller.
     """
     count = starts.shape[0]
-    values = np.full(count, np.nan)
+    values = np.empty(count)
     fallback = lengths > MAX_FAST_WIDTH
     if count == 0:
         return values, fallback
     widths = np.minimum(lengths, MAX_FAST_WIDTH + 1).astype(np.uint8)
     order = np.argsort(widths, kind="stable")  # radix sort for uint8
-    bounds = np.searchsorted(widths[order], np.arange(MAX_FAST_WIDTH + 2))
+    # uint8 needles: an int64 needle array would make searchsorted copy the haystack to int64
+    bounds = np.searchsorted(widths[order], np.arange(MAX_FAST_WIDTH + 2, dtype=np.uint8))
+    values[order[: bounds[1]]] = np.nan  # empty cells
+    values[order[bounds[MAX_FAST_WIDTH + 1] :]] = np.nan  # too wide: left to the fallback
     for width in range(1, MAX_FAST_WIDTH + 1):
         lo, hi = int(bounds[width]), int(bounds[width + 1])
         if lo == hi:

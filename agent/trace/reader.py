@@ -184,10 +184,9 @@ class TraceReader:
             texts[name] = column
             if problem:
                 problems.append(problem)
-        numeric_lengths = lengths_2d.copy()
         for j in self._text_index.values():
-            numeric_lengths[:, j] = 0
-        values, fallback = parse_cells(classes, starts, numeric_lengths.reshape(-1))
+            lengths_2d[:, j] = 0  # text cells are done: the number parser sees them as empty
+        values, fallback = parse_cells(classes, starts, lengths)
         if fallback.any():
             problem = self._fallback(block, starts, lengths, values, fallback, ncols)
             if problem:
