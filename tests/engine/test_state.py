@@ -1,0 +1,80 @@
+"""The state file: round trip, atomic write, corrupt and foreign files kept aside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_engine
+
+import synth
+from agent.engine import Engine, rack_info
+from agent.engine.state import StateError, pack, read_or_quarantine, unpack, write_atomic
+
+
+def test_pack_round_trip_keeps_dtypes_and_shapes() -> None:
+    arrays = {"a": np.arange(6, dtype=np.float64).reshape(2, 3), "names": np.array(["x", "yy"], dtype="<U8"),
+              "flags": np.array([True, False]), "i": np.array([7], dtype=np.int64)}
+    back = unpack(pack(arrays))
+    assert list(back) == list(arrays)
+    for k, v in arrays.items():
+        assert back[k].dtype == v.dtype and back[k].shape == v.shape
+        np.testing.assert_array_equal(back[k], v)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "magic", "empty"])
+def test_damaged_bytes_are_refused(damage: str) -> None:
+    blob = bytearray(pack({"a": np.arange(10.0)}))
+    if damage == "flip":
+        blob[20] ^= 0xFF
+    elif damage == "truncate":
+        blob = blob[:-9]
+    elif damage == "magic":
+        blob[:4] = b"XXXX"
+    else:
+        blob = bytearray()
+    with pytest.raises(StateError):
+        unpack(bytes(blob))
+
+
+def test_corrupt_file_is_moved_aside_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "engine.state"
+    path.write_bytes(b"RWST garbage that is not a state")
+    blob, message = read_or_quarantine(path)
+    assert blob is None and message is not None
+    assert "corrupt" in message and "starting fresh" in message
+    assert not path.exists()
+    kept = list(tmp_path.glob("engine.state.corrupt-*"))
+    assert len(kept) == 1 and kept[0].name in message
+
+
+def test_missing_file_is_a_quiet_fresh_start(tmp_path: Path) -> None:
+    assert read_or_quarantine(tmp_path / "nope.state") == (None, None)
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+    path = tmp_path / "s.state"
+    write_atomic(path, b"one")
+    write_atomic(path, b"two")
+    assert path.read_bytes() == b"two"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.state"]
+
+
+def test_engine_state_of_another_window_length_is_refused() -> None:
+    from agent.config.model import EngineSection
+
+    eng, _ = run_engine(synth.chunks(1 / 24, chunk_rows=600), finish=False)
+    blob = eng.save_state()
+    with pytest.raises(StateError, match="window"):
+        Engine.load_state(blob, EngineSection(window_s=600.0), rack_info(synth.meta()))
+
+
+def test_engine_state_of_another_version_is_refused() -> None:
+    from agent.engine import persist
+
+    eng = Engine(None, rack_info(synth.meta()))
+    arrays = unpack(eng.save_state())
+    arrays["engine_version"] = np.array([persist.ENGINE_STATE_VERSION + 1], dtype=np.int64)
+    with pytest.raises(StateError, match="version"):
+        Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
