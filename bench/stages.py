@@ -187,7 +187,7 @@ def main() -> int:
     print(
         f"inference speed: {total_rows / total_cpu_s:,.0f} rows per CPU second, "
         f"{total_rows / total_s:,.0f} rows/s wall ({total_cpu_s / len(results):.2f} s CPU, "
-        f"{total_s / len(results):.2f} s wall per {args.days:g}-day trace"
+        f"{total_s / len(results):.2f} s wall per {args.days:g}-day trace)"
     )
     if not args.no_engine:
         print(

@@ -19,7 +19,7 @@ from agent.trace.model import TraceChunk
 
 # Feature order of the matrix returned by FeatureExtractor.extract.
 FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac", "swing", "step_pos")
-SWING_ROWS = 20  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
+SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _SWING_MIN = 0.08  # below this range of power_frac there is no alternation to place a row in
 N_FEATURES = len(FEATURES)
 
@@ -115,7 +115,7 @@ class FeatureExtractor:
         return feats
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Causal rolling range of power_frac, and where the row sits in that range (0 low, 1 high).
+        """Causal rolling range of an alternating power_frac, and where the row sits in it (0 low, 1 high).
 
         A training step alternates forward/backward (high) and grad_sync (lower) every few
         seconds: a wide range marks training, the position tells the two apart regardless of
@@ -128,8 +128,12 @@ class FeatureExtractor:
             warnings.simplefilter("ignore", RuntimeWarning)
             hi = np.nanmax(windows, axis=1)
             lo = np.nanmin(windows, axis=1)
-            swing = hi - lo
-            pos = np.clip((frac - lo) / swing, 0.0, 1.0)
+            # alternation, not a single step: the series crosses its mid-range at least twice
+            above = windows > (0.5 * (hi + lo))[:, None]
+            crossings = np.count_nonzero(above[:, 1:] != above[:, :-1], axis=1)
+            swing = np.where(crossings >= 2, hi - lo, 0.0)
+            swing = np.where(np.isnan(hi), np.nan, swing)
+            pos = np.clip((frac - lo) / (hi - lo), 0.0, 1.0)
         pos = np.where(swing >= _SWING_MIN, pos, np.nan)
         return swing, pos
 

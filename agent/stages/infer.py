@@ -24,12 +24,14 @@ from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
 # Physics priors in feature space (power_frac, util, mem_util, spread, node_frac).
 # (power_frac, util, mem_util, spread, node_frac, swing, step_pos); NaN = no opinion.
+# Alternation (swing) is evidence for training, but its absence (a step's first seconds) is not
+# evidence against it: training stages have no opinion on swing, steady stages expect none.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "idle": (0.10, 0.00, 0.00, 0.03, 0.10, 0.0, _NAN),
     "data_load": (0.18, 0.13, 0.08, 0.03, 0.70, 0.0, _NAN),
-    "forward_backward": (0.90, 0.93, 0.45, 0.03, 0.40, 0.40, 1.0),
-    "grad_sync": (0.55, 0.56, 0.32, 0.03, 0.50, 0.40, 0.0),
+    "forward_backward": (0.90, 0.93, 0.45, 0.03, 0.40, _NAN, 1.0),
+    "grad_sync": (0.55, 0.56, 0.32, 0.03, 0.50, _NAN, 0.0),
     "checkpoint": (0.16, 0.06, 0.15, 0.03, 0.60, 0.0, _NAN),
     "eval": (0.72, 0.78, 0.36, 0.03, 0.40, 0.0, _NAN),
 }
@@ -68,6 +70,7 @@ class StageInferrer:
         self._current = ""  # the stage the filter is in
         self._candidate = ""  # a different stage seen recently
         self._candidate_since = float("nan")
+        self._decisive_last = False
 
     # ------------------------------------------------------------------ public API
     def infer_chunk(self, chunk: TraceChunk, hint_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,8 +223,9 @@ class StageInferrer:
         self, ts: np.ndarray, raw: np.ndarray, dist: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
     ) -> np.ndarray:
         """Causal hysteresis: switch to a new stage when it is decisively nearer than the current
-        one (by ``margin``), or after it stayed the nearest for ``dwell_s``; a borderline row
-        never flips the segment. forward_backward ↔ grad_sync switch at once (steps alternate).
+        one (by ``margin``) on two consecutive rows, or after it stayed the nearest for
+        ``dwell_s``; a borderline or lone outlier row never flips the segment.
+        forward_backward ↔ grad_sync switch at once (training steps alternate within seconds).
 
         Works over runs of equal raw labels, so its cost grows with the number of changes, not
         rows. Hinted rows reset the filter to the hinted stage.
@@ -253,14 +257,19 @@ class StageInferrer:
             if name != self._candidate:
                 self._candidate = name
                 self._candidate_since = float(ts[a])
+                self._decisive_last = False
             fast = name in FAST_ALTERNATING and self._current in FAST_ALTERNATING
             switch_at = self._candidate_since + (0.0 if fast else self.dwell_s)
             k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
             cur = index.get(self._current)
             if k > a and code >= 0 and cur is not None:
                 decisive = dist[a:k, code] + self.margin < dist[a:k, cur]
-                if decisive.any():
-                    k = a + int(np.argmax(decisive))
+                # two decisive rows in a row (one may be the previous chunk's last): a lone
+                # outlier row never flips the segment
+                confirmed = decisive & np.concatenate(([self._decisive_last], decisive[:-1]))
+                if confirmed.any():
+                    k = a + int(np.argmax(confirmed))
+                self._decisive_last = bool(decisive[-1]) if k == b else False
             out[a:k] = self._current
             if k < b:
                 self._current = name

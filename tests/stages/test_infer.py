@@ -1,0 +1,232 @@
+"""Stage inference: works with no labels, learns from labels, hysteresis, fixed memory, state."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from agent.stages.infer import MAX_STAGES, StageInferrer
+from agent.trace.model import TraceChunk
+
+T0 = 1_717_200_000.0
+# per-stage (GPU power W, util %, mem util %, node extra W) of a synthetic 8-GPU node
+LEVELS = {
+    "idle": (65.0, 0.0, 0.0, 0.0),
+    "data_load": (120.0, 12.0, 8.0, 700.0),
+    "forward_backward": (665.0, 98.0, 45.0, 350.0),
+    "grad_sync": (350.0, 55.0, 30.0, 450.0),
+    "checkpoint": (105.0, 6.0, 15.0, 550.0),
+    "eval": (505.0, 82.0, 35.0, 300.0),
+}
+
+
+def synthetic(
+    stages: list[tuple[str, int]],
+    t0: float = T0,
+    seed: int = 0,
+    gpus: int = 8,
+    levels: dict[str, tuple[float, float, float, float]] | None = None,
+) -> TraceChunk:
+    """A chunk with 1-s GPU rows and a PDU every 5 s, following the (stage, seconds) plan."""
+    levels = levels or LEVELS
+    rng = np.random.default_rng(seed)
+    names = [s for s, n in stages for _ in range(n)]
+    n = len(names)
+    ts = t0 + np.arange(n, dtype=float)
+    lv = np.array([levels[s] for s in names])
+    numeric: dict[str, np.ndarray] = {}
+    gpu_sum = np.zeros(n)
+    for i in range(gpus):
+        p = lv[:, 0] * (1 + 0.02 * rng.standard_normal(n))
+        gpu_sum += p
+        numeric[f"gpu.{i}.power_w"] = p
+        numeric[f"gpu.{i}.util_pct"] = np.clip(np.round(lv[:, 1] + 2 * rng.standard_normal(n)), 0, 100)
+        numeric[f"gpu.{i}.mem_util_pct"] = np.clip(np.round(lv[:, 2] + 2 * rng.standard_normal(n)), 0, 100)
+    pdu = (gpu_sum + 1000 + lv[:, 3]) / 0.94
+    numeric["pdu.a.power_w"] = np.where(np.arange(n) % 5 == 0, pdu, np.nan)
+    return TraceChunk(
+        ts=ts, numeric=numeric, stage=np.array(names, dtype=object), job=np.full(n, "", dtype=object)
+    )
+
+
+def blank(n: int) -> np.ndarray:
+    return np.full(n, "", dtype=object)
+
+
+def unlabelled(chunk: TraceChunk) -> TraceChunk:
+    return dataclasses.replace(chunk, stage=blank(len(chunk)))
+
+
+def split(chunk: TraceChunk, sizes: list[int]) -> list[TraceChunk]:
+    out, i = [], 0
+    for k in sizes:
+        j = min(len(chunk), i + k)
+        out.append(
+            dataclasses.replace(
+                chunk,
+                ts=chunk.ts[i:j],
+                numeric={c: v[i:j] for c, v in chunk.numeric.items()},
+                stage=chunk.stage[i:j],
+                job=chunk.job[i:j],
+            )
+        )
+        i = j
+    if i < len(chunk):
+        out += split(
+            dataclasses.replace(
+                chunk,
+                ts=chunk.ts[i:],
+                numeric={c: v[i:] for c, v in chunk.numeric.items()},
+                stage=chunk.stage[i:],
+                job=chunk.job[i:],
+            ),
+            [len(chunk)],
+        )
+    return out
+
+
+def training(steps: int) -> list[tuple[str, int]]:
+    return [p for _ in range(steps) for p in (("forward_backward", 7), ("grad_sync", 2))]
+
+
+PLAN = [
+    ("idle", 300),
+    ("data_load", 120),
+    *training(30),
+    ("checkpoint", 180),
+    *training(20),
+    ("eval", 240),
+    ("data_load", 40),
+    *training(20),
+    ("idle", 120),
+]
+
+
+def accuracy(got: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean(got == truth))
+
+
+def test_infers_every_stage_with_no_label_ever_seen() -> None:
+    chunk = synthetic(PLAN)
+    got, inferred = StageInferrer().infer_chunk(unlabelled(chunk), blank(len(chunk)))
+    assert inferred.all()
+    assert accuracy(got, chunk.stage) >= 0.95
+    for stage in LEVELS:
+        mask = chunk.stage == stage
+        assert accuracy(got[mask], chunk.stage[mask]) >= 0.8, stage
+
+
+def test_hinted_rows_win_and_unhinted_are_inferred() -> None:
+    chunk = synthetic(PLAN)
+    hints = blank(len(chunk))
+    hints[:100] = "custom_warmup"
+    got, inferred = StageInferrer().infer_chunk(chunk, hints)
+    assert (got[:100] == "custom_warmup").all() and not inferred[:100].any()
+    assert inferred[100:].all()
+
+
+def test_levels_learned_from_hints_are_used_later() -> None:
+    # a job whose forward_backward looks like the prior's eval, and a custom stage
+    odd = dict(LEVELS, forward_backward=(500.0, 80.0, 36.0, 300.0), warmup=(300.0, 30.0, 60.0, 200.0))
+    plan = [("warmup", 200), ("forward_backward", 600), ("checkpoint", 100)]
+    taught = synthetic(plan, levels=odd, seed=1)
+    later = synthetic(plan, levels=odd, seed=2, t0=T0 + 10_000)
+    naive = StageInferrer().infer_chunk(unlabelled(later), blank(len(later)))[0]
+    learner = StageInferrer()
+    learner.infer_chunk(taught, taught.stage)
+    got = learner.infer_chunk(unlabelled(later), blank(len(later)))[0]
+    assert accuracy(naive, later.stage) < 0.6  # the priors alone get this job wrong
+    assert accuracy(got, later.stage) >= 0.95
+    assert "warmup" in learner.stages
+
+
+def test_lone_outlier_row_does_not_split_a_segment() -> None:
+    chunk = synthetic([("checkpoint", 120)])
+    for col, values in chunk.numeric.items():  # one row that looks like forward_backward
+        if col.endswith("power_w") and col.startswith("gpu."):
+            values[60] = 665.0
+        elif col.endswith("util_pct"):
+            values[60] = 98.0 if ".util" in col else 45.0
+    got = StageInferrer().infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
+    assert (got[5:] == "checkpoint").all()
+
+
+def test_a_real_change_is_followed_within_the_dwell() -> None:
+    chunk = synthetic([("idle", 120), ("checkpoint", 120), ("eval", 120)])
+    inferrer = StageInferrer(dwell_s=5.0)
+    got = inferrer.infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
+    changes = np.flatnonzero(got[1:] != got[:-1]) + 1
+    assert len(changes) == 2  # no flicker
+    assert 120 <= changes[0] <= 126 and 240 <= changes[1] <= 246
+
+
+def test_result_does_not_depend_on_chunking() -> None:
+    chunk = unlabelled(synthetic(PLAN))
+    whole = StageInferrer().infer_chunk(chunk, blank(len(chunk)))[0]
+    rng = np.random.default_rng(3)
+    inferrer = StageInferrer()
+    parts = [
+        inferrer.infer_chunk(c, blank(len(c)))[0]
+        for c in split(chunk, [int(k) for k in rng.integers(1, 300, 200)])
+    ]
+    assert (np.concatenate(parts) == whole).all()
+
+
+def test_state_round_trips_through_json_and_is_fixed_size() -> None:
+    chunk = synthetic(PLAN)
+    inferrer = StageInferrer()
+    inferrer.infer_chunk(chunk, chunk.stage)
+    size_after_one = len(json.dumps(inferrer.save_state()))
+    for k in range(5):
+        more = synthetic(PLAN, t0=T0 + (k + 1) * 10_000, seed=k)
+        inferrer.infer_chunk(more, more.stage)
+    state = json.loads(json.dumps(inferrer.save_state()))
+    assert abs(len(json.dumps(state)) - size_after_one) < 200  # numbers change, the shape does not
+    test = unlabelled(synthetic(PLAN, t0=T0 + 100_000, seed=9))
+    restored = StageInferrer()
+    restored.load_state(state)
+    a = inferrer.infer_chunk(test, blank(len(test)))[0]
+    b = restored.infer_chunk(test, blank(len(test)))[0]
+    assert (a == b).all()
+
+
+def test_custom_labels_are_capped() -> None:
+    inferrer = StageInferrer()
+    for i in range(40):
+        chunk = synthetic([("idle", 5)], t0=T0 + 10 * i)
+        inferrer.infer_chunk(chunk, np.full(5, f"custom_{i}", dtype=object))
+    assert len(inferrer.stages) == MAX_STAGES
+
+
+def test_foreign_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="version"):
+        StageInferrer().load_state({"version": 99})
+    state = StageInferrer().save_state()
+    state["mean"] = state["mean"][:2]
+    with pytest.raises(ValueError, match="shapes"):
+        StageInferrer().load_state(state)
+
+
+def test_empty_chunk_and_chunk_without_gpu_columns() -> None:
+    inferrer = StageInferrer()
+    empty = TraceChunk(ts=np.zeros(0), numeric={}, stage=blank(0), job=blank(0))
+    got, inferred = inferrer.infer_chunk(empty, blank(0))
+    assert got.shape == (0,) and inferred.shape == (0,)
+    bare = TraceChunk(
+        ts=T0 + np.arange(5.0), numeric={"pdu.a.power_w": np.full(5, 3000.0)}, stage=blank(5), job=blank(5)
+    )
+    got, inferred = inferrer.infer_chunk(bare, blank(5))
+    assert inferred.all() and all(isinstance(s, str) and s for s in got)
+
+
+def test_glitch_cells_do_not_poison_the_learned_peak() -> None:
+    chunk = synthetic(PLAN)
+    chunk.numeric["gpu.3.power_w"][500] = 65535.0  # sentinel
+    chunk.numeric["gpu.4.power_w"][501] = 4000.0  # spike
+    inferrer = StageInferrer()
+    got = inferrer.infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
+    assert inferrer.features.state()["peak_w"] < 800
+    assert accuracy(got, chunk.stage) >= 0.95
