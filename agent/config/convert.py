@@ -68,6 +68,13 @@ def kind_of(value: object) -> str:
     return type(value).__name__  # dates and times
 
 
+def described(value: object) -> str:
+    """``"5" (a string)``, ``3 (an integer)``; tables and arrays by kind only."""
+    if isinstance(value, dict | list):
+        return kind_of(value)
+    return f"{show(value)} ({kind_of(value)})"
+
+
 def suggest(word: str, candidates: list[str]) -> str:
     """``; did you mean "x"?`` or nothing."""
     close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
@@ -130,13 +137,13 @@ def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec
     if origin is tuple:
         item_hint = typing.get_args(hint)[0]
         if not isinstance(value, list):
-            ctx.error(path, f"must be an array, got {show(value)} ({kind_of(value)})")
+            ctx.error(path, f"must be an array, got {described(value)}")
             return _MISSING
         items = [convert_value(ctx, (*path, i), item, item_hint, spec) for i, item in enumerate(value)]
         return _MISSING if any(item is _MISSING for item in items) else tuple(items)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
-            ctx.error(path, f"must be a table {{...}}, got {show(value)} ({kind_of(value)})")
+            ctx.error(path, f"must be a table {{...}}, got {described(value)}")
             return _MISSING
         cls = typing.cast(type, hint)
         built = build(ctx, path, value, cls, spec.nested.get(cls, Spec()))
@@ -149,7 +156,7 @@ def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec
         Path: isinstance(value, str),
     }.get(hint, False)
     if not ok:
-        ctx.error(path, f"must be {_expected(hint)}, got {show(value)} ({kind_of(value)})")
+        ctx.error(path, f"must be {_expected(hint)}, got {described(value)}")
         return _MISSING
     if hint is float:
         if not math.isfinite(value):

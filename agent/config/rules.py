@@ -221,6 +221,7 @@ CRAC = Spec(
         "framer": [one_of("socket", "rtu")],
         "rated_fan_power_w": [positive],
         "rated_compressor_power_w": [positive],
+        "cooling_kind": [one_of("dx", "chilled_water", "unknown")],
     },
     nested={ModbusRegister: MODBUS_REGISTER},
 )
