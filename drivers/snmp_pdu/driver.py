@@ -25,6 +25,7 @@ from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_row, prune
 from .profile import Profile, ProfileError, generic_profile, get_profile, match_sys_object_id, oid_text
 
 SYS_OBJECT_ID = (1, 3, 6, 1, 2, 1, 1, 2, 0)
+REDISCOVER_S = 3600.0  # walk the tables again this often, to see a unit that joined a daisy-chain
 FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor profile
 
 
@@ -54,12 +55,15 @@ class SnmpPduDriver:
         self._profile: Profile | None = None
         self._plan: PollPlan | None = None
         self._pruned = False
+        self._discovered_at = 0.0  # time.monotonic() of the last table walk
+        self._answered: set[tuple[int, ...]] = set()  # OIDs that gave a value since that walk
         self._counters: dict[tuple[int, ...], CounterDelta] = {}
         self._energy_est_kwh: float | None = None
         self._last_power: tuple[float, float] | None = None  # (ts, W) for the estimated energy
         self._rows: dict[str, int] = {}
         self.polls = 0
         self.failures = 0
+        self.discoveries = 0
         self.last_error: str | None = None
 
     # -- public -------------------------------------------------------------------------------
@@ -79,6 +83,7 @@ class SnmpPduDriver:
             "profile": self._profile.name if self._profile else None,
             "polls": self.polls,
             "failures": self.failures,
+            "discoveries": self.discoveries,
             "last_error": self.last_error,
             "energy_resets": sum(c.resets for c in self._counters.values()),
             "energy_wraps": sum(c.wraps for c in self._counters.values()),
@@ -131,8 +136,12 @@ class SnmpPduDriver:
         session = self._session or self._open_session()
         if self._profile is None:
             self._profile = await self._choose_profile(session)
+        if self._plan is not None and time.monotonic() - self._discovered_at > REDISCOVER_S:
+            self.rediscover()
         if self._plan is None:
             self._plan = await self._discover(session, self._profile)
+            self._discovered_at = time.monotonic()
+            self._answered.clear()
         plan = self._plan
         if not plan.items:
             self._plan = None
@@ -146,6 +155,12 @@ class SnmpPduDriver:
         if not self._pruned:
             self._plan = prune(plan, decoded.levels)
             self._pruned = True
+        # An OID that answered before and is now noSuchInstance: a unit/inlet left (or the chain was
+        # renumbered). Report this poll as it is and walk the tables again at the next one.
+        vanished = any(v is None and oid in self._answered for oid, v in zip(plan.oids, values, strict=True))
+        self._answered.update(oid for oid, v in zip(plan.oids, values, strict=True) if v is not None)
+        if vanished:
+            self.rediscover()
         return self._signals(ts, decoded)
 
     def _open_session(self) -> SnmpSession:
@@ -218,7 +233,7 @@ class SnmpPduDriver:
                             row.meta[m] = value
             rows[name] = [row for row in found if keep_row(table, row)]
             self._rows[name] = len(rows[name])
-        self._counters.clear()
+        self.discoveries += 1
         return build_plan(profile, rows)
 
     # -- signals ------------------------------------------------------------------------------

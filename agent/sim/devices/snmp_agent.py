@@ -48,11 +48,24 @@ def _get(values: Mapping[str, float | None], name: str) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def _apc(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell]:
-    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a."""
+def _share(values: Mapping[str, float | None], units: int) -> dict[str, float | None]:
+    """One unit's readings when the feed's load is spread evenly over a daisy-chain."""
+    out = dict(values)
+    for name in ("power_w", "energy_kwh", "current_a"):
+        value = _get(values, name)
+        out[name] = None if value is None else value / units
+    return out
+
+
+def _apc(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
+    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a.
+
+    ``units`` > 1 is a Network Port Sharing chain: one device row and one phase row per unit.
+    """
+    each = _share(values, units)
 
     def enc(name: str, per_unit: float) -> int:
-        value = _get(values, name)
+        value = _get(each, name)
         return -1 if value is None else round(value / per_unit)
 
     cells = _system(
@@ -61,24 +74,25 @@ def _apc(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell]:
         (1, 3, 6, 1, 4, 1, 318, 1, 3, 4, 6),
     )
     device, phase, outlet = (*APC, 4, 3, 1), (*APC, 6, 3, 1), (*APC, 9, 4, 3, 1)
-    power_w, current_a = _get(values, "power_w"), _get(values, "current_a")
-    cells.update(
-        {
-            (*device, 1, 1): (2, 1),
-            (*device, 2, 1): (2, 1),
-            (*device, 3, 1): (4, "rackwatt-sim"),
-            (*device, 5, 1): (2, enc("power_w", 10)),  # rPDU2DeviceStatusPower, 0.01 kW
-            (*device, 9, 1): (2, enc("energy_kwh", 0.1)),  # rPDU2DeviceStatusEnergy, 0.1 kWh
-            (*device, 17, 1): (2, enc("pf", 0.01)),  # rPDU2DeviceStatusPowerFactor, 0.01
-            (*phase, 1, 1): (2, 1),
-            (*phase, 2, 1): (2, 1),
-            (*phase, 3, 1): (2, 1),
-            (*phase, 5, 1): (2, enc("current_a", 0.1)),  # rPDU2PhaseStatusCurrent, 0.1 A
-            (*phase, 6, 1): (2, enc("voltage_v", 1)),  # rPDU2PhaseStatusVoltage, V
-            (*phase, 7, 1): (2, enc("power_w", 10)),
-            (*phase, 9, 1): (2, enc("pf", 0.01)),
-        }
-    )
+    for u in range(1, units + 1):
+        cells.update(
+            {
+                (*device, 1, u): (2, u),
+                (*device, 2, u): (2, u),  # Module: the unit's place in the chain
+                (*device, 3, u): (4, f"rackwatt-sim-{u}"),
+                (*device, 5, u): (2, enc("power_w", 10)),  # rPDU2DeviceStatusPower, 0.01 kW
+                (*device, 9, u): (2, enc("energy_kwh", 0.1)),  # rPDU2DeviceStatusEnergy, 0.1 kWh
+                (*device, 17, u): (2, enc("pf", 0.01)),  # rPDU2DeviceStatusPowerFactor, 0.01
+                (*phase, 1, u): (2, u),
+                (*phase, 2, u): (2, u),
+                (*phase, 3, u): (2, 1),
+                (*phase, 5, u): (2, enc("current_a", 0.1)),  # rPDU2PhaseStatusCurrent, 0.1 A
+                (*phase, 6, u): (2, enc("voltage_v", 1)),  # rPDU2PhaseStatusVoltage, V
+                (*phase, 7, u): (2, enc("power_w", 10)),
+                (*phase, 9, u): (2, enc("pf", 0.01)),
+            }
+        )
+    power_w, current_a = _get(each, "power_w"), _get(each, "current_a")
     for n in range(1, outlets + 1):  # rPDU2OutletMeteredStatus: W (not kW) and 0.1 A per outlet
         cells[(*outlet, 1, n)] = (2, n)
         cells[(*outlet, 6, n)] = (2, -1 if current_a is None else round(current_a / outlets / 0.1))
@@ -86,8 +100,12 @@ def _apc(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell]:
     return cells
 
 
-def _raritan(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell]:
-    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table."""
+def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
+    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table.
+
+    ``units`` > 1 is a cascade: inlet sensors of pduId 1…units.
+    """
+    each = _share(values, units)
     cells = _system("PX3-5493U-K2 rackwatt-sim", RARITAN)
     inlet_cfg, inlet_val = (*RARITAN, 3, 3, 4, 1), (*RARITAN, 5, 2, 3, 1)
     # sensor type → (signal, decimal digits, multiplier to the sensor unit)
@@ -98,16 +116,17 @@ def _raritan(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell
         7: ("pf", 2, 1.0),
         8: ("energy_kwh", 0, 1000.0),
     }
-    cells[(*RARITAN, 3, 2, 2, 1, 2, 1)] = (2, 1)  # inletCount
-    cells[(*RARITAN, 3, 2, 2, 1, 4, 1)] = (2, outlets)  # outletCount
-    for sensor, (name, digits, unit) in sensors.items():
-        value = _get(values, name)
-        index = (1, 1, sensor)
-        cells[(*inlet_cfg, 7, *index)] = (66, digits)
-        cells[(*inlet_val, 2, *index)] = (2, 2 if value is None else 1)  # IsAvailable (TruthValue)
-        raw = 0 if value is None else round(value * unit * 10**digits) % 2**32  # Unsigned32 wraps (MIB text)
-        cells[(*inlet_val, 4, *index)] = (66, raw)
-    power_w = _get(values, "power_w")
+    for pdu in range(1, units + 1):
+        cells[(*RARITAN, 3, 2, 2, 1, 2, pdu)] = (2, 1)  # inletCount
+        cells[(*RARITAN, 3, 2, 2, 1, 4, pdu)] = (2, outlets)  # outletCount
+        for sensor, (name, digits, unit) in sensors.items():
+            value = _get(each, name)
+            index = (pdu, 1, sensor)
+            cells[(*inlet_cfg, 7, *index)] = (66, digits)
+            cells[(*inlet_val, 2, *index)] = (2, 2 if value is None else 1)  # IsAvailable (TruthValue)
+            raw = 0 if value is None else round(value * unit * 10**digits) % 2**32  # Unsigned32 wraps
+            cells[(*inlet_val, 4, *index)] = (66, raw)
+    power_w = _get(each, "power_w")
     outlet_cfg, outlet_val = (*RARITAN, 3, 5, 4, 1), (*RARITAN, 5, 4, 3, 1)
     for n in range(1, outlets + 1):
         cells[(*outlet_cfg, 7, 1, n, 5)] = (66, 0)
@@ -115,16 +134,21 @@ def _raritan(values: Mapping[str, float | None], outlets: int) -> dict[Oid, Cell
     return cells
 
 
-ENCODERS: dict[str, Callable[[Mapping[str, float | None], int], dict[Oid, Cell]]] = {
+ENCODERS: dict[str, Callable[[Mapping[str, float | None], int, int], dict[Oid, Cell]]] = {
     "apc_rpdu2": _apc,
     "raritan_pdu2": _raritan,
 }
 
 
-def render(vendor: str, values: Mapping[str, float | None], outlets: int = 24) -> dict[Oid, Cell]:
+def render(
+    vendor: str, values: Mapping[str, float | None], outlets: int = 24, units: int = 1
+) -> dict[Oid, Cell]:
+    """Every OID the simulated PDU serves; ``units`` daisy-chained units share the load evenly."""
     if vendor not in ENCODERS:
         raise ValueError(f"unknown simulated PDU vendor {vendor!r}; known: {', '.join(ENCODERS)}")
-    return ENCODERS[vendor](values, outlets)
+    if units < 1:
+        raise ValueError(f"units must be >= 1, got {units}")
+    return ENCODERS[vendor](values, outlets, units)
 
 
 def to_snmprec(cells: Mapping[Oid, Cell]) -> str:
@@ -187,6 +211,7 @@ class SimSnmpPdu:
     host: str = "127.0.0.1"
     community: str = "public"
     outlets: int = 24
+    units: int = 1  # daisy-chained units; may be changed while serving (a unit joins or leaves)
     v3_user: str | None = None
     v3_auth_key: str | None = None  # SHA
     v3_priv_key: str | None = None  # AES-128
@@ -199,7 +224,7 @@ class SimSnmpPdu:
         now = time.monotonic()
         self.requests += 1
         if self._cache is None or now - self._cache[0] > self.refresh_s:
-            cells = render(self.vendor, self.values_fn(), self.outlets)
+            cells = render(self.vendor, self.values_fn(), self.outlets, self.units)
             self._cache = (now, sorted(cells), cells)
         return self._cache[1], self._cache[2]
 

@@ -118,3 +118,48 @@ def test_drivers_without_an_engine_share_one_per_event_loop(tmp_path: Path) -> N
     ok_and_shared, open_after_first_close, engines_left = asyncio.run(run())
     assert ok_and_shared
     assert open_after_first_close and engines_left == 0
+
+
+def test_a_unit_leaving_the_chain_triggers_rediscovery(tmp_path: Path) -> None:
+    port = free_port(socket.SOCK_DGRAM)
+    values = {"power_w": 1200.0, "energy_kwh": 50.0, "voltage_v": 230.0}
+
+    async def run() -> tuple[list[Any], dict[str, Any]]:
+        async with SimSnmpPdu(lambda: values, port, vendor="apc_rpdu2", units=2, refresh_s=0.0) as sim:
+            driver = SnmpPduDriver(_cfg(tmp_path, port, detail_signals=True))
+            try:
+                results = [await driver.poll()]
+                sim.units = 1  # unit 2 is unplugged: its rows answer noSuchInstance now
+                results += [await driver.poll(), await driver.poll()]
+                return results, driver.health
+            finally:
+                await driver.close()
+
+    (chain, gone, again), health = asyncio.run(run())
+    assert chain.signals["pdu.a.power_w"] == 1200.0
+    assert chain.signals["pdu.a.unit1.power_w"] == chain.signals["pdu.a.unit2.power_w"] == 600.0
+    assert chain.signals["pdu.a.energy_kwh"] == 50.0
+    assert "pdu.a.power_w" not in gone.signals  # a total without unit 2 would be a fake step
+    assert again.signals["pdu.a.power_w"] == 1200.0 and "pdu.a.unit2.power_w" not in again.signals
+    assert health["discoveries"] == 2 and health["rows"]["device"] == 1
+
+
+def test_raritan_cascade_sums_and_unavailable_sensor_is_dropped(tmp_path: Path) -> None:
+    steps = [{"power_w": 3000.0, "energy_kwh": 900.0, "voltage_v": 230.0, "current_a": 13.5}]
+    port = free_port(socket.SOCK_DGRAM)
+
+    async def run() -> Any:
+        async with SimSnmpPdu(lambda: steps[0], port, vendor="raritan_pdu2", units=3):
+            driver = SnmpPduDriver(_cfg(tmp_path, port, detail_signals=True))
+            try:
+                return await driver.poll(), driver.health
+            finally:
+                await driver.close()
+
+    result, health = asyncio.run(run())
+    assert result.signals["pdu.a.power_w"] == 3000.0
+    assert result.signals["pdu.a.unit3.inlet1.power_w"] == 1000.0
+    assert result.signals["pdu.a.energy_kwh"] == 900.0
+    assert result.signals["pdu.a.current_a"] == 13.5
+    assert "pdu.a.pf" not in result.signals  # served with IsAvailable = false
+    assert health["rows"]["inlet"] == 12  # 3 units × 4 available sensors (pf dropped)
