@@ -137,8 +137,8 @@ def make_scenario(
     """
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
-    if not 0 < days <= 400:
-        raise ValueError(f"days must be in (0, 400], got {days}")
+    if not 0 < days <= 400 or round(days * 86400.0) < 1:
+        raise ValueError(f"days must be in (0, 400] and cover at least one second, got {days}")
     if not 1 <= gpus <= 1024:
         raise ValueError(f"gpus must be in [1, 1024], got {gpus}")
     hours = days * 24.0
