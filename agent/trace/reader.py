@@ -29,6 +29,7 @@ from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
 STAGE_LABEL = re.compile(r"[a-z][a-z0-9_]*")
 _CRAC_SHARE = re.compile(r"crac\.([^.]*)\.share")
 _CRAC_ID = re.compile(r"[a-z0-9_]+")
+PARSE_BLOCK_ROWS = 4096  # rows parsed at once: cache-sized temporaries (measured faster than whole chunks)
 
 
 class TraceFormatError(ValueError):
@@ -153,15 +154,45 @@ class TraceReader:
                 lines = list(islice(stream, self.chunk_rows))
                 if not lines:
                     return
-                chunk = self._parse_block(b"".join(lines), len(lines), line_no, last_ts)
+                chunk = self._parse_lines(lines, line_no, last_ts)
                 line_no += len(lines)
                 last_ts = float(chunk.ts[-1])
                 yield chunk
         finally:
             stream.close()
 
-    def _parse_block(self, block: bytes, line_count: int, first_line: int, last_ts: float) -> TraceChunk:
-        """Parse complete lines; on several problems the one on the earliest line is reported."""
+    def _parse_lines(self, lines: list[bytes], first_line: int, last_ts: float) -> TraceChunk:
+        """One chunk, parsed in blocks of ``PARSE_BLOCK_ROWS`` lines (temporaries stay cache-sized)."""
+        rows = len(lines)
+        columns = np.empty((len(self.columns), rows))
+        texts: dict[str, list[np.ndarray]] = {name: [] for name in self._text_index}
+        for lo in range(0, rows, PARSE_BLOCK_ROWS):
+            hi = min(rows, lo + PARSE_BLOCK_ROWS)
+            block_texts = self._parse_block(
+                b"".join(lines[lo:hi]), hi - lo, first_line + lo, last_ts, columns[:, lo:hi]
+            )
+            for name, labels in block_texts.items():
+                texts[name].append(labels)
+            last_ts = float(columns[self._ts_index, hi - 1])
+        empty = np.full(rows, "", dtype=object)
+        joined = {
+            name: np.concatenate(parts) if len(parts) > 1 else parts[0] for name, parts in texts.items()
+        }
+        return TraceChunk(
+            ts=columns[self._ts_index],
+            numeric={name: columns[j] for name, j in self._numeric_index.items()},
+            stage=joined.get("stage", empty),
+            job=joined.get("job", empty.copy()),
+            first_line=first_line,
+        )
+
+    def _parse_block(
+        self, block: bytes, line_count: int, first_line: int, last_ts: float, into: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Parse complete lines into ``into`` (columns × rows); return the text columns.
+
+        On several problems the one on the earliest line is reported.
+        """
         if not block.endswith(b"\n"):
             block += b"\n"
         if b"\r" in block:
@@ -192,7 +223,7 @@ class TraceReader:
             if problem:
                 problems.append(problem)
         table = values.reshape(rows, ncols)
-        ts = np.ascontiguousarray(table[:, self._ts_index])
+        ts = table[:, self._ts_index]
         checked_rows = min([row for row, _ in problems], default=rows)  # ts after a bad cell is unknown
         problem = self._ts_problem(ts[:checked_rows], last_ts)
         if problem:
@@ -200,16 +231,8 @@ class TraceReader:
         if problems:
             row, reason = min(problems, key=lambda p: p[0])
             raise TraceFormatError(self.path, first_line + row, reason)
-        columns = np.ascontiguousarray(table.T)
-        numeric = {name: columns[j] for name, j in self._numeric_index.items()}
-        empty = np.full(rows, "", dtype=object)
-        return TraceChunk(
-            ts=ts,
-            numeric=numeric,
-            stage=texts.get("stage", empty),
-            job=texts.get("job", empty.copy()),
-            first_line=first_line,
-        )
+        into[...] = table.T
+        return texts
 
     def _check_field_counts(
         self, block: bytes, ends: np.ndarray, ncols: int, first_line: int, last_ts: float
@@ -223,7 +246,7 @@ class TraceReader:
         got = int(counts[row])
         line_start = int(ends[line_ends[row - 1]]) + 1 if row else 0
         if row:  # the rows before are well formed: a problem there comes first
-            self._parse_block(block[:line_start], row, first_line, last_ts)
+            self._parse_block(block[:line_start], row, first_line, last_ts, np.empty((ncols, row)))
         if got == 1 and block[line_start : line_start + 1] == b"\n":
             reason = f"empty line (expected {ncols} fields)"
         else:

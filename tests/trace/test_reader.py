@@ -164,3 +164,37 @@ def test_error_message_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_file_is_a_trace_format_error(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="cannot read"):
         open_trace(tmp_path / "nope.csv")
+
+
+def test_twin_trace_round_trips(tmp_path: Path) -> None:
+    """What the twin simulates and the writer writes, the reader gives back (at the writer's resolution)."""
+    twin = pytest.importorskip("agent.sim.twin")
+    scenarios = pytest.importorskip("agent.sim.scenarios")
+    writer_module = pytest.importorskip("agent.trace.writer")
+    scenario = scenarios.make_scenario("steady", days=0.02, seed=3, gpus=8, hints=True)
+    path = tmp_path / "trace.csv"
+    written: list[TraceChunk] = []
+    decimals = twin.decimals(scenario)
+    with writer_module.TraceWriter(
+        path, twin.trace_meta(scenario), twin.columns(scenario), decimals
+    ) as writer:
+        for chunk in twin.simulate(scenario):
+            writer.write(chunk)
+            written.append(chunk)
+    reader = open_trace(path, chunk_rows=500)
+    assert reader.meta == twin.trace_meta(scenario)
+    chunks = list(reader)
+    assert np.array_equal(_concat(chunks, "ts"), np.round(_concat(written, "ts"), 3))
+    assert _concat(chunks, "stage").tolist() == [str(s) for s in _concat(written, "stage")]
+    for name in reader.columns:
+        if name in ("ts", "stage", "job"):
+            continue
+        original = (
+            _concat(written, name)
+            if name in written[0].numeric
+            else np.full(len(_concat(chunks, "ts")), np.nan)
+        )
+        expected = np.round(original, writer_module.decimals_for(name, decimals))
+        expected[~np.isfinite(expected)] = np.nan
+        expected[expected == 0] = 0.0
+        assert np.array_equal(_concat(chunks, name), expected, equal_nan=True), name
