@@ -49,9 +49,9 @@ def test_training_loop_is_not_slowed_with_the_agent_stopped(sock_dir: Path) -> N
     names = ("data_load", "forward_backward", "grad_sync")
     blocks_per_step = len(names)
     step_s = 0.001
-    n = 20_000
+    n = 4000
     per_block_s = []
-    for _ in range(7):
+    for _ in range(25):  # the best repeat is the one the shared machine did not interrupt
         t = time.perf_counter()
         for i in range(n):
             with client.stage(names[i % 3]):

@@ -120,3 +120,28 @@ def test_flood_is_counted_and_a_concurrent_ticker_keeps_its_cadence(sock_dir: Pa
     assert max(gaps) < 0.5, max(gaps)
     gaps.sort()
     assert gaps[len(gaps) // 2] < tick_s * 3
+
+
+def test_client_to_listener_survives_an_agent_restart(sock_dir: Path) -> None:
+    """The client keeps sending while the agent stops and starts; the new agent hears it."""
+    from agent.stages.client import StageClient
+
+    path = sock_dir / "stage.sock"
+
+    async def main() -> None:
+        client = StageClient(socket_path=str(path), keepalive_s=0.3)
+        timeline, _intake, listener = build_stage_input(StagesSection(socket_path=path))
+        await listener.start()
+        client.begin("forward_backward", job="run-1")
+        await _wait_for(lambda: timeline.current(time.time()).stage == "forward_backward")
+        assert timeline.current(time.time()).job == "run-1"
+        await listener.stop()  # agent down
+        client.end("forward_backward")
+        client.begin("checkpoint")  # no error with nobody listening
+        timeline2, _, listener2 = build_stage_input(StagesSection(socket_path=path))
+        await listener2.start()  # agent back
+        await _wait_for(lambda: timeline2.current(time.time()).stage == "checkpoint")
+        await listener2.stop()
+        client.close()
+
+    asyncio.run(asyncio.wait_for(main(), 15))
