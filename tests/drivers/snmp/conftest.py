@@ -34,6 +34,12 @@ from agent.config.model import PduConfig
 from tests.conftest import free_port
 
 V3_USER, V3_AUTH_KEY, V3_PRIV_KEY = "rackwatt", "authpass123", "privpass123"
+# Further v3 users served by every simulator: (user, auth protocol, auth key, priv protocol, priv key)
+V3_MORE_USERS = (
+    ("strong", "SHA512", "authpass456", "AES256", "privpass456"),
+    ("authonly", "SHA256", "authpass789", "none", None),
+    ("legacy", "MD5", "authpass000", "AES192", "privpass000"),
+)
 
 
 @dataclass
@@ -51,13 +57,18 @@ class Snmpsim:
         fields.update(overrides)
         return PduConfig(**fields)
 
-    def pdu_v3(self, community: str, **overrides: Any) -> PduConfig:
-        auth, priv = self.secrets / "v3.auth", self.secrets / "v3.priv"
-        auth.write_text(V3_AUTH_KEY + "\n")
-        priv.write_text(V3_PRIV_KEY + "\n")
-        fields: dict[str, Any] = dict(id="v3", host="127.0.0.1", port=self.port, version="3", user=V3_USER,
-                                      auth_protocol="SHA", auth_key_file=auth, priv_protocol="AES",
-                                      priv_key_file=priv, context=community, timeout_s=1.0, retries=1)
+    def pdu_v3(self, community: str, user: str = V3_USER, **overrides: Any) -> PduConfig:
+        users = {V3_USER: (V3_USER, "SHA", V3_AUTH_KEY, "AES", V3_PRIV_KEY)}
+        users.update({u[0]: u for u in V3_MORE_USERS})
+        _, auth_proto, auth_key, priv_proto, priv_key = users[user]
+        auth, priv = self.secrets / f"{user}.auth", self.secrets / f"{user}.priv"
+        auth.write_text(auth_key + "\n")
+        if priv_key:
+            priv.write_text(priv_key + "\n")
+        fields: dict[str, Any] = dict(id="v3", host="127.0.0.1", port=self.port, version="3", user=user,
+                                      auth_protocol=auth_proto, auth_key_file=auth, priv_protocol=priv_proto,
+                                      priv_key_file=priv if priv_key else None, context=community,
+                                      timeout_s=1.0, retries=1)
         fields.update(overrides)
         return PduConfig(**fields)
 
@@ -93,7 +104,8 @@ def start_snmpsim(tmp: Path, recordings: Mapping[str, str], timeout_s: float = 2
         [_responder(), "--log-level=error", "--v3-engine-id=auto",
          f"--data-dir={data}", f"--cache-dir={cache}",
          f"--v3-user={V3_USER}", f"--v3-auth-key={V3_AUTH_KEY}", "--v3-auth-proto=SHA",
-         f"--v3-priv-key={V3_PRIV_KEY}", "--v3-priv-proto=AES", f"--agent-udpv4-endpoint=127.0.0.1:{port}"],
+         f"--v3-priv-key={V3_PRIV_KEY}", "--v3-priv-proto=AES", *_more_users(),
+         f"--agent-udpv4-endpoint=127.0.0.1:{port}"],
         env={**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}, stdout=log, stderr=subprocess.STDOUT)
     first = next(iter(recordings))
     deadline = time.monotonic() + timeout_s
@@ -104,6 +116,15 @@ def start_snmpsim(tmp: Path, recordings: Mapping[str, str], timeout_s: float = 2
             return Snmpsim(port, secrets, process)
     process.terminate()
     raise RuntimeError(f"snmpsim did not answer within {timeout_s} s")
+
+
+def _more_users() -> list[str]:
+    args = []
+    for user, auth_proto, auth_key, priv_proto, priv_key in V3_MORE_USERS:
+        args += [f"--v3-user={user}", f"--v3-auth-key={auth_key}", f"--v3-auth-proto={auth_proto}"]
+        if priv_key:  # no privacy options at all → authNoPriv
+            args += [f"--v3-priv-key={priv_key}", f"--v3-priv-proto={priv_proto}"]
+    return args
 
 
 def stop_snmpsim(sim: Snmpsim) -> None:

@@ -130,12 +130,19 @@ def test_v3_auth_priv_sha_aes(sim: Any) -> None:
     assert result.signals["pdu.v3.power_w"] == 1234.0
 
 
+@pytest.mark.parametrize("user", ["strong", "authonly", "legacy"])
+def test_v3_other_usm_protocols_by_name(sim: Any, user: str) -> None:
+    (result,), _ = asyncio.run(_poll(sim.pdu_v3("eaton", user=user)))
+    assert result.ok, result.error
+    assert result.signals["pdu.v3.power_w"] == 2084.0
+
+
 def test_v3_wrong_key_is_an_error_not_a_crash(sim: Any, tmp_path: Any) -> None:
     bad = tmp_path / "bad.auth"
     bad.write_text("wrong-password\n")
     (result,), _ = asyncio.run(_poll(sim.pdu_v3("raritan", auth_key_file=bad, timeout_s=0.3, retries=0)))
     assert not result.ok
-    assert (result.error or "").startswith(f"pdu 'v3' (127.0.0.1:{sim.port}): ")
+    assert result.error == f"pdu 'v3' (127.0.0.1:{sim.port}): WrongDigest: Wrong SNMP PDU digest"
 
 
 def test_missing_community_file_is_an_error(sim: Any, tmp_path: Any) -> None:
