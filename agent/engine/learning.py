@@ -50,6 +50,7 @@ def window_record(engine: Engine) -> dict[str, Any]:
         "cooling_measured_kwh": _kwh_or_none(tot[F["cool_ws"]], tot[F["cool_s"]], length),
         "cooling_predicted_kwh": None,
         "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
+        "gpu_kwh": _kwh_or_none(tot[F["gpu_ws"]], tot[F["gpu_s"]], length),
     }
     if engine.window_warm:
         it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
@@ -117,8 +118,9 @@ def learn_window(engine: Engine) -> None:
     g = np.nan_to_num(g)
     X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
     y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
+    seen_it = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur)
     engine.bias_it = float(_ew_bias(np.array([engine.bias_it]), (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None],
-                                    rows, dur, E.IT_BIAS_HALFLIFE_S)[0])
+                                    seen_it, dur, E.IT_BIAS_HALFLIFE_S)[0])
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
     if rows.any():  # no data (held, or PDU unknown): no forgetting either
         engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
@@ -130,14 +132,18 @@ def learn_window(engine: Engine) -> None:
     if w_c.sum() > 0:
         pred = (wb.cool_pred_w[:n].T + engine.bias_cool[:, None]) / scale  # (K, n), as published
         err = ((pred - y_c[None]) ** 2 * w_c[None]).sum(axis=1) / w_c.sum()
-        resid = np.nan_to_num(cool_mean)[:, None] - wb.cool_pred_w[:n]
-        engine.bias_cool = _ew_bias(engine.bias_cool, resid, rows_c, dur, E.BIAS_HALFLIFE_S)
         if engine.scored:
             lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
             engine.score = lam_s * engine.score + (1.0 - lam_s) * err
         else:
             engine.score = err
             engine.scored = True
+    # The residual level follows the data even while the drift monitor holds the model: it is the
+    # short-term state of disturbances the regressors cannot see (other racks on the unit), not
+    # the baseline. The held model (theta) is what the drift detector compares against.
+    seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
+    resid = np.nan_to_num(cool_mean)[:, None] - wb.cool_pred_w[:n]
+    engine.bias_cool = _ew_bias(engine.bias_cool, resid, seen_c, dur, E.BIAS_HALFLIFE_S)
     cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * engine.bin_s)
     Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
     K = Xc.shape[0]
