@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.trace import reader as reader_module
 from agent.trace.reader import TraceFormatError, open_trace
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "docs" / "spec" / "sample-trace.csv").read_bytes()
@@ -119,7 +120,16 @@ def _reference(raw: bytes, columns: list[str], data_line: int) -> list[list[obje
     return rows
 
 
-def _check(raw: bytes, chunk_rows: int) -> None:
+def _check(raw: bytes, chunk_rows: int, block_rows: int = 4096) -> None:
+    saved = reader_module.PARSE_BLOCK_ROWS
+    reader_module.PARSE_BLOCK_ROWS = block_rows  # small blocks: exercise block boundaries inside a chunk
+    try:
+        _check_with(raw, chunk_rows)
+    finally:
+        reader_module.PARSE_BLOCK_ROWS = saved
+
+
+def _check_with(raw: bytes, chunk_rows: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trace.csv"
         path.write_bytes(raw)
