@@ -16,6 +16,11 @@ Stable API (used by tests, benchmarks, replay and the live demo)::
     twin.advance_to(sc.start_ts + 125.0)
     twin.device_values()            # {"gpu.0": {"power_w": …}, "pdu.a": {…}, "crac.1": {…}, "inlet": {…}, …}
     twin.stage()                    # ("forward_backward", "j000")
+    twin.gpu_values()               # {0: {"power_w": …, "energy_j": …, "power_limit_w": 700.0, …}, …}
+    twin.pdu_values("a")            # feed a + "inlet.<pos>.temp_c"; twin.crac_values() for the cooling unit
+
+``device_values()`` are the clean instantaneous values; the trace adds sampling, misses, outages
+and glitches on top. ``make_scenario(..., start_ts=time.time())`` places a run at wall-clock time.
 
 Scenario names: ``SCENARIOS`` (steady, plateau, tide, fault_cooling, fault_setpoint,
 fault_power_chain, fault_hotspot, fault_gpu_ageing, fault_gpu_driver, workload_change, lag_steps,

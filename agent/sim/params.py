@@ -146,7 +146,7 @@ class CoolingParams:
 @dataclass(frozen=True)
 class InletParams:
     # Inlet offset over the supply air from recirculation, by position (bottom → top).
-    offsets_k: dict[str, float] = field(default_factory=lambda: {"top": 2.0, "mid": 1.0, "bottom": 0.5})
+    offsets_k: tuple[tuple[str, float], ...] = (("top", 2.0), ("mid", 1.0), ("bottom", 0.5))
     rack_heat_gain_k_per_kw: float = 0.03  # extra recirculation as the rack's own exhaust grows
     noise_k: float = 0.1
 

@@ -265,7 +265,7 @@ class RackPhysics:
                     recirc = recirc + fault.magnitude * fault.envelope(t)
             inlets[pos] = (
                 supply
-                + ip.offsets_k.get(pos, 1.0)
+                + dict(ip.offsets_k).get(pos, 1.0)
                 + ip.rack_heat_gain_k_per_kw * rack_kw_guess
                 + recirc * exhaust_rise
             )

@@ -212,6 +212,26 @@ class RackTwin:
         out["job"] = {"work_rate": flat["work_rate"], "stage_code": flat["stage"], "job_index": flat["job"]}
         return out
 
+    def gpu_values(self) -> dict[int, dict[str, float]]:
+        """GPU index → NVML-style values (what ``agent.sim.devices.fake_nvml.FakeNvml`` serves)."""
+        limit = self.scenario.rack.gpu.tdp_w
+        return {
+            int(device.split(".")[1]): values | {"power_limit_w": limit}
+            for device, values in self.device_values().items()
+            if device.startswith("gpu.")
+        }
+
+    def pdu_values(self, pdu_id: str) -> dict[str, float]:
+        """One PDU feed's values (power_w, energy_kwh, voltage_v, current_a, pf) plus the inlet probes."""
+        values = self.device_values()
+        if f"pdu.{pdu_id}" not in values:
+            raise KeyError(f"no PDU feed {pdu_id!r}; the twin has {', '.join(self.scenario.rack.pdu_ids)}")
+        return values[f"pdu.{pdu_id}"] | {f"inlet.{k}": v for k, v in values["inlet"].items()}
+
+    def crac_values(self) -> dict[str, float]:
+        """The cooling unit's values (power_w, supply/return/setpoint temps, fan_pct, cooling_w)."""
+        return self.device_values()[f"crac.{self.scenario.rack.cooling.crac_id}"]
+
     def stage(self) -> tuple[str, str]:
         """(stage label, job id) at the current second — what a training job would hint."""
         from agent.sim.params import STAGES

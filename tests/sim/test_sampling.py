@@ -111,6 +111,14 @@ def test_rack_twin_serves_the_same_values_as_the_trace(simulated: Callable) -> N
             if np.isfinite(cell):  # sampled here: the trace is the twin's value at device resolution
                 kind, _, leaf = column.split(".")
                 assert round(values[device][field], RESOLUTION[kind][leaf]) == pytest.approx(cell, rel=0.01)
+    gpus = twin.gpu_values()
+    assert sorted(gpus) == list(range(16)) and gpus[3]["power_w"] == values["gpu.3"]["power_w"]
+    assert gpus[0]["power_limit_w"] == run.scenario.rack.gpu.tdp_w
+    assert twin.pdu_values("b")["power_w"] == values["pdu.b"]["power_w"]
+    assert twin.pdu_values("a")["inlet.top.temp_c"] == values["inlet"]["top.temp_c"]
+    assert twin.crac_values() == values["crac.1"]
+    with pytest.raises(KeyError, match="no PDU feed 'c'"):
+        twin.pdu_values("c")
     with pytest.raises(ValueError, match="back in time"):
         twin.advance_to(run.scenario.start_ts)
     with pytest.raises(ValueError, match="past the end"):
