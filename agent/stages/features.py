@@ -25,6 +25,7 @@ N_FEATURES = len(FEATURES)
 
 MAX_GPU_POWER_W = 1500.0  # beyond this a GPU reading is a glitch (engine.max_gpu_power_w)
 MAX_PDU_POWER_W = 100000.0
+MAX_NODE_W_PER_GPU = 600.0  # CPUs, fans, NICs, storage and PSU losses per GPU, generous
 _DEFAULT_POWER_REF_W = 400.0  # floor of the learned GPU power reference before any busy period
 _PEAK_HALFLIFE_S = 7 * 86400.0  # how slowly the learned peak GPU power forgets
 _NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range forgets
@@ -65,6 +66,7 @@ class FeatureExtractor:
     power_ref_w: float | None = None  # GPU power limit when known; else learned peak
     _held: dict[str, _Held] = field(default_factory=dict)
     _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
     _node_lo_w: float = float("nan")
@@ -105,7 +107,11 @@ class FeatureExtractor:
                 feats[:, 3] = np.clip(std_w / np.maximum(mean_w, 1.0), 0.0, 1.0)
                 if pdu.shape[1]:
                     # every feed and every GPU must be known, or the difference is meaningless
-                    node_w = pdu.sum(axis=1) - power.sum(axis=1)
+                    # median × count: one GPU's spike must not move the node estimate
+                    node_w = pdu.sum(axis=1) - mean_w * power.shape[1]
+                    # a PDU sentinel or spike gives an impossible node power: treat as missing
+                    plausible = (node_w >= 0.0) & (node_w <= MAX_NODE_W_PER_GPU * power.shape[1])
+                    node_w = np.where(plausible, node_w, np.nan)
                     feats[:, 4] = self._node_frac(ts, node_w)
                 feats[:, 5], feats[:, 6] = self._swing(feats[:, 0])
             if util.shape[1]:
@@ -148,9 +154,18 @@ class FeatureExtractor:
         return np.maximum(np.nan_to_num(peak, nan=0.0), _DEFAULT_POWER_REF_W)
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
-        """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high."""
-        lo = _decaying_extreme(ts, node_w, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
-        hi = _decaying_extreme(ts, node_w, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
+        """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
+
+        The range follows a rolling median, so the moments when a PDU sample lags a GPU step
+        (feeds are read every few seconds, GPUs every second) do not stretch it.
+        """
+        series = np.concatenate((self._recent_node, node_w))
+        self._recent_node = series[-(SWING_ROWS - 1) :].copy()
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            smooth = np.nanmedian(np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS), axis=1)
+        lo = _decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
+        hi = _decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
         finite = np.isfinite(lo) & np.isfinite(hi)
         if finite.any():
             last = int(np.flatnonzero(finite)[-1])

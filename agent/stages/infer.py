@@ -25,15 +25,16 @@ from agent.trace.model import CANONICAL_STAGES, TraceChunk
 # Physics priors in feature space (power_frac, util, mem_util, spread, node_frac).
 # (power_frac, util, mem_util, spread, node_frac, swing, step_pos); NaN = no opinion.
 # Alternation (swing) is evidence for training, but its absence (a step's first seconds) is not
-# evidence against it: training stages have no opinion on swing, steady stages expect none.
+# evidence against it: training stages have no opinion on swing, steady stages expect none. Node
+# power lags GPU steps by a PDU interval, so alternating stages have no opinion on it either.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
-    "idle": (0.10, 0.00, 0.00, 0.03, 0.10, 0.0, _NAN),
-    "data_load": (0.18, 0.13, 0.08, 0.03, 0.70, 0.0, _NAN),
-    "forward_backward": (0.90, 0.93, 0.45, 0.03, 0.40, _NAN, 1.0),
-    "grad_sync": (0.55, 0.56, 0.32, 0.03, 0.50, _NAN, 0.0),
-    "checkpoint": (0.16, 0.06, 0.15, 0.03, 0.60, 0.0, _NAN),
-    "eval": (0.72, 0.78, 0.36, 0.03, 0.40, 0.0, _NAN),
+    "idle": (0.10, 0.00, 0.00, 0.03, 0.15, 0.0, _NAN),
+    "data_load": (0.18, 0.13, 0.08, 0.03, 0.65, 0.0, _NAN),
+    "forward_backward": (0.90, 0.93, 0.45, 0.03, _NAN, _NAN, 1.0),
+    "grad_sync": (0.55, 0.56, 0.32, 0.03, _NAN, _NAN, 0.0),
+    "checkpoint": (0.16, 0.06, 0.15, 0.03, 0.55, 0.0, _NAN),
+    "eval": (0.72, 0.78, 0.36, 0.03, 0.50, 0.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
 PRIOR_SCALE = np.array([0.10, 0.06, 0.06, 0.05, 0.40, 0.10, 0.25])
