@@ -20,7 +20,7 @@ from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
 from drivers.base import PollResult
 from drivers.counters import CounterDelta
 
-from .client import SnmpError, SnmpSession, v2c_auth, v3_auth
+from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, SnmpError, SnmpSession, protocol, v2c_auth, v3_auth
 from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_row, prune
 from .profile import Profile, ProfileError, generic_profile, get_profile, match_sys_object_id, oid_text
 
@@ -65,6 +65,24 @@ class SnmpPduDriver:
         self.failures = 0
         self.discoveries = 0
         self.last_error: str | None = None
+        self._validate()
+
+    def _validate(self) -> None:
+        """Plan without I/O: a named profile must exist and v3 protocol names must be known.
+
+        Raises ``ValueError`` naming the PDU (the registry turns it into a device that reports it).
+        """
+        cfg = self.cfg
+        try:
+            if cfg.profile == "generic":
+                self._profile = generic_profile(tuple(cfg.oids))
+            elif cfg.profile != "auto":
+                self._profile = get_profile(cfg.profile)
+            if str(cfg.version) == "3":
+                protocol(AUTH_PROTOCOLS, cfg.auth_protocol, "SNMPv3 auth")
+                protocol(PRIV_PROTOCOLS, cfg.priv_protocol, "SNMPv3 privacy")
+        except (ProfileError, SnmpError) as exc:
+            raise ValueError(f"{self.where}: {exc}") from None
 
     # -- public -------------------------------------------------------------------------------
     @property
@@ -188,11 +206,6 @@ class SnmpPduDriver:
         return self._session
 
     async def _choose_profile(self, session: SnmpSession) -> Profile:
-        name = self.cfg.profile
-        if name == "generic":
-            return generic_profile(tuple(self.cfg.oids))
-        if name != "auto":
-            return get_profile(name)
         (sys_object_id,) = await session.get([SYS_OBJECT_ID])
         if isinstance(sys_object_id, tuple):
             found = match_sys_object_id(sys_object_id)

@@ -128,3 +128,18 @@ def test_sample_configuration_loads(tmp_path: Path) -> None:
     assert [(p.id, p.version, p.profile) for p in config.pdus] == [
         ("a", "2c", "auto"), ("b", "3", "raritan_pdu2"), ("c", "2c", "generic")]
     assert len(config.pdus[2].oids) == 3
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"profile": "nope"}, "pdu 'a' (10.0.0.1:161): unknown SNMP PDU profile 'nope'; known: apc_rpdu2, auto,"),
+    ({"version": "3", "user": "u", "auth_protocol": "SHA1024"},
+     "pdu 'a' (10.0.0.1:161): unknown SNMPv3 auth protocol 'SHA1024'; known: none, MD5, SHA,"),
+    ({"profile": "generic"}, 'profile "generic" needs oids'),
+])
+def test_driver_refuses_a_bad_configuration_before_any_io(overrides: dict[str, object], message: str) -> None:
+    from agent.config.model import PduConfig
+    from drivers.snmp_pdu import SnmpPduDriver
+
+    with pytest.raises(ValueError) as err:
+        SnmpPduDriver(PduConfig(id="a", host="10.0.0.1", **overrides))  # type: ignore[arg-type]
+    assert message in str(err.value)
