@@ -27,10 +27,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config.model import EngineSection  # noqa: E402
-from agent.engine import Engine, rack_info  # noqa: E402
-from agent.sim.scenarios import make_scenario  # noqa: E402
-from agent.sim.twin import scenario_truth, simulate, trace_meta  # noqa: E402
+from agent.config.model import EngineSection
+from agent.engine import Engine, rack_info
+from agent.sim.scenarios import make_scenario
+from agent.sim.twin import scenario_truth, simulate, trace_meta
 
 DAY_S = 86400.0
 TARGETS = {"steady": 1.5, "plateau": 1.5, "tide": 2.5}
@@ -67,21 +67,39 @@ def run_one(name: str, days: float, seed: int, window_s: float) -> dict:
     peak_w = max(w["measured_kwh"] * 3.6e6 / (w["end"] - w["start"]) for w in first_day)
     excluded = _excluded(scenario_truth(scenario), wins)
     warm_from = next((w["start"] for w in wins if w["predicted_kwh"] is not None), np.inf)
-    after_warm = [w for w, x in zip(wins, excluded, strict=True) if w["start"] >= warm_from and not x
-                  and w["coverage"] >= 0.99]
+    after_warm = [
+        w
+        for w, x in zip(wins, excluded, strict=True)
+        if w["start"] >= warm_from and not x and w["coverage"] >= 0.99
+    ]
     predicted_frac = np.mean([w["predicted_kwh"] is not None for w in after_warm]) if after_warm else 0.0
-    use = [w for w, x in zip(wins, excluded, strict=True)
-           if w["start"] >= t0 + DAY_S and not x and w["coverage"] >= 0.99 and w["measured_kwh"]
-           and w["predicted_kwh"] is not None and w["end"] - w["start"] >= window_s - 1e-6]
+    use = [
+        w
+        for w, x in zip(wins, excluded, strict=True)
+        if w["start"] >= t0 + DAY_S
+        and not x
+        and w["coverage"] >= 0.99
+        and w["measured_kwh"]
+        and w["predicted_kwh"] is not None
+        and w["end"] - w["start"] >= window_s - 1e-6
+    ]
     meas = np.array([w["measured_kwh"] for w in use])
     errs = {
         "engine": np.abs(np.array([w["predicted_kwh"] for w in use]) / meas - 1) * 100,
         "static PUE": np.abs(pue * np.array([w["gpu_kwh"] for w in use]) / meas - 1) * 100,
-        "peak × dur": np.abs(peak_w * np.array([w["end"] - w["start"] for w in use]) / 3.6e6 / meas - 1) * 100,
+        "peak × dur": np.abs(peak_w * np.array([w["end"] - w["start"] for w in use]) / 3.6e6 / meas - 1)
+        * 100,
     }
     c = scenario.rack.cooling
-    return {"errs": errs, "n": len(use), "predicted_frac": predicted_frac, "warm_h": (warm_from - t0) / 3600,
-            "lag": engine.learned_lag, "true_lag": (c.tau_s, float(c.dead_s)), "engine_s": t_engine}
+    return {
+        "errs": errs,
+        "n": len(use),
+        "predicted_frac": predicted_frac,
+        "warm_h": (warm_from - t0) / 3600,
+        "lag": engine.learned_lag,
+        "true_lag": (c.tau_s, float(c.dead_s)),
+        "engine_s": t_engine,
+    }
 
 
 def main() -> int:
@@ -92,21 +110,30 @@ def main() -> int:
     ap.add_argument("--first-seed", type=int, default=9101)
     ap.add_argument("--window", type=float, default=900.0)
     args = ap.parse_args()
-    print(f"window {args.window:g} s, {args.days:g} days, seeds {args.first_seed}…{args.first_seed + args.seeds - 1}; "
-          "error = |predicted − measured| / measured on healthy windows after the first 24 h")
+    print(
+        f"window {args.window:g} s, {args.days:g} days, "
+        f"seeds {args.first_seed}…{args.first_seed + args.seeds - 1}; "
+        "error = |predicted − measured| / measured on healthy windows after the first 24 h"
+    )
     ok = True
     for name in args.scenarios.split(","):
         runs = [run_one(name, args.days, args.first_seed + i, args.window) for i in range(args.seeds)]
-        print(f"\n{name}: {sum(r['n'] for r in runs)} windows; predicted after warm-up "
-              f"{100 * min(r['predicted_frac'] for r in runs):.1f} % (warm-up ended at "
-              f"{max(r['warm_h'] for r in runs):.2f} h); engine {sum(r['engine_s'] for r in runs):.1f} s")
+        print(
+            f"\n{name}: {sum(r['n'] for r in runs)} windows; predicted after warm-up "
+            f"{100 * min(r['predicted_frac'] for r in runs):.1f} % (warm-up ended at "
+            f"{max(r['warm_h'] for r in runs):.2f} h); engine {sum(r['engine_s'] for r in runs):.1f} s"
+        )
         for r in runs:
-            print(f"  learned lag τ={r['lag'][0]:g} s d={r['lag'][1]:g} s (twin: τ={r['true_lag'][0]:g} s "
-                  f"d={r['true_lag'][1]:g} s)")
+            print(
+                f"  learned lag τ={r['lag'][0]:g} s d={r['lag'][1]:g} s (twin: τ={r['true_lag'][0]:g} s "
+                f"d={r['true_lag'][1]:g} s)"
+            )
         for method in ("engine", "static PUE", "peak × dur"):
             e = np.concatenate([r["errs"][method] for r in runs])
-            print(f"  {method:<11} P50 {np.percentile(e, 50):6.2f} %   P95 {np.percentile(e, 95):6.2f} %   "
-                  f"max {e.max():6.2f} %")
+            print(
+                f"  {method:<11} P50 {np.percentile(e, 50):6.2f} %   P95 {np.percentile(e, 95):6.2f} %   "
+                f"max {e.max():6.2f} %"
+            )
         e95 = np.percentile(np.concatenate([r["errs"]["engine"] for r in runs]), 95)
         target = TARGETS.get(name)
         if target is not None:

@@ -14,8 +14,18 @@ import math
 
 import numpy as np
 
-COLS: tuple[str, ...] = ("n", "level_w", "p10_w", "p90_w", "absdev_w", "gpu_w", "it_w", "cooling_w",
-                         "ratio", "updated")
+COLS: tuple[str, ...] = (
+    "n",
+    "level_w",
+    "p10_w",
+    "p90_w",
+    "absdev_w",
+    "gpu_w",
+    "it_w",
+    "cooling_w",
+    "ratio",
+    "updated",
+)
 C = {name: i for i, name in enumerate(COLS)}
 N_JOB_ROWS = 32
 JOB_WIDTH = 64
@@ -38,8 +48,9 @@ class BaselineLibrary:
         self.job_key[drop] = ""
         self.job_slot[drop] = -1
 
-    def update(self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float,
-               cooling_w: float) -> None:
+    def update(
+        self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
+    ) -> None:
         if not math.isfinite(fac_w):
             return
         _update_row(self.stats[slot], self.learning_rate, ts, fac_w, gpu_w, it_w, cooling_w)
@@ -71,16 +82,21 @@ class BaselineLibrary:
         return out
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {"bl_stats": self.stats, "bl_job_stats": self.job_stats, "bl_job_key": self.job_key,
-                "bl_job_slot": self.job_slot}
+        return {
+            "bl_stats": self.stats,
+            "bl_job_stats": self.job_stats,
+            "bl_job_key": self.job_key,
+            "bl_job_slot": self.job_slot,
+        }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays().items():
             arr[...] = arrays[key]
 
 
-def _update_row(row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float,
-                cooling_w: float) -> None:
+def _update_row(
+    row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
+) -> None:
     n = row[C["n"]] + 1.0
     row[C["n"]] = n
     a = max(1.0 / n, lr)

@@ -24,9 +24,20 @@ from agent.config.model import EngineSection
 from agent.engine import outputs
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.components import ComponentSample
-from agent.engine.frames import F, BinBatch, RackInfo
-from agent.engine.response import (COOL_RIDGE, EWLS, FAN_LAG_S, N_COOL, N_IT_BASE, LagBank, SingleLag,
-                                   cooling_features, daily_phase, it_features, it_ridge)
+from agent.engine.frames import BinBatch, F, RackInfo
+from agent.engine.response import (
+    COOL_RIDGE,
+    EWLS,
+    FAN_LAG_S,
+    N_COOL,
+    N_IT_BASE,
+    LagBank,
+    SingleLag,
+    cooling_features,
+    daily_phase,
+    it_features,
+    it_ridge,
+)
 from agent.engine.rows import RowBinner
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
@@ -46,7 +57,7 @@ IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there
 
 def _make_drift_monitor(config: EngineSection, bin_s: float) -> Any:
     try:
-        from agent.engine.drift import DriftMonitor  # type: ignore[attr-defined]
+        from agent.engine.drift import DriftMonitor
     except ImportError:
         try:
             from agent.engine.drift.monitor import DriftMonitor
@@ -58,8 +69,15 @@ def _make_drift_monitor(config: EngineSection, bin_s: float) -> Any:
 class Engine:
     """Per-stage facility baseline with a lag-aware response model, in fixed memory."""
 
-    def __init__(self, config: EngineSection | None = None, rack: RackInfo | None = None, *, site: str = "site",
-                 rack_name: str = "rack", topic_root: str = "rackwatt/v1") -> None:
+    def __init__(
+        self,
+        config: EngineSection | None = None,
+        rack: RackInfo | None = None,
+        *,
+        site: str = "site",
+        rack_name: str = "rack",
+        topic_root: str = "rackwatt/v1",
+    ) -> None:
         self.config = config or EngineSection()
         self.rack = rack or RackInfo()
         self.site, self.rack_name, self.topic_root = site, rack_name, topic_root
@@ -109,7 +127,9 @@ class Engine:
 
     def finish(self) -> list[dict[str, Any]]:
         """End of input: flush the look-ahead buffer, the partial bin and window, the last segment."""
-        empty = TraceChunk(ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object))
+        empty = TraceChunk(
+            ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object)
+        )
         bins, rows = self.rows.push(empty, flush=True)
         out = self._after_rows(bins, rows)
         out += self._on_bins(self.rows.close_open_bin())
@@ -138,8 +158,12 @@ class Engine:
 
     def summary_record(self, ts: float) -> dict[str, Any]:
         self.seq += 1
-        return {"type": "summary", "ts": ts, "topic": f"{self.topic_root}/{self.site}/{self.rack_name}/summary",
-                "payload": self.summary_payload(ts)}
+        return {
+            "type": "summary",
+            "ts": ts,
+            "topic": f"{self.topic_root}/{self.site}/{self.rack_name}/summary",
+            "payload": self.summary_payload(ts),
+        }
 
     def save_state(self) -> bytes:
         from agent.engine import persist
@@ -147,8 +171,9 @@ class Engine:
         return persist.save_engine(self)
 
     @classmethod
-    def load_state(cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None,
-                   **kwargs: Any) -> Engine:
+    def load_state(
+        cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None, **kwargs: Any
+    ) -> Engine:
         from agent.engine import persist
 
         engine = cls(config, rack, **kwargs)
@@ -202,8 +227,9 @@ class Engine:
         if self.window_warm:
             heat = it_pred
         else:  # warm-up: heat from the PDU itself (no prediction is published yet)
-            pdu_mean = np.where(sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9),
-                                np.nan)
+            pdu_mean = np.where(
+                sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9), np.nan
+            )
             heat = np.where(np.isfinite(pdu_mean), pdu_mean, np.nan_to_num(g[:, 0]))
         hl, hl_s = self.lag.run(heat, heat[:, None] * frac, self.best)
         cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
@@ -215,7 +241,9 @@ class Engine:
             transient = np.abs(hl[k] - heat) > TRANSIENT_FRAC * np.maximum(np.abs(heat), 1.0)
         held = np.array([[c in self.held for c in HELD]] * n, dtype=bool).reshape(n, len(HELD))
         j0 = self.buf.n
-        self.buf.append(start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held, gl)
+        self.buf.append(
+            start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held, gl
+        )
         self._attribute_energy(sums, frac, hl_s, cos_t, sin_t, scale)
         out: list[dict[str, Any]] = []
         g_per = self.bins_per_drift
@@ -227,7 +255,10 @@ class Engine:
     def _gpu_moments(self, sums: np.ndarray) -> np.ndarray:
         known = sums[:, F["gpu_s"]]
         with np.errstate(invalid="ignore", divide="ignore"):
-            g = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1) / known[:, None]
+            g = (
+                np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
+                / known[:, None]
+            )
         ok = known > 0
         if not ok.all():  # no GPU sample in a bin: hold the last known load
             last = self.last_g
@@ -252,8 +283,15 @@ class Engine:
         expect = np.where(fitted & wr_known[:, None], per_slot * max(self.scale_w, 1.0), level)
         return (frac * expect).sum(axis=1)
 
-    def _attribute_energy(self, sums: np.ndarray, frac: np.ndarray, hl_s: np.ndarray,
-                          cos_t: np.ndarray, sin_t: np.ndarray, scale: float) -> None:
+    def _attribute_energy(
+        self,
+        sums: np.ndarray,
+        frac: np.ndarray,
+        hl_s: np.ndarray,
+        cos_t: np.ndarray,
+        sin_t: np.ndarray,
+        scale: float,
+    ) -> None:
         th = self.cool.theta[self.best]
         a_t = th[0] + th[2] * cos_t + th[3] * sin_t
         b_t = th[1] + th[4] * cos_t + th[5] * sin_t
@@ -281,15 +319,24 @@ class Engine:
         dominant = stage_tot[slot] / dur
         d = wb.sums[sl, F["dur_s"]]
         sample = ComponentSample(
-            ts=float(wb.start[sl.stop - 1] + self.bin_s), duration_s=dur, stage=self.slots.name(slot),
+            ts=float(wb.start[sl.stop - 1] + self.bin_s),
+            duration_s=dur,
+            stage=self.slots.name(slot),
             stage_source="hint" if float(tot[F["hint_s"]]) >= 0.5 * dur else "inferred",
-            job=wb.jobs[sl.stop - 1], transient=bool(wb.transient[sl].any()),
-            gpu_w=mean("gpu_ws", "gpu_s"), work_rate=mean("wr_ws", "wr_s"),
-            gpu_expected_w=float(wb.gpu_exp_w[sl] @ d / dur), it_measured_w=mean("pdu_ws", "pdu_s"),
-            it_expected_w=float(wb.it_pred_w[sl] @ d / dur), cooling_measured_w=mean("cool_ws", "cool_s"),
+            job=wb.jobs[sl.stop - 1],
+            transient=bool(wb.transient[sl].any()),
+            gpu_w=mean("gpu_ws", "gpu_s"),
+            work_rate=mean("wr_ws", "wr_s"),
+            gpu_expected_w=float(wb.gpu_exp_w[sl] @ d / dur),
+            it_measured_w=mean("pdu_ws", "pdu_s"),
+            it_expected_w=float(wb.it_pred_w[sl] @ d / dur),
+            cooling_measured_w=mean("cool_ws", "cool_s"),
             cooling_expected_w=float(wb.cool_pred_w[sl, self.best] @ d / dur),
-            inlet_mean_c=mean("inlet_ws", "inlet_s"), inlet_spread_c=mean("spread_ws", "spread_s"),
-            fan_pct=mean("fan_ws", "fan_s"), setpoint_c=mean("setp_ws", "setp_s"))
+            inlet_mean_c=mean("inlet_ws", "inlet_s"),
+            inlet_spread_c=mean("spread_ws", "spread_s"),
+            fan_pct=mean("fan_ws", "fan_s"),
+            setpoint_c=mean("setp_ws", "setp_s"),
+        )
         self.last_sample = sample
         self.last_ts = sample.ts
         events: list[dict[str, Any]] = []
@@ -297,8 +344,15 @@ class Engine:
             events = list(self.drift.observe(sample))
         fac_w = mean("fac_ws", "fac_s", 0.9)
         if dominant >= DOMINANT_FRAC and not self.held:
-            self.baselines.update(slot, sample.job, sample.ts, fac_w, sample.gpu_w, sample.it_measured_w,
-                                  sample.cooling_measured_w)
+            self.baselines.update(
+                slot,
+                sample.job,
+                sample.ts,
+                fac_w,
+                sample.gpu_w,
+                sample.it_measured_w,
+                sample.cooling_measured_w,
+            )
         return events
 
     # ================================================================== window close: report, then learn

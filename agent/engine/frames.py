@@ -24,9 +24,28 @@ from agent.engine.hygiene import Hygiene, kind_for
 
 # Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral.
 FIELDS: tuple[str, ...] = (
-    "dur_s", "gpu_s", "gpu_ws", "gpu2_ws", "gpu3_ws", "pdu_s", "pdu_ws", "cool_s", "cool_ws",
-    "fac_s", "fac_ws", "wr_s", "wr_ws", "inlet_s", "inlet_ws", "spread_s", "spread_ws",
-    "fan_s", "fan_ws", "setp_s", "setp_ws", "hint_s",
+    "dur_s",
+    "gpu_s",
+    "gpu_ws",
+    "gpu2_ws",
+    "gpu3_ws",
+    "pdu_s",
+    "pdu_ws",
+    "cool_s",
+    "cool_ws",
+    "fac_s",
+    "fac_ws",
+    "wr_s",
+    "wr_ws",
+    "inlet_s",
+    "inlet_ws",
+    "spread_s",
+    "spread_ws",
+    "fan_s",
+    "fan_ws",
+    "setp_s",
+    "setp_ws",
+    "hint_s",
 )
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
@@ -144,7 +163,9 @@ class Signals:
         start_v[0], start_t[0] = self.last_value[k], self.last_ts[k]
         start_v[1:], start_t[1:] = held_v[:-1], held_t[:-1]
         self._learn_interval(k, ts[valid])
-        max_age = HOLD_FACTOR * (self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S)
+        max_age = HOLD_FACTOR * (
+            self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
+        )
         fresh = (ts - start_t) <= max_age + 1e-9
         self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
         return np.where(fresh, start_v, np.nan), fresh

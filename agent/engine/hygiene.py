@@ -34,8 +34,23 @@ import numpy as np
 
 RULES: tuple[str, ...] = ("nonfinite", "sentinel", "negative", "above_max", "spike", "stuck", "reset")
 SENTINELS = np.array(
-    [-1.0, -410.0, 65535.0, 32768.0, 32767.0, -32768.0, 6553.5, 655.35, 3276.8, 327.68,
-     3276.7, 4294967295.0, 2147483647.0, -2147483648.0, 429496729.5]
+    [
+        -1.0,
+        -410.0,
+        65535.0,
+        32768.0,
+        32767.0,
+        -32768.0,
+        6553.5,
+        655.35,
+        3276.8,
+        327.68,
+        3276.7,
+        4294967295.0,
+        2147483647.0,
+        -2147483648.0,
+        429496729.5,
+    ]
 )
 SPIKE_FACTOR = 3.0  # a spike is ≥ 3× above (or ≤ 1/3 of) both neighbours …
 SPIKE_AGREE = 0.25  # … while the neighbours agree within 25 %

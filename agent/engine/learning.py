@@ -42,7 +42,9 @@ def window_record(engine: Engine) -> dict[str, Any]:
     length = end - start
     tot = sums.sum(axis=0)
     rec: dict[str, Any] = {
-        "type": "window", "start": start, "end": end,
+        "type": "window",
+        "start": start,
+        "end": end,
         "measured_kwh": _kwh_or_none(tot[F["fac_ws"]], tot[F["fac_s"]], length),
         "predicted_kwh": None,
         "it_measured_kwh": _kwh_or_none(tot[F["pdu_ws"]], tot[F["pdu_s"]], length),
@@ -54,7 +56,9 @@ def window_record(engine: Engine) -> dict[str, Any]:
     }
     if engine.window_warm:
         it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
-        cool_kwh = float(((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6)
+        cool_kwh = float(
+            ((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6
+        )
         rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh, cooling_predicted_kwh=cool_kwh)
     stage_tot = wb.stage_s[:n].sum(axis=0)
     rec["stage"] = engine.slots.name(int(np.argmax(stage_tot)))
@@ -65,7 +69,9 @@ def window_record(engine: Engine) -> dict[str, Any]:
     return rec
 
 
-def _ew_bias(bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float) -> np.ndarray:
+def _ew_bias(
+    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float
+) -> np.ndarray:
     """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
 
     This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
@@ -113,14 +119,23 @@ def learn_window(engine: Engine) -> None:
     # IT side
     rows = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
-        g = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1) / sums[
-            :, F["gpu_s"], None]
+        g = (
+            np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
+            / sums[:, F["gpu_s"], None]
+        )
     g = np.nan_to_num(g)
     X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
     y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
     seen_it = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur)
-    engine.bias_it = float(_ew_bias(np.array([engine.bias_it]), (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None],
-                                    seen_it, dur, E.IT_BIAS_HALFLIFE_S)[0])
+    engine.bias_it = float(
+        _ew_bias(
+            np.array([engine.bias_it]),
+            (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None],
+            seen_it,
+            dur,
+            E.IT_BIAS_HALFLIFE_S,
+        )[0]
+    )
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
     if rows.any():  # no data (held, or PDU unknown): no forgetting either
         engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
@@ -170,7 +185,9 @@ def learn_window(engine: Engine) -> None:
         lam_g = 0.5 ** (length_h / _halflife_h(engine, "gpu"))
         lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
         if use.any():
-            engine.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
+            engine.gpu_model.update(
+                np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots
+            )
 
     has_cooling = bool(engine.rows.signals.indices("crac.", ".power_w"))
     cool_ready = float(engine.cool.weight.min()) >= WARMUP_H or not has_cooling

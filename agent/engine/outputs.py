@@ -33,9 +33,14 @@ def _lag(engine: Engine) -> dict[str, Any]:
 def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
     row = engine.baselines.row(slot)
     return {
-        "level_w": _r(row["level_w"]), "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
-        "gpu_w": _r(row["gpu_w"]), "it_w": _r(row["it_w"]), "cooling_w": _r(row["cooling_w"]),
-        "ratio": _r(row["ratio"], 4), "samples": int(row["n"]), "updated": _r(row["updated"], 0),
+        "level_w": _r(row["level_w"]),
+        "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
+        "gpu_w": _r(row["gpu_w"]),
+        "it_w": _r(row["it_w"]),
+        "cooling_w": _r(row["cooling_w"]),
+        "ratio": _r(row["ratio"], 4),
+        "samples": int(row["n"]),
+        "updated": _r(row["updated"], 0),
     }
 
 
@@ -45,23 +50,39 @@ def _hygiene(engine: Engine) -> dict[str, Any]:
     for per in counts.values():
         for i, rule in enumerate(RULES):
             totals[i] += per.get(rule, 0)
-    return {"rejected": {r: int(t) for r, t in zip(RULES, totals, strict=True) if t}, "by_signal": counts,
-            "malformed_hints": engine.stage_source.malformed_hints}
+    return {
+        "rejected": {r: int(t) for r, t in zip(RULES, totals, strict=True) if t},
+        "by_signal": counts,
+        "malformed_hints": engine.stage_source.malformed_hints,
+    }
 
 
 def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
     s = engine.last_sample
-    stages = {engine.slots.name(i): _stage_entry(engine, i)
-              for i in range(engine.baselines.stats.shape[0]) if engine.baselines.stats[i, 0] > 0}
-    energy = {engine.slots.name(i): {"it": _r(e[0], 3), "cooling": _r(e[1], 3), "gpu": _r(e[2], 3)}
-              for i, e in enumerate(engine.energy_kwh) if e.any()}
+    stages = {
+        engine.slots.name(i): _stage_entry(engine, i)
+        for i in range(engine.baselines.stats.shape[0])
+        if engine.baselines.stats[i, 0] > 0
+    }
+    energy = {
+        engine.slots.name(i): {"it": _r(e[0], 3), "cooling": _r(e[1], 3), "gpu": _r(e[2], 3)}
+        for i, e in enumerate(engine.energy_kwh)
+        if e.any()
+    }
     payload: dict[str, Any] = {
-        "v": PAYLOAD_VERSION, "seq": int(seq), "ts": _r(ts, 3), "site": engine.site, "rack": engine.rack_name,
-        "warm": bool(engine.warm), "stage": s.stage if s else None, "stage_source": s.stage_source if s else None,
+        "v": PAYLOAD_VERSION,
+        "seq": int(seq),
+        "ts": _r(ts, 3),
+        "site": engine.site,
+        "rack": engine.rack_name,
+        "warm": bool(engine.warm),
+        "stage": s.stage if s else None,
+        "stage_source": s.stage_source if s else None,
         "job": (s.job or None) if s else None,
         "power_w": {
             "gpu": _r(s.gpu_w) if s else None,
-            "it": _r(s.it_measured_w) if s else None, "it_expected": _r(s.it_expected_w) if s else None,
+            "it": _r(s.it_measured_w) if s else None,
+            "it_expected": _r(s.it_expected_w) if s else None,
             "cooling": _r(s.cooling_measured_w) if s else None,
             "cooling_expected": _r(s.cooling_expected_w) if s else None,
         },
@@ -74,7 +95,9 @@ def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
     }
     if engine.last_window:
         w = engine.last_window
-        payload["window"] = {k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")}
+        payload["window"] = {
+            k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
+        }
     return payload
 
 
@@ -87,12 +110,23 @@ def baseline_payloads(engine: Engine, ts: float, seq: int) -> dict[str, dict[str
         if engine.baselines.stats[i, 0] <= 0:
             continue
         name = engine.slots.name(i)
-        entry: dict[str, Any] = {"v": PAYLOAD_VERSION, "seq": int(seq), "ts": _r(ts, 3), "site": engine.site,
-                                 "rack": engine.rack_name, "stage": name, **_stage_entry(engine, i),
-                                 "lag": _lag(engine)}
+        entry: dict[str, Any] = {
+            "v": PAYLOAD_VERSION,
+            "seq": int(seq),
+            "ts": _r(ts, 3),
+            "site": engine.site,
+            "rack": engine.rack_name,
+            "stage": name,
+            **_stage_entry(engine, i),
+            "lag": _lag(engine),
+        }
         if i in jobs:
             row = jobs[i]
-            entry["job"] = {"id": current_job, "level_w": _r(row["level_w"]),
-                            "band_w": [_r(row["p10_w"]), _r(row["p90_w"])], "samples": int(row["n"])}
+            entry["job"] = {
+                "id": current_job,
+                "level_w": _r(row["level_w"]),
+                "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
+                "samples": int(row["n"]),
+            }
         out[name] = entry
     return out

@@ -38,11 +38,26 @@ def _unblob(arr: np.ndarray) -> Any:
 
 def _scalars(engine: Engine) -> np.ndarray:
     r = engine.rows
-    return np.array([
-        engine.window_s, engine.bin_s, engine.scale_w, engine.wr_scale, float(engine.window_idx), float(engine.warm),
-        float(engine.window_warm), float(engine.seq), float(engine.best), float(engine.scored), r.t0, r._pending_ts,
-        float(r._pending_slot), float(r._pending_hint), float(r._open_bin), engine.last_ts,
-    ])
+    return np.array(
+        [
+            engine.window_s,
+            engine.bin_s,
+            engine.scale_w,
+            engine.wr_scale,
+            float(engine.window_idx),
+            float(engine.warm),
+            float(engine.window_warm),
+            float(engine.seq),
+            float(engine.best),
+            float(engine.scored),
+            r.t0,
+            r._pending_ts,
+            float(r._pending_slot),
+            float(r._pending_hint),
+            float(r._open_bin),
+            engine.last_ts,
+        ]
+    )
 
 
 def save_engine(engine: Engine) -> bytes:
@@ -51,8 +66,12 @@ def save_engine(engine: Engine) -> bytes:
         "engine_version": np.array([ENGINE_STATE_VERSION], dtype=np.int64),
         "scalars": _scalars(engine),
         "signal_names": np.array(r.signals.names or [""], dtype=f"<U{NAME_WIDTH}"),
-        "open_sums": r._open_sums, "last_g": engine.last_g, "energy_kwh": engine.energy_kwh, "score": engine.score,
-        "bias_cool": engine.bias_cool, "bias_it": np.array([engine.bias_it]),
+        "open_sums": r._open_sums,
+        "last_g": engine.last_g,
+        "energy_kwh": engine.energy_kwh,
+        "score": engine.score,
+        "bias_cool": engine.bias_cool,
+        "bias_it": np.array([engine.bias_it]),
         "fan_lag": np.array([engine.fan_lag.y]),
     }
     arrays.update(r.signals.state_arrays())
@@ -64,8 +83,12 @@ def save_engine(engine: Engine) -> bytes:
     arrays.update(engine.gpu_model.state_arrays("gpum"))
     arrays.update(engine.baselines.state_arrays())
     arrays.update(engine.buf.state_arrays())
-    misc = {"last_window": engine.last_window, "jobs": engine.buf.jobs[: engine.buf.n],
-            "pending_job": r._pending_job, "open_job": r._open_job}
+    misc = {
+        "last_window": engine.last_window,
+        "jobs": engine.buf.jobs[: engine.buf.n],
+        "pending_job": r._pending_job,
+        "open_job": r._open_job,
+    }
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(engine.stage_source.state())
     arrays["drift"] = _blob(engine.drift.save_state() if engine.drift is not None else None)
@@ -91,7 +114,12 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         engine.scale_w, engine.wr_scale = float(s[2]), float(s[3])
         engine.window_idx, engine.warm, engine.window_warm = int(s[4]), bool(s[5]), bool(s[6])
         engine.seq, engine.best, engine.scored = int(s[7]), int(s[8]), bool(s[9])
-        r.t0, r._pending_ts, r._pending_slot, r._pending_hint = float(s[10]), float(s[11]), int(s[12]), bool(s[13])
+        r.t0, r._pending_ts, r._pending_slot, r._pending_hint = (
+            float(s[10]),
+            float(s[11]),
+            int(s[12]),
+            bool(s[13]),
+        )
         r._open_bin, engine.last_ts = int(s[14]), float(s[15])
         r._open_sums[...] = a["open_sums"]
         engine.last_g[...] = a["last_g"]

@@ -11,11 +11,14 @@ from agent.engine.frames import RackInfo
 from agent.trace.model import TraceMeta
 
 
-def rack_info(meta: TraceMeta | None = None, config: Config | None = None,
-              engine: EngineSection | None = None) -> RackInfo:
+def rack_info(
+    meta: TraceMeta | None = None, config: Config | None = None, engine: EngineSection | None = None
+) -> RackInfo:
     eng = engine or (config.engine if config is not None else EngineSection())
     shares = dict(meta.crac_shares) if meta is not None else {}
-    info = RackInfo(crac_shares=shares, gpu_max_power_w=eng.max_gpu_power_w, crac_max_power_w=eng.max_crac_power_w)
+    info = RackInfo(
+        crac_shares=shares, gpu_max_power_w=eng.max_gpu_power_w, crac_max_power_w=eng.max_crac_power_w
+    )
     if config is not None:
         for crac in config.cracs:
             info.crac_shares[crac.id] = crac.share

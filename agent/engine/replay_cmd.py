@@ -89,7 +89,10 @@ def _engine_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _build_engine(args: argparse.Namespace, meta: Any, config: Any, engine_cfg: Any) -> Engine:
     rack = rack_info(meta, config, engine_cfg)
-    names = {"site": config.agent.site if config else meta.site, "rack_name": config.agent.rack if config else meta.rack}
+    names = {
+        "site": config.agent.site if config else meta.site,
+        "rack_name": config.agent.rack if config else meta.rack,
+    }
     if config is not None:
         names["topic_root"] = config.mqtt.topic_root
     if args.state_in is not None:
@@ -129,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
             for chunk in reader:
                 rows += len(chunk)
                 _write(out, engine.process(chunk))
-                progress.update(rows, float(chunk.ts[-1]) if len(chunk) else math.nan, getattr(reader, "position", None))
+                progress.update(
+                    rows, float(chunk.ts[-1]) if len(chunk) else math.nan, getattr(reader, "position", None)
+                )
             _write(out, engine.finish())
         tmp.replace(args.report)
     except (OSError, ValueError) as exc:

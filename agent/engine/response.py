@@ -22,6 +22,7 @@ are handled as matrices.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -41,7 +42,7 @@ class EWLS:
     def __init__(self, n_models: int, p: int, ridge: np.ndarray) -> None:
         self.R = np.zeros((n_models, p, p))
         self.r = np.zeros((n_models, p))
-        self.theta = np.zeros((n_models, p))
+        self.theta: np.ndarray = np.zeros((n_models, p))
         self.weight = np.zeros(n_models)  # forgotten sum of sample weights (hours of data)
         self.ridge = np.broadcast_to(np.asarray(ridge, dtype=float), (n_models, p)).copy()
 
@@ -58,14 +59,16 @@ class EWLS:
             self.weight += w.sum(axis=1)
         lhs = self.R + self.ridge[:, :, None] * np.eye(self.R.shape[1])[None]
         rhs = self.r + self.ridge * self.theta
-        try:
+        with contextlib.suppress(np.linalg.LinAlgError):  # keep the last estimate; more data next window
             self.theta = np.linalg.solve(lhs, rhs[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            pass  # keep the previous estimate; the next window will have more data
 
     def state_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}_R": self.R, f"{prefix}_r": self.r, f"{prefix}_theta": self.theta,
-                f"{prefix}_weight": self.weight}
+        return {
+            f"{prefix}_R": self.R,
+            f"{prefix}_r": self.r,
+            f"{prefix}_theta": self.theta,
+            f"{prefix}_weight": self.weight,
+        }
 
     def load_arrays(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays(prefix).items():
@@ -74,8 +77,14 @@ class EWLS:
             arr[...] = arrays[key]
 
 
-def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_lag: np.ndarray, frac: np.ndarray,
-                scale_w: float) -> np.ndarray:
+def it_features(
+    gpu_m1: np.ndarray,
+    gpu_m2: np.ndarray,
+    gpu_m3: np.ndarray,
+    gpu_lag: np.ndarray,
+    frac: np.ndarray,
+    scale_w: float,
+) -> np.ndarray:
     """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1].
 
     g: the bin's raw GPU power moments; gl: GPU power through a ~1 min lag (server fans follow
@@ -214,8 +223,13 @@ class LagBank:
         return y, y_s
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {"lag_ring": self.ring, "lag_ring_s": self.ring_s, "lag_y": self.y, "lag_y_s": self.y_s,
-                "lag_flags": np.array([float(self.started), float(self.k_s)])}
+        return {
+            "lag_ring": self.ring,
+            "lag_ring_s": self.ring_s,
+            "lag_y": self.y,
+            "lag_y_s": self.y_s,
+            "lag_flags": np.array([float(self.started), float(self.k_s)]),
+        }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.ring[...] = arrays["lag_ring"]

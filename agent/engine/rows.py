@@ -110,14 +110,21 @@ class RowBinner:
                 continue
             clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
             numeric[name] = clean[name]
-        emitted = TraceChunk(ts=ts, numeric={c: v[:n] for c, v in numeric.items()},
-                             stage=buf.stage[:n], job=buf.job[:n], first_line=buf.first_line)
+        emitted = TraceChunk(
+            ts=ts,
+            numeric={c: v[:n] for c, v in numeric.items()},
+            stage=buf.stage[:n],
+            job=buf.job[:n],
+            first_line=buf.first_line,
+        )
         slots, inferred, hinted = self.classify(emitted)
         rows = RowBatch(ts, slots, inferred)
         first_call = math.isnan(self._pending_ts)
         start_ts = np.concatenate(([self._pending_ts], ts[:-1]))
-        held = {name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)[0]
-                for k, name in enumerate(sig.names)}
+        held = {
+            name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)[0]
+            for k, name in enumerate(sig.names)
+        }
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
         job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
@@ -162,26 +169,48 @@ class RowBinner:
         if inlet.shape[1] >= 2:
             with np.errstate(invalid="ignore"):
                 spread = np.nanmax(np.where(np.isnan(inlet), -np.inf, inlet), axis=1) - np.nanmin(
-                    np.where(np.isnan(inlet), np.inf, inlet), axis=1)
+                    np.where(np.isnan(inlet), np.inf, inlet), axis=1
+                )
             spread = np.where(np.isfinite(spread) & ((~np.isnan(inlet)).sum(axis=1) >= 2), spread, np.nan)
         else:
             spread = np.full(m, np.nan)
         wr = held.get("work_rate", np.full(m, np.nan))
-        return {"gpu": gpu_w, "pdu": pdu_w, "cool": cool_w, "fac": pdu_w + cool_w, "wr": wr,
-                "inlet": _nan_mean_rows(inlet), "spread": spread,
-                "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
-                "setp": _nan_mean_rows(stack("crac.", ".setpoint_c"))}
+        return {
+            "gpu": gpu_w,
+            "pdu": pdu_w,
+            "cool": cool_w,
+            "fac": pdu_w + cool_w,
+            "wr": wr,
+            "inlet": _nan_mean_rows(inlet),
+            "spread": spread,
+            "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
+            "setp": _nan_mean_rows(stack("crac.", ".setpoint_c")),
+        }
 
-    def _bin(self, starts: np.ndarray, ends: np.ndarray, per: dict[str, np.ndarray], slot_i: np.ndarray,
-             hint_i: np.ndarray, job_i: np.ndarray) -> BinBatch:
+    def _bin(
+        self,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        per: dict[str, np.ndarray],
+        slot_i: np.ndarray,
+        hint_i: np.ndarray,
+        job_i: np.ndarray,
+    ) -> BinBatch:
         src, dt, bins = split_pieces(starts, ends, self.t0, self.bin_s)
         m = src.size
         w = np.zeros((m, N_FIELDS + self.n_slots))
         w[:, F["dur_s"]] = dt
-        for key, (fs, fw) in {"gpu": ("gpu_s", "gpu_ws"), "pdu": ("pdu_s", "pdu_ws"), "cool": ("cool_s", "cool_ws"),
-                              "fac": ("fac_s", "fac_ws"), "wr": ("wr_s", "wr_ws"), "inlet": ("inlet_s", "inlet_ws"),
-                              "spread": ("spread_s", "spread_ws"), "fan": ("fan_s", "fan_ws"),
-                              "setp": ("setp_s", "setp_ws")}.items():
+        for key, (fs, fw) in {
+            "gpu": ("gpu_s", "gpu_ws"),
+            "pdu": ("pdu_s", "pdu_ws"),
+            "cool": ("cool_s", "cool_ws"),
+            "fac": ("fac_s", "fac_ws"),
+            "wr": ("wr_s", "wr_ws"),
+            "inlet": ("inlet_s", "inlet_ws"),
+            "spread": ("spread_s", "spread_ws"),
+            "fan": ("fan_s", "fan_ws"),
+            "setp": ("setp_s", "setp_ws"),
+        }.items():
             v = per[key][src]
             known = ~np.isnan(v)
             w[:, F[fs]] = dt * known
@@ -211,33 +240,53 @@ class RowBinner:
             self._open_bin = -1
             self._open_sums[:] = 0.0
         done = sums[:n_done]
-        return BinBatch(self.t0 + ids[:n_done] * self.bin_s, done[:, :N_FIELDS], done[:, N_FIELDS:], jobs[:n_done])
+        return BinBatch(
+            self.t0 + ids[:n_done] * self.bin_s, done[:, :N_FIELDS], done[:, N_FIELDS:], jobs[:n_done]
+        )
 
     def close_open_bin(self) -> BinBatch:
         """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""
         if self._open_bin < 0:
             return self._empty()[0]
         s = self._open_sums
-        batch = BinBatch(np.array([self.t0 + self._open_bin * self.bin_s]), s[None, :N_FIELDS].copy(),
-                         s[None, N_FIELDS:].copy(), [self._open_job])
+        batch = BinBatch(
+            np.array([self.t0 + self._open_bin * self.bin_s]),
+            s[None, :N_FIELDS].copy(),
+            s[None, N_FIELDS:].copy(),
+            [self._open_job],
+        )
         self._open_bin = -1
         self._open_sums[:] = 0.0
         return batch
 
 
 def _slice(c: TraceChunk, a: int, b: int) -> TraceChunk:
-    return TraceChunk(ts=c.ts[a:b], numeric={k: v[a:b] for k, v in c.numeric.items()},
-                      stage=c.stage[a:b], job=c.job[a:b], first_line=c.first_line + a if c.first_line else 0)
+    return TraceChunk(
+        ts=c.ts[a:b],
+        numeric={k: v[a:b] for k, v in c.numeric.items()},
+        stage=c.stage[a:b],
+        job=c.job[a:b],
+        first_line=c.first_line + a if c.first_line else 0,
+    )
 
 
 def _slice_mask(c: TraceChunk, keep: np.ndarray) -> TraceChunk:
-    return TraceChunk(ts=c.ts[keep], numeric={k: v[keep] for k, v in c.numeric.items()},
-                      stage=c.stage[keep], job=c.job[keep], first_line=c.first_line)
+    return TraceChunk(
+        ts=c.ts[keep],
+        numeric={k: v[keep] for k, v in c.numeric.items()},
+        stage=c.stage[keep],
+        job=c.job[keep],
+        first_line=c.first_line,
+    )
 
 
 def _concat(a: TraceChunk, b: TraceChunk) -> TraceChunk:
     names = set(a.numeric) | set(b.numeric)
     numeric = {k: np.concatenate([a.column(k), b.column(k)]) for k in names}
-    return TraceChunk(ts=np.concatenate([a.ts, b.ts]), numeric=numeric,
-                      stage=np.concatenate([a.stage, b.stage]), job=np.concatenate([a.job, b.job]),
-                      first_line=a.first_line)
+    return TraceChunk(
+        ts=np.concatenate([a.ts, b.ts]),
+        numeric=numeric,
+        stage=np.concatenate([a.stage, b.stage]),
+        job=np.concatenate([a.job, b.job]),
+        first_line=a.first_line,
+    )

@@ -134,7 +134,9 @@ class Segments:
         self.start = float("nan")
         self.key = -1  # slot * 2 + inferred
 
-    def feed(self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots) -> list[dict]:
+    def feed(
+        self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots
+    ) -> list[dict]:
         if not ts.size:
             return []
         keys = slots * 2 + inferred.astype(np.int64)
@@ -157,8 +159,13 @@ class Segments:
         return [rec]
 
     def _record(self, end: float, slots_tab: StageSlots) -> dict:
-        return {"type": "segment", "start": self.start, "end": end, "stage": slots_tab.name(self.key // 2),
-                "source": "inferred" if self.key % 2 else "hint"}
+        return {
+            "type": "segment",
+            "start": self.start,
+            "end": end,
+            "stage": slots_tab.name(self.key // 2),
+            "source": "inferred" if self.key % 2 else "hint",
+        }
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {"seg": np.array([self.start, float(self.key)])}

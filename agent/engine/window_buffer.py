@@ -35,9 +35,21 @@ class WindowBuffer:
     def clear(self) -> None:
         self.n = 0
 
-    def append(self, start: np.ndarray, sums: np.ndarray, stage_s: np.ndarray, jobs: list[str], it_pred_w: np.ndarray,
-               heat_w: np.ndarray, hl_w: np.ndarray, cool_pred_w: np.ndarray, gpu_exp_w: np.ndarray,
-               transient: np.ndarray, held: np.ndarray, gpu_lag_w: np.ndarray) -> slice:
+    def append(
+        self,
+        start: np.ndarray,
+        sums: np.ndarray,
+        stage_s: np.ndarray,
+        jobs: list[str],
+        it_pred_w: np.ndarray,
+        heat_w: np.ndarray,
+        hl_w: np.ndarray,
+        cool_pred_w: np.ndarray,
+        gpu_exp_w: np.ndarray,
+        transient: np.ndarray,
+        held: np.ndarray,
+        gpu_lag_w: np.ndarray,
+    ) -> slice:
         a = self.n
         b = a + start.shape[0]
         if b > self.n_bins:
@@ -69,10 +81,20 @@ class WindowBuffer:
         return float(self.sums[sl, F[ws]].sum()) / known
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {"wb_n": np.array([float(self.n)]), "wb_start": self.start, "wb_sums": self.sums,
-                "wb_stage_s": self.stage_s, "wb_it": self.it_pred_w, "wb_heat": self.heat_w, "wb_hl": self.hl_w,
-                "wb_cool": self.cool_pred_w, "wb_gexp": self.gpu_exp_w, "wb_tr": self.transient,
-                "wb_held": self.held, "wb_gl": self.gpu_lag_w}
+        return {
+            "wb_n": np.array([float(self.n)]),
+            "wb_start": self.start,
+            "wb_sums": self.sums,
+            "wb_stage_s": self.stage_s,
+            "wb_it": self.it_pred_w,
+            "wb_heat": self.heat_w,
+            "wb_hl": self.hl_w,
+            "wb_cool": self.cool_pred_w,
+            "wb_gexp": self.gpu_exp_w,
+            "wb_tr": self.transient,
+            "wb_held": self.held,
+            "wb_gl": self.gpu_lag_w,
+        }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays().items():

@@ -10,12 +10,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synth  # noqa: E402
+import synth
 
-from agent.engine import Engine, rack_info  # noqa: E402
+from agent.engine import Engine, rack_info
 
 
-def run_engine(chunks: list[Any], engine: Engine | None = None, finish: bool = True) -> tuple[Engine, list[dict]]:
+def run_engine(
+    chunks: list[Any], engine: Engine | None = None, finish: bool = True
+) -> tuple[Engine, list[dict]]:
     eng = engine or Engine(None, rack_info(synth.meta()), site="st", rack_name="rt")
     out: list[dict] = []
     for c in chunks:

@@ -12,10 +12,23 @@ import numpy as np
 
 from agent.trace.model import TraceChunk, TraceMeta
 
-STAGE_W = {"idle": 70.0, "data_load": 180.0, "forward_backward": 650.0, "grad_sync": 380.0,
-           "checkpoint": 150.0, "eval": 500.0}
-CYCLE = (("data_load", 40), ("forward_backward", 300), ("grad_sync", 60), ("forward_backward", 300),
-         ("eval", 120), ("checkpoint", 90), ("idle", 200))
+STAGE_W = {
+    "idle": 70.0,
+    "data_load": 180.0,
+    "forward_backward": 650.0,
+    "grad_sync": 380.0,
+    "checkpoint": 150.0,
+    "eval": 500.0,
+}
+CYCLE = (
+    ("data_load", 40),
+    ("forward_backward", 300),
+    ("grad_sync", 60),
+    ("forward_backward", 300),
+    ("eval", 120),
+    ("checkpoint", 90),
+    ("idle", 200),
+)
 T0 = 1_750_000_000.0
 
 
@@ -23,14 +36,30 @@ def meta() -> TraceMeta:
     return TraceMeta(rack="rt", site="st", crac_shares={"c1": 0.3}, interval_s=2.0)
 
 
-def chunks(days: float, seed: int = 1, row_s: float = 2.0, n_gpu: int = 4, chunk_rows: int = 20000,
-           pdu_every: int = 3, crac_every: int = 5, hints: bool = True) -> list[TraceChunk]:
+def chunks(
+    days: float,
+    seed: int = 1,
+    row_s: float = 2.0,
+    n_gpu: int = 4,
+    chunk_rows: int = 20000,
+    pdu_every: int = 3,
+    crac_every: int = 5,
+    hints: bool = True,
+) -> list[TraceChunk]:
     """The whole trace as a list of chunks (fine for the short traces tests use)."""
     return list(iter_chunks(days, seed, row_s, n_gpu, chunk_rows, pdu_every, crac_every, hints))
 
 
-def iter_chunks(days: float, seed: int = 1, row_s: float = 2.0, n_gpu: int = 4, chunk_rows: int = 20000,
-                pdu_every: int = 3, crac_every: int = 5, hints: bool = True):  # type: ignore[no-untyped-def]
+def iter_chunks(
+    days: float,
+    seed: int = 1,
+    row_s: float = 2.0,
+    n_gpu: int = 4,
+    chunk_rows: int = 20000,
+    pdu_every: int = 3,
+    crac_every: int = 5,
+    hints: bool = True,
+):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / row_s)
     cycle_s = sum(d for _, d in CYCLE)
@@ -60,7 +89,7 @@ def iter_chunks(days: float, seed: int = 1, row_s: float = 2.0, n_gpu: int = 4, 
             heat_lag = pdu_w[i]
             rem[i] = removed
             heat[i] = heat_lag
-        hour = ((ts % 86400.0) / 3600.0)
+        hour = (ts % 86400.0) / 3600.0
         cop = 3.5 - 0.6 * np.cos(2 * math.pi * (hour - 15.0) / 24.0)
         crac_w = (rem + 30000.0) / cop + 800.0
         numeric: dict[str, np.ndarray] = {"work_rate": np.where(level > 300, level * 2.0, 0.0)}
@@ -79,8 +108,12 @@ def iter_chunks(days: float, seed: int = 1, row_s: float = 2.0, n_gpu: int = 4, 
         crac[m_c] = np.round(crac_w[m_c], -1)
         numeric["crac.c1.power_w"] = crac
         labels = stage if hints else np.full(idx.size, "", dtype=object)
-        yield TraceChunk(ts=ts.astype(float), numeric=numeric, stage=labels.astype(object),
-                         job=np.full(idx.size, "j1" if hints else "", dtype=object))
+        yield TraceChunk(
+            ts=ts.astype(float),
+            numeric=numeric,
+            stage=labels.astype(object),
+            job=np.full(idx.size, "j1" if hints else "", dtype=object),
+        )
 
 
 def rechunk(chunks_in: list[TraceChunk], size: int) -> list[TraceChunk]:
@@ -89,6 +122,12 @@ def rechunk(chunks_in: list[TraceChunk], size: int) -> list[TraceChunk]:
     for c in chunks_in:
         for a in range(0, len(c), size):
             b = min(len(c), a + size)
-            out.append(TraceChunk(ts=c.ts[a:b], numeric={k: v[a:b] for k, v in c.numeric.items()},
-                                  stage=c.stage[a:b], job=c.job[a:b]))
+            out.append(
+                TraceChunk(
+                    ts=c.ts[a:b],
+                    numeric={k: v[a:b] for k, v in c.numeric.items()},
+                    stage=c.stage[a:b],
+                    job=c.job[a:b],
+                )
+            )
     return out

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 from typing import Any
 
 import numpy as np
 import pytest
+import synth
 from conftest import run_engine
 
-import synth
 from agent.engine import Engine, rack_info
 from agent.engine.response import TAUS_S
 
@@ -20,7 +21,9 @@ def _windows(recs: list[dict]) -> list[dict]:
     return [r for r in recs if r["type"] == "window"]
 
 
-def test_report_lines_validate_against_the_spec(synth_8h_run: tuple[Engine, list[dict]], spec_dir: Any) -> None:
+def test_report_lines_validate_against_the_spec(
+    synth_8h_run: tuple[Engine, list[dict]], spec_dir: Any
+) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads((spec_dir / "report.schema.json").read_text()))
     _, recs = synth_8h_run
@@ -67,7 +70,7 @@ def test_windows_are_aligned_and_tile(synth_8h_run: tuple[Engine, list[dict]]) -
     _, recs = synth_8h_run
     wins = _windows(recs)
     assert wins[0]["start"] == synth.T0
-    for a, b in zip(wins, wins[1:], strict=False):
+    for a, b in itertools.pairwise(wins):
         assert b["start"] == pytest.approx(a["end"])
         assert a["end"] - a["start"] == pytest.approx(900.0)
     assert all(0.0 <= w["coverage"] <= 1.0 for w in wins)
@@ -78,7 +81,7 @@ def test_segments_tile_the_trace(synth_8h: list[Any], synth_8h_run: tuple[Engine
     segs = [r for r in recs if r["type"] == "segment"]
     assert segs[0]["start"] == synth_8h[0].ts[0]
     assert segs[-1]["end"] == synth_8h[-1].ts[-1]
-    for a, b in zip(segs, segs[1:], strict=False):
+    for a, b in itertools.pairwise(segs):
         assert b["start"] == a["end"]
         assert (a["stage"], a["source"]) != (b["stage"], b["source"])  # runs are merged
     assert {s["source"] for s in segs} == {"hint"}
@@ -95,8 +98,9 @@ def _perturb_inside(chunks: list[Any], t_a: float, t_b: float, factor: float) ->
     return out
 
 
-def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction(synth_8h: list[Any],
-                                                                  synth_8h_run: tuple[Engine, list[dict]]) -> None:
+def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction(
+    synth_8h: list[Any], synth_8h_run: tuple[Engine, list[dict]]
+) -> None:
     _, base = synth_8h_run
     target = _windows(base)[20]  # well after warm-up
     assert target["predicted_kwh"] is not None
@@ -127,10 +131,12 @@ def test_feeding_ticks_or_big_chunks_gives_the_same_report() -> None:
     assert segs(big) == segs(small)
 
 
-def test_save_and_restore_continue_the_same_model(synth_8h: list[Any], synth_8h_run: tuple[Engine, list[dict]]) -> None:
+def test_save_and_restore_continue_the_same_model(
+    synth_8h: list[Any], synth_8h_run: tuple[Engine, list[dict]]
+) -> None:
     _, whole = synth_8h_run
     half = len(synth_8h) // 2
-    eng, first = run_engine(synth_8h[:half], finish=False)
+    eng, _ = run_engine(synth_8h[:half], finish=False)
     blob = eng.save_state()
     restored = Engine.load_state(blob, None, rack_info(synth.meta()), site="st", rack_name="rt")
     assert restored.save_state() == blob  # nothing lost in a round trip
@@ -179,9 +185,11 @@ def test_rack_without_cooling_telemetry_and_malformed_hints() -> None:
     for c in chunks:
         del c.numeric["crac.c1.power_w"]
         c.stage[::50] = "Bad Label!"
-    eng, recs = run_engine(chunks)
+    _, recs = run_engine(chunks)
     wins = [w for w in _windows(recs) if w["predicted_kwh"] is not None]
     assert wins, "predictions without a cooling unit"
-    assert all(w["predicted_kwh"] == pytest.approx(w["it_predicted_kwh"] + w["cooling_predicted_kwh"]) for w in wins)
+    assert all(
+        w["predicted_kwh"] == pytest.approx(w["it_predicted_kwh"] + w["cooling_predicted_kwh"]) for w in wins
+    )
     assert all(w["measured_kwh"] == pytest.approx(w["it_measured_kwh"]) for w in wins)
     assert recs[-1]["payload"]["hygiene"]["malformed_hints"] == sum(len(c.stage[::50]) for c in chunks)

@@ -6,9 +6,9 @@ import gc
 import tracemalloc
 
 import pytest
+import synth
 from conftest import run_engine
 
-import synth
 from agent.engine import Engine, rack_info
 
 

@@ -8,8 +8,13 @@ import pytest
 from agent.engine.hygiene import RULES, STUCK_MIN_SAMPLES, Hygiene, kind_for
 
 
-def _clean(values: list[float], name: str = "pdu.a.power_w", max_w: float = 30000.0, lookahead_s: float = 30.0,
-           n_emit: int | None = None) -> tuple[np.ndarray, dict[str, int], Hygiene]:
+def _clean(
+    values: list[float],
+    name: str = "pdu.a.power_w",
+    max_w: float = 30000.0,
+    lookahead_s: float = 30.0,
+    n_emit: int | None = None,
+) -> tuple[np.ndarray, dict[str, int], Hygiene]:
     h = Hygiene([name], [kind_for(name, max_w)], lookahead_s)
     v = np.array(values, dtype=float)
     ts = np.arange(v.size, dtype=float)

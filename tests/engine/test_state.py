@@ -6,16 +6,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import synth
 from conftest import run_engine
 
-import synth
 from agent.engine import Engine, rack_info
 from agent.engine.state import StateError, pack, read_or_quarantine, unpack, write_atomic
 
 
 def test_pack_round_trip_keeps_dtypes_and_shapes() -> None:
-    arrays = {"a": np.arange(6, dtype=np.float64).reshape(2, 3), "names": np.array(["x", "yy"], dtype="<U8"),
-              "flags": np.array([True, False]), "i": np.array([7], dtype=np.int64)}
+    arrays = {
+        "a": np.arange(6, dtype=np.float64).reshape(2, 3),
+        "names": np.array(["x", "yy"], dtype="<U8"),
+        "flags": np.array([True, False]),
+        "i": np.array([7], dtype=np.int64),
+    }
     back = unpack(pack(arrays))
     assert list(back) == list(arrays)
     for k, v in arrays.items():

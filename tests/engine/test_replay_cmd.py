@@ -1,0 +1,102 @@
+"""``rackwatt replay`` end to end: CSV in, JSON Lines out, state files in and out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import synth
+
+from agent.cli import main
+
+pytest.importorskip("agent.trace.reader")
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from agent.trace.writer import TraceWriter
+
+    chunks = synth.chunks(4 / 24, seed=11, chunk_rows=3000)
+    path = tmp_path_factory.mktemp("replay") / "trace.csv"
+    cols = ["ts", "stage", "job", *chunks[0].numeric]
+    with TraceWriter(path, synth.meta(), cols) as writer:
+        for c in chunks:
+            writer.write(c)
+    return path
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_replay_writes_a_valid_report_and_state(
+    trace: Path, tmp_path: Path, spec_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    report, state = tmp_path / "r.jsonl", tmp_path / "e.state"
+    assert main(["replay", str(trace), "--report", str(report), "--state-out", str(state)]) == 0
+    assert capsys.readouterr().err == ""  # no progress bar when stderr is not a terminal
+    lines = _lines(report)
+    validator = jsonschema.Draft202012Validator(json.loads((spec_dir / "report.schema.json").read_text()))
+    for line in lines:
+        validator.validate(line)
+    wins = [x for x in lines if x["type"] == "window"]
+    assert len(wins) == 16 and any(w["predicted_kwh"] is not None for w in wins)
+    assert lines[-1]["type"] == "summary" and lines[-1]["topic"] == "rackwatt/v1/st/rt/summary"
+    assert state.read_bytes()[:4] == b"RWST"
+
+
+def test_window_option_and_state_continuation(trace: Path, tmp_path: Path) -> None:
+    report = tmp_path / "r.jsonl"
+    state = tmp_path / "e.state"
+    assert (
+        main(["replay", str(trace), "--report", str(report), "--window", "600", "--state-out", str(state)])
+        == 0
+    )
+    wins = [x for x in _lines(report) if x["type"] == "window"]
+    assert {w["end"] - w["start"] for w in wins[:-1]} == {600.0}
+    # a second replay starting from the learned state predicts from its first window on
+    again = tmp_path / "r2.jsonl"
+    later = tmp_path / "later.csv"
+    _shift(trace, later, 4 * 3600.0)
+    assert (
+        main(["replay", str(later), "--report", str(again), "--window", "600", "--state-in", str(state)]) == 0
+    )
+    first = next(x for x in _lines(again) if x["type"] == "window")
+    assert first["predicted_kwh"] is not None
+
+
+def test_corrupt_state_is_kept_aside_and_replay_starts_fresh(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "bad.state"
+    state.write_bytes(b"definitely not a state file")
+    assert main(["replay", str(trace), "--report", str(tmp_path / "r.jsonl"), "--state-in", str(state)]) == 0
+    err = capsys.readouterr().err
+    assert "bad.state" in err and "starting fresh" in err
+    assert list(tmp_path.glob("bad.state.corrupt-*"))
+
+
+def test_bad_inputs_give_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "missing.csv"), "--report", str(tmp_path / "r.jsonl")]) != 0
+    err = capsys.readouterr().err
+    assert "missing.csv" in err and "Traceback" not in err
+    assert (
+        main(
+            ["replay", str(tmp_path / "missing.csv"), "--report", str(tmp_path / "r.jsonl"), "--window", "-5"]
+        )
+        == 2
+    )
+    assert "--window" in capsys.readouterr().err
+
+
+def _shift(src: Path, dst: Path, by_s: float) -> None:
+    out = []
+    for line in src.read_text().splitlines():
+        if line and line[0].isdigit():
+            ts, rest = line.split(",", 1)
+            line = f"{float(ts) + by_s:.0f},{rest}"
+        out.append(line)
+    dst.write_text("\n".join(out) + "\n")
