@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -141,3 +142,47 @@ def test_physics_rejects_non_consecutive_chunks() -> None:
     physics.step(0, 100)
     with pytest.raises(ValueError, match="consecutive"):
         physics.step(200, 300)
+
+
+def test_energy_counters_integrate_the_reported_power(simulated: Callable) -> None:
+    run = simulated("steady", 0.25)
+    for power, energy, to_units in (
+        ("gpu.4.power_w", "gpu.4.energy_j", 1.0),
+        ("pdu.a.power_w", "pdu.a.energy_kwh", 1 / 3.6e6),
+        ("pdu.b.power_w", "pdu.b.energy_kwh", 1 / 3.6e6),
+    ):
+        e = run.col(energy)
+        ok = np.flatnonzero(np.isfinite(e))
+        first, last = ok[0], ok[-1]
+        mean_power = np.nanmean(run.clean_col(power)[first + 1 : last + 1])
+        expected = mean_power * (run.t_s[last] - run.t_s[first]) * to_units
+        assert e[last] - e[first] == pytest.approx(expected, rel=0.01), energy
+
+
+def test_outages_spill_across_hour_boundaries(run_of: Callable) -> None:
+    sc = make_scenario("steady", days=0.25, seed=14)  # a seed with outages crossing an hour
+    sampling = replace(sc.rack.sampling, outage_per_h=1.0, outage_s=(200.0, 200.0))
+    sc = replace(sc, rack=replace(sc.rack, sampling=sampling))
+    run = run_of(sc)
+    outages = scenario_truth(sc)["device_outages"]
+    assert len(outages) == 4 * 6  # every device, every hour
+    spilled = [
+        o for o in outages if (o["start_ts"] - sc.start_ts) // 3600 != (o["end_ts"] - 1 - sc.start_ts) // 3600
+    ]
+    for outage in outages:
+        inside = (run.ts >= outage["start_ts"]) & (run.ts < outage["end_ts"])
+        column = {"crac": "crac.1.cooling_w", "inlet": "inlet.bottom.temp_c"}.get(
+            outage["device"], f"{outage['device']}.voltage_v"
+        )
+        assert np.isnan(run.col(column)[inside]).all(), outage
+    assert spilled
+
+
+def test_rack_twin_at_wall_clock_time() -> None:
+    sc = make_scenario("tide", days=0.1, seed=2, start_ts=1764440000.75)
+    twin = RackTwin(sc)
+    twin.advance_to(1764440000.75 + 4000.2)
+    assert twin.ts == pytest.approx(1764440000.75 + 4000)
+    assert np.isfinite(twin.gpu_values()[0]["power_w"])
+    chunk = next(iter(simulate(sc)))
+    assert chunk.ts[0] == 1764440000.75
