@@ -38,13 +38,16 @@ PDU_PREFIXES = ("apc_ap", "apc_apdu", "raritan", "sentry", "eaton", "vertiv")
 
 def recordings(shared: Path | None) -> dict[str, str]:
     if shared and shared.is_dir():
-        found = {p.stem: p.read_text() for p in sorted(shared.glob("*.snmprec"))
-                 if p.name.startswith(PDU_PREFIXES)}
+        found = {
+            p.stem: p.read_text() for p in sorted(shared.glob("*.snmprec")) if p.name.startswith(PDU_PREFIXES)
+        }
         if found:
             return found
     values = {"power_w": 1234.0, "energy_kwh": 4321.5, "voltage_v": 231.0, "current_a": 5.6, "pf": 0.95}
-    return {"sim-apc24": to_snmprec(render("apc_rpdu2", values)),
-            "sim-raritan": to_snmprec(render("raritan_pdu2", values))}
+    return {
+        "sim-apc24": to_snmprec(render("apc_rpdu2", values)),
+        "sim-raritan": to_snmprec(render("raritan_pdu2", values)),
+    }
 
 
 def free_udp_port() -> int:
@@ -62,10 +65,17 @@ def start_snmpsim(tmp: Path, files: dict[str, str]) -> tuple[subprocess.Popen[by
     exe = Path(sys.executable).with_name("snmpsim-command-responder")
     port = free_udp_port()
     proc = subprocess.Popen(
-        [str(exe) if exe.exists() else "snmpsim-command-responder", "--log-level=error", f"--data-dir={data}",
-         f"--cache-dir={cache}", f"--agent-udpv4-endpoint=127.0.0.1:{port}"],
+        [
+            str(exe) if exe.exists() else "snmpsim-command-responder",
+            "--log-level=error",
+            f"--data-dir={data}",
+            f"--cache-dir={cache}",
+            f"--agent-udpv4-endpoint=127.0.0.1:{port}",
+        ],
         env={**os.environ, "SNMPSIM_ALLOW_ROOT": "true"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return proc, port
 
 
@@ -73,8 +83,26 @@ def snmpget(port: int, community: str, oids: list[str]) -> tuple[float, float, i
     """(wall s, child CPU s, values returned) of one snmpget of these OIDs in one request."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(["snmpget", "-v2c", "-c", community, "-On", "-m", "", "-t", "1", "-r", "1",
-                          f"127.0.0.1:{port}", *oids], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [
+            "snmpget",
+            "-v2c",
+            "-c",
+            community,
+            "-On",
+            "-m",
+            "",
+            "-t",
+            "1",
+            "-r",
+            "1",
+            f"127.0.0.1:{port}",
+            *oids,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -88,8 +116,18 @@ async def bench(port: int, names: list[str], secrets: Path, rounds: int) -> list
         for name in names:
             secret = secrets / name
             secret.write_text(name + "\n")
-            driver = SnmpPduDriver(PduConfig(id="b", host="127.0.0.1", port=port, community_file=secret,
-                                             timeout_s=2.0, retries=1, interval_s=10.0), engine)
+            driver = SnmpPduDriver(
+                PduConfig(
+                    id="b",
+                    host="127.0.0.1",
+                    port=port,
+                    community_file=secret,
+                    timeout_s=2.0,
+                    retries=1,
+                    interval_s=10.0,
+                ),
+                engine,
+            )
             t0 = time.perf_counter()
             first = await driver.poll()  # profile + discovery, once
             first_ms = (time.perf_counter() - t0) * 1000
@@ -110,9 +148,21 @@ async def bench(port: int, names: list[str], secrets: Path, rounds: int) -> list
                 assert lines == len(oids), f"snmpget returned {lines} lines for {len(oids)} OIDs"
             w, c = statistics.median(walls) * 1000, statistics.median(cpus) * 1000
             rw, rc = statistics.median(ref_walls) * 1000, statistics.median(ref_cpus) * 1000
-            rows.append((name, first.profile or "?", str(len(oids)), f"{first_ms:.0f}",
-                         f"{w:.1f}", f"{c:.1f}",
-                         f"{rw:.1f}", f"{rc:.1f}", f"{w / rw:.2f}", f"{c / rc:.2f}" if rc else "-", ""))
+            rows.append(
+                (
+                    name,
+                    first.profile or "?",
+                    str(len(oids)),
+                    f"{first_ms:.0f}",
+                    f"{w:.1f}",
+                    f"{c:.1f}",
+                    f"{rw:.1f}",
+                    f"{rc:.1f}",
+                    f"{w / rw:.2f}",
+                    f"{c / rc:.2f}" if rc else "-",
+                    "",
+                )
+            )
             await driver.close()
     finally:
         engine.close_dispatcher()
@@ -145,15 +195,28 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    head = ("recording", "profile", "oids", "first ms", "poll ms", "poll cpu ms", "snmpget ms",
-            "snmpget cpu ms", "wall ratio", "cpu ratio", "note")
+    head = (
+        "recording",
+        "profile",
+        "oids",
+        "first ms",
+        "poll ms",
+        "poll cpu ms",
+        "snmpget ms",
+        "snmpget cpu ms",
+        "wall ratio",
+        "cpu ratio",
+        "note",
+    )
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, *rows]:
         print("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
     ratios = [float(r[8]) for r in rows if r[8] != "-"]
     if ratios:
-        print(f"\nwall ratio (driver poll / snmpget, same OIDs): median {statistics.median(ratios):.2f}, "
-              f"max {max(ratios):.2f}; target ≤ 2.00 → {'PASS' if max(ratios) <= 2.0 else 'FAIL'}")
+        print(
+            f"\nwall ratio (driver poll / snmpget, same OIDs): median {statistics.median(ratios):.2f}, "
+            f"max {max(ratios):.2f}; target ≤ 2.00 → {'PASS' if max(ratios) <= 2.0 else 'FAIL'}"
+        )
     print(f"({args.rounds} rounds each, interleaved; 'first' = sysObjectID + table discovery, done once)")
     return 0
 
