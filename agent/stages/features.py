@@ -31,31 +31,47 @@ _PEAK_HALFLIFE_S = 7 * 86400.0  # how slowly the learned peak GPU power forgets
 _NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range forgets
 
 
-@dataclass
-class _Held:
-    value: float = float("nan")
-    ts: float = float("-inf")
+def hold_last(
+    ts: np.ndarray, values: np.ndarray, carry_value: np.ndarray, carry_ts: np.ndarray, max_hold_s: float
+) -> np.ndarray:
+    """Forward-fill NaN cells of each column with its last sample, up to max_hold_s old.
 
-
-def hold_last(ts: np.ndarray, values: np.ndarray, carry: _Held, max_hold_s: float) -> np.ndarray:
-    """Forward-fill NaN cells with the last sample (carried from earlier chunks), up to max_hold_s.
-
-    Updates ``carry`` with the last sample of this chunk.
+    ``values`` is (rows, columns); ``carry_value``/``carry_ts`` (one per column) hold the last
+    sample from earlier chunks and are updated in place with this chunk's last samples.
     """
     n = values.shape[0]
     if n == 0:
         return values.copy()
     valid = ~np.isnan(values)
-    idx = np.where(valid, np.arange(n), -1)
-    np.maximum.accumulate(idx, out=idx)
-    src_value = np.where(idx >= 0, values[np.maximum(idx, 0)], carry.value)
-    src_ts = np.where(idx >= 0, ts[np.maximum(idx, 0)], carry.ts)
-    held = np.where(ts - src_ts <= max_hold_s, src_value, np.nan)
-    if valid.any():
-        last = int(np.flatnonzero(valid)[-1])
-        carry.value = float(values[last])
-        carry.ts = float(ts[last])
+    idx = np.where(valid, np.arange(n)[:, None], -1)
+    np.maximum.accumulate(idx, axis=0, out=idx)
+    safe = np.maximum(idx, 0)
+    src_value = np.where(idx >= 0, np.take_along_axis(values, safe, axis=0), carry_value[None, :])
+    src_ts = np.where(idx >= 0, ts[safe], carry_ts[None, :])
+    held = np.where(ts[:, None] - src_ts <= max_hold_s, src_value, np.nan)
+    last = idx[-1]
+    seen = last >= 0
+    carry_value[seen] = values[last[seen], np.flatnonzero(seen)]
+    carry_ts[seen] = ts[last[seen]]
     return held
+
+
+@dataclass
+class _Group:
+    """Carried last samples of one column family (e.g. every gpu.<i>.power_w)."""
+
+    names: tuple[str, ...] = ()
+    value: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def align(self, names: tuple[str, ...]) -> None:
+        """Follow a changed column set, keeping the carry of columns that remain."""
+        if names == self.names:
+            return
+        old = {name: (v, t) for name, v, t in zip(self.names, self.value, self.ts, strict=True)}
+        self.value = np.array([old.get(name, (np.nan, -np.inf))[0] for name in names], dtype=float)
+        self.ts = np.array([old.get(name, (np.nan, -np.inf))[1] for name in names], dtype=float)
+        self.names = names
 
 
 @dataclass
@@ -64,7 +80,9 @@ class FeatureExtractor:
 
     max_hold_s: float = 30.0
     power_ref_w: float | None = None  # GPU power limit when known; else learned peak
-    _held: dict[str, _Held] = field(default_factory=dict)
+    _groups: dict[str, _Group] = field(default_factory=dict)
+    _layout_key: tuple[str, ...] = ()
+    _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
@@ -75,18 +93,22 @@ class FeatureExtractor:
 
     def _matrix(self, chunk: TraceChunk, suffix: str, prefix: str, lo: float, hi: float) -> np.ndarray:
         """Columns <prefix>*<suffix> as a matrix; implausible cells (glitches) count as missing."""
-        cols = chunk.columns_matching(prefix, suffix)
-        if not cols:
+        family = prefix + "*" + suffix
+        names = self._layout.get(family)
+        if names is None:
+            names = tuple(
+                f"{prefix}{key}{suffix}"
+                for key in sorted(chunk.columns_matching(prefix, suffix), key=_natural)
+            )
+            self._layout[family] = names
+        if not names:
             return np.full((len(chunk), 0), np.nan)
-        out = np.empty((len(chunk), len(cols)))
-        for j, key in enumerate(sorted(cols)):
-            name = f"{prefix}{key}{suffix}"
-            carry = self._held.setdefault(name, _Held())
-            raw = cols[key]
-            with np.errstate(invalid="ignore"):
-                clean = np.where((raw >= lo) & (raw <= hi), raw, np.nan)
-            out[:, j] = hold_last(chunk.ts, clean, carry, self.max_hold_s)
-        return out
+        raw = np.column_stack([chunk.numeric[name] for name in names])
+        with np.errstate(invalid="ignore"):
+            clean = np.where((raw >= lo) & (raw <= hi), raw, np.nan)
+        group = self._groups.setdefault(family, _Group())
+        group.align(names)
+        return hold_last(chunk.ts, clean, group.value, group.ts, self.max_hold_s)
 
     def extract(self, chunk: TraceChunk) -> np.ndarray:
         n = len(chunk)
@@ -94,6 +116,9 @@ class FeatureExtractor:
         if n == 0:
             return feats
         ts = chunk.ts
+        layout_key = tuple(chunk.numeric)
+        if layout_key != self._layout_key:  # new column set: find the families again
+            self._layout_key, self._layout = layout_key, {}
         power = self._matrix(chunk, ".power_w", "gpu.", 1.0, MAX_GPU_POWER_W)
         util = self._matrix(chunk, ".util_pct", "gpu.", 0.0, 100.0)
         mem = self._matrix(chunk, ".mem_util_pct", "gpu.", 0.0, 100.0)
@@ -224,6 +249,10 @@ def _nanmean(m: np.ndarray) -> np.ndarray:
     count = np.sum(~np.isnan(m), axis=1)
     total = np.nansum(m, axis=1)
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _natural(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (1 << 30, key)
 
 
 def _nanmedian(m: np.ndarray) -> np.ndarray:
