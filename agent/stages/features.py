@@ -127,6 +127,9 @@ class FeatureExtractor:
             if power.shape[1]:
                 mean_w = _nanmedian(power)  # robust to one GPU's glitch
                 ref = self._power_ref(ts, mean_w)
+                limit = self._matrix(chunk, ".power_limit_w", "gpu.", 50.0, MAX_GPU_POWER_W)
+                if limit.shape[1]:  # the enforced limit (NVML) when the trace has it
+                    ref = np.where(np.isnan(limit).all(axis=1), ref, _nanmedian(limit))
                 feats[:, 0] = mean_w / ref
                 std_w = _nanstd(power)
                 feats[:, 3] = np.clip(std_w / np.maximum(mean_w, 1.0), 0.0, 1.0)
@@ -169,7 +172,9 @@ class FeatureExtractor:
         return swing, pos
 
     def _power_ref(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
-        """GPU power reference per row: the configured limit, or a slowly forgetting peak."""
+        """GPU power reference per row: the configured limit, or a slowly forgetting peak of the
+        median GPU power (at least 400 W, so an idle rack does not look busy). A trace's
+        ``gpu.<i>.power_limit_w`` columns, when present, take precedence (see ``extract``)."""
         if self.power_ref_w:
             return np.full(ts.shape, float(self.power_ref_w))
         peak = _decaying_extreme(ts, mean_w, self._peak_w, self._peak_ts, _PEAK_HALFLIFE_S, upper=True)

@@ -230,3 +230,16 @@ def test_glitch_cells_do_not_poison_the_learned_peak() -> None:
     got = inferrer.infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
     assert inferrer.features.state()["peak_w"] < 800
     assert accuracy(got, chunk.stage) >= 0.95
+
+
+def test_power_limit_column_is_used_as_the_reference() -> None:
+    # a rack that only ever idles and loads data: without a limit the learned peak is the idle
+    # level's floor; with the NVML limit column, power is placed correctly from the first row
+    chunk = synthetic([("idle", 200), ("data_load", 200)])
+    with_limit = dataclasses.replace(
+        chunk,
+        numeric={**chunk.numeric, **{f"gpu.{i}.power_limit_w": np.full(len(chunk), 700.0) for i in range(8)}},
+    )
+    inferrer = StageInferrer()
+    feats = inferrer.features.extract(with_limit)
+    assert abs(np.nanmedian(feats[:200, 0]) - 65.0 / 700.0) < 0.01
