@@ -23,6 +23,7 @@ from agent.sim.params import (
     FORWARD_BACKWARD,
     GRAD_SYNC,
     IDLE,
+    INLET_POSITIONS,
     PROFILE_NAMES,
     PROFILES,
 )
@@ -30,7 +31,6 @@ from agent.sim.scenarios import Scenario
 from agent.sim.stages import Timeline, build_timeline
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
-INLET_POSITIONS = ("top", "mid", "bottom")
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
 NODE_AIRFLOW_KG_S = 0.65  # server air flow at 100 % fan (≈1100 CFM, DGX-class)
 

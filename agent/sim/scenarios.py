@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.sim.faults import FaultSpec, with_overrides
-from agent.sim.params import CoolingParams, RackParams
+from agent.sim.params import INLET_POSITIONS, CoolingParams, RackParams
 from agent.sim.stages import WorkloadPlan
 
 DEFAULT_START_TS = 1717200000.0  # 2024-06-01 00:00:00 UTC: fixed so a seed fully determines a trace
@@ -146,9 +146,14 @@ def make_scenario(
     if fault is not None:
         faults = (fault,)
     faults = tuple(with_overrides(f, fault_magnitude_pct, fault_shape, fault_start_h) for f in faults)
+    rack_pdus = RackParams().pdu_ids
     for f in faults:
         if f.start_h >= hours:
             raise ValueError(f"fault {f.kind} starts at {f.start_h} h, after the trace ends ({hours:g} h)")
+        allowed = {"power_chain": rack_pdus, "hotspot": INLET_POSITIONS}.get(f.kind)
+        if allowed is not None and f.resolved_target not in allowed:
+            choices = ", ".join(allowed)
+            raise ValueError(f"fault {f.kind}: target {f.resolved_target!r} is not one of {choices}")
     cooling = CoolingParams() if crac_share is None else CoolingParams(share=crac_share)
     if not 0 < cooling.share <= 1:
         raise ValueError(f"crac share must be in (0, 1], got {cooling.share}")
