@@ -173,7 +173,9 @@ class StageInferrer:
     def _effective(self) -> tuple[np.ndarray, np.ndarray]:
         """Centroids and scales: priors for canonical stages, blended toward learned values.
 
-        A NaN centroid component means "no opinion" (e.g. step position outside training).
+        A NaN centroid component means "no opinion" (e.g. step position outside training); for a
+        canonical stage it stays so after learning, since the prior's reason (a lag, a stage's
+        first seconds) does not go away.
         """
         k = len(self._stages)
         mean = self._mean[:k].copy()
@@ -189,7 +191,7 @@ class StageInferrer:
                 continue
             w = self._count[i] / (self._count[i] + _PRIOR_WEIGHT_ROWS)
             blend = w * mean[i] + (1 - w) * prior
-            blend = np.where(np.isnan(prior), mean[i], blend)
+            blend = np.where(np.isnan(prior), np.nan, blend)  # "no opinion" stays so
             mean[i] = np.where(np.isnan(mean[i]), prior, blend)
             scale[i] = w * scale[i] + (1 - w) * PRIOR_SCALE
         scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.25)
