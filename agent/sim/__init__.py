@@ -9,7 +9,7 @@ Stable API (used by tests, benchmarks, replay and the live demo)::
     for chunk in simulate(sc):      # agent.trace.model.TraceChunk, 1-s rows, ≤ 3600 rows each, in time order
         ...
     truth = scenario_truth(sc)      # JSON-able dict: faults, workload_changes, jobs, stage_segments
-    meta = trace_meta(sc)           # agent.trace.model.TraceMeta (rack, site, crac.1.share, interval_s=1)
+    meta = trace_meta(sc)           # = sc.meta: TraceMeta (rack, site, crac.1.share=0.25, interval_s=1)
     cols = columns(sc)              # header for agent.trace.writer.TraceWriter; decimals(sc) its resolution
 
     twin = RackTwin(sc)             # stepping, for fake devices

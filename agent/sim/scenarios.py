@@ -11,6 +11,7 @@ from typing import Any
 from agent.sim.faults import FaultSpec, with_overrides
 from agent.sim.params import INLET_POSITIONS, CoolingParams, RackParams
 from agent.sim.stages import WorkloadPlan
+from agent.trace.model import TraceMeta
 
 DEFAULT_START_TS = 1717200000.0  # 2024-06-01 00:00:00 UTC: fixed so a seed fully determines a trace
 
@@ -53,6 +54,18 @@ class Scenario:
     @property
     def gpus(self) -> int:
         return self.rack.gpus
+
+    @property
+    def meta(self) -> TraceMeta:
+        """Metadata lines of this scenario's trace (rack, site, crac share, 1-s tick)."""
+        c = self.rack.cooling
+        return TraceMeta(
+            rack=self.rack_name,
+            site=self.site,
+            crac_shares={c.crac_id: c.share},
+            interval_s=1.0,
+            extra={"source": "rackwatt-sim", "scenario": self.name, "seed": str(self.seed)},
+        )
 
     def describe(self) -> dict[str, Any]:
         return {

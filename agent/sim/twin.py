@@ -17,14 +17,7 @@ from agent.trace.model import TraceChunk, TraceMeta
 
 def trace_meta(scenario: Scenario) -> TraceMeta:
     """Metadata lines of the scenario's trace (rack, site, crac share, 1-s tick)."""
-    c = scenario.rack.cooling
-    return TraceMeta(
-        rack=scenario.rack_name,
-        site=scenario.site,
-        crac_shares={c.crac_id: c.share},
-        interval_s=1.0,
-        extra={"source": "rackwatt-sim", "scenario": scenario.name, "seed": str(scenario.seed)},
-    )
+    return scenario.meta
 
 
 def columns(scenario: Scenario) -> list[str]:
