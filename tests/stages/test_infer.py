@@ -243,3 +243,20 @@ def test_power_limit_column_is_used_as_the_reference() -> None:
     inferrer = StageInferrer()
     feats = inferrer.features.extract(with_limit)
     assert abs(np.nanmedian(feats[:200, 0]) - 65.0 / 700.0) < 0.01
+
+
+@pytest.mark.parametrize(("scenario", "seed"), [("tide", 7), ("plateau", 8)])
+def test_twin_trace_without_labels(scenario: str, seed: int) -> None:
+    """The twin's mixed job kinds, replayed unlabelled in its own chunks (bench/stages.py does 3 days)."""
+    from agent.sim.scenarios import make_scenario
+    from agent.sim.twin import simulate
+
+    labelled = list(simulate(make_scenario(scenario, 0.3, seed, hints=True)))
+    inferrer = StageInferrer()
+    got = np.concatenate([inferrer.infer_chunk(unlabelled(c), blank(len(c)))[0] for c in labelled])
+    truth = np.concatenate([c.stage for c in labelled])
+    assert accuracy(got, truth) >= 0.9
+    for stage in set(truth.tolist()):
+        mask = truth == stage
+        if mask.sum() >= 300:
+            assert accuracy(got[mask], truth[mask]) >= 0.75, stage
