@@ -33,6 +33,8 @@ from agent.sim.stages import Timeline, build_timeline
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
 NODE_AIRFLOW_KG_S = 0.65  # server air flow at 100 % fan (≈1100 CFM, DGX-class)
+TYPICAL_FAN_FRAC = 0.75  # fan speed assumed for the exhaust-temperature estimate of a hot spot
+TYPICAL_PSU_EFFICIENCY = 0.94  # for the first-pass heat estimate only (the supply-air transient)
 
 # Stream ids for np.random.default_rng([seed, chunk, stream]).
 S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING, S_OUTAGE = range(1, 9)
@@ -246,7 +248,7 @@ class RackPhysics:
         # Pass 1: supply air from an estimate of the heat load without server fans.
         other = self.env.other_racks_w(ts)
         fan_guess = (node_p.fan_max_w * self.state.fan_frac**3 * node_frac).sum()
-        heat_guess = dc_no_fan.sum(axis=1) / 0.94 + fan_guess + other
+        heat_guess = dc_no_fan.sum(axis=1) / TYPICAL_PSU_EFFICIENCY + fan_guess + other
         removed_guess, _ = cool.removal(c, heat_guess, self.state.cooling)
         setpoint = c.setpoint_c * (1.0 - combined(faults, "setpoint", t))
         crac_noise = self.rng(chunk, S_CRAC).standard_normal((CHUNK_S, 3))[off : off + n]
@@ -256,7 +258,8 @@ class RackPhysics:
         # Inlet sensors: supply + recirculation by height + the rack's own exhaust + hot spot.
         ip = rp.inlet
         rack_kw_guess = dc_no_fan.sum(axis=1) / 1000.0
-        exhaust_rise = 1000.0 * rack_kw_guess / (rp.nodes * NODE_AIRFLOW_KG_S * 0.75 * cool.AIR_CP_J_PER_KG_K)
+        node_airflow = rp.nodes * NODE_AIRFLOW_KG_S * TYPICAL_FAN_FRAC
+        exhaust_rise = 1000.0 * rack_kw_guess / (node_airflow * cool.AIR_CP_J_PER_KG_K)
         inlets: dict[str, np.ndarray] = {}
         for pos in INLET_POSITIONS:
             recirc = np.zeros(n)
