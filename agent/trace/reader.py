@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from agent.trace.cells import DELIMITER, classify, parse_cells
+from agent.trace.cells import classify, delimiters, parse_cells
 from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
 
 STAGE_LABEL = re.compile(r"[a-z][a-z0-9_]*")
@@ -199,7 +199,7 @@ class TraceReader:
             block = block.replace(b"\r\n", b"\n")
         ncols = len(self.columns)
         classes = classify(block)
-        ends = np.flatnonzero(classes == DELIMITER)
+        ends = delimiters(classes)
         starts = np.empty_like(ends)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1

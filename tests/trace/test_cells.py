@@ -8,13 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.trace.cells import DELIMITER, classify, parse_cells
+from agent.trace.cells import classify, delimiters, parse_cells
 
 
 def _parse(cells: list[str]) -> tuple[np.ndarray, np.ndarray]:
     block = (",".join(cells) + "\n").encode()
     classes = classify(block)
-    ends = np.flatnonzero(classes == DELIMITER)
+    ends = delimiters(classes)
     lengths = np.diff(ends, prepend=-1) - 1
     return parse_cells(classes, ends - lengths, lengths)
 
