@@ -1,0 +1,95 @@
+"""How the demo feeds the real engine: live ticks in small batches, and an optional pre-warm.
+
+Why batches: ``Engine.process`` costs about the same for one row as for a few dozen (its cost is
+per call and per column, not per row), and at 60× the agent produces 60 one-second frames per
+real second. ``BatchingEngineLink`` hands the engine the frames of each ``batch_s`` simulated
+seconds as one chunk — the same call replay makes with thousands of rows (docs/architecture.md:
+there is no replay-only algorithm). Reports come back at most ``batch_s`` simulated seconds late.
+
+Why a pre-warm: the drift detector calibrates its thresholds on hours of healthy data. With
+``--fault`` (or ``--warmup H``) the first H simulated hours of the same scenario are replayed
+through the same engine in seconds (``simulate`` → ``Engine.process``), then the run goes live
+from that moment, so a fault injected shortly after is judged by a calibrated detector.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agent.live.engine_link import EngineLink
+from agent.sim import Scenario, simulate
+from agent.trace.model import TraceChunk
+
+
+def concat_chunks(chunks: list[TraceChunk]) -> TraceChunk:
+    """One chunk of all rows; a column missing from a chunk is NaN there (not sampled)."""
+    names: dict[str, None] = {}
+    for chunk in chunks:
+        for name in chunk.numeric:
+            names.setdefault(name)
+    numeric = {
+        name: np.concatenate([c.numeric.get(name, np.full(len(c.ts), math.nan)) for c in chunks])
+        for name in names
+    }
+    return TraceChunk(
+        ts=np.concatenate([c.ts for c in chunks]),
+        numeric=numeric,
+        stage=np.concatenate([c.stage for c in chunks]),
+        job=np.concatenate([c.job for c in chunks]),
+    )
+
+
+class BatchingEngineLink(EngineLink):
+    """An ``EngineLink`` that passes frames on in batches of ``batch_s`` simulated seconds."""
+
+    def __init__(self, inner: EngineLink, batch_s: float) -> None:
+        super().__init__(inner.engine, inner._loader)
+        self.batch_s = float(batch_s)
+        self._pending: list[TraceChunk] = []
+        self.rows = 0
+        self.calls = 0
+
+    def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
+        if len(chunk.ts):
+            self._pending.append(chunk)
+        if not self._pending or self._pending[-1].ts[-1] - self._pending[0].ts[0] < self.batch_s:
+            return []
+        return self.flush()
+
+    def flush(self) -> list[dict[str, Any]]:
+        if not self._pending:
+            return []
+        batch = concat_chunks(self._pending)
+        self._pending = []
+        self.rows += len(batch.ts)
+        self.calls += 1
+        return super().process(batch)
+
+
+def prewarm(
+    link: EngineLink, scenario: Scenario, hours: float, progress: Callable[[float], None] | None = None
+) -> list[dict[str, Any]]:
+    """Replay the scenario's first ``hours`` through ``link``'s engine; return its event reports."""
+    end_ts = scenario.start_ts + hours * 3600.0
+    events: list[dict[str, Any]] = []
+    if hours <= 0:
+        return events
+    for chunk in simulate(scenario, chunk_s=900):
+        keep = chunk.ts < end_ts
+        if not keep.any():
+            break
+        if not keep.all():
+            chunk = TraceChunk(
+                ts=chunk.ts[keep],
+                numeric={k: v[keep] for k, v in chunk.numeric.items()},
+                stage=chunk.stage[keep],
+                job=chunk.job[keep],
+            )
+        events += [r for r in link.engine.process(chunk) if r.get("type") == "event"]
+        if progress is not None:
+            progress((float(chunk.ts[-1]) - scenario.start_ts) / 3600.0)
+    return events

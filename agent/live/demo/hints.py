@@ -1,0 +1,84 @@
+"""The simulated training job's stage hints, sent like a real job would: datagrams to the agent.
+
+The twin knows which stage its job is in; ``StageHinter`` sends a hint datagram (the format of
+agent/stages/hints.py) to the agent's Unix hint socket whenever the stage, job or work rate
+changes, and repeats it every ``keepalive_s`` simulated seconds so it never expires. The agent
+reads it through its real listener and intake. With hints off the engine infers the stage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+StageFn = Callable[[], tuple[str, str, float]]  # (stage, job, work_rate)
+
+
+class StageHinter:
+    def __init__(
+        self,
+        socket_path: Path,
+        stage_fn: StageFn,
+        clock: Callable[[], float],
+        keepalive_s: float = 60.0,
+        check_real_s: float = 0.02,
+    ) -> None:
+        self.socket_path = socket_path
+        self.stage_fn = stage_fn
+        self.clock = clock
+        self.keepalive_s = keepalive_s
+        self.check_real_s = check_real_s
+        self.sent = 0
+        self.failed = 0
+        self._last: tuple[str, str, float] | None = None
+        self._last_ts = -math.inf
+        self._sock: socket.socket | None = None
+
+    def datagram(self, stage: str, job: str, work_rate: float) -> bytes:
+        body: dict[str, object] = {"stage": stage}
+        if job:
+            body["job"] = job
+        if math.isfinite(work_rate) and work_rate >= 0:
+            body["work_rate"] = round(work_rate, 1)
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def step(self) -> bool:
+        """Send a hint if something changed or the keepalive is due; True if one was sent."""
+        stage, job, work_rate = self.stage_fn()
+        rate = round(work_rate, 1) if math.isfinite(work_rate) else math.nan
+        now = self.clock()
+        current = (stage, job, rate)
+        same = (
+            self._last is not None
+            and self._last[:2] == current[:2]
+            and (self._last[2] == rate or (math.isnan(self._last[2]) and math.isnan(rate)))
+        )
+        if same and now - self._last_ts < self.keepalive_s:
+            return False
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.setblocking(False)
+        try:
+            self._sock.sendto(self.datagram(stage, job, work_rate), str(self.socket_path))
+        except OSError:
+            self.failed += 1  # the agent's socket is not there yet (or is restarting): try again
+            return False
+        self.sent += 1
+        self._last, self._last_ts = current, now
+        return True
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self.step()
+                await asyncio.sleep(self.check_real_s)
+        finally:
+            if self._sock is not None:
+                with contextlib.suppress(OSError):
+                    self._sock.close()
+                self._sock = None

@@ -1,0 +1,299 @@
+"""One demo run: twin → loopback devices → the real ``LiveAgent`` → the view; then a clean stop.
+
+Order of things: a private temp dir with a generated agent.toml (loaded by the real loader); the
+real engine (optionally pre-warmed by replaying the scenario's first hours); the devices on free
+loopback ports; the agent on a ``ScaledClock`` polling them through the real drivers; the stage
+hinter; the view. Stop (duration reached, Ctrl-C, SIGTERM, the scenario's end): agent first
+(state saved, MQTT offline), then hints, then devices, then the temp dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import signal
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.config.model import Config
+from agent.live.clock import ScaledClock
+from agent.live.demo.engine_feed import BatchingEngineLink, prewarm
+from agent.live.demo.hints import StageHinter
+from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
+from agent.live.demo.setup import Intervals, MqttTarget, load_demo_config, pick_ports, write_config
+from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
+from agent.live.engine_link import EngineLink
+from agent.live.loop import LiveAgent, default_driver_factory
+from agent.sim import FAULT_KINDS, FaultSpec, Scenario, make_scenario
+from drivers.base import Driver
+
+log = logging.getLogger("rackwatt.demo")
+
+FAULT_CHOICES = (*FAULT_KINDS, "workload")
+FAULT_AFTER_H = 0.1  # the fault starts this long (simulated) after the run goes live
+FAULT_RAMP_H = 0.25  # gradual faults reach full strength this fast (a demo, not a realistic ageing)
+FAULT_WARMUP_H = 8.0  # replayed before a fault run: the drift detector calibrates on healthy hours
+GPUS = 8  # one 8-GPU node: the footprint target's rack and cheap to poll at 60×
+SITE, RACK = "demo", "r07"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    speed: float = 60.0
+    duration_s: float | None = None
+    fault: str | None = None
+    seed: int = 0
+    mqtt: MqttTarget | None = None
+    warmup_h: float | None = None  # None: FAULT_WARMUP_H with a fault, else 0
+    hints: bool = True
+    days: float = 30.0
+    interactive: bool = False
+    refresh_s: float = 1.0
+
+    @property
+    def effective_warmup_h(self) -> float:
+        if self.warmup_h is not None:
+            return max(0.0, self.warmup_h)
+        return FAULT_WARMUP_H if self.fault else 0.0
+
+
+def intervals_for(speed: float) -> Intervals:
+    """Poll periods (simulated s) that keep the real poll rate about the same at any speed.
+
+    At 60× this is nvml 5 s, pdu 10 s, crac 20 s and a 1 s tick: ~12 NVML and ~15 network polls
+    per real second, which a 2-core gateway runs at a modest CPU share.
+    """
+    k = max(1.0, speed / 60.0)
+    return Intervals(
+        tick_s=round(max(1.0, k), 1),
+        nvml_s=round(5.0 * k, 1),
+        pdu_s=round(10.0 * k, 1),
+        crac_s=round(20.0 * k, 1),
+        inlet_s=round(20.0 * k, 1),
+        summary_s=300.0,
+    )
+
+
+def build_scenario(opts: DemoOptions, live_start_ts: float) -> tuple[Scenario, str]:
+    """The twin's scenario (steady training, 8 GPUs) with the requested fault; and a note on it."""
+    warm_h = opts.effective_warmup_h
+    start_ts = live_start_ts - warm_h * 3600.0
+    fault_h = warm_h + FAULT_AFTER_H
+    if opts.fault is None:
+        return make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts), ""
+    when = fmt_time(start_ts + fault_h * 3600.0)
+    if opts.fault == "workload":
+        sc = make_scenario("workload_change", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts)
+        sc = replace(sc, plan=replace(sc.plan, workload_change_h=fault_h))
+        return sc, f"injected: workload change (MoE jobs, not a fault) from {when}; expect cause workload"
+    cause = FAULT_KINDS[opts.fault][0]
+    spec = FaultSpec(opts.fault, start_h=fault_h, ramp_h=FAULT_RAMP_H)
+    sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, fault=spec, start_ts=start_ts)
+    return sc, f"injected: {opts.fault} from {when}; expect an onset with cause {cause}"
+
+
+def header_lines(opts: DemoOptions, intervals: Intervals, fault_note: str) -> list[str]:
+    warm_h = opts.effective_warmup_h
+    lines = [
+        f"rackwatt demo: a simulated {GPUS}-GPU training rack served as real devices on 127.0.0.1",
+        f"  PDUs a ({PDU_VENDORS['a']}) and b ({PDU_VENDORS['b']}) over SNMP v2c, "
+        "cooling unit over Modbus TCP, NVML faked from the twin, inlet probes in process",
+        f"  clock {opts.speed:g}× real time; polls {intervals.describe()}: coarser than a real rack so the "
+        "polling stays light at this speed",
+    ]
+    if warm_h > 0:
+        lines.append(
+            f"  warm-up: the first {warm_h:g} simulated hours were replayed through the same engine in "
+            "seconds (the drift detector calibrates on healthy hours), then the run went live"
+        )
+    else:
+        lines.append(
+            f"  no warm-up replay: baselines form live (first within a few simulated minutes; predictions "
+            f"after ~2.5 simulated h = {2.5 * 3600 / opts.speed / 60:.1f} min real)"
+        )
+    if fault_note:
+        lines.append(f"  {fault_note}")
+    return lines
+
+
+class _Tail(logging.Handler):
+    """Keeps the last warnings for the full-screen view (log lines would tear the screen)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: deque[str] = deque(maxlen=3)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.lines.append(f"{record.levelname.lower()}: {record.getMessage()}"[:160])
+
+
+def _configure_logging(interactive: bool) -> _Tail | None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    if interactive:
+        tail = _Tail()
+        root.addHandler(tail)
+        return tail
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    return None
+
+
+async def run_demo(opts: DemoOptions, out: TextIO) -> int:
+    tail = _configure_logging(opts.interactive)
+    workdir = Path(tempfile.mkdtemp(prefix="rackwatt-demo-"))
+    state = DemoState(speed=opts.speed)
+    try:
+        code = await _run_in(workdir, opts, out, tail, state)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    out.write(f"rackwatt demo: {state.end_note or 'stopped'}; devices stopped, temporary files removed\n")
+    out.flush()
+    return code
+
+
+async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | None, state: DemoState) -> int:
+    live_start = time.time()
+    scenario, fault_note = build_scenario(opts, live_start)
+    intervals = intervals_for(opts.speed)
+    ports = pick_ports()
+    path, community = write_config(
+        workdir,
+        site=SITE,
+        rack=RACK,
+        ports=ports,
+        crac_id=scenario.rack.cooling.crac_id,
+        crac_share=scenario.rack.cooling.share,
+        intervals=intervals,
+        mqtt=opts.mqtt,
+    )
+    config = load_demo_config(path)
+    state.header = header_lines(opts, intervals, fault_note)
+    state.fault_note = fault_note
+    state.mqtt_mode = "broker" if opts.mqtt else "off"
+    state.mqtt_endpoint = f"{opts.mqtt.host}:{opts.mqtt.port}" if opts.mqtt else ""
+    plain = None if opts.interactive else PlainLog(out)
+    if plain is not None:
+        plain.header(state)
+    link = EngineLink.from_config(config)
+    if link is None:
+        out.write("rackwatt demo: the engine cannot be set up (see the log above)\n")
+        return 1
+    warm_h = opts.effective_warmup_h
+    if warm_h > 0:
+        t0 = time.monotonic()
+        events = prewarm(link, scenario, warm_h)
+        out.write(
+            f"warm-up: replayed {warm_h:g} simulated hours in {time.monotonic() - t0:.1f} s "
+            f"({len(events)} event(s) on healthy data)\n"
+        )
+        out.flush()
+    clock = ScaledClock(opts.speed, start=live_start)
+    rack = DemoRack(scenario, clock.time)
+    await rack.start(ports, community)
+    try:
+        return await _serve(config, path, clock, rack, link, intervals, opts, state, out, plain, tail)
+    finally:
+        await rack.stop()
+
+
+def _driver_factory(rack: DemoRack, intervals: Intervals) -> Any:
+    def build(config: Config) -> list[Driver]:
+        return [*default_driver_factory(config), InletProbeDriver(rack, interval_s=intervals.inlet_s)]
+
+    return build
+
+
+async def _serve(
+    config: Config,
+    path: Path,
+    clock: ScaledClock,
+    rack: DemoRack,
+    link: EngineLink,
+    intervals: Intervals,
+    opts: DemoOptions,
+    state: DemoState,
+    out: TextIO,
+    plain: PlainLog | None,
+    tail: _Tail | None,
+) -> int:
+    engine = BatchingEngineLink(link, batch_s=max(15.0, opts.speed * 0.5))
+    agent = LiveAgent(
+        config,
+        config_path=path,
+        clock=clock,
+        driver_factory=_driver_factory(rack, intervals),
+        engine=engine,
+        on_message=state.observe,
+        save_interval_s=3600.0,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    agent_task = asyncio.create_task(agent.run(), name="agent")
+    hinter = StageHinter(Path(str(config.stages.socket_path)), rack.stage, clock.time) if opts.hints else None
+    hint_task = asyncio.create_task(hinter.run(), name="hints") if hinter else None
+    screen = AnsiScreen(out) if opts.interactive else None
+    started = time.monotonic()
+    reason = "stopped"
+    try:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=opts.refresh_s)
+            state.sample(agent, clock.time())
+            rack.trim_request_logs()
+            if screen is not None:
+                lines = screen_lines(state)
+                if tail is not None and tail.lines:
+                    lines += ["", "recent warnings:", *("  " + t for t in tail.lines)]
+                screen.draw(lines)
+            elif plain is not None:
+                plain.update(state)
+            if stop.is_set():
+                reason = "interrupted"
+                break
+            if agent_task.done():
+                reason = "the agent stopped"
+                break
+            if opts.duration_s is not None and time.monotonic() - started >= opts.duration_s:
+                reason = f"duration of {opts.duration_s:g} s reached"
+                break
+            if rack.ended:
+                reason = "the simulated scenario ended"
+                break
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if screen is not None:
+            screen.close()
+        agent.request_stop()
+        code = 0
+        try:
+            code = await asyncio.wait_for(agent_task, timeout=30)
+        except Exception as exc:
+            out.write(f"rackwatt demo: the agent did not stop cleanly: {type(exc).__name__}: {exc}\n")
+            code = 1
+        if hint_task is not None:
+            hint_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hint_task
+        if plain is not None:
+            plain.update(state)
+    real_s = time.monotonic() - started
+    state.end_note = (
+        f"{reason}; simulated {real_s * clock.speed / 3600.0:.2f} h in {real_s:.0f} s; "
+        f"{state.summaries} summaries, {len(state.baselines)} stage baseline(s), "
+        f"{state.event_count} event(s)"
+    )
+    return code

@@ -1,0 +1,130 @@
+"""``rackwatt demo``: a simulated rack on loopback devices, and the real agent learning it.
+
+The twin (agent/sim) is served as two SNMP PDUs, a Modbus TCP cooling unit and faked NVML on
+127.0.0.1; the real ``LiveAgent`` polls them through the real drivers on an accelerated clock and
+the terminal shows what it learns (docs/demo.md). Publishes to ``--mqtt HOST:PORT`` or to a
+broker answering on localhost:1883; otherwise shows what it would publish. Without a terminal it
+prints plain lines. Exit 0 after ``--duration`` seconds or Ctrl-C, with everything cleaned up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from agent.live.demo.session import FAULT_CHOICES, DemoOptions, run_demo
+from agent.live.demo.setup import MqttTarget, broker_answers
+
+DEFAULT_SPEED = 60.0
+LOCAL_BROKER = ("localhost", 1883)
+
+
+def _host_port(text: str) -> MqttTarget:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be a number, got {port!r}") from None
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in 1..65535, got {number}")
+    return MqttTarget(host, number)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mqtt",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="publish to this broker (default: localhost:1883 if one answers, else publish "
+        "nothing and show what would be published)",
+    )
+    parser.add_argument(
+        "--no-mqtt", action="store_true", help="never publish, even if a local broker answers"
+    )
+    parser.add_argument(
+        "--speed",
+        type=_positive,
+        default=DEFAULT_SPEED,
+        metavar="N",
+        help=f"simulated seconds per real second (default {DEFAULT_SPEED:g})",
+    )
+    parser.add_argument(
+        "--duration",
+        type=_positive,
+        metavar="S",
+        help="stop after S real seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--fault",
+        choices=FAULT_CHOICES,
+        metavar="CAUSE",
+        help=f"inject a fault shortly after the warm-up: {', '.join(FAULT_CHOICES)}",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=_non_negative,
+        metavar="H",
+        help="replay the first H simulated hours through the engine before going live "
+        "(default 8 with --fault, else 0: watch the baselines form from scratch)",
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="the twin's random seed (default 0)")
+    parser.add_argument(
+        "--no-hints",
+        action="store_true",
+        help="the job sends no stage hints: the agent infers the stage from GPU telemetry",
+    )
+    parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+
+
+def interactive_terminal() -> bool:
+    """A full-screen view only on a real terminal (not pipes, CI, or TERM=dumb)."""
+    if os.environ.get("CI") or os.environ.get("TERM", "") in ("", "dumb"):
+        return False
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def run(args: argparse.Namespace) -> int:
+    mqtt = args.mqtt
+    if mqtt is None and not args.no_mqtt and broker_answers(*LOCAL_BROKER):
+        mqtt = MqttTarget(*LOCAL_BROKER)
+    opts = DemoOptions(
+        speed=args.speed,
+        duration_s=args.duration,
+        fault=args.fault,
+        seed=args.seed,
+        mqtt=mqtt,
+        warmup_h=args.warmup,
+        hints=not args.no_hints,
+        interactive=interactive_terminal() and not args.plain,
+    )
+    try:
+        return asyncio.run(run_demo(opts, sys.stdout))
+    except KeyboardInterrupt:  # a second Ctrl-C during the shutdown
+        return 130
+    except OSError as exc:
+        print(f"rackwatt demo: {exc}", file=sys.stderr)
+        return 1
