@@ -42,6 +42,8 @@ __all__ = ["StageClient", "begin", "end", "get_client", "idle", "mark", "report"
 
 DEFAULT_SOCKET = "/run/rackwatt/stage.sock"
 _FLUSH_POLL_S = 0.25  # how often the background thread looks for held-back changes
+_MAX_DEPTH = 64  # nesting depth kept; deeper begin() calls forget the outermost
+_JOB_UNSAFE = re.compile(r"[^A-Za-z0-9._:/@+=-]")
 _LABEL = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 _log = logging.getLogger("rackwatt.stage")
 
@@ -83,7 +85,8 @@ class StageClient:
         if udp_port is None and env.get("RACKWATT_STAGE_UDP", "").strip().isdigit():
             udp_port = int(env["RACKWATT_STAGE_UDP"])
         self.udp_port = udp_port
-        self.job = job if job is not None else (env.get("RACKWATT_JOB") or env.get("SLURM_JOB_ID") or None)
+        self.job: str | None = None
+        initial_job = job if job is not None else (env.get("RACKWATT_JOB") or env.get("SLURM_JOB_ID"))
         if max_rate_hz is None:
             try:
                 max_rate_hz = float(env.get("RACKWATT_STAGE_MAX_HZ", "20"))
@@ -101,6 +104,8 @@ class StageClient:
         self._blocks: dict[str, _StageBlock] = {}
         self._warned: set[str] = set()
         self._valid: set[str] = set()
+        if initial_job:
+            self._set_job(initial_job)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._pid = -1
@@ -123,17 +128,19 @@ class StageClient:
         """Enter a stage (stages nest)."""
         if name not in self._valid and not self._check(name):
             return
-        if job is not None:
-            self.job = job
-        self._stack.append(name)
-        if name != self._stage:
+        stack = self._stack
+        stack.append(name)
+        if len(stack) > _MAX_DEPTH:  # begin() without end(): keep memory fixed
+            del stack[0]
+        new_job = job is not None and self._set_job(job)
+        if name != self._stage or new_job:
             self._stage = name
             self._changed()
 
     def end(self, name: str | None = None) -> None:
         """Leave a stage: back to the enclosing one, or hold the last stage if none encloses it."""
         stack = self._stack
-        if not stack:
+        if not stack or (name is not None and name not in self._valid):
             return
         if name is None or stack[-1] == name:
             stack.pop()
@@ -147,6 +154,16 @@ class StageClient:
         if stack and stack[-1] != self._stage:
             self._stage = stack[-1]
             self._changed()
+
+    def _set_job(self, job: object) -> bool:
+        """Set the job id (made safe for the agent's rule); True if it changed."""
+        text = _JOB_UNSAFE.sub("_", str(job))[:128].lstrip("._:/@+=-") or None
+        if text != str(job):
+            self._warn_once(f"job id {str(job)[:40]!r} sent as {text!r}")
+        if text == self.job:
+            return False
+        self.job = text
+        return True
 
     def mark(self, name: str, job: str | None = None) -> None:
         """Switch to a stage without nesting (for callback APIs that only say "now X")."""

@@ -180,3 +180,21 @@ def test_environment_configures_the_default_client(sock_dir: Path, monkeypatch) 
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     client = StageClient()
     assert (client.socket_path, client.udp_port, client.job) == (str(sock_dir / "env.sock"), 4999, "42")
+
+
+def test_job_ids_are_made_acceptable_and_depth_is_bounded(sock_dir: Path) -> None:
+    path = sock_dir / "agent.sock"
+    rx = _receiver(path)
+    client = StageClient(socket_path=str(path), job="my run #1", max_rate_hz=1000)
+    try:
+        client.begin("eval")
+        hint = parse_hint(rx.recv(2048), "unix")  # the agent accepts it
+        assert hint.job == "my_run__1"
+        client.begin("eval", job="run-2")  # same stage, new job: sent
+        assert parse_hint(rx.recv(2048), "unix").job == "run-2"
+        for _ in range(10_000):  # begin() without end(), as a careless callback might
+            client.begin("forward_backward")
+        assert len(client._stack) <= 64
+    finally:
+        client.close()
+        rx.close()
