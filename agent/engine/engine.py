@@ -35,7 +35,7 @@ from agent.engine.response import (
     SingleLag,
     cooling_features,
     daily_phase,
-    it_features,
+    it_predict,
     it_ridge,
 )
 from agent.engine.rows import RowBinner
@@ -108,6 +108,8 @@ class Engine:
         self.drift = _make_drift_monitor(self.config, self.bins_per_drift * self.bin_s)
         # scalars
         self.scale_w = math.nan  # GPU power normaliser, fixed at the first learned window
+        self.g_lo_w = math.nan  # GPU power range the IT model has learned from
+        self.g_hi_w = math.nan
         self.wr_scale = math.nan
         self.window_idx = -1
         self.warm = False
@@ -222,8 +224,7 @@ class Engine:
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
-        X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale)
-        it_pred = (X @ self.it.theta[0]) * scale
+        it_pred = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
         if self.window_warm:
             heat = it_pred
         else:  # warm-up: heat from the PDU itself (no prediction is published yet)

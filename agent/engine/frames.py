@@ -52,6 +52,7 @@ N_FIELDS = len(FIELDS)
 HOLD_FACTOR = 3.0  # a signal is held for at most 3× its own sampling interval
 DEFAULT_INTERVAL_S = 10.0  # until a signal's interval has been seen
 INTERVAL_ALPHA = 0.05
+_EW_WEIGHTS = (1.0 - INTERVAL_ALPHA) ** np.arange(199, -1, -1)
 
 
 @dataclass
@@ -181,10 +182,12 @@ class Signals:
         est = self.interval_s[k]
         if not math.isfinite(est):
             est = float(np.median(gaps))
-        clipped = np.clip(gaps, est / 2.0, est * 2.0)
-        w = (1.0 - INTERVAL_ALPHA) ** np.arange(clipped.size - 1, -1, -1)
+        # EW mean of the gaps, clipped so an outage or a burst cannot drag it; only the last 200 gaps
+        # carry weight worth computing (0.95**200 ≈ 3e-5)
+        clipped = np.clip(gaps[-200:], est / 2.0, est * 2.0)
+        w = _EW_WEIGHTS[-clipped.size :]
         decay = (1.0 - INTERVAL_ALPHA) ** clipped.size
-        self.interval_s[k] = est * decay + INTERVAL_ALPHA * float((w * clipped).sum())
+        self.interval_s[k] = est * decay + INTERVAL_ALPHA * float(w @ clipped)
 
     def indices(self, prefix: str, suffix: str) -> list[int]:
         return [i for i, n in enumerate(self.names) if n.startswith(prefix) and n.endswith(suffix)]

@@ -136,6 +136,11 @@ def learn_window(engine: Engine) -> None:
             E.IT_BIAS_HALFLIFE_S,
         )[0]
     )
+    if rows.any():
+        lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
+        hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
+        engine.g_lo_w = lo if not math.isfinite(engine.g_lo_w) else min(engine.g_lo_w, lo)
+        engine.g_hi_w = hi if not math.isfinite(engine.g_hi_w) else max(engine.g_hi_w, hi)
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
     if rows.any():  # no data (held, or PDU unknown): no forgetting either
         engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)

@@ -56,6 +56,8 @@ def _scalars(engine: Engine) -> np.ndarray:
             float(r._pending_hint),
             float(r._open_bin),
             engine.last_ts,
+            engine.g_lo_w,
+            engine.g_hi_w,
         ]
     )
 
@@ -121,6 +123,7 @@ def load_engine(engine: Engine, blob: bytes) -> None:
             bool(s[13]),
         )
         r._open_bin, engine.last_ts = int(s[14]), float(s[15])
+        engine.g_lo_w, engine.g_hi_w = float(s[16]), float(s[17])
         r._open_sums[...] = a["open_sums"]
         engine.last_g[...] = a["last_g"]
         engine.energy_kwh[...] = a["energy_kwh"]

@@ -105,6 +105,40 @@ def it_features(
 
 
 N_IT_BASE = 7
+
+
+def it_predict(
+    theta: np.ndarray,
+    g: np.ndarray,
+    gl: np.ndarray,
+    frac: np.ndarray,
+    scale_w: float,
+    lo_w: float,
+    hi_w: float,
+) -> np.ndarray:
+    """IT power (W) per bin; outside the GPU-power range already learned, extended linearly.
+
+    A cubic fitted on, say, a first day at low load must not be extrapolated as a cubic when the
+    job first runs at full power: beyond [lo_w, hi_w] the curve continues with its edge slope.
+    """
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w)
+    pred = X @ theta
+    if not (math.isfinite(lo_w) and math.isfinite(hi_w)) or hi_w <= lo_w:
+        return pred * scale_w
+    gc = np.clip(g[:, 0], lo_w, hi_w)
+    glc = np.clip(gl, lo_w, hi_w)
+    out = (gc != g[:, 0]) | (glc != gl)
+    if out.any():
+        gn, gln = gc[out] / scale_w, glc[out] / scale_w
+        Xc = it_features(gc[out], gc[out] ** 2, gc[out] ** 3, glc[out], frac[out], scale_w)
+        slope_g = theta[1] + 2 * theta[2] * gn + 3 * theta[3] * gn**2
+        slope_gl = theta[4] + 2 * theta[5] * gln + 3 * theta[6] * gln**2
+        pred[out] = (
+            Xc @ theta + slope_g * (g[out, 0] - gc[out]) / scale_w + slope_gl * (gl[out] - glc[out]) / scale_w
+        )
+    return pred * scale_w
+
+
 FAN_LAG_S = 60.0
 
 

@@ -124,6 +124,7 @@ class RowBinner:
         held = {
             name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)[0]
             for k, name in enumerate(sig.names)
+            if not sig.hygiene.kinds[k].counter  # counters are only checked for resets
         }
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))

@@ -7,6 +7,7 @@ rates, so tests do not lean on one simulator's quirks. Deterministic for a seed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -45,9 +46,12 @@ def chunks(
     pdu_every: int = 3,
     crac_every: int = 5,
     hints: bool = True,
+    light_until_h: float = 0.0,
 ) -> list[TraceChunk]:
     """The whole trace as a list of chunks (fine for the short traces tests use)."""
-    return list(iter_chunks(days, seed, row_s, n_gpu, chunk_rows, pdu_every, crac_every, hints))
+    return list(
+        iter_chunks(days, seed, row_s, n_gpu, chunk_rows, pdu_every, crac_every, hints, light_until_h)
+    )
 
 
 def iter_chunks(
@@ -59,7 +63,8 @@ def iter_chunks(
     pdu_every: int = 3,
     crac_every: int = 5,
     hints: bool = True,
-):  # type: ignore[no-untyped-def]
+    light_until_h: float = 0.0,
+) -> Iterator[TraceChunk]:
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / row_s)
     cycle_s = sum(d for _, d in CYCLE)
@@ -74,6 +79,8 @@ def iter_chunks(
         pos = (idx * row_s) % cycle_s
         stage = names[np.searchsorted(edges, pos, side="right")]
         level = np.array([STAGE_W[s] for s in stage])
+        light = idx * row_s < light_until_h * 3600.0  # a light job first: GPUs at ≤ 250 W
+        level = np.where(light, np.minimum(level, 250.0), level)
         gpu = level[:, None] * (1 + 0.02 * rng.standard_normal((idx.size, n_gpu)))
         g_tot = gpu.sum(axis=1)
         base = 600.0 + 150.0 * np.isin(stage, ["data_load", "checkpoint"])

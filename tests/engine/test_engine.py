@@ -193,3 +193,17 @@ def test_rack_without_cooling_telemetry_and_malformed_hints() -> None:
     )
     assert all(w["measured_kwh"] == pytest.approx(w["it_measured_kwh"]) for w in wins)
     assert recs[-1]["payload"]["hygiene"]["malformed_hints"] == sum(len(c.stage[::50]) for c in chunks)
+
+
+def test_a_first_full_load_after_a_light_start_is_not_extrapolated_as_a_cubic() -> None:
+    # 6 h with GPUs at ≤ 250 W, then the full cycle up to 650 W per GPU
+    chunks = synth.chunks(9 / 24, seed=3, chunk_rows=2000, light_until_h=6)
+    _, recs = run_engine(chunks)
+    after = [
+        w
+        for w in _windows(recs)
+        if 6 * 3600 <= w["start"] - synth.T0 < 9 * 3600 and w["predicted_kwh"] is not None
+    ]
+    assert len(after) == 12
+    errs = [abs(w["predicted_kwh"] / w["measured_kwh"] - 1) for w in after]
+    assert max(errs) < 0.05, errs  # a cubic extrapolated from ≤ 250 W misses the first one by ~40 %
