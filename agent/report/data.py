@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.engine.hygiene import SENTINELS
 from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
 NON_COMPUTE_STAGES = ("idle", "checkpoint", "data_load", "grad_sync")
@@ -287,7 +288,11 @@ def _gpu_total(chunk: TraceChunk) -> np.ndarray:
 
 
 class FacilityHold:
-    """Facility power per trace-format.md: Σ PDU + Σ share × CRAC, each held ≤ 3× its interval."""
+    """Facility power per trace-format.md: Σ PDU + Σ share × CRAC, each held ≤ 3× its interval.
+
+    The engine computes the same quantity inside its fixed-memory frame assembly; this is the
+    report's own small streaming version because the page wants every bucket's min and max.
+    """
 
     def __init__(self) -> None:
         self.last_value: dict[str, float] = {}
@@ -296,6 +301,9 @@ class FacilityHold:
         self.interval_s: float | None = None
 
     def _held(self, name: str, ts: np.ndarray, values: np.ndarray) -> np.ndarray:
+        # Device "no reading" codes and negative powers are not measurements (the engine's
+        # hygiene rejects them too); real peaks are kept.
+        values = np.where(np.isin(values, SENTINELS) | (values < 0), np.nan, values)
         sampled = np.isfinite(values)
         sample_ts = ts[sampled]
         if len(sample_ts) >= 2:

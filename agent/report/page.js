@@ -170,9 +170,9 @@
     const s = section("Energy by stage", "Non-compute stages: idle, checkpoint, data_load, grad_sync. Total " + fmt(D.energy.total_kwh, 1) + " kWh.");
     const rows = D.table.map((r) => "<tr><td><i style=\"background:" + D.colours[r.stage] + "\"></i>" + esc(r.stage) + "</td><td>" + fmt(r.time_h, 1) +
       "</td><td>" + fmt(r.energy_kwh, 1) + "</td><td>" + pct(r.energy_share) + "</td><td>" + fmt(r.level_w, 0) + "</td><td>" +
-      (Array.isArray(r.band_w) ? fmt(r.band_w[0], 0) + "–" + fmt(r.band_w[1], 0) : fmt(r.band_w, 0)) + "</td><td>" + fmt(r.lag_s, 0) +
+      (Array.isArray(r.band_w) ? fmt(r.band_w[0], 0) + "–" + fmt(r.band_w[1], 0) : fmt(r.band_w, 0)) + "</td><td>" + fmt(r.lag_s, 0) + (r.dead_s != null ? " + " + fmt(r.dead_s, 0) : "") +
       "</td><td>" + fmt(r.facility_gpu_ratio, 3) + "</td></tr>").join("");
-    s.insertAdjacentHTML("beforeend", "<table><thead><tr><th>stage</th><th>time h</th><th>energy kWh</th><th>share</th><th>baseline W</th><th>band W</th><th>lag s</th><th>facility/GPU</th></tr></thead><tbody>" + rows + "</tbody></table>");
+    s.insertAdjacentHTML("beforeend", "<table><thead><tr><th>stage</th><th>time h</th><th>energy kWh</th><th>share</th><th>baseline W</th><th>band W</th><th>lag τ + dead s</th><th>facility/GPU</th></tr></thead><tbody>" + rows + "</tbody></table>");
   }
 
   document.body.dataset.charts = String(charts);

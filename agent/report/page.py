@@ -101,7 +101,9 @@ def build_payload(data: ReportData) -> dict[str, Any]:
     energy = data.trace.energy_by_stage_kwh if data.trace else {}
     total_energy = sum(energy.values())
     non_compute = sum(v for k, v in energy.items() if k in NON_COMPUTE_STAGES)
-    per_stage = (data.last_summary or {}).get("stages") or {}
+    last = data.last_summary or {}
+    per_stage = last.get("stages") or {}
+    lag = last.get("lag") if isinstance(last.get("lag"), dict) else {}
     table = []
     for i, stage in enumerate(data.stages):
         entry = per_stage.get(stage, {}) if isinstance(per_stage, dict) else {}
@@ -113,7 +115,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
                 "energy_share": (energy.get(stage, 0.0) / total_energy) if total_energy else None,
                 "level_w": entry.get("level_w"),
                 "band_w": entry.get("band_w"),
-                "lag_s": entry.get("lag_s", (data.last_summary or {}).get("lag_s")),
+                "lag_s": entry.get("lag_s", lag.get("tau_s")),
+                "dead_s": entry.get("dead_s", lag.get("dead_s")),
                 "facility_gpu_ratio": entry.get("facility_gpu_ratio", entry.get("ratio")),
                 "samples": entry.get("samples"),
             }
