@@ -131,3 +131,35 @@ def test_page_renders_in_chromium_without_errors(tmp_path: Path, chromium) -> No
     assert "net::ERR" not in rendered.log, "the page tried to fetch something"
     shot = chromium.screenshot(page, tmp_path / "shot.png")
     assert (tmp_path / "shot.png").stat().st_size > 20_000, shot.log[-2000:]
+
+
+@pytest.mark.slow
+def test_replay_html_shortcut_on_a_twin_trace(tmp_path: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+    """sim → replay --html: the real report renders, with the static-PUE reference from the trace."""
+    import subprocess
+    import sys
+
+    def rackwatt(*args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    rackwatt(
+        "sim", "--scenario", "steady", "--days", "0.4", "--seed", "5", "--gpus", "8", "--out", str(tmp_path)
+    )
+    page = tmp_path / "r.html"
+    rackwatt(
+        "replay", str(tmp_path / "trace.csv"), "--report", str(tmp_path / "r.jsonl"), "--html", str(page)
+    )
+    text = page.read_text()
+    payload = json.loads(
+        text.split('<script id="rackwatt-data" type="application/json">')[1].split("</script>")[0]
+    )
+    assert payload["errors"]["static_ratio"] is not None and payload["errors"]["static_ratio"] > 1.0
+    assert payload["envelope"] is not None
+    envelope_max = [v for v in payload["envelope"]["max"] if v is not None]
+    envelope_min = [v for v in payload["envelope"]["min"] if v is not None]
+    assert envelope_max and min(envelope_max) >= max(0.0, min(envelope_min))
+    rendered = chromium.dump_dom(page)
+    assert 'data-charts="5"' in rendered.dom, rendered.log[-3000:]
