@@ -18,13 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from agent import __version__
 from agent.config.model import Config
 from agent.live import sdnotify
 from agent.live.clock import Clock, WallClock
 from agent.live.engine_link import EngineLink
+from agent.live.frames import FrameBuilder, Row
 from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
 from agent.live.spool import Spool
@@ -68,6 +68,7 @@ class LiveAgent:
         baseline_interval_s: float | None = None,
         config_loader: Callable[[Path], Config] | None = None,
         publisher_options: dict[str, Any] | None = None,
+        engine_batch_s: float = 15.0,
     ) -> None:
         self.config = config
         self.config_path = config_path or config.source
@@ -91,7 +92,8 @@ class LiveAgent:
         self._wake = asyncio.Event()
         self._stop_requested = False
         self._reload_requested = False
-        self._columns: dict[str, None] = {}  # every numeric signal seen, in first-seen order
+        self.frames = FrameBuilder()
+        self.engine_batch_s = engine_batch_s
         self._local_seq = 0
         self.started_ts = 0.0
         self.ticks = 0
@@ -262,31 +264,41 @@ class LiveAgent:
         except TimeoutError:
             pass
 
-    def build_frame(self, ts: float, signals: dict[str, float]) -> TraceChunk:
-        """One trace row: the signals sampled since the previous tick (NaN = not sampled)."""
-        for name in signals:
-            if name not in self._columns:
-                self._columns[name] = None
+    def make_row(self, ts: float, signals: dict[str, float]) -> Row:
+        """The row for one tick: fresh samples plus the stage the timeline says now."""
         now = self.timeline.current(ts) if self.timeline is not None else None
         self.stage_now = now
-        numeric = {name: np.array([signals.get(name, math.nan)], dtype=np.float64) for name in self._columns}
-        work_rate = float(now.work_rate) if now is not None else math.nan
-        numeric["work_rate"] = np.array([work_rate], dtype=np.float64)
-        stage = now.stage if now is not None else ""
-        job = (now.job or "") if now is not None else ""
-        return TraceChunk(ts=np.array([ts], dtype=np.float64), numeric=numeric,
-                          stage=np.array([stage], dtype=object), job=np.array([job], dtype=object))
+        if now is None:
+            return Row(ts, signals, "", "", math.nan)
+        return Row(ts, signals, now.stage, now.job or "", float(now.work_rate))
+
+    def build_frame(self, ts: float, signals: dict[str, float]) -> TraceChunk:
+        """One trace row as a chunk (what frame sinks such as ``rackwatt record`` receive)."""
+        row = self.make_row(ts, signals)
+        self.frames.add(row)
+        return self.frames.take_chunk()
 
     def _tick(self, ts: float) -> bool:
-        """Build and dispatch one frame; True if the engine produced a summary."""
+        """Build one row, hand it to the sinks, feed the engine every batch; True if it summarised."""
         assert self.poller is not None
         self.ticks += 1
-        chunk = self.build_frame(ts, self.poller.take_new())
-        for sink in self.frame_sinks:
-            try:
-                sink(chunk)
-            except Exception:
-                log.exception("frame sink failed")
+        row = self.make_row(ts, self.poller.take_new())
+        self.frames.add(row)
+        if self.frame_sinks:
+            frame = self.frames.chunk([row])
+            for sink in self.frame_sinks:
+                try:
+                    sink(frame)
+                except Exception:
+                    log.exception("frame sink failed")
+        if ts - self.frames.first_ts + self.config.agent.tick_s * 0.5 < self.engine_batch_s:
+            return False
+        return self._feed_engine()
+
+    def _feed_engine(self) -> bool:
+        if not len(self.frames):
+            return False
+        chunk = self.frames.take_chunk()
         if self.engine is None:
             return False
         try:
@@ -503,6 +515,7 @@ class LiveAgent:
                 await asyncio.wait_for(step, timeout=10)
             except Exception as exc:
                 log.error("stopping: %s failed: %s", what, exc)
+        self._feed_engine()  # the rows of the last partial batch
         self._save_state()
         if self.publisher is not None:
             try:

@@ -27,7 +27,7 @@ def main() -> int:
     setup_logging()
     faulthandler.register(signal.SIGUSR1)  # the test dumps stacks of a hung agent
     config = make_config(state_dir, port, tick_s=tick_s)
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", tick_s)],
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", tick_s)],
                       engine=EngineLink(FakeEngine(summary_every=1, event_every=4)), save_interval_s=0.2,
                       publisher_options={"reconnect_min_s": 1, "reconnect_max_s": 1})
     return asyncio.run(serve(agent))

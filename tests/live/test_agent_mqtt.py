@@ -51,7 +51,7 @@ def test_every_message_matches_its_schema_and_status_is_retained(
     sub = subscribe(broker.port)
     engine = FakeEngine(summary_every=3, event_every=4)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1, fail=True)],
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1, fail=True)],
                       engine=EngineLink(engine), status_interval_s=0.3, baseline_interval_s=0.5)
 
     async def scenario() -> None:
@@ -99,7 +99,7 @@ def test_broker_outage_loses_nothing_and_keeps_order(
     engine = FakeEngine(summary_every=1, event_every=3)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
     # The agent reconnects later than the subscriber, so the subscriber sees the whole backlog.
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine),
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine),
                       publisher_options={"reconnect_min_s": 4, "reconnect_max_s": 4, "delayed_after_s": 1.0})
 
     async def scenario() -> None:
@@ -134,7 +134,7 @@ def test_inbound_hint_and_accept_reach_the_timeline_and_engine(
     sub = subscribe(broker.port)
     engine = FakeEngine(summary_every=0, event_every=0)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine))
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine))
     root = "rackwatt/v1/s1/r1"
 
     async def scenario() -> None:

@@ -84,7 +84,7 @@ def test_tls_with_client_certificate_and_password(
     sub = subscribe(tls_broker.port, tls={"ca_certs": str(pki / "ca.crt"), "certfile": str(pki / "client.crt"),
                                           "keyfile": str(pki / "client.key")}, auth=("edge", PASSWORD))
     config = _tls_config(tmp_path, pki, tls_broker.port, "password")
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
                       engine=EngineLink(FakeEngine(summary_every=2, event_every=0)))
 
     async def scenario() -> None:
@@ -102,7 +102,7 @@ def test_bad_password_gives_a_clear_error_and_backs_off(
     tmp_path: Path, pki: Path, tls_broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = _tls_config(tmp_path, pki, tls_broker.port, "wrong-password")
-    agent = LiveAgent(config, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
                       engine=EngineLink(FakeEngine(summary_every=2, event_every=0)))
     observed_s = 4.5
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import shutil
 import signal
@@ -227,7 +228,13 @@ async def _serve(
     plain: PlainLog | None,
     tail: _Tail | None,
 ) -> int:
-    engine = BatchingEngineLink(link, batch_s=max(15.0, opts.speed * 0.5))
+    batch_s = max(15.0, opts.speed * 0.5)
+    engine: EngineLink = link
+    extra: dict[str, Any] = {}
+    if "engine_batch_s" in inspect.signature(LiveAgent).parameters:
+        extra["engine_batch_s"] = batch_s  # the agent batches engine calls itself
+    else:
+        engine = BatchingEngineLink(link, batch_s=batch_s)
     agent = LiveAgent(
         config,
         config_path=path,
@@ -236,6 +243,7 @@ async def _serve(
         engine=engine,
         on_message=state.observe,
         save_interval_s=3600.0,
+        **extra,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
