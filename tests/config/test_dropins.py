@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,34 @@ def test_missing_drop_in_directory_is_an_error(layout: tuple[Path, Path]) -> Non
     main, conf_d = layout
     with pytest.raises(ConfigError, match=r"drop-in directory .* does not exist"):
         load_config(main, conf_d / "nope")
+
+
+SECTIONS = {
+    "agent": '[agent]\nsite = "s"\nrack = "r"\ntick_s = 0.5\n',
+    "mqtt": '[mqtt]\nhost = "b"\nport = 8883\nqos = 0\n',
+    "pdu": '[[pdu]]\nid = "a"\nhost = "h"\nversion = "3"\nuser = "u"\nprofile = "apc_rpdu2"\n',
+    "crac": '[[crac]]\nid = "c"\nhost = "h"\nprofile = "liebert_crv"\nshare = 0.5\n',
+    "nvml": "[nvml]\ngpus = [1, 3]\n",
+    "stages": "[stages]\nudp_port = 9999\ninference = false\n",
+    "engine": "[engine]\nwindow_s = 300.0\n",
+}
+
+
+@pytest.mark.parametrize("split", range(16))
+def test_splitting_a_file_into_drop_ins_changes_nothing(tmp_path: Path, split: int) -> None:
+    """Tables spread over a main file and drop-ins merge to the same configuration."""
+    whole = tmp_path / "whole.toml"
+    whole.write_text("".join(SECTIONS.values()))
+    reference = load_config(whole)
+    main = tmp_path / "agent.toml"
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    parts: dict[str, str] = {}
+    for i, (name, text) in enumerate(SECTIONS.items()):
+        target = "main" if (split >> (i % 4)) & 1 else f"{(i * 7 + split) % 3}0-{name}.toml"
+        parts[target] = parts.get(target, "") + text
+    main.write_text(parts.pop("main", ""))
+    for name, text in parts.items():
+        (conf_d / name).write_text(text)
+    merged = load_config(main, conf_d)
+    assert dataclasses.replace(merged, source=None) == dataclasses.replace(reference, source=None)
