@@ -1,6 +1,7 @@
 """Trace reader speed against the floor: Python's csv module merely tokenizing the same file.
 
     .venv/bin/python bench/read_speed.py [--rows 259200] [--gpus 16] [--repeat 3] [--chunk-rows 65536]
+    .venv/bin/python bench/read_speed.py --trace DIR/trace.csv     # an existing trace, e.g. from rackwatt sim
 
 Generates (with numpy, no twin needed) a trace shaped like a 3-day, 16-GPU, 1 s recording:
 ts, stage, job, work_rate, 5 NVML columns per GPU every row, two PDU feeds every 5 s, a cooling
@@ -104,16 +105,22 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs of each")
     parser.add_argument("--chunk-rows", type=int, default=65536)
+    parser.add_argument("--trace", type=Path, help="measure this trace instead of a generated one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "trace.csv"
-        start = time.perf_counter()
-        size = generate(path, args.rows, args.gpus)
-        print(
-            f"generated {args.rows} rows x {3 + 1 + 5 * args.gpus + 19} columns, {size / 1e6:.0f} MB "
-            f"in {time.perf_counter() - start:.1f} s"
-        )
-        assert read_trace(path, args.chunk_rows) == args.rows
+        if args.trace:
+            path = args.trace
+            args.rows = read_trace(path, args.chunk_rows)
+            print(f"{path}: {args.rows} rows, {path.stat().st_size / 1e6:.0f} MB")
+        else:
+            path = Path(folder) / "trace.csv"
+            start = time.perf_counter()
+            size = generate(path, args.rows, args.gpus)
+            print(
+                f"generated {args.rows} rows x {3 + 1 + 5 * args.gpus + 19} columns, {size / 1e6:.0f} MB "
+                f"in {time.perf_counter() - start:.1f} s"
+            )
+            assert read_trace(path, args.chunk_rows) == args.rows
         # Interleave the two so that load from other processes hits both alike.
         csv_s, reader_s = [], []
         for _ in range(args.repeat):
