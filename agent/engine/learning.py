@@ -150,8 +150,12 @@ def learn_window(engine: Engine) -> None:
     y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
     w_c = w_h * rows_c
     if w_c.sum() > 0:
-        pred = (wb.cool_pred_w[:n].T + engine.bias_cool[:, None]) / scale  # (K, n), as published
-        err = ((pred - y_c[None]) ** 2 * w_c[None]).sum(axis=1) / w_c.sum()
+        # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
+        # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
+        res = wb.cool_pred_w[:n].T / scale - y_c[None]
+        pair = rows_c[1:] & rows_c[:-1]
+        d = (res[:, 1:] - res[:, :-1]) * pair[None]
+        err = (d**2).sum(axis=1) / max(int(pair.sum()), 1)
         if engine.scored:
             lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
             engine.score = lam_s * engine.score + (1.0 - lam_s) * err

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 DAY_S = 86400.0
-TAUS_S: tuple[float, ...] = (0.0, 60.0, 120.0, 240.0, 480.0, 900.0, 1800.0)
+TAUS_S: tuple[float, ...] = (0.0, 60.0, 120.0, 200.0, 300.0, 450.0, 700.0, 1200.0)
 DEAD_S: tuple[float, ...] = (0.0, 30.0, 60.0, 120.0, 240.0)
 N_COOL = 6  # [1, hl, cos, sin, hl·cos, hl·sin]
 
