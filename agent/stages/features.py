@@ -20,6 +20,7 @@ from agent.trace.model import TraceChunk
 # Feature order of the matrix returned by FeatureExtractor.extract.
 FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac", "swing", "step_pos")
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
+_MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of power_frac there is no alternation to place a row in
 N_FEATURES = len(FEATURES)
 
@@ -83,7 +84,7 @@ class FeatureExtractor:
     _groups: dict[str, _Group] = field(default_factory=dict)
     _layout_key: tuple[str, ...] = ()
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS, np.nan))
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
@@ -149,24 +150,32 @@ class FeatureExtractor:
         return feats
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Causal rolling range of an alternating power_frac, and where the row sits in it (0 low, 1 high).
+        """Range of an alternating power_frac over the previous SWING_ROWS rows, and where this
+        row sits in it (0 low, 1 high).
 
         A training step alternates forward/backward (high) and grad_sync (lower) every few
-        seconds: a wide range marks training, the position tells the two apart regardless of
-        the job's absolute levels; a steady stage (eval, checkpoint …) has a narrow range.
+        seconds: a wide range that the series crosses at least twice marks training, and the
+        position tells the two apart regardless of the job's absolute levels. A steady stage
+        (eval, checkpoint …) has no alternation, and a row that leaves the range (a stall, the
+        end of training) or a third row in a row halfway between the levels (eval) is a
+        departure: no alternation for it either.
         """
         series = np.concatenate((self._recent, frac))
-        self._recent = series[-(SWING_ROWS - 1) :].copy()
-        windows = np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS)
+        self._recent = series[-SWING_ROWS:].copy()
+        windows = np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS + 1)
+        prev = windows[:, :-1]
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            hi = np.nanmax(windows, axis=1)
-            lo = np.nanmin(windows, axis=1)
-            # alternation, not a single step: the series crosses its mid-range at least twice
-            above = windows > (0.5 * (hi + lo))[:, None]
+            hi = np.nanmax(prev, axis=1)
+            lo = np.nanmin(prev, axis=1)
+            above = prev > (0.5 * (hi + lo))[:, None]
             crossings = np.count_nonzero(above[:, 1:] != above[:, :-1], axis=1)
-            swing = np.where(crossings >= 2, hi - lo, 0.0)
-            swing = np.where(np.isnan(hi), np.nan, swing)
+            inside = (frac >= lo - _SWING_MIN) & (frac <= hi + _SWING_MIN)
+            # three rows in a row halfway between the levels: a steady stage (eval) has begun
+            recent_pos = (windows[:, -_MID_ROWS:] - lo[:, None]) / (hi - lo)[:, None]
+            settled = np.all((recent_pos > 0.25) & (recent_pos < 0.75), axis=1)
+            swing = np.where((crossings >= 2) & inside & ~settled, hi - lo, 0.0)
+            swing = np.where(np.isnan(hi) | np.isnan(frac), np.nan, swing)
             pos = np.clip((frac - lo) / (hi - lo), 0.0, 1.0)
         pos = np.where(swing >= _SWING_MIN, pos, np.nan)
         return swing, pos

@@ -37,7 +37,7 @@ PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "eval": (0.72, 0.78, 0.36, 0.03, 0.50, 0.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.10, 0.06, 0.06, 0.05, 0.40, 0.10, 0.25])
+PRIOR_SCALE = np.array([0.10, 0.06, 0.06, 0.05, 0.40, 0.20, 0.25])
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
 _NO_OPINION_COST = 1.0
@@ -54,11 +54,13 @@ class StageInferrer:
         self,
         dwell_s: float = 5.0,
         margin: float = 8.0,
+        strong_margin: float = 50.0,
         power_ref_w: float | None = None,
         max_hold_s: float = 30.0,
     ):
         self.dwell_s = dwell_s
-        self.margin = margin  # squared-z distance by which a new stage must win to switch at once
+        self.margin = margin  # squared-z distance by which a new stage must win on two rows
+        self.strong_margin = strong_margin  # … or on one row
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w)
         self._stages: list[str] = list(CANONICAL_STAGES)
         self._mean = np.zeros((MAX_STAGES, N_FEATURES))
@@ -266,10 +268,14 @@ class StageInferrer:
             k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
             cur = index.get(self._current)
             if k > a and code >= 0 and cur is not None:
-                decisive = dist[a:k, code] + self.margin < dist[a:k, cur]
-                # two decisive rows in a row (one may be the previous chunk's last): a lone
-                # outlier row never flips the segment
-                confirmed = decisive & np.concatenate(([self._decisive_last], decisive[:-1]))
+                gap = dist[a:k, cur] - dist[a:k, code]
+                decisive = gap > self.margin
+                # two decisive rows in a row (one may be the previous chunk's last), or one
+                # overwhelming row: a borderline outlier never flips the segment, while a clear
+                # step (idle → training, a stall's end) is followed at once
+                confirmed = (decisive & np.concatenate(([self._decisive_last], decisive[:-1]))) | (
+                    gap > self.strong_margin
+                )
                 if confirmed.any():
                     k = a + int(np.argmax(confirmed))
                 self._decisive_last = bool(decisive[-1]) if k == b else False

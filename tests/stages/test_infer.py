@@ -143,15 +143,31 @@ def test_levels_learned_from_hints_are_used_later() -> None:
     assert "warmup" in learner.stages
 
 
-def test_lone_outlier_row_does_not_split_a_segment() -> None:
+def _set_row(chunk: TraceChunk, row: int, power_w: float, util: float, mem: float) -> None:
+    for col, values in chunk.numeric.items():
+        if col.startswith("gpu.") and col.endswith(".power_w"):
+            values[row] = power_w
+        elif col.endswith(".mem_util_pct"):
+            values[row] = mem
+        elif col.endswith(".util_pct"):
+            values[row] = util
+
+
+def test_lone_borderline_rows_do_not_split_a_segment() -> None:
     chunk = synthetic([("checkpoint", 120)])
-    for col, values in chunk.numeric.items():  # one row that looks like forward_backward
-        if col.endswith("power_w") and col.startswith("gpu."):
-            values[60] = 665.0
-        elif col.endswith("util_pct"):
-            values[60] = 98.0 if ".util" in col else 45.0
+    _set_row(chunk, 40, 120.0, 12.0, 8.0)  # one row that looks like data_load
+    _set_row(chunk, 80, 90.0, 0.0, 0.0)  # one row that looks like idle
     got = StageInferrer().infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
-    assert (got[5:] == "checkpoint").all()
+    assert (got == "checkpoint").all()
+
+
+def test_an_overwhelming_row_is_followed_at_once() -> None:
+    # the GPUs really did a second of full work: that second is labelled so, and only it
+    chunk = synthetic([("checkpoint", 120)])
+    _set_row(chunk, 60, 665.0, 98.0, 45.0)
+    got = StageInferrer().infer_chunk(unlabelled(chunk), blank(len(chunk)))[0]
+    assert got[60] == "forward_backward"
+    assert (np.delete(got, 60) == "checkpoint").all()
 
 
 def test_a_real_change_is_followed_within_the_dwell() -> None:
