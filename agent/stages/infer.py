@@ -2,8 +2,9 @@
 
 What it is: a nearest-centroid classifier over a handful of scale-free features
 (``features.FEATURES``: GPU power as a fraction of its limit or learned peak, utilisation,
-memory utilisation, spread across GPUs, node power placed in its learned range), followed by a
-causal minimum-dwell filter so segments do not flicker. Centroids start from physics priors (so
+memory utilisation, spread across GPUs, node power placed in its learned range, and the
+forward/backward ↔ grad_sync alternation), followed by a causal hysteresis filter so segments
+do not flicker. Centroids start from physics priors (so
 it works with no label ever seen) and move toward per-stage means learned from hinted rows.
 
 What it is not: a stage timeline (``timeline``) or the engine. The engine calls
@@ -22,8 +23,11 @@ import numpy as np
 from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
 from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
-# Physics priors in feature space (power_frac, util, mem_util, spread, node_frac).
-# (power_frac, util, mem_util, spread, node_frac, swing, step_pos); NaN = no opinion.
+# Physics priors in feature space: (power_frac, util, mem_util, spread, node_frac, swing,
+# step_pos); NaN = no opinion. Levels: forward_backward near the power limit with ~95 % SM
+# utilisation; grad_sync about half (NCCL kernels keep SMs partly busy, memory active); eval
+# between them and steady; data_load and checkpoint low GPU power with the node (CPU, storage)
+# busy, checkpoint reading GPU memory out (memory utilisation above compute); idle lowest.
 # Alternation (swing) is evidence for training, but its absence (a step's first seconds) is not
 # evidence against it: training stages have no opinion on swing, steady stages expect none. Node
 # power lags GPU steps by a PDU interval, so alternating stages have no opinion on it either.
@@ -69,7 +73,7 @@ class StageInferrer:
         for i, name in enumerate(CANONICAL_STAGES):
             self._mean[i] = PRIOR_CENTROIDS[name]
             self._var[i] = PRIOR_SCALE**2
-        # causal dwell filter state
+        # causal hysteresis filter state
         self._current = ""  # the stage the filter is in
         self._candidate = ""  # a different stage seen recently
         self._candidate_since = float("nan")
@@ -93,15 +97,15 @@ class StageInferrer:
         return out, ~hinted
 
     def save_state(self) -> dict[str, Any]:
-        """A JSON-serialisable snapshot of everything learned."""
+        """A snapshot of everything learned, strict JSON (NaN written as null)."""
         k = len(self._stages)
         return {
             "version": STATE_VERSION,
             "stages": list(self._stages),
-            "mean": self._mean[:k].tolist(),
-            "var": self._var[:k].tolist(),
+            "mean": _nulls(self._mean[:k].tolist()),
+            "var": _nulls(self._var[:k].tolist()),
             "count": self._count[:k].tolist(),
-            "features": self.features.state(),
+            "features": _nulls(self.features.state()),
             "current": self._current,
         }
 
@@ -121,7 +125,8 @@ class StageInferrer:
         self._var[:] = 0.0
         self._count[:] = 0.0
         self._mean[:k], self._var[:k], self._count[:k] = mean, var, count
-        self.features.load(state.get("features", {}))
+        features = state.get("features") or {}
+        self.features.load({key: float("nan") if v is None else float(v) for key, v in features.items()})
         self._current = str(state.get("current", ""))
 
     @property
@@ -285,6 +290,17 @@ class StageInferrer:
                 self._candidate = ""
                 out[k:b] = name
         return out
+
+
+def _nulls(obj: Any) -> Any:
+    """NaN → None, recursively, so the state is strict JSON."""
+    if isinstance(obj, float):
+        return None if obj != obj else obj
+    if isinstance(obj, list):
+        return [_nulls(v) for v in obj]
+    if isinstance(obj, dict):
+        return {key: _nulls(v) for key, v in obj.items()}
+    return obj
 
 
 __all__ = ["FEATURES", "PRIOR_CENTROIDS", "StageInferrer"]

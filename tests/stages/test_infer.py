@@ -199,7 +199,7 @@ def test_state_round_trips_through_json_and_is_fixed_size() -> None:
     for k in range(5):
         more = synthetic(PLAN, t0=T0 + (k + 1) * 10_000, seed=k)
         inferrer.infer_chunk(more, more.stage)
-    state = json.loads(json.dumps(inferrer.save_state()))
+    state = json.loads(json.dumps(inferrer.save_state(), allow_nan=False))  # strict JSON
     assert abs(len(json.dumps(state)) - size_after_one) < 200  # numbers change, the shape does not
     test = unlabelled(synthetic(PLAN, t0=T0 + 100_000, seed=9))
     restored = StageInferrer()
