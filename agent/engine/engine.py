@@ -15,6 +15,7 @@ reach the model only after the window's line is written. See docs/engine.md.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -43,6 +44,7 @@ from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
 from agent.trace.model import TraceChunk
 
+_SAMPLE_FIELDS = frozenset(f.name for f in dataclasses.fields(ComponentSample))
 TARGET_BIN_S = 15.0
 DRIFT_BIN_S = 60.0
 LOOKAHEAD_S = 30.0
@@ -337,6 +339,7 @@ class Engine:
             inlet_spread_c=mean("spread_ws", "spread_s"),
             fan_pct=mean("fan_ws", "fan_s"),
             setpoint_c=mean("setp_ws", "setp_s"),
+            **self._extra_sample_fields(mean),
         )
         self.last_sample = sample
         self.last_ts = sample.ts
@@ -355,6 +358,12 @@ class Engine:
                 sample.cooling_measured_w,
             )
         return events
+
+    @staticmethod
+    def _extra_sample_fields(mean: Any) -> dict[str, float]:
+        """Fields ComponentSample gained after its first version (filled only if this build has them)."""
+        extra = {"cooling_load_w": ("cload_ws", "cload_s")}
+        return {k: mean(*v) for k, v in extra.items() if k in _SAMPLE_FIELDS}
 
     # ================================================================== window close: report, then learn
     def _close_window(self) -> list[dict[str, Any]]:

@@ -46,6 +46,8 @@ FIELDS: tuple[str, ...] = (
     "setp_s",
     "setp_ws",
     "hint_s",
+    "cload_s",
+    "cload_ws",
 )
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
@@ -90,7 +92,7 @@ def is_engine_signal(name: str) -> bool:
     if dev == "pdu":
         return sig in ("power_w", "energy_kwh")
     if dev == "crac":
-        return sig in ("power_w", "fan_pct", "setpoint_c")
+        return sig in ("power_w", "fan_pct", "setpoint_c", "cooling_w")
     return dev == "inlet" and sig == "temp_c"
 
 

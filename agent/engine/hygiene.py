@@ -74,6 +74,8 @@ class SignalKind:
 
 def kind_for(name: str, max_power_w: float) -> SignalKind:
     """Range and rules for a canonical column name; ``max_power_w`` is that device's maximum."""
+    if name.endswith(".cooling_w"):  # heat a cooling unit reports removing (thermal W)
+        return SignalKind(0.0, 20.0 * max_power_w, False)
     if name.endswith(".power_w"):
         return SignalKind(0.0, max_power_w, True)
     if name.endswith(".energy_j") or name.endswith(".energy_kwh"):

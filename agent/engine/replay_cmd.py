@@ -142,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackwatt replay: {exc}", file=sys.stderr)
         return 1
     progress.done()
+    if engine.rows.dropped_rows:
+        print(
+            f"rackwatt replay: {engine.rows.dropped_rows} rows were not later than the row before them "
+            "(or than the end of --state-in) and were skipped",
+            file=sys.stderr,
+        )
     if args.state_out is not None:
         try:
             write_atomic(args.state_out, engine.save_state())

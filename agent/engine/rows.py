@@ -54,6 +54,7 @@ class RowBinner:
         self._open_sums = np.zeros(N_FIELDS + n_slots)
         self._open_job = ""
         self._last_gpu_w = math.nan
+        self.dropped_rows = 0  # rows not after the previous one (clock steps, a replay over old data)
 
     # ----------------------------------------------------------------------------- public
     def push(self, chunk: TraceChunk, flush: bool = False) -> tuple[BinBatch, RowBatch]:
@@ -87,11 +88,13 @@ class RowBinner:
     def _append(self, chunk: TraceChunk) -> TraceChunk | None:
         if len(chunk):
             self.signals.ensure(list(chunk.numeric))
-            if not math.isnan(self._pending_ts) or self._buf is not None:
-                last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts
-                keep = chunk.ts > last
-                if not keep.all():
-                    chunk = _slice_mask(chunk, keep)
+            last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts
+            # rows must move forward in time: a row at or before one already seen is dropped, counted
+            prior = np.maximum.accumulate(np.concatenate(([-np.inf if math.isnan(last) else last], chunk.ts)))
+            keep = chunk.ts > prior[:-1]
+            if not keep.all():
+                self.dropped_rows += int((~keep).sum())
+                chunk = _slice_mask(chunk, keep)
         if self._buf is None:
             return chunk if len(chunk) else None
         if not len(chunk):
@@ -172,6 +175,14 @@ class RowBinner:
             cool_w = (np.stack([held[sig.names[i]] for i in cool_idx], axis=1) * shares).sum(axis=1)
         else:  # a rack without cooling-unit telemetry: facility power is the PDU power
             cool_w = np.zeros(m)
+        load_idx = sig.indices("crac.", ".cooling_w")
+        if load_idx:
+            shares_l = np.array(
+                [self.rack.crac_shares.get(sig.names[i].split(".")[1], 1.0) for i in load_idx]
+            )
+            cload_w = (np.stack([held[sig.names[i]] for i in load_idx], axis=1) * shares_l).sum(axis=1)
+        else:
+            cload_w = np.full(m, np.nan)
         inlet = stack("inlet.", ".temp_c")
         if inlet.shape[1] >= 2:
             with np.errstate(invalid="ignore"):
@@ -192,6 +203,7 @@ class RowBinner:
             "spread": spread,
             "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
             "setp": _nan_mean_rows(stack("crac.", ".setpoint_c")),
+            "cload": cload_w,
         }
 
     def _bin(
@@ -217,6 +229,7 @@ class RowBinner:
             "spread": ("spread_s", "spread_ws"),
             "fan": ("fan_s", "fan_ws"),
             "setp": ("setp_s", "setp_ws"),
+            "cload": ("cload_s", "cload_ws"),
         }.items():
             v = per[key][src]
             known = ~np.isnan(v)

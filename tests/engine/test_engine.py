@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import math
@@ -207,3 +208,42 @@ def test_a_first_full_load_after_a_light_start_is_not_extrapolated_as_a_cubic() 
     assert len(after) == 12
     errs = [abs(w["predicted_kwh"] / w["measured_kwh"] - 1) for w in after]
     assert max(errs) < 0.05, errs  # a cubic extrapolated from ≤ 250 W misses the first one by ~40 %
+
+
+def test_rows_that_do_not_move_forward_are_dropped_and_counted() -> None:
+    chunks = synth.chunks(1 / 24, seed=6, chunk_rows=600)
+    again = synth.rechunk([chunks[2]], 100)[0]  # 100 rows the engine has already seen
+    eng, recs = run_engine([*chunks[:4], again, *chunks[4:]])
+    assert eng.rows.dropped_rows == len(again)
+    assert recs[-1]["payload"]["hygiene"]["out_of_order_rows"] == len(again)
+    segs = [r for r in recs if r["type"] == "segment"]
+    assert all(b["start"] == a["end"] for a, b in itertools.pairwise(segs))
+
+
+def test_component_samples_carry_the_cooling_units_reported_load() -> None:
+    from agent.engine.components import ComponentSample
+
+    seen: list[ComponentSample] = []
+
+    class Recorder:
+        held = frozenset()
+        relearn = frozenset()
+
+        def observe(self, sample: ComponentSample) -> list[dict]:
+            seen.append(sample)
+            return []
+
+        def save_state(self) -> dict:
+            return {}
+
+    chunks = synth.chunks(3 / 24, seed=6, chunk_rows=600)
+    for c in chunks:
+        c.numeric["crac.c1.cooling_w"] = np.where(np.isnan(c.numeric["crac.c1.power_w"]), np.nan, 50000.0)
+    eng = Engine(None, rack_info(synth.meta()))
+    eng.drift = Recorder()
+    run_engine(chunks, engine=eng)
+    assert seen and all(s.duration_s == pytest.approx(60.0) for s in seen[:-1])
+    assert all(abs(s.ts - synth.T0) % 60.0 == pytest.approx(0.0, abs=1e-6) for s in seen)
+    if "cooling_load_w" in {f.name for f in dataclasses.fields(ComponentSample)}:
+        assert seen[-1].cooling_load_w == pytest.approx(0.3 * 50000.0)
+    assert all(math.isfinite(s.it_expected_w) and math.isfinite(s.cooling_expected_w) for s in seen)
