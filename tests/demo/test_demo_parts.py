@@ -33,12 +33,21 @@ from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, screen_lines
 from agent.sim import FAULT_KINDS
 from agent.stages.hints import Hint, parse_datagram
 from agent.trace.model import TraceChunk
+from drivers.base import PollResult
 from drivers.registry import build_drivers
 
 
 def _config(tmp_path: Path, mqtt: MqttTarget | None = None) -> tuple[Path, str]:
-    return write_config(tmp_path, site="demo", rack="r07", ports=pick_ports(), crac_id="1", crac_share=0.25,
-                        intervals=Intervals(), mqtt=mqtt)
+    return write_config(
+        tmp_path,
+        site="demo",
+        rack="r07",
+        ports=pick_ports(),
+        crac_id="1",
+        crac_share=0.25,
+        intervals=Intervals(),
+        mqtt=mqtt,
+    )
 
 
 def test_generated_config_loads_cleanly_with_a_private_community_file(tmp_path: Path) -> None:
@@ -95,8 +104,12 @@ def test_without_a_fault_the_run_starts_from_scratch_now() -> None:
 
 def test_concat_chunks_fills_columns_a_chunk_lacks_with_nan() -> None:
     def chunk(ts: float, **cols: float) -> TraceChunk:
-        return TraceChunk(ts=np.array([ts]), numeric={k: np.array([v]) for k, v in cols.items()},
-                          stage=np.array(["idle"], dtype=object), job=np.array([""], dtype=object))
+        return TraceChunk(
+            ts=np.array([ts]),
+            numeric={k: np.array([v]) for k, v in cols.items()},
+            stage=np.array(["idle"], dtype=object),
+            job=np.array([""], dtype=object),
+        )
 
     merged = concat_chunks([chunk(1.0, a=1.0), chunk(2.0, a=2.0, b=5.0), chunk(3.0, b=6.0)])
     assert list(merged.ts) == [1.0, 2.0, 3.0]
@@ -136,17 +149,37 @@ def test_stage_hinter_survives_a_missing_socket(tmp_path: Path) -> None:
 
 def _summary(seq: int, stages: dict[str, float]) -> dict[str, object]:
     return {
-        "seq": seq, "stage": "eval", "stage_source": "hint", "warm": True, "transient": False, "held": [],
-        "power_w": {"gpu": 4000.0, "it": 6000.0, "it_expected": 5900.0, "cooling": 2000.0,
-                    "cooling_expected": 2100.0},
+        "seq": seq,
+        "stage": "eval",
+        "stage_source": "hint",
+        "warm": True,
+        "transient": False,
+        "held": [],
+        "power_w": {
+            "gpu": 4000.0,
+            "it": 6000.0,
+            "it_expected": 5900.0,
+            "cooling": 2000.0,
+            "cooling_expected": 2100.0,
+        },
         "lag": {"tau_s": 240.0, "dead_s": 60.0, "learned": True},
-        "stages": {name: {"level_w": level, "band_w": [level * 0.9, level * 1.1], "samples": 3}
-                   for name, level in stages.items()},
+        "stages": {
+            name: {"level_w": level, "band_w": [level * 0.9, level * 1.1], "samples": 3}
+            for name, level in stages.items()
+        },
     }
 
 
-EVENT = {"type": "event", "ts": 1.8e9, "state": "onset", "cause": "thermal", "stage": "eval", "deviation_pct": 12.5,
-         "detail": {"explanation": "inlet spread wider than usual"}, "seq": 3}
+EVENT = {
+    "type": "event",
+    "ts": 1.8e9,
+    "state": "onset",
+    "cause": "thermal",
+    "stage": "eval",
+    "deviation_pct": 12.5,
+    "detail": {"explanation": "inlet spread wider than usual"},
+    "seq": 3,
+}
 
 
 def test_state_and_views_show_what_was_observed() -> None:
@@ -189,12 +222,19 @@ def test_ansi_screen_redraws_in_place() -> None:
 def test_every_demo_device_answers_through_its_real_driver(tmp_path: Path) -> None:
     """The loopback devices, polled once each by the drivers the agent uses."""
     scenario, _ = build_scenario(DemoOptions(days=1), time.time())
-    path, community = write_config(tmp_path, site="demo", rack="r07", ports=(ports := pick_ports()),
-                                   crac_id=scenario.rack.cooling.crac_id, crac_share=0.25, intervals=Intervals(),
-                                   mqtt=None)
+    path, community = write_config(
+        tmp_path,
+        site="demo",
+        rack="r07",
+        ports=(ports := pick_ports()),
+        crac_id=scenario.rack.cooling.crac_id,
+        crac_share=0.25,
+        intervals=Intervals(),
+        mqtt=None,
+    )
     config = load_demo_config(path)
 
-    async def poll_all() -> dict[str, object]:
+    async def poll_all() -> dict[str, PollResult]:
         rack = DemoRack(scenario, lambda: scenario.start_ts + 600)  # time stands still: compare to truth
         await rack.start(ports, community)
         try:
@@ -209,11 +249,12 @@ def test_every_demo_device_answers_through_its_real_driver(tmp_path: Path) -> No
     results = asyncio.run(asyncio.wait_for(poll_all(), timeout=60))
     assert set(results) == {"pdu.a", "pdu.b", "crac.1", "nvml", "inlet"}
     for device, result in results.items():
-        assert result.ok, f"{device}: {result.error}"  # type: ignore[attr-defined]
+        assert result.ok, f"{device}: {result.error}"
     truth = DemoRack(scenario, lambda: scenario.start_ts + 600).snapshot()
-    signals = {k: v for r in results.values() for k, v in r.signals.items()}  # type: ignore[attr-defined]
+    signals = {k: v for r in results.values() for k, v in r.signals.items()}
     for feed in PDU_VENDORS:  # the value the twin serves comes back through the vendor encoding
-        assert signals[f"pdu.{feed}.power_w"] == pytest.approx(truth[f"pdu.{feed}"]["power_w"], rel=0.05, abs=20)
+        served_w = truth[f"pdu.{feed}"]["power_w"]
+        assert signals[f"pdu.{feed}.power_w"] == pytest.approx(served_w, rel=0.05, abs=20)
     assert signals["crac.1.power_w"] == pytest.approx(truth["crac.1"]["power_w"], rel=0.05)
     assert signals["gpu.0.power_w"] == pytest.approx(truth["gpu.0"]["power_w"], rel=0.05, abs=2)
     assert {"inlet.top.temp_c", "crac.1.supply_temp_c", "crac.1.fan_pct"} <= set(signals)

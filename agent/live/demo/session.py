@@ -254,6 +254,7 @@ async def _serve(
     hint_task = asyncio.create_task(hinter.run(), name="hints") if hinter else None
     screen = AnsiScreen(out) if opts.interactive else None
     started = time.monotonic()
+    state.started_real = started
     reason = "stopped"
     try:
         while True:

@@ -9,6 +9,7 @@ turns the same state into one line per summary, event and device change for pipe
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -87,9 +88,9 @@ class DemoState:
                     float(h.get("interval_s") or 0),
                 )
         now = getattr(agent, "stage_now", None)
-        if now is not None:
-            self.stage, self.stage_source, self.job = now.stage, now.source, now.job or None
-        elif self.summary is not None:
+        if now is not None and now.stage and now.source not in ("expired", "none"):
+            self.stage, self.stage_source, self.job = now.stage, f"hint via {now.source}", now.job or None
+        elif self.summary is not None:  # no fresh hint: the stage the engine inferred
             self.stage, self.stage_source = self.summary.get("stage"), self.summary.get("stage_source")
             self.job = self.summary.get("job")
         publisher = getattr(agent, "publisher", None)
@@ -105,7 +106,10 @@ class DemoState:
         if self.summary is None:
             return None, None
         p = self.summary.get("power_w") or {}
-        return _sum(p.get("it"), p.get("cooling")), _sum(p.get("it_expected"), p.get("cooling_expected"))
+        measured = _sum(p.get("it"), p.get("cooling"))
+        if not self.summary.get("warm"):
+            return measured, None  # no predictions while warming up
+        return measured, _sum(p.get("it_expected"), p.get("cooling_expected"))
 
 
 def _sum(a: Any, b: Any) -> float | None:
@@ -181,6 +185,8 @@ def screen_lines(state: DemoState, width: int = 100) -> list[str]:
     )
     if state.summary:
         p = state.summary.get("power_w") or {}
+        if not warm:
+            p = {**p, "it_expected": None, "cooling_expected": None}
         out.append(
             f"  IT (PDUs) {fmt_w(p.get('it'))} vs {fmt_w(p.get('it_expected'))}   cooling share "
             f"{fmt_w(p.get('cooling'))} vs {fmt_w(p.get('cooling_expected'))}   GPUs {fmt_w(p.get('gpu'))}"
@@ -249,6 +255,9 @@ class AnsiScreen:
         self._first = True
 
     def draw(self, lines: list[str]) -> None:
+        """Lines cut to the terminal's size: a wrapped line would push the view out of place."""
+        size = shutil.get_terminal_size((120, 50))
+        lines = [line[: size.columns - 1] for line in lines[: max(1, size.lines - 1)]]
         prefix = "\x1b[?25l\x1b[2J\x1b[H" if self._first else "\x1b[H"
         self._first = False
         self.stream.write(prefix + "".join(f"{line}\x1b[K\n" for line in lines) + "\x1b[J")
