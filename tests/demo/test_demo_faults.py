@@ -1,0 +1,64 @@
+"""The demo's fault plans, checked at the engine level: does the engine find and attribute them?
+
+The same scenario the demo builds for ``--fault CAUSE`` (8 replayed healthy hours, then the
+fault) is replayed through the same engine, configured from the demo's generated config, for a
+bounded number of simulated hours after the onset. Live, the demo adds only real polling on top,
+which test_demo_run.py covers with ``--fault hotspot``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.live.demo.engine_feed import prewarm
+from agent.live.demo.session import FAULT_AFTER_H, DemoOptions, build_scenario, intervals_for
+from agent.live.demo.setup import load_demo_config, pick_ports, write_config
+from agent.live.engine_link import EngineLink
+
+pytestmark = pytest.mark.slow
+HOURS_AFTER_ONSET = 3.0
+
+
+def _onsets(tmp_path: Path, fault: str) -> list[tuple[float, str]]:
+    """(hours after the fault started, cause) of every onset event, in order."""
+    live = time.time()
+    opts = DemoOptions(fault=fault, days=1)
+    scenario, _ = build_scenario(opts, live)
+    path, _ = write_config(
+        tmp_path,
+        site="demo",
+        rack="r07",
+        ports=pick_ports(),
+        crac_id=scenario.rack.cooling.crac_id,
+        crac_share=scenario.rack.cooling.share,
+        intervals=intervals_for(60),
+        mqtt=None,
+    )
+    link = EngineLink.from_config(load_demo_config(path))
+    assert link is not None
+    fault_ts = live + FAULT_AFTER_H * 3600
+    events = prewarm(link, scenario, opts.effective_warmup_h + FAULT_AFTER_H + HOURS_AFTER_ONSET)
+    return [((e["ts"] - fault_ts) / 3600, e["cause"]) for e in events if e.get("state") == "onset"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [("hotspot", "thermal"), ("gpu_driver", "gpu_hardware"), ("power_chain", "power_chain")],
+)
+def test_the_demo_fault_is_found_and_attributed(tmp_path: Path, fault: str, cause: str) -> None:
+    onsets = _onsets(tmp_path, fault)
+    assert not [o for o in onsets if o[0] < 0], f"false alarm on the healthy hours: {onsets}"
+    assert any(c == cause for _, c in onsets), f"{fault}: expected an onset with cause {cause}, got {onsets}"
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="the current engine reports a 15 % COP loss ~10 h after onset, "
+    "as workload (docs/demo.md); xpasses once the engine finds it",
+)
+def test_the_demo_cooling_fault_is_found_and_attributed(tmp_path: Path) -> None:
+    onsets = _onsets(tmp_path, "cooling")
+    assert any(c == "cooling" for _, c in onsets), onsets
