@@ -54,7 +54,8 @@ def window_record(engine: Engine) -> dict[str, Any]:
         "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
         "gpu_kwh": _kwh_or_none(tot[F["gpu_ws"]], tot[F["gpu_s"]], length),
     }
-    if engine.window_warm:
+    gpu_known = tot[F["gpu_s"]] >= 0.5 * tot[F["dur_s"]]  # no load-side input for most of it: no prediction
+    if engine.window_warm and gpu_known:
         it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
         cool_kwh = float(
             ((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6

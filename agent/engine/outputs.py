@@ -41,6 +41,7 @@ def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
         "ratio": _r(row["ratio"], 4),
         "samples": int(row["n"]),
         "updated": _r(row["updated"], 0),
+        "lag_s": list(engine.learned_lag),  # [time constant, dead time] of the cooling response
     }
 
 
