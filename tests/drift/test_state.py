@@ -22,14 +22,13 @@ def _leaves(node: object) -> int:
 
 def test_state_size_does_not_grow_with_uptime() -> None:
     short, long = DriftMonitor(), DriftMonitor()
-    for sample in stream(1, 3):
+    for sample in stream(0.2, 3):
         short.observe(sample)
-    for sample in stream(8, 3):
+    for sample in stream(6, 3):
         long.observe(sample)
     assert _leaves(short.save_state()) == _leaves(long.save_state())
-    size_short = len(json.dumps(short.save_state()))
     size_long = len(json.dumps(long.save_state()))
-    assert abs(size_short - size_long) < 0.1 * size_short
+    assert size_long < 16_000  # a few floats per channel and stage: nothing grows with uptime
 
 
 def test_restart_mid_fault_gives_the_same_events_as_no_restart() -> None:

@@ -70,6 +70,27 @@ def attribute(
             f"{'wider' if deviation >= 0 else 'narrower'} than usual: look for a hot spot or recirculation.",
         )
     if component == "it":
+        gpu = channels.get("gpu")
+        if gpu is not None and _channel_moving(gpu) and gpu.recent_deviation() * deviation > 0:
+            # PDU and GPU moved together: the load changed, not the power chain.
+            reason = workload_reason(ctx, ts)
+            if reason:
+                return Attribution(
+                    "workload",
+                    f"PDU and GPU power moved {abs(deviation):.1f} % {up} together with {reason}: "
+                    "the job changed; re-learning its baseline.",
+                )
+            return Attribution(
+                "gpu_hardware",
+                f"PDU power is {abs(deviation):.1f} % {up} because the GPUs draw more for the same work "
+                "rate and stage: ageing, firmware or driver change.",
+            )
+        if workload_reason(ctx, ts, recent_only=True):
+            return Attribution(
+                "workload",
+                f"PDU power moved {abs(deviation):.1f} % {up} against the IT model right after a workload "
+                "change (the servers' own load changed with the job): re-learning.",
+            )
         if _thermal_moved(channels, ctx):
             return Attribution(
                 "thermal",
@@ -117,10 +138,15 @@ def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> 
     return math.isfinite(mean) and mean - max(setpoint, 0.0) >= INLET_MEAN_MOVED_C
 
 
-def workload_reason(ctx: SignalContext, ts: float) -> str:
-    """A short phrase naming the workload evidence, or "" when there is none."""
-    if math.isfinite(ctx.job_since_ts) and 0 <= ts - ctx.job_since_ts <= JOB_RECENT_S and ctx.job:
-        return f"a new job ({ctx.job})"
+def workload_reason(ctx: SignalContext, ts: float, recent_only: bool = False) -> str:
+    """A short phrase naming the workload evidence, or "" when there is none.
+
+    A job change or a workload shift in the last ``JOB_RECENT_S`` counts (the engine is still
+    re-learning), as does a moved work rate or stage mix (``recent_only`` skips those two)."""
+    if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= JOB_RECENT_S:
+        return f"a workload change {(ts - ctx.workload_ts) / 3600:.1f} h ago (job {ctx.job or '?'})"
+    if recent_only:
+        return ""
     rate = ctx.work_rate_moved_pct()
     if math.isfinite(rate) and abs(rate) >= WORK_RATE_MOVED_PCT:
         return f"the work rate ({rate:+.1f} %)"

@@ -21,6 +21,7 @@ STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
 SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c", "fan_pct")
 REF_HALFLIFE_BINS = 720.0  # 12 h at 60 s bins
 FAST_HALFLIFE_BINS = 20.0
+WORK_RATE_FAST_HALFLIFE_BINS = 60.0  # work rate wobbles with stalls inside a bin: judge it over ~1 h
 MIX_SLOW_HALFLIFE_BINS = 1440.0
 MIX_FAST_HALFLIFE_BINS = 180.0
 
@@ -36,17 +37,18 @@ def stage_slot(stage: str) -> int:
 class _Level:
     """Slow reference + fast level of one signal (EW means with a count-based warm start)."""
 
-    __slots__ = ("fast", "n", "ref")
+    __slots__ = ("fast", "fast_halflife", "n", "ref")
 
-    def __init__(self) -> None:
+    def __init__(self, fast_halflife: float = FAST_HALFLIFE_BINS) -> None:
         self.ref = math.nan
         self.fast = math.nan
         self.n = 0.0
+        self.fast_halflife = fast_halflife
 
     def update(self, value: float, frozen: bool) -> None:
         if not math.isfinite(value):
             return
-        a_fast = max(1.0 / (self.n + 1.0), math.log(2.0) / FAST_HALFLIFE_BINS)
+        a_fast = max(1.0 / (self.n + 1.0), math.log(2.0) / self.fast_halflife)
         self.fast = value if not math.isfinite(self.fast) else self.fast + a_fast * (value - self.fast)
         if not frozen or not math.isfinite(self.ref):
             a_ref = max(1.0 / (self.n + 1.0), math.log(2.0) / REF_HALFLIFE_BINS)
@@ -70,12 +72,13 @@ class SignalContext:
 
     def __init__(self) -> None:
         self.levels = {name: _Level() for name in SCALAR_SIGNALS}
-        self.work_rate = [_Level() for _ in STAGE_SLOTS]
+        self.work_rate = [_Level(WORK_RATE_FAST_HALFLIFE_BINS) for _ in STAGE_SLOTS]
         self.mix_slow = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_fast = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_n = 0.0
         self.job = ""  # last non-empty job id seen
         self.job_since_ts = math.nan
+        self.workload_ts = math.nan  # last job change or workload attribution
 
     def update(self, sample: ComponentSample, frozen: bool) -> bool:
         """Absorb one bin; returns True when a new non-empty job id replaced a previous one."""
@@ -96,18 +99,20 @@ class SignalContext:
             changed = bool(self.job)
             self.job = sample.job
             self.job_since_ts = sample.ts
+            if changed:
+                self.workload_ts = sample.ts
         return changed
 
     def work_rate_moved_pct(self) -> float:
-        """Largest relative change of a stage's work rate against its reference, in % (NaN if none)."""
-        best = math.nan
-        for level in self.work_rate:
-            if level.n < 30 or not math.isfinite(level.ref) or abs(level.ref) < 1e-9:
+        """Relative change of the work rate against its reference, in %, in the stage that carries
+        most of the time and reports a work rate (NaN if none does)."""
+        order = np.argsort(-self.mix_slow)
+        for slot in order:
+            level = self.work_rate[int(slot)]
+            if level.n < 60 or not math.isfinite(level.ref) or abs(level.ref) < 1e-9:
                 continue
-            pct = 100.0 * level.moved() / abs(level.ref)
-            if math.isfinite(pct) and (not math.isfinite(best) or abs(pct) > abs(best)):
-                best = pct
-        return best
+            return 100.0 * level.moved() / abs(level.ref)
+        return math.nan
 
     def mix_distance(self) -> float:
         """Half the L1 distance between the recent and the long-run stage mix (0 … 1)."""
@@ -129,6 +134,7 @@ class SignalContext:
             "mix_n": self.mix_n,
             "job": self.job[:200],
             "job_since_ts": _num(self.job_since_ts),
+            "workload_ts": _num(self.workload_ts),
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -149,6 +155,8 @@ class SignalContext:
         self.job = str(data.get("job") or "")
         since = data.get("job_since_ts")
         self.job_since_ts = float(since) if isinstance(since, (int, float)) else math.nan
+        last = data.get("workload_ts")
+        self.workload_ts = float(last) if isinstance(last, (int, float)) else math.nan
 
 
 def _num(value: float) -> float | None:

@@ -6,8 +6,9 @@ fast: a new workload, or a deviation the operator accepted). Events are report `
 (docs/spec/report-format.md). Operators accept a new normal with ``accept(...)``; an incident
 left unacknowledged for ``accept_after_h`` is accepted automatically, with an event saying so.
 
-Lag is not drift: bins the engine flags ``transient`` (the facility still settling after a stage
-or load change) never reach a detector.
+Lag is not drift: residuals against the engine's lag model skip bins the engine flags
+``transient`` (the facility still settling after a stage or load change); the other residuals
+compare quantities that move together within a bin, so a lag cannot move them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift.attribution import CAUSES, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.cooling_model import CoolingUnitModel
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.threshold import threshold_for_target
 
@@ -34,6 +36,7 @@ HOLDS: dict[str, frozenset[str]] = {
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
+WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
     "power_chain": ("it",),
@@ -62,14 +65,18 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
     """Per-channel tuning; every CUSUM threshold comes from the configured false-alarm target."""
     base = ChannelParams(n_slots=len(STAGE_SLOTS), threshold_h=1.0)
     block_s = base.block_bins * bin_s
-    h = threshold_for_target(config.false_alarms_per_30d, block_s, 2 * len(CHANNELS), base.k, margin)
+    n_detectors = 2 * len(CHANNELS)
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, base.k, margin)
     per_day_bins = 86400.0 / bin_s
     common = replace(base, threshold_h=h, loc_halflife_bins=per_day_bins)
     return {
-        "it": replace(common, min_effect=1.0, min_scale=0.1),
-        "cooling": replace(common, min_effect=1.5, min_scale=0.3),
-        "gpu": replace(common, min_effect=1.0, min_scale=0.1),
-        "thermal": replace(common, min_effect=0.3, min_scale=0.05),
+        "it": replace(common, min_effect=1.0, min_bin_scale=0.2),
+        # The cooling unit's efficiency wanders with the weather, which nobody measures here: its
+        # level follows a local trend fast, so only changes faster than weather stand out.
+        "cooling": replace(common, min_effect=2.0, min_bin_scale=0.3, loc_halflife_bins=7200.0 / bin_s,
+                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s)),
+        "gpu": replace(common, min_effect=1.0, min_bin_scale=0.2),
+        "thermal": replace(common, min_effect=0.2, min_bin_scale=0.03),
     }
 
 
@@ -94,6 +101,7 @@ class DriftMonitor:
     def _reset(self) -> None:
         self.channels = {name: ResidualChannel(name, params) for name, params in self._params.items()}
         self.context = SignalContext()
+        self.cooling_model = CoolingUnitModel()
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
@@ -138,14 +146,36 @@ class DriftMonitor:
             events += self._workload_change(sample)
         if math.isfinite(self._workload_until) and ts >= self._workload_until:
             events += self._end_workload(sample)
-        if not sample.transient:
-            slot = stage_slot(sample.stage)
-            for name, residual in residuals(sample).items():
-                transition = self.channels[name].add(residual, slot, ts)
-                if transition is not None:
-                    events += self._on_transition(name, transition, sample)
+        slot = stage_slot(sample.stage)
+        for name, residual in self._residuals(sample).items():
+            # The unit model is not per stage: one location (slot 0) for the unit's residual.
+            where = 0 if name == "cooling" and self.cooling_model.source else slot
+            transition = self.channels[name].add(residual, where, ts)
+            if transition is not None:
+                events += self._on_transition(name, transition, sample)
         events += self._auto_accept(ts)
         return events
+
+    def _residuals(self, sample: ComponentSample) -> dict[str, float]:
+        """This bin's residual per channel (NaN = no evidence in this bin).
+
+        IT, GPU and inlet spread compare quantities that move together within a bin (PDU with GPU
+        load, GPU power with work rate, inlet sensors with each other), so settling bins count.
+        The cooling side uses the unit's own model (power for the load it carries now) when the
+        unit reports its load or fan speed; otherwise the engine's lag-model expectation, which
+        is meaningless while the facility is settling, so ``transient`` bins are skipped.
+        """
+        out = residuals(sample)
+        # The unit model learns only from calm data: never from a shift being accumulated.
+        cooling = self.channels["cooling"]
+        learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
+        unit = self.cooling_model.residual_pct(
+            sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn)
+        if self.cooling_model.source:
+            out["cooling"] = unit
+        elif sample.transient:
+            out["cooling"] = math.nan
+        return out
 
     def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if tr.kind == "onset":
@@ -159,7 +189,10 @@ class DriftMonitor:
         verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
-            incident.channels.add(name)
+            if verdict.cause == "workload":
+                self._begin_relearn(tr.ts)  # still changing: keep re-learning
+            else:
+                incident.channels.add(name)
             return []
         incident = Incident(
             cause=verdict.cause,
@@ -174,9 +207,8 @@ class DriftMonitor:
         self.incidents[verdict.cause] = incident
         evidence = evidence_for(name, tr, self.channels, self.context)
         if verdict.cause == "workload":
-            self._start_relearn(("gpu",), tr.ts)
-            self._workload_until = tr.ts + self.relearn_s
-            self.context.resync()
+            self._begin_relearn(tr.ts)
+            incident.channels.clear()  # re-learning, not a deviation to clear or accept
         pct = _pct(name, tr, self.channels, stage_slot(sample.stage))
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
@@ -197,16 +229,30 @@ class DriftMonitor:
         return []
 
     # ------------------------------------------------------------------------------ workload
+    def _begin_relearn(self, ts: float) -> None:
+        """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre."""
+        self._start_relearn(WORKLOAD_COMPONENTS, ts)
+        for name in WORKLOAD_COMPONENTS:
+            channel = self.channels[name]
+            for cause, incident in list(self.incidents.items()):
+                if name in incident.channels and cause != "workload":
+                    incident.channels.discard(name)
+                    if not incident.channels:
+                        del self.incidents[cause]
+            channel.start_grace(ts + self.relearn_s)
+        self._workload_until = ts + self.relearn_s
+        self.context.workload_ts = ts
+        self.context.resync()
+
     def _workload_change(self, sample: ComponentSample) -> list[dict[str, object]]:
         ts = float(sample.ts)
-        self._start_relearn(("gpu",), ts)
-        self.channels["gpu"].start_grace(ts + self.relearn_s)
-        self._workload_until = ts + self.relearn_s
+        self._begin_relearn(ts)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, ts, 0.0, "gpu", set(), sample.job)
         text = (f"New job {sample.job!r} replaced the previous one: its GPU profile is re-learned "
                 "(not a fault).")
-        extra = {"job": sample.job, "relearn": ["gpu"], "relearn_until": ts + self.relearn_s}
+        extra = {"job": sample.job, "relearn": list(WORKLOAD_COMPONENTS),
+                 "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
         evidence = [{"signal": "job", "to": sample.job, "since": ts}]
@@ -293,6 +339,7 @@ class DriftMonitor:
             "version": STATE_VERSION,
             "channels": {name: ch.state() for name, ch in self.channels.items()},
             "context": self.context.state(),
+            "cooling_model": self.cooling_model.state(),
             "incidents": [
                 {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
                  "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
@@ -319,6 +366,9 @@ class DriftMonitor:
             context = state["context"]
             assert isinstance(context, dict)
             self.context.restore(context)
+            cooling = state["cooling_model"]
+            assert isinstance(cooling, dict)
+            self.cooling_model.restore(cooling)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:

@@ -3,7 +3,10 @@
 Why: the detector must be testable without the engine or the twin — on streams whose truth is
 known exactly. Residual noise is AR(1) per component (the engine's errors persist for minutes),
 with a daily wobble on the cooling side (COP follows the outdoor cycle), and stage changes start
-a lag transient that the engine flags ``transient`` while the facility settles.
+a lag transient that the engine flags ``transient`` while the facility settles: the cooling unit
+removes (and its fans follow) the rack's heat late, so the engine's expectation is off while
+the unit's power for its own load is not. ``unit_fan=False`` hides the fan speed, leaving only
+the engine's lag-model residual on the cooling side.
 This is a test instrument, not a model of a rack: see ``agent.sim`` for the physics.
 """
 
@@ -19,7 +22,7 @@ from agent.engine.components import ComponentSample
 
 STAGE_LEVELS_W = {"forward_backward": 10000.0, "grad_sync": 6000.0, "checkpoint": 3000.0,
                   "eval": 7000.0, "data_load": 3500.0, "idle": 1500.0}  # fmt: skip
-NOISE_PCT = {"it": 0.5, "cooling": 1.5, "gpu": 0.7}
+NOISE_PCT = {"it": 0.5, "cooling": 1.0, "gpu": 0.7}
 SPREAD_NOISE_C = 0.15
 
 
@@ -49,6 +52,7 @@ def stream(
     transient_bins: int = 6,
     lag_pct: float = 12.0,
     noise_scale: float = 1.0,
+    unit_fan: bool = True,
 ) -> Iterator[ComponentSample]:
     """Yield one sample per bin for ``days`` days; deterministic per ``seed``."""
     rng = np.random.default_rng(seed)
@@ -84,11 +88,14 @@ def stream(
         gpu_exp = base
         gpu_w = base * gpu_profile * (1 + (ar["gpu"] + shifts["gpu"]) / 100)
         it_exp = gpu_w * 1.08 + 2000.0
-        it_w = it_exp * (1 + (ar["it"] + shifts["it"] + 0.3 * shifts["thermal"] + lag * 0.1) / 100)
+        it_w = it_exp * (1 + (ar["it"] + shifts["it"] + 0.3 * shifts["thermal"]) / 100)
         cool_exp = 0.35 * it_w
+        unit_load_w = it_w * (1 + lag / 100)  # the heat the unit removes lags the rack's heat
         daily = 0.4 * math.sin(2 * math.pi * t / 86400.0)
         setpoint_effect = -2.5 * shifts["setpoint"]  # a lower setpoint costs ≈ 2.5 %/°C
-        cool_w = cool_exp * (1 + (ar["cooling"] + daily + shifts["cooling"] + setpoint_effect + lag) / 100)
+        cool_pct = ar["cooling"] + daily + shifts["cooling"] + setpoint_effect
+        cool_w = 0.35 * unit_load_w * (1 + cool_pct / 100)
+        fan = 60.0 * unit_load_w / 12000.0 if unit_fan else math.nan
         spread = 1.5 + base / 10000.0 + ar["thermal"] + shifts["thermal"]
         work_rate = 1000.0 * base / 10000.0 if stage == "forward_backward" else math.nan
         if shifts["workload"]:
@@ -109,7 +116,7 @@ def stream(
             cooling_expected_w=cool_exp,
             inlet_mean_c=24.0 + 0.5 * shifts["thermal"] + shifts["setpoint"] + 0.05 * ar["thermal"],
             inlet_spread_c=spread,
-            fan_pct=60.0,
+            fan_pct=fan,
             setpoint_c=22.0 + shifts["setpoint"],
         )
 
