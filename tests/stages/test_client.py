@@ -7,6 +7,8 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.stages.client import StageClient
 from agent.stages.hints import parse_hint
 from tests.conftest import free_port
@@ -38,6 +40,7 @@ def _busy_step(step_s: float) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_training_loop_is_not_slowed_with_the_agent_stopped(sock_dir: Path) -> None:
     """Thousands of calls per second against an absent agent cost < 1 % of a realistic step.
 
@@ -60,10 +63,10 @@ def test_training_loop_is_not_slowed_with_the_agent_stopped(sock_dir: Path) -> N
     cost_s = min(per_block_s)
     overhead = cost_s * blocks_per_step / step_s
 
-    # end-to-end, for the record: 300 steps with and without the client
+    # end-to-end, for the record: 150 steps with and without the client
     def loop(use_client: bool) -> float:
         t = time.perf_counter()
-        for _ in range(300):
+        for _ in range(150):
             for name in names:
                 if use_client:
                     with client.stage(name):
