@@ -8,6 +8,8 @@ simulated time going ``speed`` times faster than real time.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
 from typing import Protocol
 
@@ -49,3 +51,45 @@ class ScaledClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds) / self.speed)
+
+
+class VirtualClock:
+    """Simulated time that jumps to the next sleeper as soon as every task is waiting.
+
+    For benchmarks and tests that must cover days in minutes without skipping ticks: time is as
+    fast as the CPU allows and never faster. ``run()`` is the time keeper: start it as a task
+    next to the code under test. Work done in other threads (the MQTT client) does not hold
+    time back.
+    """
+
+    speed = float("inf")
+
+    def __init__(self, start: float | None = None, idle_spins: int = 3) -> None:
+        self._now = time.time() if start is None else float(start)
+        self._waiters: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self.idle_spins = idle_spins
+
+    def time(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (self._now + max(0.0, seconds), next(self._order), fut))
+        await fut
+
+    async def run(self) -> None:
+        while True:
+            for _ in range(self.idle_spins):  # let every runnable task reach its next await
+                await asyncio.sleep(0)
+            while self._waiters and self._waiters[0][2].done():  # cancelled sleepers
+                heapq.heappop(self._waiters)
+            if not self._waiters:
+                await asyncio.sleep(0.001)
+                continue
+            deadline = self._waiters[0][0]
+            self._now = max(self._now, deadline)
+            while self._waiters and self._waiters[0][0] <= deadline:
+                fut = heapq.heappop(self._waiters)[2]
+                if not fut.done():
+                    fut.set_result(None)

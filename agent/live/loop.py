@@ -39,6 +39,7 @@ MessageObserver = Callable[[str, str, dict[str, Any]], None]  # kind, topic, pay
 FrameSink = Callable[[TraceChunk], None]
 
 STATE_FILE = "engine.state"
+HEALTH_CHECK_S = 5.0  # how often a change of device health is looked for (it then publishes status)
 SPOOL_DIR = "spool"
 
 
@@ -102,6 +103,7 @@ class LiveAgent:
         self.reloads = 0
         self.reload_failures = 0
         self.stage_now: Any = None
+        self._last_health: tuple[Any, ...] = ()
 
     # ---- control (safe from signal handlers) -----------------------------------------------
     def request_stop(self) -> None:
@@ -119,11 +121,12 @@ class LiveAgent:
 
     @property
     def status_interval_s(self) -> float:
-        return self._status_interval_s or max(5.0, min(60.0, self.config.mqtt.summary_interval_s))
+        """Heartbeat of the retained status; a change of device health is published within 5 s."""
+        return self._status_interval_s or 600.0
 
     @property
     def baseline_interval_s(self) -> float:
-        return self._baseline_interval_s or max(300.0, 5 * self.config.mqtt.summary_interval_s)
+        return self._baseline_interval_s or max(900.0, 5 * self.config.mqtt.summary_interval_s)
 
     @property
     def topics(self) -> Topics:
@@ -215,6 +218,7 @@ class LiveAgent:
         now = self.clock.time()
         next_tick = now + self.config.agent.tick_s
         next_status = now + self.status_interval_s
+        next_health_check = now + HEALTH_CHECK_S
         next_baselines = now + min(self.baseline_interval_s, 60.0)
         next_summary = now + self.config.mqtt.summary_interval_s
         next_save = time.monotonic() + self.save_interval_s
@@ -240,7 +244,13 @@ class LiveAgent:
             if now >= next_baselines:
                 self._emit_baselines(now)
                 next_baselines = now + self.baseline_interval_s
+            if now >= next_health_check:
+                next_health_check = now + HEALTH_CHECK_S
+                signature = self._health_signature()
+                if signature != self._last_health:
+                    next_status = now  # a device failed or recovered: say so now
             if now >= next_status:
+                self._last_health = self._health_signature()
                 self._refresh_status()
                 next_status = now + self.status_interval_s
             mono = time.monotonic()
@@ -252,6 +262,7 @@ class LiveAgent:
                 next_wd = mono + wd_interval
 
     async def _sleep_until(self, t: float) -> None:
+        """Sleep on the agent's clock until ``t``, or until a stop or reload request."""
         remaining = t - self.clock.time()
         if remaining <= 0:
             await asyncio.sleep(0)
@@ -259,10 +270,13 @@ class LiveAgent:
         self._wake.clear()
         if self._stop_requested or self._reload_requested:
             return
+        sleeper = asyncio.ensure_future(self.clock.sleep(remaining))
+        waker = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout=remaining / self.clock.speed)
-        except TimeoutError:
-            pass
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
 
     def make_row(self, ts: float, signals: dict[str, float]) -> Row:
         """The row for one tick: fresh samples plus the stage the timeline says now."""
@@ -394,6 +408,11 @@ class LiveAgent:
             body["stage"] = {"stage": self.stage_now.stage, "source": self.stage_now.source,
                              "job": self.stage_now.job}
         return body
+
+    def _health_signature(self) -> tuple[Any, ...]:
+        devices = self.poller.health_dict() if self.poller else {}
+        return (tuple(sorted(d for d, h in devices.items() if h["ok"])), self.engine_errors > 0,
+                self.reloads, self.reload_failures)
 
     def _refresh_status(self) -> None:
         devices = self.poller.health_dict() if self.poller else {}

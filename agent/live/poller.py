@@ -134,6 +134,6 @@ class Poller:
             await self.poll_once(driver)
             next_at += interval_s * (1 + self._rng.uniform(-JITTER_FRAC, JITTER_FRAC))
             now = self.clock.time()
-            if next_at < now:  # overran: start again from now rather than bursting to catch up
-                next_at = now
+            if next_at < now:  # overran: skip the missed slots (never a burst, never a busy loop)
+                next_at = now + interval_s * 0.5
             await self.clock.sleep(next_at - now)
