@@ -61,6 +61,9 @@ def window_record(engine: Engine) -> dict[str, Any]:
             ((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6
         )
         rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh, cooling_predicted_kwh=cool_kwh)
+        # the model alone, without the recent residual level: where a confirmed drift shows as a gap
+        level_kwh = float((engine.bias_it + engine.bias_cool[engine.best]) * dur.sum() / 3.6e6)
+        rec["baseline_kwh"] = it_kwh + cool_kwh - level_kwh
     stage_tot = wb.stage_s[:n].sum(axis=0)
     rec["stage"] = engine.slots.name(int(np.argmax(stage_tot)))
     rec["transient_frac"] = round(float((dur * wb.transient[:n]).sum() / max(length, 1e-9)), 3)
