@@ -101,3 +101,11 @@ def _shift(src: Path, dst: Path, by_s: float) -> None:
             line = f"{float(ts) + by_s:.0f},{rest}"
         out.append(line)
     dst.write_text("\n".join(out) + "\n")
+
+
+def test_html_hook_renders_the_report(trace: Path, tmp_path: Path) -> None:
+    pytest.importorskip("agent.report")
+    html = tmp_path / "r.html"
+    assert main(["replay", str(trace), "--report", str(tmp_path / "r.jsonl"), "--html", str(html)]) == 0
+    text = html.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html") and len(text) > 1000
