@@ -247,3 +247,15 @@ def test_component_samples_carry_the_cooling_units_reported_load() -> None:
     if "cooling_load_w" in {f.name for f in dataclasses.fields(ComponentSample)}:
         assert seen[-1].cooling_load_w == pytest.approx(0.3 * 50000.0)
     assert all(math.isfinite(s.it_expected_w) and math.isfinite(s.cooling_expected_w) for s in seen)
+
+
+def test_energy_by_stage_adds_up_to_the_measured_energy(synth_8h_run: tuple[Engine, list[dict]]) -> None:
+    _, recs = synth_8h_run
+    by_stage = recs[-1]["payload"]["energy_kwh"]
+    wins = _windows(recs)
+    assert all(w["coverage"] > 0.99 for w in wins)
+    it_total = sum(w["it_measured_kwh"] for w in wins)
+    cool_total = sum(w["cooling_measured_kwh"] for w in wins)
+    assert sum(v["it"] for v in by_stage.values()) == pytest.approx(it_total, rel=1e-3)
+    assert sum(v["cooling"] for v in by_stage.values()) == pytest.approx(cool_total, rel=1e-3)
+    assert by_stage["forward_backward"]["cooling"] > by_stage["idle"]["cooling"]
