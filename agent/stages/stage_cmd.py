@@ -59,29 +59,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _send(data: bytes, args: argparse.Namespace) -> tuple[str, str]:
-    """Send the datagram; returns (where, error text or "")."""
-    udp_port = args.udp
-    if (
-        udp_port is None
-        and args.socket is None
-        and os.environ.get("RACKWATT_STAGE_UDP", "").isdigit()
-        and not os.environ.get("RACKWATT_STAGE_SOCKET")
-    ):
-        udp_port = int(os.environ["RACKWATT_STAGE_UDP"])
-    if udp_port is not None:
-        target = f"udp 127.0.0.1:{udp_port}"
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                sock.connect(("127.0.0.1", udp_port))
-                sock.send(data)
-                # a closed port answers with ICMP; a short wait surfaces it as ECONNREFUSED
-                sock.settimeout(0.05)
-                with contextlib.suppress(TimeoutError):
-                    sock.recv(1)
-        except OSError as exc:
-            return target, exc.strerror or str(exc)
-        return target, ""
+    """Send the datagram like the client does: the Unix socket, falling back to UDP loopback
+    when ``$RACKWATT_STAGE_UDP`` is set; ``--udp`` sends over UDP only. Returns (where, error)."""
+    if args.udp is not None:
+        return _send_udp(data, args.udp)
     path = args.socket or os.environ.get("RACKWATT_STAGE_SOCKET") or DEFAULT_SOCKET
+    target, error = _send_unix(data, path)
+    env_port = os.environ.get("RACKWATT_STAGE_UDP", "").strip()
+    if error and args.socket is None and env_port.isdigit():
+        udp_target, udp_error = _send_udp(data, int(env_port))
+        if not udp_error:
+            return udp_target, ""
+        return f"{target} or {udp_target}", f"{error}; {udp_error}"
+    return target, error
+
+
+def _send_unix(data: bytes, path: str) -> tuple[str, str]:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
             sock.setblocking(False)
@@ -89,3 +82,18 @@ def _send(data: bytes, args: argparse.Namespace) -> tuple[str, str]:
     except OSError as exc:
         return path, exc.strerror or str(exc)
     return path, ""
+
+
+def _send_udp(data: bytes, port: int) -> tuple[str, str]:
+    target = f"udp 127.0.0.1:{port}"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("127.0.0.1", port))
+            sock.send(data)
+            # a closed port answers with ICMP; a short wait surfaces it as ECONNREFUSED
+            sock.settimeout(0.05)
+            with contextlib.suppress(TimeoutError):
+                sock.recv(1)
+    except OSError as exc:
+        return target, exc.strerror or str(exc)
+    return target, ""

@@ -66,3 +66,14 @@ def test_invalid_label_or_rate_is_a_usage_error(sock_dir: Path, capsys) -> None:
     assert "invalid label 'Check-Point'" in capsys.readouterr().err
     assert main(["stage", "eval", "--work-rate", "-3", "--socket", str(sock_dir / "x.sock")]) == 2
     assert main(["stage", "eval", "--job", "bad job id", "--socket", str(sock_dir / "x.sock")]) == 2
+
+
+def test_falls_back_to_udp_from_the_environment(sock_dir: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    port = free_port(socket.SOCK_DGRAM)
+    monkeypatch.setenv("RACKWATT_STAGE_SOCKET", str(sock_dir / "absent.sock"))
+    monkeypatch.setenv("RACKWATT_STAGE_UDP", str(port))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", port))
+        rx.settimeout(2)
+        assert main(["stage", "eval"]) == 0
+        assert parse_hint(rx.recv(2048), "udp").stage == "eval"
