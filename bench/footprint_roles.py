@@ -106,7 +106,9 @@ def role_agent(argv: list[str]) -> int:
     from agent.config.loader import load_config
     from agent.live.logsetup import setup_logging
     from agent.live.loop import LiveAgent
-    from agent.live.run_cmd import serve
+    from agent.live.run_cmd import serve, skip_unused_imports
+
+    skip_unused_imports()  # as `rackwatt run` does, before any driver is imported
     from agent.sim.devices.fake_nvml import FakeNvml
 
     config_path, raw_out = Path(argv[0]), Path(argv[1])

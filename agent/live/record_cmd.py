@@ -21,7 +21,7 @@ import numpy as np
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
-from agent.live.run_cmd import DEFAULT_CONFIG, load_or_report, serve
+from agent.live.run_cmd import DEFAULT_CONFIG, load_or_report, serve, skip_unused_imports
 from agent.trace.model import TraceChunk, TraceMeta
 from agent.trace.writer import TraceWriter
 
@@ -105,6 +105,7 @@ async def _record(agent: LiveAgent, duration_s: float | None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    skip_unused_imports()
     setup_logging(args.verbose)
     config = load_or_report(args.config, args.conf_d)
     if config is None:
