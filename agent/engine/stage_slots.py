@@ -12,6 +12,7 @@ the one place that knows which inferrer is used.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,13 +60,10 @@ class StageSlots:
 
     def slots_of(self, labels: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Slot per row for an object array of labels ("" → unknown)."""
-        out = np.zeros(labels.shape[0], dtype=np.int64)
         if not labels.size:
-            return out
-        uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+            return np.zeros(0, dtype=np.int64)
         last_ts = float(ts[-1])
-        table = np.array([self.slot(str(u), last_ts) for u in uniq], dtype=np.int64)
-        return table[inv]
+        return map_runs(labels, lambda u: self.slot(u, last_ts), np.int64)
 
     def name(self, i: int) -> str:
         return str(self.names[i]) or UNKNOWN
@@ -79,16 +77,29 @@ class StageSlots:
         self._reindex()
 
 
+def map_runs(values: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
+    """``fn`` applied per row, computed once per run of equal values (labels come in long runs)."""
+    n = values.shape[0]
+    starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
+    cache: dict[str, Any] = {}
+    mapped = []
+    for v in values[starts].tolist():
+        key = "" if v is None else str(v)
+        if key not in cache:
+            cache[key] = fn(key)
+        mapped.append(cache[key])
+    lengths = np.diff(np.concatenate((starts, [n])))
+    return np.repeat(np.array(mapped, dtype=dtype), lengths)
+
+
 def valid_hints(stage: np.ndarray) -> tuple[np.ndarray, int]:
     """Hint labels with malformed ones blanked, and how many rows were malformed."""
     if not stage.size:
         return stage, 0
-    uniq, inv = np.unique(stage.astype(str), return_inverse=True)
-    ok = np.array([bool(u == "" or LABEL_RE.match(u)) for u in uniq])
+    ok = map_runs(stage, lambda u: bool(u == "" or LABEL_RE.match(u)), bool)
     if ok.all():
         return stage, 0
-    cleaned = np.where(ok, uniq, "").astype(object)[inv]
-    return cleaned, int((~ok[inv]).sum())
+    return np.where(ok, stage, "").astype(object), int((~ok).sum())
 
 
 class StageSource:
