@@ -202,7 +202,8 @@ def learn_window(engine: Engine) -> None:
                 np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots
             )
 
-    has_cooling = bool(engine.rows.signals.indices("crac.", ".power_w"))
+    # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
+    has_cooling = float(engine.cool.weight.max()) > 0
     cool_ready = float(engine.cool.weight.min()) >= WARMUP_H or not has_cooling
     if not engine.warm and engine.it.weight[0] >= WARMUP_H and cool_ready:
         engine.warm = True

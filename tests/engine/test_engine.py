@@ -259,3 +259,14 @@ def test_energy_by_stage_adds_up_to_the_measured_energy(synth_8h_run: tuple[Engi
     assert sum(v["it"] for v in by_stage.values()) == pytest.approx(it_total, rel=1e-3)
     assert sum(v["cooling"] for v in by_stage.values()) == pytest.approx(cool_total, rel=1e-3)
     assert by_stage["forward_backward"]["cooling"] > by_stage["idle"]["cooling"]
+
+
+def test_a_cooling_column_that_never_reports_does_not_block_warm_up() -> None:
+    chunks = synth.chunks(4 / 24, seed=2, chunk_rows=2000)
+    for c in chunks:
+        c.numeric["crac.c1.power_w"][:] = np.nan
+    _, recs = run_engine(chunks)
+    wins = _windows(recs)
+    assert any(w["it_predicted_kwh"] is not None for w in wins)
+    assert all(w["measured_kwh"] is None and w["coverage"] == 0.0 for w in wins)  # facility unknown
+    assert all(w["it_measured_kwh"] is not None for w in wins)
