@@ -45,22 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    # First pass: find the command so its module can add its own arguments.
-    known, _ = parser.parse_known_args(argv)
-    if known.command is None:
+    # The command is the first word that is not an option; its module adds its own arguments
+    # before the real parse, so that `rackwatt CMD --help` lists them.
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in COMMANDS:
+        parser.parse_args(argv)  # --help, --version, or argparse's error for a bad command
         parser.print_help()
         return 2
-    module_name = COMMANDS[known.command][0]
+    module_name = COMMANDS[command][0]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            print(f"rackwatt {known.command}: not available in this build", file=sys.stderr)
+            print(f"rackwatt {command}: not available in this build", file=sys.stderr)
             return 2
         raise
-    parser = build_parser()
     sub_action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    module.configure(sub_action.choices[known.command])
+    module.configure(sub_action.choices[command])
     args = parser.parse_args(argv)
     try:
         return int(module.run(args) or 0)

@@ -24,3 +24,15 @@ def test_help_lists_every_subcommand() -> None:
     assert result.returncode == 0
     for name in COMMANDS:
         assert name in result.stdout
+
+
+def test_subcommand_help_lists_its_own_options() -> None:
+    result = _rackwatt("replay", "--help")
+    assert result.returncode == 0
+    assert "--report" in result.stdout and "--window" in result.stdout
+
+
+def test_unknown_command_is_an_error() -> None:
+    result = _rackwatt("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
