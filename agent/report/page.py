@@ -103,7 +103,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
     non_compute = sum(v for k, v in energy.items() if k in NON_COMPUTE_STAGES)
     last = data.last_summary or {}
     per_stage = last.get("stages") or {}
-    lag = last.get("lag") if isinstance(last.get("lag"), dict) else {}
+    lag_entry = last.get("lag")
+    lag: dict[str, Any] = lag_entry if isinstance(lag_entry, dict) else {}
     table = []
     for i, stage in enumerate(data.stages):
         entry = per_stage.get(stage, {}) if isinstance(per_stage, dict) else {}
