@@ -101,7 +101,9 @@ def start_broker(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     conf = tmp / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    proc = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -141,13 +143,15 @@ def phase_live(tmp: Path, minutes: float, broker_port: int) -> dict[str, Any]:
     pdus = "".join(
         f'[[pdu]]\nid = "{p}"\nhost = "127.0.0.1"\nport = {ports[p]}\nversion = "2c"\n'
         f'community_file = "{tmp / "community"}"\nprofile = "apc_rpdu2"\ninterval_s = 1.0\n\n'
-        for p in ("a", "b"))
+        for p in ("a", "b")
+    )
     config.write_text(
         f'[agent]\nsite = "bench"\nrack = "r1"\nstate_dir = "{tmp / "state-live"}"\ntick_s = 1.0\n\n'
         f'[mqtt]\nhost = "127.0.0.1"\nport = {broker_port}\n\n[nvml]\nenabled = true\ninterval_s = 1.0\n\n'
-        f'[stages]\nsocket_path = false\n\n{pdus}'
+        f"[stages]\nsocket_path = false\n\n{pdus}"
         f'[[crac]]\nid = "1"\nhost = "127.0.0.1"\nport = {ports["crac"]}\nprofile = "liebert_icom"\n'
-        f'interval_s = 1.0\n')
+        f"interval_s = 1.0\n"
+    )
     raw_out = tmp / "raw-live.json"
     log_path = tmp / "agent-live.log"
     with open(log_path, "wb") as log_file:
@@ -169,9 +173,16 @@ def phase_live(tmp: Path, minutes: float, broker_port: int) -> dict[str, Any]:
         stop(agent)
         stop(devices)
     raw = json.loads(raw_out.read_text()) if raw_out.exists() else {}
-    return {"cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0), "rss_mb": rss_mb, "peak_rss_mb": peak_mb,
-            "rss_first_mb": rss_samples[0] if rss_samples else rss_mb, "measured_s": t1 - t0,
-            "signals": raw.get("signals"), "devices_ok": raw.get("devices_ok"), "log": str(log_path)}
+    return {
+        "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+        "rss_mb": rss_mb,
+        "peak_rss_mb": peak_mb,
+        "rss_first_mb": rss_samples[0] if rss_samples else rss_mb,
+        "measured_s": t1 - t0,
+        "signals": raw.get("signals"),
+        "devices_ok": raw.get("devices_ok"),
+        "log": str(log_path),
+    }
 
 
 def phase_accelerated(tmp: Path, days: float, broker_port: int) -> dict[str, Any]:
@@ -180,15 +191,25 @@ def phase_accelerated(tmp: Path, days: float, broker_port: int) -> dict[str, Any
     log_path = tmp / "agent-accel.log"
     started = time.monotonic()
     with open(log_path, "wb") as log_file:
-        agent = role("accelerated", str(tmp / "state-accel"), str(broker_port), str(days), str(raw_out),
-                     stdout=subprocess.PIPE, stderr=log_file)
+        agent = role(
+            "accelerated",
+            str(tmp / "state-accel"),
+            str(broker_port),
+            str(days),
+            str(raw_out),
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+        )
     samples: list[dict[str, float]] = []
     assert agent.stdout is not None
     for line in agent.stdout:
         sample = json.loads(line)
         samples.append(sample)
-        print(f"  day {sample['day']:5.1f}: RSS {sample['rss_mb']:.1f} MB, peak {sample['peak_mb']:.1f} MB",
-              file=sys.stderr, flush=True)
+        print(
+            f"  day {sample['day']:5.1f}: RSS {sample['rss_mb']:.1f} MB, peak {sample['peak_mb']:.1f} MB",
+            file=sys.stderr,
+            flush=True,
+        )
     code = agent.wait(timeout=60)
     elapsed = time.monotonic() - started
     time.sleep(1.0)
@@ -197,15 +218,26 @@ def phase_accelerated(tmp: Path, days: float, broker_port: int) -> dict[str, Any
         sys.exit(f"footprint: the accelerated agent failed ({code}):\n{log_path.read_text()[-3000:]}")
     raw = json.loads(raw_out.read_text())
     sim_hours = raw["sim_s"] / 3600
-    return {"samples": samples, "sim_hours": sim_hours, "real_s": elapsed, "bytes": counter.bytes,
-            "messages": counter.messages, "bytes_by_kind": counter.bytes_by_kind,
-            "published_per_hour": counter.bytes / sim_hours, "raw_per_hour": raw["raw_bytes_per_s"] * 3600,
-            "rows": raw["rows"], "signals": raw["signals"], "log": str(log_path)}
+    return {
+        "samples": samples,
+        "sim_hours": sim_hours,
+        "real_s": elapsed,
+        "bytes": counter.bytes,
+        "messages": counter.messages,
+        "bytes_by_kind": counter.bytes_by_kind,
+        "published_per_hour": counter.bytes / sim_hours,
+        "raw_per_hour": raw["raw_bytes_per_s"] * 3600,
+        "rows": raw["rows"],
+        "signals": raw["signals"],
+        "log": str(log_path),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=3.0, help="phase A measuring time (after 20 s warm-up)")
+    parser.add_argument(
+        "--minutes", type=float, default=3.0, help="phase A measuring time (after 20 s warm-up)"
+    )
     parser.add_argument("--days", type=float, default=30.0, help="phase B simulated days")
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-accelerated", action="store_true")
@@ -217,26 +249,43 @@ def main(argv: list[str] | None = None) -> int:
     broker, port = start_broker(tmp)
     try:
         if not args.skip_live:
-            print(f"phase A: rackwatt run, 2 PDUs × 24 outlets + 1 cooling unit + 8 GPUs at 1 Hz, "
-                  f"{args.minutes:g} min", file=sys.stderr, flush=True)
+            print(
+                f"phase A: rackwatt run, 2 PDUs × 24 outlets + 1 cooling unit + 8 GPUs at 1 Hz, "
+                f"{args.minutes:g} min",
+                file=sys.stderr,
+                flush=True,
+            )
             a = phase_live(tmp, args.minutes, port)
-            print(f"live: CPU {a['cpu_pct']:.2f} % of one core over {a['measured_s']:.0f} s "
-                  f"(target ≤ 3 %); RSS {a['rss_mb']:.1f} MB, peak {a['peak_rss_mb']:.1f} MB (target ≤ 70 MB); "
-                  f"RSS first/last sample {a['rss_first_mb']:.1f}/{a['rss_mb']:.1f} MB; "
-                  f"{a['signals']} signals per tick; devices ok: {a['devices_ok']}")
+            print(
+                f"live: CPU {a['cpu_pct']:.2f} % of one core over {a['measured_s']:.0f} s "
+                f"(target ≤ 3 %); RSS {a['rss_mb']:.1f} MB, peak {a['peak_rss_mb']:.1f} MB (target ≤ 70 MB); "
+                f"RSS first/last sample {a['rss_first_mb']:.1f}/{a['rss_mb']:.1f} MB; "
+                f"{a['signals']} signals per tick; devices ok: {a['devices_ok']}"
+            )
         if not args.skip_accelerated:
-            print(f"phase B: {args.days:g} simulated days, as fast as the CPU allows", file=sys.stderr, flush=True)
+            print(
+                f"phase B: {args.days:g} simulated days, as fast as the CPU allows",
+                file=sys.stderr,
+                flush=True,
+            )
             b = phase_accelerated(tmp, args.days, port)
             rss = [s["rss_mb"] for s in b["samples"]]
             day1 = next((s["rss_mb"] for s in b["samples"] if s["day"] >= 1), rss[0])
             ratio = b["raw_per_hour"] / b["published_per_hour"]
-            print(f"accelerated: {b['sim_hours'] / 24:.1f} days in {b['real_s']:.0f} s, {b['rows']} rows; "
-                  f"RSS after day 1 {day1:.1f} MB, last {rss[-1]:.1f} MB, max {max(rss):.1f} MB, "
-                  f"peak {b['samples'][-1]['peak_mb']:.1f} MB (flat: last − day 1 = {rss[-1] - day1:+.1f} MB)")
-            per_kind = ", ".join(f"{k} {v / b['sim_hours'] / 1024:.1f}" for k, v in sorted(b["bytes_by_kind"].items()))
-            print(f"bytes per rack-hour: published {b['published_per_hour'] / 1024:.1f} KiB ({per_kind} KiB); "
-                  f"raw 1 Hz JSON of the same {b['signals']} signals {b['raw_per_hour'] / 1024:.0f} KiB; "
-                  f"ratio {ratio:.0f}× (target ≥ 100×)")
+            print(
+                f"accelerated: {b['sim_hours'] / 24:.1f} days in {b['real_s']:.0f} s, {b['rows']} rows; "
+                f"RSS (agent + in-process twin) after day 1 {day1:.1f} MB, last {rss[-1]:.1f} MB, "
+                f"max {max(rss):.1f} MB, "
+                f"peak {b['samples'][-1]['peak_mb']:.1f} MB (flat: last − day 1 = {rss[-1] - day1:+.1f} MB)"
+            )
+            per_kind = ", ".join(
+                f"{k} {v / b['sim_hours'] / 1024:.1f}" for k, v in sorted(b["bytes_by_kind"].items())
+            )
+            print(
+                f"bytes per rack-hour: published {b['published_per_hour'] / 1024:.1f} KiB ({per_kind} KiB); "
+                f"raw 1 Hz JSON of the same {b['signals']} signals {b['raw_per_hour'] / 1024:.0f} KiB; "
+                f"ratio {ratio:.0f}× (target ≥ 100×)"
+            )
     finally:
         stop(broker)
     shutil.rmtree(tmp, ignore_errors=True)

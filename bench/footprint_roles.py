@@ -32,8 +32,10 @@ def raw_json_bytes(chunk: TraceChunk, topic_prefix: str = "rackwatt/v1/bench/r1/
         device = ".".join(parts[:2]) if len(parts) > 2 else parts[0]
         by_device.setdefault(device, {})[name[len(device) + 1 :]] = value
     ts = float(chunk.ts[0])
-    return sum(len(topic_prefix) + len(device) + len(json.dumps({"ts": ts, **signals}, separators=(",", ":")))
-               for device, signals in by_device.items())
+    return sum(
+        len(topic_prefix) + len(device) + len(json.dumps({"ts": ts, **signals}, separators=(",", ":")))
+        for device, signals in by_device.items()
+    )
 
 
 class RawMeter:
@@ -47,8 +49,10 @@ class RawMeter:
     def __call__(self, chunk: TraceChunk) -> None:
         self.bytes += raw_json_bytes(chunk)
         self.rows += 1
-        self.signals = max(self.signals, sum(1 for k, v in chunk.numeric.items()
-                                             if k != "work_rate" and math.isfinite(float(v[0]))))
+        self.signals = max(
+            self.signals,
+            sum(1 for k, v in chunk.numeric.items() if k != "work_rate" and math.isfinite(float(v[0]))),
+        )
 
 
 def _gpu_values(gpus: int) -> Callable[[], dict[int, dict[str, float]]]:
@@ -57,9 +61,17 @@ def _gpu_values(gpus: int) -> Callable[[], dict[int, dict[str, float]]]:
     def values() -> dict[int, dict[str, float]]:
         phase = math.sin(time.time() / 40.0)
         power = 450.0 + 250.0 * phase
-        return {i: {"power_w": power + 3 * i, "util_pct": 60 + 30 * phase, "mem_util_pct": 40.0,
-                    "temp_c": 60 + 10 * phase, "sm_clock_mhz": 1800.0, "power_limit_w": 700.0}
-                for i in range(gpus)}
+        return {
+            i: {
+                "power_w": power + 3 * i,
+                "util_pct": 60 + 30 * phase,
+                "mem_util_pct": 40.0,
+                "temp_c": 60 + 10 * phase,
+                "sm_clock_mhz": 1800.0,
+                "power_limit_w": 700.0,
+            }
+            for i in range(gpus)
+        }
 
     return values
 
@@ -87,7 +99,9 @@ def role_devices(argv: list[str]) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        servers: list[Any] = [SimSnmpPdu(pdu(p), ports[p], vendor="apc_rpdu2", outlets=24) for p in ("a", "b")]
+        servers: list[Any] = [
+            SimSnmpPdu(pdu(p), ports[p], vendor="apc_rpdu2", outlets=24) for p in ("a", "b")
+        ]
         servers.append(CoolingUnitServer("liebert_icom", lambda: dict(now().crac_values()), ports["crac"]))
         for server in servers:
             await server.start()
@@ -133,16 +147,24 @@ def role_agent(argv: list[str]) -> int:
 
         code = asyncio.run(main())
     health = agent.poller.health_dict() if agent.poller else {}
-    raw_out.write_text(json.dumps({"raw_bytes_per_s": meter.bytes / max(1, meter.rows), "signals": meter.signals,
-                                   "devices_ok": {d: h["ok"] for d, h in health.items()}}))
+    raw_out.write_text(
+        json.dumps(
+            {
+                "raw_bytes_per_s": meter.bytes / max(1, meter.rows),
+                "signals": meter.signals,
+                "devices_ok": {d: h["ok"] for d, h in health.items()},
+            }
+        )
+    )
     return code
 
 
 class TwinDriver:
     """An in-process device reading the twin: the same signals as the real drivers, no network."""
 
-    def __init__(self, device: str, interval_s: float, read: Callable[[], dict[str, float]],
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self, device: str, interval_s: float, read: Callable[[], dict[str, float]], clock: Callable[[], float]
+    ) -> None:
         self.device, self.interval_s, self._read, self._clock = device, interval_s, read, clock
 
     async def poll(self) -> Any:
@@ -156,7 +178,15 @@ class TwinDriver:
 
 def role_accelerated(argv: list[str]) -> int:
     """The LiveAgent loop on a virtual clock for ``days``: prints RSS per simulated day as JSON lines."""
-    from agent.config.model import AgentSection, Config, CracConfig, MqttSection, NvmlSection, PduConfig, StagesSection
+    from agent.config.model import (
+        AgentSection,
+        Config,
+        CracConfig,
+        MqttSection,
+        NvmlSection,
+        PduConfig,
+        StagesSection,
+    )
     from agent.live.clock import VirtualClock
     from agent.live.logsetup import setup_logging
     from agent.live.loop import LiveAgent
@@ -177,8 +207,11 @@ def role_accelerated(argv: list[str]) -> int:
         return twin
 
     def prefixed(prefix: str, values: dict[str, float]) -> dict[str, float]:
-        return {f"{prefix}.{k}" if not k.startswith("inlet.") else k: float(v) for k, v in values.items()
-                if v is not None and math.isfinite(v)}
+        return {
+            f"{prefix}.{k}" if not k.startswith("inlet.") else k: float(v)
+            for k, v in values.items()
+            if v is not None and math.isfinite(v)
+        }
 
     def gpus() -> dict[str, float]:
         out: dict[str, float] = {}
@@ -186,22 +219,35 @@ def role_accelerated(argv: list[str]) -> int:
             out.update(prefixed(f"gpu.{i}", {k: v for k, v in values.items() if k != "power_limit_w"}))
         return out
 
-    drivers = [TwinDriver(f"pdu.{p}", interval_s, lambda p=p: prefixed(f"pdu.{p}", now().pdu_values(p)), clock.time)
-               for p in scenario.rack.pdu_ids]
-    drivers.append(TwinDriver(f"crac.{crac_id}", interval_s,
-                              lambda: prefixed(f"crac.{crac_id}", now().crac_values()), clock.time))
+    drivers: list[Any] = [
+        TwinDriver(f"pdu.{p}", interval_s, _reader(prefixed, now, p), clock.time)
+        for p in scenario.rack.pdu_ids
+    ]
+    drivers.append(
+        TwinDriver(
+            f"crac.{crac_id}",
+            interval_s,
+            lambda: prefixed(f"crac.{crac_id}", now().crac_values()),
+            clock.time,
+        )
+    )
     drivers.append(TwinDriver("nvml", interval_s, gpus, clock.time))
     config = Config(
         agent=AgentSection(site="bench", rack="r1", state_dir=state_dir, tick_s=interval_s),
         mqtt=MqttSection(host="127.0.0.1", port=port),
         pdus=tuple(PduConfig(id=p, host="127.0.0.1", interval_s=interval_s) for p in scenario.rack.pdu_ids),
-        cracs=(CracConfig(id=crac_id, host="127.0.0.1", interval_s=interval_s, share=scenario.rack.cooling.share),),
+        cracs=(
+            CracConfig(
+                id=crac_id, host="127.0.0.1", interval_s=interval_s, share=scenario.rack.cooling.share
+            ),
+        ),
         nvml=NvmlSection(interval_s=interval_s),
         stages=StagesSection(socket_path=None, udp_port=None, mqtt_hints=False),
     )
     meter = RawMeter()
-    agent = LiveAgent(config, clock=clock, driver_factory=lambda c: drivers, frame_sinks=[meter],
-                      engine_batch_s=300.0)
+    agent = LiveAgent(
+        config, clock=clock, driver_factory=lambda c: drivers, frame_sinks=[meter], engine_batch_s=300.0
+    )
 
     last: tuple[str, str] | None = None
     last_sent = -math.inf
@@ -217,7 +263,9 @@ def role_accelerated(argv: list[str]) -> int:
                 feed(t)
             if t >= next_sample:
                 rss_mb, peak_mb = _mem_mb()
-                print(json.dumps({"day": (t - start) / 86400, "rss_mb": rss_mb, "peak_mb": peak_mb}), flush=True)
+                print(
+                    json.dumps({"day": (t - start) / 86400, "rss_mb": rss_mb, "peak_mb": peak_mb}), flush=True
+                )
                 next_sample += 86400
             await clock.sleep(30.0)
 
@@ -238,13 +286,28 @@ def role_accelerated(argv: list[str]) -> int:
         task.cancel()
         keeper.cancel()
         rss_mb, peak_mb = _mem_mb()
-        print(json.dumps({"day": (clock.time() - start) / 86400, "rss_mb": rss_mb, "peak_mb": peak_mb}), flush=True)
+        print(
+            json.dumps({"day": (clock.time() - start) / 86400, "rss_mb": rss_mb, "peak_mb": peak_mb}),
+            flush=True,
+        )
         return code
 
     code = asyncio.run(main())
-    raw_out.write_text(json.dumps({"raw_bytes_per_s": meter.bytes / max(1, meter.rows), "signals": meter.signals,
-                                   "rows": meter.rows, "sim_s": clock.time() - start}))
+    raw_out.write_text(
+        json.dumps(
+            {
+                "raw_bytes_per_s": meter.bytes / max(1, meter.rows),
+                "signals": meter.signals,
+                "rows": meter.rows,
+                "sim_s": clock.time() - start,
+            }
+        )
+    )
     return code
+
+
+def _reader(prefixed: Any, now: Any, pdu_id: str) -> Callable[[], dict[str, float]]:
+    return lambda: dict(prefixed(f"pdu.{pdu_id}", now().pdu_values(pdu_id)))
 
 
 def _mem_mb() -> tuple[float, float]:

@@ -55,8 +55,11 @@ def set_aside(path: Path, why: str) -> Path:
 
 def _takes_argument(fn: Any) -> bool:
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         return False
     return bool(params)
@@ -75,15 +78,24 @@ class EngineLink:
         try:
             from agent.engine import Engine, rack_info
         except ImportError as exc:
-            log.error("engine: not available in this build (%s); the agent will poll and report status only", exc)
+            log.error(
+                "engine: not available in this build (%s); the agent will poll and report status only", exc
+            )
             return None
         rack = rack_info(config=config)
-        kwargs = {"site": config.agent.site, "rack_name": config.agent.rack, "topic_root": config.mqtt.topic_root}
+        kwargs = {
+            "site": config.agent.site,
+            "rack_name": config.agent.rack,
+            "topic_root": config.mqtt.topic_root,
+        }
         try:
             engine = Engine(config.engine, rack, **kwargs)
         except Exception as exc:  # a broken engine must not stop polling and status
-            log.error("engine: cannot be set up (%s: %s); the agent will poll and report status only",
-                      type(exc).__name__, exc)
+            log.error(
+                "engine: cannot be set up (%s: %s); the agent will poll and report status only",
+                type(exc).__name__,
+                exc,
+            )
             return None
         return cls(engine, loader=lambda blob: Engine.load_state(blob, config.engine, rack, **kwargs))
 

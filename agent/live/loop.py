@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 from agent import __version__
 from agent.config.model import Config
 from agent.live import sdnotify
@@ -61,7 +60,7 @@ class LiveAgent:
         config_path: Path | None = None,
         clock: Clock | None = None,
         driver_factory: DriverFactory = default_driver_factory,
-        engine: EngineLink | None | bool = True,  # True: build from config; False/None: no engine
+        engine: EngineLink | bool | None = True,  # True: build from config; False/None: no engine
         on_message: MessageObserver | None = None,
         frame_sinks: list[FrameSink] | None = None,
         save_interval_s: float = 300.0,
@@ -150,8 +149,12 @@ class LiveAgent:
 
         st = self.config.stages
         self.timeline = StageTimeline(ttl_s=st.hint_ttl_s)
-        self.intake = HintIntake(self.timeline, rate_limit_per_s=st.rate_limit_per_s,
-                                 on_command=self._on_command, clock=self.clock.time)
+        self.intake = HintIntake(
+            self.timeline,
+            rate_limit_per_s=st.rate_limit_per_s,
+            on_command=self._on_command,
+            clock=self.clock.time,
+        )
 
     async def _start_listener(self) -> None:
         from agent.stages.listener import HintListener
@@ -163,8 +166,13 @@ class LiveAgent:
         try:
             await listener.start()
         except OSError as exc:
-            log.error("stage hints: cannot open the hint socket (socket_path=%s, udp_port=%s): %s; "
-                      "hints from the MQTT topic still work", st.socket_path, st.udp_port, exc)
+            log.error(
+                "stage hints: cannot open the hint socket (socket_path=%s, udp_port=%s): %s; "
+                "hints from the MQTT topic still work",
+                st.socket_path,
+                st.udp_port,
+                exc,
+            )
             await listener.stop()
             return
         self._listener = listener
@@ -180,13 +188,21 @@ class LiveAgent:
             return None
         max_bytes = int(mq.spool_max_mb * 1024 * 1024)
         if self.spool is None:
-            self.spool = Spool(Path(self.config.agent.state_dir) / SPOOL_DIR, max_bytes=max_bytes,
-                               clock=self.clock.time)
+            self.spool = Spool(
+                Path(self.config.agent.state_dir) / SPOOL_DIR, max_bytes=max_bytes, clock=self.clock.time
+            )
         self.spool.max_bytes = max_bytes
         return MqttPublisher(
-            mq, self.config.agent.site, self.config.agent.rack, self.spool, version=__version__,
-            status_fn=self.status_body, on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
-            on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options,
+            mq,
+            self.config.agent.site,
+            self.config.agent.rack,
+            self.spool,
+            version=__version__,
+            status_fn=self.status_body,
+            on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+            on_accept=self._on_mqtt_accept,
+            clock=self.clock.time,
+            **self._publisher_options,
         )
 
     # ---- the main loop ---------------------------------------------------------------------
@@ -204,9 +220,15 @@ class LiveAgent:
             await self.publisher.start()
         await self._start_listener()
         self.poller.start()
-        log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
-                 self.config.agent.site, self.config.agent.rack, len(drivers), self.config.agent.tick_s,
-                 self.publisher.endpoint if self.publisher else "off")
+        log.info(
+            "rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s",
+            __version__,
+            self.config.agent.site,
+            self.config.agent.rack,
+            len(drivers),
+            self.config.agent.tick_s,
+            self.publisher.endpoint if self.publisher else "off",
+        )
         sdnotify.ready(f"polling {len(drivers)} device(s)")
         try:
             await self._tick_loop()
@@ -326,8 +348,12 @@ class LiveAgent:
         self.engine_errors += 1
         self.last_engine_error = f"{what}: {type(exc).__name__}: {exc}"
         if self.engine_errors in (1, 10, 100) or self.engine_errors % 1000 == 0:
-            log.exception("engine: %s failed (%d time(s) so far); the agent keeps running", what,
-                          self.engine_errors, exc_info=exc)
+            log.exception(
+                "engine: %s failed (%d time(s) so far); the agent keeps running",
+                what,
+                self.engine_errors,
+                exc_info=exc,
+            )
 
     def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
         summary = False
@@ -342,8 +368,13 @@ class LiveAgent:
 
     def _event_payload(self, report: dict[str, Any]) -> dict[str, Any]:
         body = {k: v for k, v in report.items() if k != "type"}
-        return {"v": SCHEMA_VERSION, "type": "event", "site": self.config.agent.site,
-                "rack": self.config.agent.rack, **body}
+        return {
+            "v": SCHEMA_VERSION,
+            "type": "event",
+            "site": self.config.agent.site,
+            "rack": self.config.agent.rack,
+            **body,
+        }
 
     def _emit_engine_summary(self, ts: float) -> None:
         if self.engine is None:
@@ -396,8 +427,11 @@ class LiveAgent:
             "started": self.started_ts,
             "uptime_s": round(max(0.0, now - self.started_ts), 1),
             "devices": self.poller.health_dict() if self.poller else {},
-            "engine": {"ok": self.engine is not None and self.engine_errors == 0,
-                       "errors": self.engine_errors, "last_error": self.last_engine_error},
+            "engine": {
+                "ok": self.engine is not None and self.engine_errors == 0,
+                "errors": self.engine_errors,
+                "last_error": self.last_engine_error,
+            },
             "reloads": {"ok": self.reloads, "rejected": self.reload_failures},
         }
         if self.spool is not None:
@@ -405,14 +439,21 @@ class LiveAgent:
         if self.intake is not None:
             body["hints"] = dict(self.intake.counters)
         if self.stage_now is not None:
-            body["stage"] = {"stage": self.stage_now.stage, "source": self.stage_now.source,
-                             "job": self.stage_now.job}
+            body["stage"] = {
+                "stage": self.stage_now.stage,
+                "source": self.stage_now.source,
+                "job": self.stage_now.job,
+            }
         return body
 
     def _health_signature(self) -> tuple[Any, ...]:
         devices = self.poller.health_dict() if self.poller else {}
-        return (tuple(sorted(d for d, h in devices.items() if h["ok"])), self.engine_errors > 0,
-                self.reloads, self.reload_failures)
+        return (
+            tuple(sorted(d for d, h in devices.items() if h["ok"])),
+            self.engine_errors > 0,
+            self.reloads,
+            self.reload_failures,
+        )
 
     def _refresh_status(self) -> None:
         devices = self.poller.health_dict() if self.poller else {}
@@ -486,8 +527,11 @@ class LiveAgent:
             except Exception as exc:
                 self.reload_failures += 1
                 issues = getattr(exc, "issues", None) or [exc]
-                log.error("reload: %s is not valid; still running the previous configuration (%d problem(s))",
-                          path, len(issues))
+                log.error(
+                    "reload: %s is not valid; still running the previous configuration (%d problem(s))",
+                    path,
+                    len(issues),
+                )
                 for issue in issues:
                     log.error("reload: %s", issue)
                 return
@@ -507,7 +551,9 @@ class LiveAgent:
                 self._build_stages_keep_timeline()
                 await self._start_listener()
             if new.engine != old.engine:
-                log.warning("reload: [engine] settings change at the next restart (the learned state is kept)")
+                log.warning(
+                    "reload: [engine] settings change at the next restart (the learned state is kept)"
+                )
             self.reloads += 1
             log.info("reload: %s applied: %d device(s)", path, len(drivers))
         finally:
@@ -518,8 +564,12 @@ class LiveAgent:
 
         timeline = self.timeline
         timeline.ttl_s = self.config.stages.hint_ttl_s
-        self.intake = HintIntake(timeline, rate_limit_per_s=self.config.stages.rate_limit_per_s,
-                                 on_command=self._on_command, clock=self.clock.time)
+        self.intake = HintIntake(
+            timeline,
+            rate_limit_per_s=self.config.stages.rate_limit_per_s,
+            on_command=self._on_command,
+            clock=self.clock.time,
+        )
 
     async def _shutdown(self) -> None:
         """Each step bounded and independent: one that fails must not skip the others."""

@@ -29,22 +29,45 @@ from drivers.base import Driver, PollResult
 HARD_CAP_S = 60.0  # a driver's own deadline ends its poll long before this; belt and braces
 
 UNITS = (  # signal suffix → unit shown after the value
-    ("_kwh", "kWh"), ("_w", "W"), ("_j", "J"), ("_pct", "%"), ("_c", "°C"), ("_mhz", "MHz"),
-    ("_v", "V"), ("_a", "A"), ("_hz", "Hz"), ("_va", "VA"),
+    ("_kwh", "kWh"),
+    ("_w", "W"),
+    ("_j", "J"),
+    ("_pct", "%"),
+    ("_c", "°C"),
+    ("_mhz", "MHz"),
+    ("_v", "V"),
+    ("_a", "A"),
+    ("_hz", "Hz"),
+    ("_va", "VA"),
 )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, required=True, metavar="FILE",
-                        help="the agent's TOML configuration")
-    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR",
-                        help="also merge the *.toml drop-ins of DIR, in name order")
-    parser.add_argument("--once", action="store_true",
-                        help="poll each device once and exit (the only mode; `rackwatt run` polls on)")
-    parser.add_argument("--json", action="store_true",
-                        help='print one JSON object: {"signals": {...}, "devices": {...}}')
-    parser.add_argument("--timeout-s", type=float, default=None, metavar="S",
-                        help="override every PDU's and cooling unit's timeout_s")
+    parser.add_argument(
+        "--config", type=Path, required=True, metavar="FILE", help="the agent's TOML configuration"
+    )
+    parser.add_argument(
+        "--conf-d",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also merge the *.toml drop-ins of DIR, in name order",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="poll each device once and exit (the only mode; `rackwatt run` polls on)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help='print one JSON object: {"signals": {...}, "devices": {...}}'
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="override every PDU's and cooling unit's timeout_s",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,8 +136,14 @@ async def _poll_one(driver: Driver) -> PollResult:
     except Exception as exc:  # drivers never raise; if one does, it is that device's error
         reason = "no result" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
-        return PollResult(device=driver.device, ts=0.0, signals={}, ok=False, elapsed_ms=elapsed_ms,
-                          error=f"{driver.device}: {reason}")
+        return PollResult(
+            device=driver.device,
+            ts=0.0,
+            signals={},
+            ok=False,
+            elapsed_ms=elapsed_ms,
+            error=f"{driver.device}: {reason}",
+        )
 
 
 async def _close_one(driver: Driver) -> None:

@@ -10,7 +10,6 @@ simply absent (missing, never zero) and its health says why.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -38,10 +37,16 @@ class DeviceHealth:
     profile: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.polls > 0 and self.consecutive_failures == 0, "polls": self.polls,
-                "failures": self.failures, "last_ok": self.last_ok_ts, "error": self.last_error,
-                "elapsed_ms": None if self.elapsed_ms is None else round(self.elapsed_ms, 1),
-                "profile": self.profile, "interval_s": self.interval_s}
+        return {
+            "ok": self.polls > 0 and self.consecutive_failures == 0,
+            "polls": self.polls,
+            "failures": self.failures,
+            "last_ok": self.last_ok_ts,
+            "error": self.last_error,
+            "elapsed_ms": None if self.elapsed_ms is None else round(self.elapsed_ms, 1),
+            "profile": self.profile,
+            "interval_s": self.interval_s,
+        }
 
 
 def deadline_of(driver: Driver) -> float:
@@ -61,6 +66,7 @@ class Poller:
             d.device: DeviceHealth(d.device, float(d.interval_s)) for d in self.drivers
         }
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
 
     def start(self) -> None:
         for driver in self.drivers:
@@ -68,12 +74,14 @@ class Poller:
 
     async def stop(self) -> None:
         """Cancel the poll tasks and close every driver (errors logged, never raised)."""
-        for task in self._tasks:
+        self._stopping = True
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=5)
+            for task in pending:
+                log.warning("%s: poll task did not stop", task.get_name())
         for driver in self.drivers:
             try:
                 await asyncio.wait_for(driver.close(), timeout=5)
@@ -93,15 +101,30 @@ class Poller:
         started = time.monotonic()
         deadline_s = deadline_of(driver)
         try:
-            result = await asyncio.wait_for(driver.poll(), timeout=deadline_s)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as the poll completes, and the task would then outlive stop().
+            async with asyncio.timeout(deadline_s):
+                result = await driver.poll()
         except TimeoutError:
             elapsed = (time.monotonic() - started) * 1000
-            result = PollResult(driver.device, start_ts, {}, False, elapsed,
-                                error=f"{driver.device}: poll exceeded its deadline of {deadline_s:g} s")
+            result = PollResult(
+                driver.device,
+                start_ts,
+                {},
+                False,
+                elapsed,
+                error=f"{driver.device}: poll exceeded its deadline of {deadline_s:g} s",
+            )
         except Exception as exc:  # a driver bug must not stop the agent
             elapsed = (time.monotonic() - started) * 1000
-            result = PollResult(driver.device, start_ts, {}, False, elapsed,
-                                error=f"{driver.device}: driver raised {type(exc).__name__}: {exc}")
+            result = PollResult(
+                driver.device,
+                start_ts,
+                {},
+                False,
+                elapsed,
+                error=f"{driver.device}: driver raised {type(exc).__name__}: {exc}",
+            )
         self._record(result)
         return result
 
@@ -113,7 +136,9 @@ class Poller:
             health.profile = result.profile
         if result.ok:
             if health.consecutive_failures:
-                log.info("%s: answering again after %d failed poll(s)", result.device, health.consecutive_failures)
+                log.info(
+                    "%s: answering again after %d failed poll(s)", result.device, health.consecutive_failures
+                )
             health.consecutive_failures = 0
             health.last_ok_ts = result.ts
             health.last_error = None
@@ -122,15 +147,18 @@ class Poller:
             health.consecutive_failures += 1
             health.last_error = result.error
             if health.consecutive_failures in (1, 10, 100) or health.consecutive_failures % 1000 == 0:
-                log.warning("%s (failed %d time(s) in a row)", result.error or f"{result.device}: poll failed",
-                            health.consecutive_failures)
+                log.warning(
+                    "%s (failed %d time(s) in a row)",
+                    result.error or f"{result.device}: poll failed",
+                    health.consecutive_failures,
+                )
         self._new.update(result.signals)  # a failed poll may still carry the signals it did read
 
     async def _run(self, driver: Driver) -> None:
         interval_s = float(driver.interval_s)
         await self.clock.sleep(self._rng.uniform(0, min(interval_s, 2.0) * 0.5))
         next_at = self.clock.time()
-        while True:
+        while not self._stopping:
             await self.poll_once(driver)
             next_at += interval_s * (1 + self._rng.uniform(-JITTER_FRAC, JITTER_FRAC))
             now = self.clock.time()

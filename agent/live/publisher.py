@@ -99,7 +99,9 @@ class MqttPublisher:
         cfg = self.cfg
         client_id = cfg.client_id or f"rackwatt-{self.site}-{self.rack}"
         client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311,
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=mqtt.MQTTv311,
             clean_session=True,
         )
         client.suppress_exceptions = True
@@ -124,8 +126,10 @@ class MqttPublisher:
                     tls_version=ssl.PROTOCOL_TLS_CLIENT,
                 )
             except (OSError, ssl.SSLError, ValueError) as exc:
-                raise MqttConfigError(f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
-                                      f"key_file={cfg.key_file}): {exc}") from None
+                raise MqttConfigError(
+                    f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
+                    f"key_file={cfg.key_file}): {exc}"
+                ) from None
         client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
         client.on_connect = self._cb_connect
         client.on_connect_fail = self._cb_connect_fail
@@ -141,27 +145,35 @@ class MqttPublisher:
         self._client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
         self._client.loop_start()
         self._pump_task = asyncio.create_task(self._pump(), name="mqtt-pump")
-        log.info("mqtt: connecting to %s (tls=%s, user=%s)", self.endpoint,
-                 "on" if self.cfg.ca_file else "off", self.cfg.username or "-")
+        log.info(
+            "mqtt: connecting to %s (tls=%s, user=%s)",
+            self.endpoint,
+            "on" if self.cfg.ca_file else "off",
+            self.cfg.username or "-",
+        )
 
     # ---- paho thread → asyncio -------------------------------------------------------------
     def _hand_over(self, fn: Callable[..., None], *args: Any) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closing during shutdown
             loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # loop closing during shutdown
-            pass
 
     def _cb_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
-        self._hand_over(self._on_connect, bool(reason_code.is_failure), str(reason_code),
-                        int(getattr(reason_code, "value", 0)))
+        self._hand_over(
+            self._on_connect,
+            bool(reason_code.is_failure),
+            str(reason_code),
+            int(getattr(reason_code, "value", 0)),
+        )
 
     def _cb_connect_fail(self, client: Any, userdata: Any) -> None:
         self._hand_over(self._on_connect_fail)
 
-    def _cb_disconnect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
+    def _cb_disconnect(
+        self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any
+    ) -> None:
         self._hand_over(self._on_disconnect, str(reason_code))
 
     def _cb_publish(self, client: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
@@ -186,8 +198,13 @@ class MqttPublisher:
                 where = self.cfg.password_file or "(no password_file)"
                 hint = f" — check mqtt.username ({who}) and mqtt.password_file ({where})"
             self.last_error = f"refused: {reason}"
-            log.error("mqtt: broker %s refused the connection: %s%s; retrying in %d s",
-                      self.endpoint, reason, hint, self._next_delay_s())
+            log.error(
+                "mqtt: broker %s refused the connection: %s%s; retrying in %d s",
+                self.endpoint,
+                reason,
+                hint,
+                self._next_delay_s(),
+            )
             return
         self.connected = True
         self.connects += 1
@@ -213,15 +230,21 @@ class MqttPublisher:
         self.connected = False
         self.last_error = "unreachable"
         if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8…: one line per doubling, not a flood
-            log.warning("mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
-                        self.endpoint, self.failures, self._next_delay_s())
+            log.warning(
+                "mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
+                self.endpoint,
+                self.failures,
+                self._next_delay_s(),
+            )
 
     def _on_disconnect(self, reason: str) -> None:
         self._refresh_will()
         was = self.connected
         self.connected = False
         if was and not self._stopping:
-            log.warning("mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason)
+            log.warning(
+                "mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason
+            )
             self.last_error = f"disconnected: {reason}"
 
     def _on_puback(self, mid: int, failed: bool) -> None:
@@ -242,8 +265,11 @@ class MqttPublisher:
         self._wake.set()
 
     def _on_inbound(self, topic: str, payload: bytes) -> None:
-        handler = self._on_hint if topic == self.topics.hint else (
-            self._on_accept if topic == self.topics.cmd_accept else None)
+        handler = (
+            self._on_hint
+            if topic == self.topics.hint
+            else (self._on_accept if topic == self.topics.cmd_accept else None)
+        )
         if handler is None:
             return
         try:
@@ -294,7 +320,9 @@ class MqttPublisher:
             data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
             info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-                log.warning("mqtt: client refused seq %d (%s); retrying later", seq, mqtt.error_string(info.rc))
+                log.warning(
+                    "mqtt: client refused seq %d (%s); retrying later", seq, mqtt.error_string(info.rc)
+                )
                 return
             if record.qos == 0 and info.rc == mqtt.MQTT_ERR_SUCCESS and info.is_published():
                 self.spool.ack(seq)
@@ -310,13 +338,32 @@ class MqttPublisher:
             body = {}
         body.setdefault("mqtt", {})
         body["mqtt"] = {**body["mqtt"], "connects": self.connects}
-        return {"v": SCHEMA_VERSION, "type": "status", "state": "online", "seq": self.spool.last_seq,
-                "site": self.site, "rack": self.rack, "version": self.version, **body}
+        return {
+            "v": SCHEMA_VERSION,
+            "type": "status",
+            "state": "online",
+            "seq": self.spool.last_seq,
+            "site": self.site,
+            "rack": self.rack,
+            "version": self.version,
+            **body,
+        }
 
     def _offline_payload(self, reason: str) -> str:
-        return json.dumps({"v": SCHEMA_VERSION, "type": "status", "state": "offline", "seq": self.spool.last_seq,
-                           "site": self.site, "rack": self.rack, "version": self.version, "reason": reason,
-                           "ts": self._clock()}, separators=(",", ":"))
+        return json.dumps(
+            {
+                "v": SCHEMA_VERSION,
+                "type": "status",
+                "state": "offline",
+                "seq": self.spool.last_seq,
+                "site": self.site,
+                "rack": self.rack,
+                "version": self.version,
+                "reason": reason,
+                "ts": self._clock(),
+            },
+            separators=(",", ":"),
+        )
 
     def publish_status(self) -> asyncio.Future[None] | None:
         """Publish the retained ``online`` status now (only while connected: it is not spooled)."""
@@ -339,8 +386,14 @@ class MqttPublisher:
         return fut
 
     def stats(self) -> dict[str, Any]:
-        return {"connected": self.connected, "endpoint": self.endpoint, "connects": self.connects,
-                "published": self.published, "inflight": len(self._inflight), "last_error": self.last_error}
+        return {
+            "connected": self.connected,
+            "endpoint": self.endpoint,
+            "connects": self.connects,
+            "published": self.published,
+            "inflight": len(self._inflight),
+            "last_error": self.last_error,
+        }
 
     async def flush(self, timeout_s: float) -> bool:
         """Wait until the spool is empty (True) or ``timeout_s`` passes (False)."""
@@ -381,4 +434,6 @@ class MqttPublisher:
         if stopper.is_alive():
             log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
-        log.info("mqtt: disconnected from %s; %d message(s) left in the spool", self.endpoint, len(self.spool))
+        log.info(
+            "mqtt: disconnected from %s; %d message(s) left in the spool", self.endpoint, len(self.spool)
+        )

@@ -42,8 +42,10 @@ class TraceRecorder:
         self.rows = 0
 
     def __call__(self, chunk: TraceChunk) -> None:
-        if not any(math.isfinite(float(v[0])) for k, v in chunk.numeric.items() if k != "work_rate") \
-                and not chunk.stage[0]:
+        if (
+            not any(math.isfinite(float(v[0])) for k, v in chunk.numeric.items() if k != "work_rate")
+            and not chunk.stage[0]
+        ):
             return  # nothing sampled at this tick
         if self._writer is None:
             self._buffer.append(chunk)
@@ -70,7 +72,11 @@ class TraceRecorder:
         assert self._writer is not None
         known = set(self._writer.columns)
         for name, values in chunk.numeric.items():
-            if name not in known and name not in self._ignored and math.isfinite(float(np.asarray(values)[0])):
+            if (
+                name not in known
+                and name not in self._ignored
+                and math.isfinite(float(np.asarray(values)[0]))
+            ):
                 self._ignored.add(name)
                 log.warning("record: %s appeared after the header was written; it is not recorded", name)
         self._writer.write(chunk)
@@ -84,18 +90,32 @@ class TraceRecorder:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
-                        help=f"the TOML configuration (default {DEFAULT_CONFIG})")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        metavar="FILE",
+        help=f"the TOML configuration (default {DEFAULT_CONFIG})",
+    )
     parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help="drop-in directory")
     parser.add_argument("--out", type=Path, required=True, metavar="TRACE.csv", help="the trace to write")
-    parser.add_argument("--duration", type=float, default=None, metavar="S",
-                        help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: until Ctrl-C or SIGTERM)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def trace_meta(config: Config) -> TraceMeta:
-    return TraceMeta(rack=config.agent.rack, site=config.agent.site,
-                     crac_shares={c.id: c.share for c in config.cracs}, interval_s=config.agent.tick_s)
+    return TraceMeta(
+        rack=config.agent.rack,
+        site=config.agent.site,
+        crac_shares={c.id: c.share for c in config.cracs},
+        interval_s=config.agent.tick_s,
+    )
 
 
 async def _record(agent: LiveAgent, duration_s: float | None) -> int:
@@ -110,8 +130,11 @@ def run(args: argparse.Namespace) -> int:
     config = load_or_report(args.config, args.conf_d)
     if config is None:
         return 2
-    config = dataclasses.replace(config, mqtt=dataclasses.replace(config.mqtt, enabled=False),
-                                 stages=dataclasses.replace(config.stages, mqtt_hints=False))
+    config = dataclasses.replace(
+        config,
+        mqtt=dataclasses.replace(config.mqtt, enabled=False),
+        stages=dataclasses.replace(config.stages, mqtt_hints=False),
+    )
     intervals = [p.interval_s for p in config.pdus] + [c.interval_s for c in config.cracs]
     if config.nvml.enabled:
         intervals.append(config.nvml.interval_s)

@@ -27,12 +27,27 @@ DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
-                        help=f"the TOML configuration (default {DEFAULT_CONFIG})")
-    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR",
-                        help="also merge the *.toml drop-ins of DIR, in name order (re-read on SIGHUP too)")
-    parser.add_argument("--save-interval", type=float, default=300.0, metavar="S",
-                        help="save the learned state every S seconds (and always on exit; default 300)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        metavar="FILE",
+        help=f"the TOML configuration (default {DEFAULT_CONFIG})",
+    )
+    parser.add_argument(
+        "--conf-d",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also merge the *.toml drop-ins of DIR, in name order (re-read on SIGHUP too)",
+    )
+    parser.add_argument(
+        "--save-interval",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="save the learned state every S seconds (and always on exit; default 300)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -42,7 +57,7 @@ def skip_unused_imports() -> None:
     The SNMP driver works with numeric OIDs (``lookupMib=False``), so the compiler is never used;
     pysnmp imports it optionally (``except ImportError``), and blocking it saves ~10 MB of RSS.
     """
-    sys.modules.setdefault("pysmi", None)  # type: ignore[assignment]
+    sys.modules.setdefault("pysmi", None)  # type: ignore[arg-type]
 
 
 def load_or_report(path: Path, conf_d: Path | None) -> Config | None:
@@ -91,8 +106,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_or_report(args.config, args.conf_d)
     if config is None:
         return 2
-    agent = LiveAgent(config, config_path=args.config, save_interval_s=args.save_interval,
-                      config_loader=lambda p: load_config(p, args.conf_d))
+    agent = LiveAgent(
+        config,
+        config_path=args.config,
+        save_interval_s=args.save_interval,
+        config_loader=lambda p: load_config(p, args.conf_d),
+    )
     try:
         return asyncio.run(serve(agent))
     except MqttConfigError as exc:

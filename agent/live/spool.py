@@ -147,7 +147,9 @@ class Spool:
             self.corrupt_skipped += skipped
             log.warning(
                 "spool: %s: skipped %d torn or corrupt byte run(s); %d good record(s) kept",
-                path.name, skipped, len(records),
+                path.name,
+                skipped,
+                len(records),
             )
         if is_last and good_end < len(data):
             # Torn tail (kill -9 during an append): cut it so new appends start on a clean boundary.
@@ -175,7 +177,12 @@ class Spool:
             body_start = pos + HEADER.size
             body = data[body_start : body_start + length]
             parsed = None
-            if magic == MAGIC and length <= MAX_RECORD_BYTES and len(body) == length and zlib.crc32(body) == crc:
+            if (
+                magic == MAGIC
+                and length <= MAX_RECORD_BYTES
+                and len(body) == length
+                and zlib.crc32(body) == crc
+            ):
                 try:
                     obj = json.loads(body)
                     parsed = (int(obj["seq"]), str(obj["kind"]))
@@ -235,9 +242,17 @@ class Spool:
         payload = {**payload, "seq": seq}
         record = SpoolRecord(seq, kind, topic, retain, qos, self._clock(), payload)
         body = json.dumps(
-            {"seq": seq, "kind": kind, "topic": topic, "retain": retain, "qos": qos,
-             "created": record.created, "payload": payload},
-            separators=(",", ":"), allow_nan=False,
+            {
+                "seq": seq,
+                "kind": kind,
+                "topic": topic,
+                "retain": retain,
+                "qos": qos,
+                "created": record.created,
+                "payload": payload,
+            },
+            separators=(",", ":"),
+            allow_nan=False,
         ).encode()
         blob = HEADER.pack(MAGIC, len(body), zlib.crc32(body)) + body
         self._make_room(len(blob))
@@ -275,8 +290,13 @@ class Spool:
             kind = self._pending[victim].kind
             self.dropped[kind] = self.dropped.get(kind, 0) + 1
             if sum(self.dropped.values()) in (1, 10, 100, 1000) or sum(self.dropped.values()) % 10000 == 0:
-                log.warning("spool: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
-                            self.max_bytes, kind, victim, self.dropped)
+                log.warning(
+                    "spool: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
+                    self.max_bytes,
+                    kind,
+                    victim,
+                    self.dropped,
+                )
             self._mark_done(victim)
         self._compact_if_sparse()
 
@@ -364,8 +384,13 @@ class Spool:
                 raise ValueError("checksum mismatch")
             obj = json.loads(body)
             return SpoolRecord(
-                int(obj["seq"]), str(obj["kind"]), str(obj["topic"]), bool(obj["retain"]),
-                int(obj["qos"]), float(obj["created"]), dict(obj["payload"]),
+                int(obj["seq"]),
+                str(obj["kind"]),
+                str(obj["topic"]),
+                bool(obj["retain"]),
+                int(obj["qos"]),
+                float(obj["created"]),
+                dict(obj["payload"]),
             )
         except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
             log.error("spool: record seq %d in %s is unreadable (%s); dropping it", seq, seg.path.name, exc)

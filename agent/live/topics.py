@@ -44,7 +44,7 @@ class Topics:
         return f"{self.root}/baseline/{stage}"
 
     def kind_of(self, topic: str) -> str | None:
-        """``status``/``summary``/``event``/``baseline``/``hint``/``cmd/accept`` for one of ours, else None."""
+        """The kind (``status``, ``baseline``, ``cmd/accept``…) of one of our topics, else None."""
         prefix = self.root + "/"
         if not topic.startswith(prefix):
             return None

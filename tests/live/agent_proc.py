@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agent.live.engine_link import EngineLink  # noqa: E402
-from agent.live.logsetup import setup_logging  # noqa: E402
-from agent.live.loop import LiveAgent  # noqa: E402
-from agent.live.run_cmd import serve  # noqa: E402
-from tests.live.fakes import FakeDriver, FakeEngine, make_config  # noqa: E402
+from agent.live.engine_link import EngineLink
+from agent.live.logsetup import setup_logging
+from agent.live.loop import LiveAgent
+from agent.live.run_cmd import serve
+from tests.live.fakes import FakeDriver, FakeEngine, make_config
 
 
 def main() -> int:
@@ -27,9 +27,14 @@ def main() -> int:
     setup_logging()
     faulthandler.register(signal.SIGUSR1)  # the test dumps stacks of a hung agent
     config = make_config(state_dir, port, tick_s=tick_s)
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", tick_s)],
-                      engine=EngineLink(FakeEngine(summary_every=1, event_every=4)), save_interval_s=0.2,
-                      publisher_options={"reconnect_min_s": 1, "reconnect_max_s": 1})
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", tick_s)],
+        engine=EngineLink(FakeEngine(summary_every=1, event_every=4)),
+        save_interval_s=0.2,
+        publisher_options={"reconnect_min_s": 1, "reconnect_max_s": 1},
+    )
     return asyncio.run(serve(agent))
 
 

@@ -54,10 +54,13 @@ class Broker:
     def start(self) -> None:
         assert self.proc is None
         with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen(["mosquitto", "-c", str(self.conf)], stdout=log_file,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                ["mosquitto", "-c", str(self.conf)], stdout=log_file, stderr=subprocess.STDOUT
+            )
         try:
-            wait_until(lambda: port_open(self.port) or self.proc.poll() is not None, 10, "mosquitto to listen")
+            wait_until(
+                lambda: port_open(self.port) or self.proc.poll() is not None, 10, "mosquitto to listen"
+            )
         except AssertionError:
             self.stop()
             raise
@@ -95,11 +98,15 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
         pytest.fail("mosquitto is not installed (run .ci/setup)")
     started: list[Broker] = []
 
-    def make(extra: str = "allow_anonymous true\n", port: int | None = None, listener_extra: str = "") -> Broker:
+    def make(
+        extra: str = "allow_anonymous true\n", port: int | None = None, listener_extra: str = ""
+    ) -> Broker:
         port = port or free_port()
         conf = tmp_path / f"mosquitto-{port}.conf"
-        conf.write_text(f"per_listener_settings false\npersistence false\nlog_dest stdout\n{extra}"
-                        f"listener {port} 127.0.0.1\n{listener_extra}")
+        conf.write_text(
+            f"per_listener_settings false\npersistence false\nlog_dest stdout\n{extra}"
+            f"listener {port} 127.0.0.1\n{listener_extra}"
+        )
         broker = Broker(conf, port, tmp_path / f"mosquitto-{port}.log")
         broker.start()
         started.append(broker)
@@ -139,7 +146,9 @@ class Subscriber:
     connected: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> Subscriber:
-        c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"sub-{os.getpid()}-{id(self)}")
+        c = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"sub-{os.getpid()}-{id(self)}"
+        )
         c.suppress_exceptions = True
         c.reconnect_delay_set(1, 1)
         if self.tls:

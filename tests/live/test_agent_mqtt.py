@@ -51,13 +51,22 @@ def test_every_message_matches_its_schema_and_status_is_retained(
     sub = subscribe(broker.port)
     engine = FakeEngine(summary_every=3, event_every=4)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1, fail=True)],
-                      engine=EngineLink(engine), status_interval_s=0.3, baseline_interval_s=0.5)
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1, fail=True)],
+        engine=EngineLink(engine),
+        status_interval_s=0.3,
+        baseline_interval_s=0.5,
+    )
 
     async def scenario() -> None:
         task = asyncio.create_task(agent.run())
-        await await_until(lambda: len(sub.on("/event")) >= 3 and sub.on("/baseline/idle")
-                          and len(sub.on("/status")) >= 3, 15, "events, a baseline and status refreshes")
+        await await_until(
+            lambda: len(sub.on("/event")) >= 3 and sub.on("/baseline/idle") and len(sub.on("/status")) >= 3,
+            15,
+            "events, a baseline and status refreshes",
+        )
         agent.request_stop()
         assert await asyncio.wait_for(task, 10) == 0
 
@@ -99,8 +108,13 @@ def test_broker_outage_loses_nothing_and_keeps_order(
     engine = FakeEngine(summary_every=1, event_every=3)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
     # The agent reconnects later than the subscriber, so the subscriber sees the whole backlog.
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine),
-                      publisher_options={"reconnect_min_s": 4, "reconnect_max_s": 4, "delayed_after_s": 1.0})
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+        engine=EngineLink(engine),
+        publisher_options={"reconnect_min_s": 4, "reconnect_max_s": 4, "delayed_after_s": 1.0},
+    )
 
     async def scenario() -> None:
         task = asyncio.create_task(agent.run())
@@ -134,20 +148,40 @@ def test_inbound_hint_and_accept_reach_the_timeline_and_engine(
     sub = subscribe(broker.port)
     engine = FakeEngine(summary_every=0, event_every=0)
     config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)], engine=EngineLink(engine))
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+        engine=EngineLink(engine),
+    )
     root = "rackwatt/v1/s1/r1"
 
     async def scenario() -> None:
         task = asyncio.create_task(agent.run())
         await await_until(lambda: agent.publisher and agent.publisher.connected, 10, "connect")
         await asyncio.sleep(0.2)
-        await asyncio.to_thread(mqtt_publish.single, f"{root}/hint", b'{"stage":"checkpoint","job":"j1"}',
-                                qos=1, hostname="127.0.0.1", port=broker.port)
-        await await_until(lambda: agent.stage_now and agent.stage_now.stage == "checkpoint", 5, "hint applied")
-        await asyncio.to_thread(mqtt_publish.single, f"{root}/hint", b"not json", qos=1,
-                                hostname="127.0.0.1", port=broker.port)
-        await asyncio.to_thread(mqtt_publish.single, f"{root}/cmd/accept", b'{"cause":"cooling","by":"alice"}',
-                                qos=1, hostname="127.0.0.1", port=broker.port)
+        await asyncio.to_thread(
+            mqtt_publish.single,
+            f"{root}/hint",
+            b'{"stage":"checkpoint","job":"j1"}',
+            qos=1,
+            hostname="127.0.0.1",
+            port=broker.port,
+        )
+        await await_until(
+            lambda: agent.stage_now and agent.stage_now.stage == "checkpoint", 5, "hint applied"
+        )
+        await asyncio.to_thread(
+            mqtt_publish.single, f"{root}/hint", b"not json", qos=1, hostname="127.0.0.1", port=broker.port
+        )
+        await asyncio.to_thread(
+            mqtt_publish.single,
+            f"{root}/cmd/accept",
+            b'{"cause":"cooling","by":"alice"}',
+            qos=1,
+            hostname="127.0.0.1",
+            port=broker.port,
+        )
         await await_until(lambda: engine.accepted, 5, "accept reached the engine")
         await await_until(lambda: agent.intake.counters["malformed"] == 1, 5, "bad hint counted")
         await await_until(lambda: sub.on("/event"), 5, "the accept event")

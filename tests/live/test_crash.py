@@ -22,8 +22,11 @@ AGENT_PROC = Path(__file__).with_name("agent_proc.py")
 
 def spawn(state_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log_file:
-        return subprocess.Popen([sys.executable, str(AGENT_PROC), str(state_dir), str(port)],
-                                stdout=log_file, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, str(AGENT_PROC), str(state_dir), str(port)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def summaries(sub: Subscriber) -> list[dict]:

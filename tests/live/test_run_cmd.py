@@ -68,24 +68,38 @@ def test_sighup_with_a_bad_config_keeps_running_and_sd_notify(
     cfg.write_text(_config(tmp_path / "state", broker.port))
     notify = Notifications(tmp_path / "notify.sock")
     log_path = tmp_path / "agent.log"
-    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "400000",
-           "JOURNAL_STREAM": "8:1234", "PYTHONPATH": str(REPO_ROOT)}
+    env = {
+        **os.environ,
+        "NOTIFY_SOCKET": str(tmp_path / "notify.sock"),
+        "WATCHDOG_USEC": "400000",
+        "JOURNAL_STREAM": "8:1234",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--config", str(cfg)], env=env,
-                                stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp_path)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
     try:
         wait_until(lambda: notify.seen("READY=1"), 20, "READY=1")
         wait_until(lambda: notify.seen("WATCHDOG=1"), 5, "watchdog pings")
         wait_until(lambda: sub.on("/status"), 10, "online status")
         assert sub.on("/status")[-1].json()["state"] == "online"
 
-        cfg.write_text(_config(tmp_path / "state", broker.port).replace('tick_s = 0.2', 'tick_s = "fast"'))
+        cfg.write_text(_config(tmp_path / "state", broker.port).replace("tick_s = 0.2", 'tick_s = "fast"'))
         ready_before = notify.drain().count("READY=1")
         proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: "still running the previous configuration" in log_path.read_text(), 10, "reload refusal")
+        wait_until(
+            lambda: "still running the previous configuration" in log_path.read_text(), 10, "reload refusal"
+        )
         log = log_path.read_text()
         assert "agent.tick_s" in log, log[-2000:]
-        wait_until(lambda: notify.drain().count("READY=1") > ready_before, 5, "READY=1 after the refused reload")
+        wait_until(
+            lambda: notify.drain().count("READY=1") > ready_before, 5, "READY=1 after the refused reload"
+        )
         assert any("RELOADING=1" in m for m in notify.received)
         assert proc.poll() is None, "the agent keeps running on the old configuration"
         watchdogs = notify.drain().count("WATCHDOG=1")

@@ -63,7 +63,9 @@ def test_events_are_dropped_only_when_nothing_else_is_left(tmp_path: Path) -> No
     assert spool.stats()["bytes"] <= 2000
 
 
-def test_torn_tail_after_kill_is_skipped_with_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_torn_tail_after_kill_is_skipped_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     spool = Spool(tmp_path, max_bytes=1 << 20)
     _fill(spool, 3)
     seg = next(tmp_path.glob("seg-*.log"))

@@ -37,16 +37,61 @@ def pki() -> Iterator[Path]:
         pytest.fail("openssl and mosquitto_passwd are needed (run .ci/setup)")
     d = Path(tempfile.mkdtemp(prefix="rackwatt-pki-"))
     try:
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-keyout", "ca.key",
-                 "-out", "ca.crt", "-subj", "/CN=rackwatt-test-ca", cwd=d)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=rackwatt-test-ca",
+            cwd=d,
+        )
         (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
         for name in ("server", "client"):
-            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                     "-subj", f"/CN={'localhost' if name == 'server' else 'rack-gw-1'}", cwd=d)
-            _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                     "-CAcreateserial", "-days", "30", "-out", f"{name}.crt", "-extfile", "san.ext", cwd=d)
-        subprocess.run(["mosquitto_passwd", "-c", "-b", str(d / "passwd"), "edge", PASSWORD], check=True,
-                       capture_output=True, timeout=30)
+            _openssl(
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                f"{name}.key",
+                "-out",
+                f"{name}.csr",
+                "-subj",
+                f"/CN={'localhost' if name == 'server' else 'rack-gw-1'}",
+                cwd=d,
+            )
+            _openssl(
+                "x509",
+                "-req",
+                "-in",
+                f"{name}.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "30",
+                "-out",
+                f"{name}.crt",
+                "-extfile",
+                "san.ext",
+                cwd=d,
+            )
+        subprocess.run(
+            ["mosquitto_passwd", "-c", "-b", str(d / "passwd"), "edge", PASSWORD],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
         (d / "password").write_text(PASSWORD + "\n")
         (d / "wrong-password").write_text("not-the-password\n")
         for f in ("password", "wrong-password", "client.key"):
@@ -67,25 +112,45 @@ def pki() -> Iterator[Path]:
 def tls_broker(pki: Path, make_broker: Callable[..., Broker]) -> Broker:
     return make_broker(
         extra=f"allow_anonymous false\npassword_file {pki / 'passwd'}\n",
-        listener_extra=(f"cafile {pki / 'ca.crt'}\ncertfile {pki / 'server.crt'}\nkeyfile {pki / 'server.key'}\n"
-                        "require_certificate true\ntls_version tlsv1.2\n"),
+        listener_extra=(
+            f"cafile {pki / 'ca.crt'}\ncertfile {pki / 'server.crt'}\nkeyfile {pki / 'server.key'}\n"
+            "require_certificate true\ntls_version tlsv1.2\n"
+        ),
     )
 
 
 def _tls_config(tmp_path: Path, pki: Path, port: int, password_file: str):  # type: ignore[no-untyped-def]
-    return make_config(tmp_path / "state", port, tick_s=0.05, ca_file=pki / "ca.crt",
-                       cert_file=pki / "client.crt", key_file=pki / "client.key", username="edge",
-                       password_file=pki / password_file)
+    return make_config(
+        tmp_path / "state",
+        port,
+        tick_s=0.05,
+        ca_file=pki / "ca.crt",
+        cert_file=pki / "client.crt",
+        key_file=pki / "client.key",
+        username="edge",
+        password_file=pki / password_file,
+    )
 
 
 def test_tls_with_client_certificate_and_password(
     tmp_path: Path, pki: Path, tls_broker: Broker, subscribe: Callable[..., Subscriber]
 ) -> None:
-    sub = subscribe(tls_broker.port, tls={"ca_certs": str(pki / "ca.crt"), "certfile": str(pki / "client.crt"),
-                                          "keyfile": str(pki / "client.key")}, auth=("edge", PASSWORD))
+    sub = subscribe(
+        tls_broker.port,
+        tls={
+            "ca_certs": str(pki / "ca.crt"),
+            "certfile": str(pki / "client.crt"),
+            "keyfile": str(pki / "client.key"),
+        },
+        auth=("edge", PASSWORD),
+    )
     config = _tls_config(tmp_path, pki, tls_broker.port, "password")
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-                      engine=EngineLink(FakeEngine(summary_every=2, event_every=0)))
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+        engine=EngineLink(FakeEngine(summary_every=2, event_every=0)),
+    )
 
     async def scenario() -> None:
         task = asyncio.create_task(agent.run())
@@ -102,8 +167,12 @@ def test_bad_password_gives_a_clear_error_and_backs_off(
     tmp_path: Path, pki: Path, tls_broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = _tls_config(tmp_path, pki, tls_broker.port, "wrong-password")
-    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-                      engine=EngineLink(FakeEngine(summary_every=2, event_every=0)))
+    agent = LiveAgent(
+        config,
+        engine_batch_s=0,
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+        engine=EngineLink(FakeEngine(summary_every=2, event_every=0)),
+    )
     observed_s = 4.5
 
     async def scenario() -> None:

@@ -76,14 +76,17 @@ def test_sd_notify_sends_datagrams_and_is_a_no_op_without_systemd(
     assert sdnotify.watchdog_interval_s() is None  # the watchdog is for another process
 
 
-@pytest.mark.parametrize(("payload", "problem"), [
-    (b"nope", "not JSON"),
-    (b"[]", "JSON object"),
-    (b'{"cause": "Cooling!"}', "cause"),
-    (b'{"cause": "cooling", "rm": "-rf"}', "unknown field"),
-    (b'{"cause": "cooling", "by": ""}', "by"),
-    (b"{" + b" " * 2000 + b"}", "exceeds"),
-])
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        (b"nope", "not JSON"),
+        (b"[]", "JSON object"),
+        (b'{"cause": "Cooling!"}', "cause"),
+        (b'{"cause": "cooling", "rm": "-rf"}', "unknown field"),
+        (b'{"cause": "cooling", "by": ""}', "by"),
+        (b"{" + b" " * 2000 + b"}", "exceeds"),
+    ],
+)
 def test_bad_accept_payloads_say_what_is_wrong(payload: bytes, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_accept(payload)
@@ -146,8 +149,12 @@ def test_record_writes_a_trace_the_reader_accepts(tmp_path: Path) -> None:
     config = make_config(tmp_path / "state", 1, tick_s=0.05)
     out = tmp_path / "trace.csv"
     recorder = TraceRecorder(out, trace_meta(config), warmup_s=0.2)
-    agent = LiveAgent(config, engine=False, frame_sinks=[recorder],
-                      driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1)])
+    agent = LiveAgent(
+        config,
+        engine=False,
+        frame_sinks=[recorder],
+        driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1)],
+    )
     config = agent.config
 
     async def scenario() -> None:
@@ -165,4 +172,3 @@ def test_record_writes_a_trace_the_reader_accepts(tmp_path: Path) -> None:
     assert len(ts) >= 10 and np.all(np.diff(ts) > 0)
     power = np.concatenate([c.column("pdu.a.power_w") for c in chunks])
     assert np.nanmin(power) >= 5000
-

@@ -29,6 +29,10 @@ class Intervals:
     inlet_s: float = 10.0
     summary_s: float = 300.0
 
+    def by_signal_prefix(self) -> dict[str, float]:
+        """Poll interval per canonical signal prefix (gpu.*, pdu.*, crac.*, inlet.*)."""
+        return {"gpu": self.nvml_s, "pdu": self.pdu_s, "crac": self.crac_s, "inlet": self.inlet_s}
+
     def describe(self) -> str:
         return (
             f"tick {self.tick_s:g} s, nvml {self.nvml_s:g} s, pdu {self.pdu_s:g} s, "
