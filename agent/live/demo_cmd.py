@@ -97,6 +97,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the job sends no stage hints: the agent infers the stage from GPU telemetry",
     )
+    parser.add_argument(
+        "--fine-polling",
+        action="store_true",
+        help="poll at a real rack's intervals (NVML 1 s, PDUs 5 s, cooling 10 s, simulated) instead of the "
+        "lighter demo intervals: more CPU, and the engine sees small faults sooner",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
 
 
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_h=args.warmup,
         hints=not args.no_hints,
         interactive=interactive_terminal() and not args.plain,
+        fine_polling=args.fine_polling,
     )
     try:
         return asyncio.run(run_demo(opts, sys.stdout))

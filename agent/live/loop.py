@@ -11,6 +11,7 @@ demo``, ``rackwatt record`` and the benchmarks run this very loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -40,6 +41,12 @@ FrameSink = Callable[[TraceChunk], None]
 STATE_FILE = "engine.state"
 HEALTH_CHECK_S = 5.0  # how often a change of device health is looked for (it then publishes status)
 SPOOL_DIR = "spool"
+
+
+def _connection(config: Config) -> tuple[Any, ...]:
+    """What a reload must reconnect MQTT for (not the summary interval or the spool size)."""
+    mq = dataclasses.replace(config.mqtt, summary_interval_s=0.0, spool_max_mb=0.0)
+    return (mq, config.agent.site, config.agent.rack, config.stages.mqtt_hints)
 
 
 def default_driver_factory(config: Config) -> list[Driver]:
@@ -540,7 +547,9 @@ class LiveAgent:
             await self.poller.stop()
             self.poller = Poller(drivers, self.clock)
             self.poller.start()
-            if (new.mqtt, new.agent.site, new.agent.rack) != (old.mqtt, old.agent.site, old.agent.rack):
+            if self.spool is not None:
+                self.spool.max_bytes = int(new.mqtt.spool_max_mb * 1024 * 1024)
+            if _connection(new) != _connection(old):
                 if self.publisher is not None:
                     await self.publisher.stop()
                 self.publisher = self._build_publisher()

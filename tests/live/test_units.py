@@ -172,3 +172,33 @@ def test_record_writes_a_trace_the_reader_accepts(tmp_path: Path) -> None:
     assert len(ts) >= 10 and np.all(np.diff(ts) > 0)
     power = np.concatenate([c.column("pdu.a.power_w") for c in chunks])
     assert np.nanmin(power) >= 5000
+
+
+@pytest.mark.parametrize(
+    "datagram",
+    [
+        b'{"stage":"checkpoint","job":"llama-70b-r3","work_rate":1834.5,"ts":1764400000.1}',
+        b'{"stage":"eval"}',
+        b'{"command":"accept","cause":"cooling"}',
+        b'{"stage":"Bad-Label"}',
+        b'{"stage":"eval","extra":1}',
+        b'{"stage":"eval","work_rate":-1}',
+        b'{"command":"accept","cause":"weather"}',
+        b'{"job":"j1"}',
+    ],
+)
+def test_hint_schema_agrees_with_the_hint_parser(datagram: bytes) -> None:
+    import json
+
+    import jsonschema
+
+    from agent.stages.hints import HintError, parse_datagram
+    from tests.live.conftest import load_schema
+
+    try:
+        parse_datagram(datagram, "mqtt", now=1764400010.0)
+        parser_ok = True
+    except HintError:
+        parser_ok = False
+    schema_ok = jsonschema.Draft202012Validator(load_schema("hint")).is_valid(json.loads(datagram))
+    assert schema_ok == parser_ok

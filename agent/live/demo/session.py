@@ -56,6 +56,7 @@ class DemoOptions:
     days: float = 30.0
     interactive: bool = False
     refresh_s: float = 1.0
+    fine_polling: bool = False  # poll at a real rack's intervals (more CPU, more sensitive)
 
     @property
     def effective_warmup_h(self) -> float:
@@ -64,12 +65,18 @@ class DemoOptions:
         return FAULT_WARMUP_H if self.fault else 0.0
 
 
-def intervals_for(speed: float) -> Intervals:
+FINE_INTERVALS = Intervals(tick_s=1.0, nvml_s=1.0, pdu_s=5.0, crac_s=10.0, inlet_s=10.0, summary_s=300.0)
+
+
+def intervals_for(speed: float, fine: bool = False) -> Intervals:
     """Poll periods (simulated s) that keep the real poll rate about the same at any speed.
 
     At 60× this is nvml 5 s, pdu 10 s, crac 20 s and a 1 s tick: ~12 NVML and ~15 network polls
-    per real second, which a 2-core gateway runs at a modest CPU share.
+    per real second, which a 2-core gateway runs at a modest CPU share. ``fine``: a real rack's
+    intervals (the twin's own sampling) whatever the speed: at 60×, 60 NVML polls a second.
     """
+    if fine:
+        return FINE_INTERVALS
     k = max(1.0, speed / 60.0)
     return Intervals(
         tick_s=round(max(1.0, k), 1),
@@ -166,7 +173,7 @@ async def run_demo(opts: DemoOptions, out: TextIO) -> int:
 async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | None, state: DemoState) -> int:
     live_start = time.time()
     scenario, fault_note = build_scenario(opts, live_start)
-    intervals = intervals_for(opts.speed)
+    intervals = intervals_for(opts.speed, opts.fine_polling)
     ports = pick_ports()
     path, community = write_config(
         workdir,

@@ -1,0 +1,1 @@
+"""JSON Schemas of the MQTT payloads (docs/mqtt.md), shipped with the package for subscribers' tests."""
