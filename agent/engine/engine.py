@@ -103,6 +103,7 @@ class Engine:
         self.score = np.zeros(K)
         self.bias_it = 0.0  # W: recent IT residual level (see learning._ew_bias)
         self.bias_cool = np.zeros(K)  # W: recent cooling residual level, per lag candidate
+        self.last_res = np.full(K, np.nan)  # last bin's normalised cooling residual, per candidate
         self.scored = False
         self.best = int(np.argmin(np.abs(self.lag.tau_s - 240.0) + np.abs(self.lag.dead_s - 60.0)))
         self.baselines = BaselineLibrary(N_SLOTS, self.config.learning_rate)

@@ -153,12 +153,17 @@ def learn_window(engine: Engine) -> None:
     rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 1]
     y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
     w_c = w_h * rows_c
-    if w_c.sum() > 0:
+    # Candidates are scored only once the models have learned for a while (warm): the first hours'
+    # errors say how fast each candidate's fit converged, not which lag is right.
+    if w_c.sum() > 0 and engine.window_warm:
         # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
         # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
-        res = wb.cool_pred_w[:n].T / scale - y_c[None]
-        pair = rows_c[1:] & rows_c[:-1]
-        d = (res[:, 1:] - res[:, :-1]) * pair[None]
+        # The previous window's last residual is carried so that a step right at a window edge
+        # is scored too.
+        res = np.concatenate([engine.last_res[:, None], wb.cool_pred_w[:n].T / scale - y_c[None]], axis=1)
+        ok = np.concatenate([[bool(np.isfinite(engine.last_res).all())], rows_c])
+        pair = ok[1:] & ok[:-1]
+        d = np.where(pair[None], res[:, 1:] - res[:, :-1], 0.0)
         err = (d**2).sum(axis=1) / max(int(pair.sum()), 1)
         if engine.scored:
             lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
@@ -169,6 +174,10 @@ def learn_window(engine: Engine) -> None:
     # The residual level follows the data even while the drift monitor holds the model: it is the
     # short-term state of disturbances the regressors cannot see (other racks on the unit), not
     # the baseline. The held model (theta) is what the drift detector compares against.
+    last_ok = rows_c[-1] if n else False
+    engine.last_res = (
+        (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(engine.last_res, np.nan)
+    )
     seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
     resid = np.nan_to_num(cool_mean)[:, None] - wb.cool_pred_w[:n]
     engine.bias_cool = _ew_bias(engine.bias_cool, resid, seen_c, dur, E.BIAS_HALFLIFE_S)

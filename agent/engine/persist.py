@@ -75,6 +75,7 @@ def save_engine(engine: Engine) -> bytes:
         "bias_cool": engine.bias_cool,
         "bias_it": np.array([engine.bias_it]),
         "fan_lag": np.array([engine.fan_lag.y]),
+        "last_res": engine.last_res,
     }
     arrays.update(r.signals.state_arrays())
     arrays.update(engine.slots.state_arrays())
@@ -132,6 +133,7 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         engine.bias_cool[...] = a["bias_cool"]
         engine.bias_it = float(a["bias_it"][0])
         engine.fan_lag.y = float(a["fan_lag"][0])
+        engine.last_res[...] = a["last_res"]
         engine.slots.load_arrays(a)
         engine.segments.load_arrays(a)
         engine.lag.load_arrays(a)
