@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 import math
@@ -202,3 +203,41 @@ def test_hint_schema_agrees_with_the_hint_parser(datagram: bytes) -> None:
         parser_ok = False
     schema_ok = jsonschema.Draft202012Validator(load_schema("hint")).is_valid(json.loads(datagram))
     assert schema_ok == parser_ok
+
+
+def test_engine_drift_events_as_published_match_the_event_schema(tmp_path: Path) -> None:
+    import jsonschema
+
+    from agent.engine.drift.events import drift_event
+    from tests.live.conftest import load_schema
+
+    published: list[dict] = []
+    agent = LiveAgent(
+        make_config(tmp_path, 1),
+        engine=False,
+        driver_factory=lambda c: [],
+        on_message=lambda kind, topic, payload: published.append(payload),
+    )
+    agent.config = dataclasses.replace(
+        agent.config, mqtt=dataclasses.replace(agent.config.mqtt, enabled=False)
+    )
+    onset = drift_event(
+        1764400000.0,
+        "onset",
+        "cooling",
+        "forward_backward",
+        6.1,
+        "cooling",
+        1764399000.0,
+        [{"signal": "crac.1.power_w", "moved_pct": 6.1}],
+        "Cooling uses more power.",
+    )
+    cleared = drift_event(
+        1764403600.0, "cleared", "cooling", None, None, "cooling", 1764399000.0, [], "Accepted."
+    )  # type: ignore[arg-type]
+    agent._handle_reports([onset, cleared])
+    schema = load_schema("event")
+    assert [p["seq"] for p in published] == [1, 2]
+    for payload in published:
+        jsonschema.validate(payload, schema)
+        assert payload["site"] == "s1" and payload["detail"]["playbook"].endswith("#cooling")
