@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.live.demo.engine_feed import concat_chunks
+from agent.live.demo.engine_feed import IntervalThinner, concat_chunks
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
 from agent.live.demo.session import (
@@ -115,6 +115,28 @@ def test_concat_chunks_fills_columns_a_chunk_lacks_with_nan() -> None:
     assert list(merged.ts) == [1.0, 2.0, 3.0]
     assert list(merged.numeric["a"][:2]) == [1.0, 2.0] and math.isnan(merged.numeric["a"][2])
     assert math.isnan(merged.numeric["b"][0]) and list(merged.numeric["b"][1:]) == [5.0, 6.0]
+
+
+def test_thinning_keeps_the_first_sample_of_each_poll_interval_across_chunks() -> None:
+    thinner = IntervalThinner(100.0, {"gpu": 5.0, "pdu": 10.0})
+
+    def chunk(start: int, n: int, pdu_every: int) -> TraceChunk:
+        ts = np.arange(start, start + n, dtype=float) + 100.0
+        pdu = np.where(np.arange(start, start + n) % pdu_every == 3, ts, math.nan)  # sampled at offset 3
+        return TraceChunk(
+            ts=ts,
+            numeric={"gpu.0.power_w": ts.copy(), "pdu.b.power_w": pdu, "work_rate": ts.copy()},
+            stage=np.array(["idle"] * n, dtype=object),
+            job=np.array([""] * n, dtype=object),
+        )
+
+    first, second = thinner.thin(chunk(0, 12, 5)), thinner.thin(chunk(12, 12, 5))
+    gpu = np.concatenate([first.numeric["gpu.0.power_w"], second.numeric["gpu.0.power_w"]])
+    pdu = np.concatenate([first.numeric["pdu.b.power_w"], second.numeric["pdu.b.power_w"]])
+    assert list(np.flatnonzero(~np.isnan(gpu))) == [0, 5, 10, 15, 20]  # one per 5 s, chunk edge included
+    assert list(np.flatnonzero(~np.isnan(pdu))) == [3, 13, 23]  # first sample in each 10 s window
+    assert pdu[13] == 113.0  # values are kept, not shifted
+    assert not np.isnan(first.numeric["work_rate"]).any()  # columns of no device are untouched
 
 
 def test_stage_hinter_sends_valid_hints_on_change_and_keepalive(tmp_path: Path) -> None:

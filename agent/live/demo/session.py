@@ -107,13 +107,18 @@ def build_scenario(opts: DemoOptions, live_start_ts: float) -> tuple[Scenario, s
 
 
 def header_lines(opts: DemoOptions, intervals: Intervals, fault_note: str) -> list[str]:
+    """The view's header: what runs, how fast, how it is polled, and why (docs/demo.md)."""
     warm_h = opts.effective_warmup_h
     lines = [
         f"rackwatt demo: a simulated {GPUS}-GPU training rack served as real devices on 127.0.0.1",
         f"  PDUs a ({PDU_VENDORS['a']}) and b ({PDU_VENDORS['b']}) over SNMP v2c, "
         "cooling unit over Modbus TCP, NVML faked from the twin, inlet probes in process",
-        f"  clock {opts.speed:g}× real time; polls {intervals.describe()}: coarser than a real rack so the "
-        "polling stays light at this speed",
+        f"  clock {opts.speed:g}× real time; polls {intervals.describe()}"
+        + (
+            ": a real rack's intervals (--fine-polling)"
+            if opts.fine_polling
+            else ": coarser than a real rack so the polling stays light at this speed (--fine-polling: finer)"
+        ),
     ]
     if warm_h > 0:
         lines.append(
