@@ -48,7 +48,7 @@ class Job:
     kind: str = ""
     shape: str = ""
     magnitude_pct: float = 0.0
-    start_h: float = 36.0
+    start_h: float = 40.0
     ramp_h: float = 6.0
 
 
@@ -139,7 +139,7 @@ def _jobs(full: bool) -> tuple[list[Job], list[Job]]:
             for magnitude in magnitudes:
                 for _ in range(seeds):
                     n += 1
-                    faults.append(Job(f"fault_{kind}", 2.5, SEED_BASE + n, kind, shape, magnitude))
+                    faults.append(Job(f"fault_{kind}", 2.75, SEED_BASE + n, kind, shape, magnitude))
     healthy_days = 8.0 if full else 4.0
     healthy = [
         Job("steady", healthy_days, SEED_BASE + 501),

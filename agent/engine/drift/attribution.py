@@ -26,6 +26,7 @@ SPREAD_MOVED_C = 0.3
 WORK_RATE_MOVED_PCT = 2.0
 MIX_MOVED = 0.3
 JOB_RECENT_S = 6 * 3600.0
+GPU_WITH_IT_FRAC = 0.1
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def attribute(
         )
     if component == "it":
         gpu = channels.get("gpu")
-        if gpu is not None and _channel_moving(gpu) and gpu.recent_deviation() * deviation > 0:
+        if gpu is not None and _gpu_moved_with(gpu, deviation):
             # PDU and GPU moved together: the load changed, not the power chain.
             reason = workload_reason(ctx, ts)
             if reason:
@@ -122,6 +123,16 @@ def attribute(
             "ageing, firmware or driver change.",
         )
     return Attribution("unknown", f"Residual of {component} moved {deviation:+.1f}.")
+
+
+def _gpu_moved_with(gpu: ResidualChannel, deviation: float) -> bool:
+    """The GPU residual is moving the same way (even below its own alarm level): a PDU rise that
+    follows GPU power the IT model did not see (e.g. GPU samples rejected at a power cap)."""
+    if gpu.mode in (ACTIVE, SUSPECTED):
+        return gpu.recent_deviation() * deviation > 0
+    moved = gpu.recent_deviation()
+    rising = gpu.cusum >= GPU_WITH_IT_FRAC * gpu.params.threshold_h
+    return rising and moved * deviation > 0 and abs(moved) >= 1.0
 
 
 def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> bool:

@@ -135,7 +135,9 @@ class ResidualChannel:
         return (1.0 + rho) / (1.0 - rho)
 
     def recent_deviation(self) -> float:
-        """Mean block deviation since the larger CUSUM side last left zero (signed)."""
+        """Mean block deviation since the larger CUSUM side last left zero (signed; 0 when calm)."""
+        if self.s_up == 0.0 and self.s_dn == 0.0:
+            return 0.0
         if self.s_up >= self.s_dn:
             return self.sum_up / self.n_up if self.n_up else 0.0
         return -(self.sum_dn / self.n_dn) if self.n_dn else 0.0
@@ -264,6 +266,8 @@ class ResidualChannel:
 
     def recent_z(self) -> float:
         """Mean standardised block deviation since the larger CUSUM side last left zero (signed)."""
+        if self.s_up == 0.0 and self.s_dn == 0.0:
+            return 0.0
         if self.s_up >= self.s_dn:
             return self.zsum_up / self.n_up if self.n_up else 0.0
         return -(self.zsum_dn / self.n_dn) if self.n_dn else 0.0

@@ -21,7 +21,7 @@ import numpy as np
 
 N_FEATURES = 6
 HALFLIFE_BINS = 1440.0  # 1 day at 60 s bins
-WARM_BINS = 1800  # 30 h of learning before residuals are produced: the daily cycle must be seen
+WARM_BINS = 1440  # a day of learning before residuals are produced: the daily cycle must be seen
 # Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free.
 RIDGE = np.array([0.0, 20.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
