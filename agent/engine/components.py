@@ -8,6 +8,7 @@ Keeping this a plain record lets the detector be tested on synthetic residual st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
@@ -32,3 +33,6 @@ class ComponentSample:
     inlet_spread_c: float  # max − min of inlet sensors (NaN if fewer than 2)
     fan_pct: float  # cooling-unit fan speed (NaN if unknown)
     setpoint_c: float  # cooling-unit setpoint (NaN if unknown)
+    # Added for drift: share × heat the cooling units report removing (Σ share × crac.*.cooling_w),
+    # NaN when no unit reports it. Lets the detector judge the unit's power for the load it carries.
+    cooling_load_w: float = math.nan
