@@ -150,9 +150,12 @@ def test_demo_publishes_to_a_broker_and_stops_cleanly_on_ctrl_c(
         10,
         "the offline status after the stop",
     )
-    summary_schema = load_schema("summary")
+    summary_schema, baseline_schema = load_schema("summary"), load_schema("baseline")
     for message in sub.on("/summary"):
         jsonschema.validate(message.json(), summary_schema)
+    for message in sub.snapshot():
+        if "/baseline/" in message.topic:
+            jsonschema.validate(message.json(), baseline_schema)
     status = [m.json() for m in sub.on("/status") if m.json().get("state") == "online"][-1]
     assert {"pdu.a", "pdu.b", "crac.1", "nvml"} <= set(status["devices"])
     lines = demo.output()
@@ -179,4 +182,50 @@ def test_an_injected_fault_is_found_and_attributed(
     assert any("injected: hotspot" in line for line in lines)
     assert any(line.startswith("warm-up: replayed 8 simulated hours") for line in lines)
     assert "stage=" in onset and found_after_s < 100
+    assert _no_temp_dirs_left(tmp_path)
+
+
+def test_on_a_terminal_the_view_is_redrawn_in_place(tmp_path: Path) -> None:
+    """A pseudo-terminal on stdout and stderr: the full-screen ANSI view, then a clean exit."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TERM": "xterm"}
+    env.pop("CI", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "demo", "--duration", "6", "--no-mqtt"],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        reader.join(5)
+        os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    assert text.count("\x1b[2J") == 1 and text.count("\x1b[H") >= 3  # cleared once, redrawn from home
+    assert "facility power measured" in text and "no broker: showing what would be published" in text
+    assert "\x1b[?25h" in text  # the cursor is given back
+    assert "temporary files removed" in text.rsplit("\x1b[J", 1)[-1]
     assert _no_temp_dirs_left(tmp_path)
