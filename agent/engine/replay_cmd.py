@@ -139,8 +139,12 @@ def run(args: argparse.Namespace) -> int:
         tmp.replace(args.report)
     except (OSError, ValueError) as exc:
         progress.done()
+        tmp.unlink(missing_ok=True)  # never leave half a report behind
         print(f"rackwatt replay: {exc}", file=sys.stderr)
         return 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     progress.done()
     if engine.rows.dropped_rows:
         print(

@@ -109,3 +109,18 @@ def test_html_hook_renders_the_report(trace: Path, tmp_path: Path) -> None:
     assert main(["replay", str(trace), "--report", str(tmp_path / "r.jsonl"), "--html", str(html)]) == 0
     text = html.read_text()
     assert text.lstrip().lower().startswith("<!doctype html") and len(text) > 1000
+
+
+def test_a_broken_trace_line_fails_cleanly_without_a_partial_report(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = trace.read_text().splitlines()
+    data = [i for i, x in enumerate(lines) if x[:1].isdigit()]
+    lines[data[5000]] = "not-a-number," + lines[data[5000]].split(",", 1)[1]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    report = tmp_path / "r.jsonl"
+    assert main(["replay", str(bad), "--report", str(report)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and "Traceback" not in err
+    assert not report.exists() and not list(tmp_path.glob("*.tmp"))
