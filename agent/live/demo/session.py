@@ -205,6 +205,8 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     warm_h = opts.effective_warmup_h
     if warm_h > 0:
         t0 = time.monotonic()
+        out.write(f"warm-up: replaying {warm_h:g} healthy simulated hours through the engine …\n")
+        out.flush()
         events = prewarm(link, scenario, warm_h, intervals.by_signal_prefix())
         out.write(
             f"warm-up: replayed {warm_h:g} simulated hours in {time.monotonic() - t0:.1f} s "
