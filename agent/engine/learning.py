@@ -26,7 +26,8 @@ KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 %
 
 
 def _kwh_or_none(ws: float, known_s: float, length_s: float) -> float | None:
-    """Energy over the window: the integral, extended over short gaps at the mean known power."""
+    """Energy over the window: the integral, extended over gaps at the mean known power (None if
+    less than half of the window is known)."""
     if length_s <= 0 or known_s < 0.5 * length_s:
         return None
     return ws * (length_s / known_s) / 3.6e6
@@ -54,6 +55,15 @@ def window_record(engine: Engine) -> dict[str, Any]:
         "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
         "gpu_kwh": _kwh_or_none(tot[F["gpu_ws"]], tot[F["gpu_s"]], length),
     }
+    it_m, cool_m = rec["it_measured_kwh"], rec["cooling_measured_kwh"]
+    if (
+        rec["measured_kwh"] is not None
+        and tot[F["fac_s"]] < length
+        and it_m is not None
+        and cool_m is not None
+    ):
+        # gaps: each side extended over its own gaps uses more of the samples than the facility sum
+        rec["measured_kwh"] = it_m + cool_m
     gpu_known = tot[F["gpu_s"]] >= 0.5 * tot[F["dur_s"]]  # no load-side input for most of it: no prediction
     if engine.window_warm and gpu_known:
         it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
