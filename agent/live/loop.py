@@ -57,7 +57,18 @@ def default_driver_factory(config: Config) -> list[Driver]:
 
 
 class LiveAgent(AgentOutputs):
-    """One rack agent. ``await run()`` until ``request_stop()``; ``request_reload()`` on SIGHUP."""
+    """One rack agent. ``await run()`` until ``request_stop()``; ``request_reload()`` on SIGHUP.
+
+    How ``rackwatt demo`` (or a test) builds one with its own devices and an accelerated clock::
+
+        agent = LiveAgent(config, clock=ScaledClock(60), driver_factory=lambda cfg: demo_drivers,
+                          on_message=view.message,      # (kind, topic, payload with seq): what is published
+                          frame_sinks=[view.frame])     # every tick's TraceChunk row
+        await agent.run()                               # agent.status_body() for the status view
+
+    With ``config.mqtt.enabled = False`` nothing is spooled or sent; ``on_message`` still sees
+    every message that would have been published. ``VirtualClock`` runs days in minutes.
+    """
 
     def __init__(
         self,
