@@ -55,7 +55,7 @@ rm -f "$site/example.py"                                  # stray file shipped b
 find "$site" -name direct_url.json -delete                 # records the build path
 find "$site" -name .DS_Store -delete                        # shipped by pysnmp's wheel
 find "$site" -path '*/tests' -type d -prune -exec rm -rf {} +   # test suites of bundled packages
-find "$site" -name '*.so*' -type f -exec chmod 0644 {} + -exec strip --strip-unneeded {} +
+find "$site" -name '*.so*' -type f -exec chmod 0644 {} +   # never strip: auditwheel-patched libraries break
 find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
 find "$stage" -name '*.pyc' -delete
 
