@@ -36,6 +36,7 @@ from agent.engine.response import (
     SingleLag,
     cooling_features,
     daily_phase,
+    TEMP_REF_C,
     it_predict,
     it_ridge,
 )
@@ -51,6 +52,10 @@ LOOKAHEAD_S = 30.0
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
 SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
+IT_MEMORY_FACTOR = 1.0
+# GPU temperature as an IT regressor (fans follow temperatures): plumbed but off — on the twin it
+# helped tide (P95 1.55 → 1.49 %) and hurt plateau (0.93 → 1.30 %); see docs/engine.md.
+USE_GPU_TEMP = False
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
 DOMINANT_FRAC = 0.9
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
@@ -113,6 +118,9 @@ class Engine:
         self.scale_w = math.nan  # GPU power normaliser, fixed at the first learned window
         self.g_lo_w = math.nan  # GPU power range the IT model has learned from
         self.g_hi_w = math.nan
+        self.t_lo_c = math.nan  # GPU temperature range the IT model has learned from
+        self.t_hi_c = math.nan
+        self.last_temp_c = math.nan
         self.wr_scale = math.nan
         self.window_idx = -1
         self.warm = False
@@ -227,7 +235,10 @@ class Engine:
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
-        it_pred = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
+        temp = self._gpu_temp(sums)
+        it_pred = it_predict(
+            self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w, temp, (self.t_lo_c, self.t_hi_c)
+        )
         if self.window_warm:
             heat = it_pred
         else:  # warm-up: heat from the PDU itself (no prediction is published yet)
@@ -246,7 +257,19 @@ class Engine:
         held = np.array([[c in self.held for c in HELD]] * n, dtype=bool).reshape(n, len(HELD))
         j0 = self.buf.n
         self.buf.append(
-            start, sums, stage_s, bins.job[a:b], it_pred, heat, hl, cool_pred, gpu_exp, transient, held, gl
+            start,
+            sums,
+            stage_s,
+            bins.job[a:b],
+            it_pred,
+            heat,
+            hl,
+            cool_pred,
+            gpu_exp,
+            transient,
+            held,
+            gl,
+            temp,
         )
         self._attribute_energy(sums, frac, hl_s, cos_t, sin_t, scale)
         out: list[dict[str, Any]] = []
@@ -274,6 +297,21 @@ class Engine:
         if ok.any():
             self.last_g = g[np.flatnonzero(ok)[-1]].copy()
         return np.nan_to_num(g)
+
+    def _gpu_temp(self, sums: np.ndarray) -> np.ndarray:
+        """Mean GPU temperature per bin (°C), the last known value held through bins without one."""
+        known = sums[:, F["gtemp_s"]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = np.where(known > 0, sums[:, F["gtemp_ws"]] / known, np.nan)
+        if np.isnan(t).any():
+            idx = np.where(~np.isnan(t), np.arange(t.size), -1)
+            np.maximum.accumulate(idx, out=idx)
+            t = np.where(idx >= 0, t[np.maximum(idx, 0)], self.last_temp_c)
+        if t.size and np.isfinite(t[-1]):
+            self.last_temp_c = float(t[-1])
+        if not USE_GPU_TEMP:
+            return np.full(t.shape, TEMP_REF_C)
+        return np.nan_to_num(t, nan=TEMP_REF_C)
 
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""

@@ -48,6 +48,8 @@ FIELDS: tuple[str, ...] = (
     "hint_s",
     "cload_s",
     "cload_ws",
+    "gtemp_s",
+    "gtemp_ws",
 )
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
@@ -88,7 +90,7 @@ def is_engine_signal(name: str) -> bool:
         return False
     dev, _, sig = parts
     if dev == "gpu":
-        return sig in ("power_w", "energy_j")
+        return sig in ("power_w", "energy_j", "temp_c")
     if dev == "pdu":
         return sig in ("power_w", "energy_kwh")
     if dev == "crac":

@@ -105,7 +105,10 @@ def _halflife_h(engine: Engine, component: str) -> float:
     relearn = engine.drift.relearn if engine.drift is not None else frozenset()
     from agent.engine.engine import RELEARN_HALFLIFE_H
 
-    return RELEARN_HALFLIFE_H if component in relearn else float(engine.config.forgetting_halflife_h)
+    if component in relearn:
+        return RELEARN_HALFLIFE_H
+    factor = E.IT_MEMORY_FACTOR if component == "it" else 1.0
+    return float(engine.config.forgetting_halflife_h) * factor
 
 
 def learn_window(engine: Engine) -> None:
@@ -138,7 +141,8 @@ def learn_window(engine: Engine) -> None:
             / sums[:, F["gpu_s"], None]
         )
     g = np.nan_to_num(g)
-    X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
+    temp = wb.gpu_temp_c[:n]
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale, temp)
     y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
     seen_it = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur)
     engine.bias_it = float(
@@ -155,6 +159,9 @@ def learn_window(engine: Engine) -> None:
         hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
         engine.g_lo_w = lo if not math.isfinite(engine.g_lo_w) else min(engine.g_lo_w, lo)
         engine.g_hi_w = hi if not math.isfinite(engine.g_hi_w) else max(engine.g_hi_w, hi)
+        t_lo, t_hi = float(temp[rows].min()), float(temp[rows].max())
+        engine.t_lo_c = t_lo if not math.isfinite(engine.t_lo_c) else min(engine.t_lo_c, t_lo)
+        engine.t_hi_c = t_hi if not math.isfinite(engine.t_hi_c) else max(engine.t_hi_c, t_hi)
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
     if rows.any():  # no data (held, or PDU unknown): no forgetting either
         engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)

@@ -58,6 +58,9 @@ def _scalars(engine: Engine) -> np.ndarray:
             engine.last_ts,
             engine.g_lo_w,
             engine.g_hi_w,
+            engine.t_lo_c,
+            engine.t_hi_c,
+            engine.last_temp_c,
         ]
     )
 
@@ -126,6 +129,7 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         )
         r._open_bin, engine.last_ts = int(s[14]), float(s[15])
         engine.g_lo_w, engine.g_hi_w = float(s[16]), float(s[17])
+        engine.t_lo_c, engine.t_hi_c, engine.last_temp_c = float(s[18]), float(s[19]), float(s[20])
         r._open_sums[...] = a["open_sums"]
         engine.last_g[...] = a["last_g"]
         engine.energy_kwh[...] = a["energy_kwh"]

@@ -204,6 +204,7 @@ class RowBinner:
             "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
             "setp": _nan_mean_rows(stack("crac.", ".setpoint_c")),
             "cload": cload_w,
+            "gtemp": _nan_mean_rows(stack("gpu.", ".temp_c")),
         }
 
     def _bin(
@@ -230,6 +231,7 @@ class RowBinner:
             "fan": ("fan_s", "fan_ws"),
             "setp": ("setp_s", "setp_ws"),
             "cload": ("cload_s", "cload_ws"),
+            "gtemp": ("gtemp_s", "gtemp_ws"),
         }.items():
             v = per[key][src]
             known = ~np.isnan(v)

@@ -31,6 +31,7 @@ class WindowBuffer:
         self.held = np.zeros((n_bins, len(HELD)), dtype=bool)
         self.jobs: list[str] = [""] * n_bins
         self.gpu_lag_w = np.zeros(n_bins)
+        self.gpu_temp_c = np.zeros(n_bins)
 
     def clear(self) -> None:
         self.n = 0
@@ -49,6 +50,7 @@ class WindowBuffer:
         transient: np.ndarray,
         held: np.ndarray,
         gpu_lag_w: np.ndarray,
+        gpu_temp_c: np.ndarray,
     ) -> slice:
         a = self.n
         b = a + start.shape[0]
@@ -66,6 +68,7 @@ class WindowBuffer:
         self.held[a:b] = held
         self.jobs[a:b] = jobs
         self.gpu_lag_w[a:b] = gpu_lag_w
+        self.gpu_temp_c[a:b] = gpu_temp_c
         self.n = b
         return slice(a, b)
 
@@ -94,6 +97,7 @@ class WindowBuffer:
             "wb_tr": self.transient,
             "wb_held": self.held,
             "wb_gl": self.gpu_lag_w,
+            "wb_gt": self.gpu_temp_c,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
