@@ -32,11 +32,11 @@ from agent.engine.response import (
     FAN_LAG_S,
     N_COOL,
     N_IT_BASE,
+    TEMP_REF_C,
     LagBank,
     SingleLag,
     cooling_features,
     daily_phase,
-    TEMP_REF_C,
     it_predict,
     it_ridge,
 )

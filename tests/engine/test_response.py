@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agent.engine.response import EWLS, LagBank, it_predict, it_ridge
+from agent.engine.response import EWLS, N_IT_BASE, LagBank, it_predict, it_ridge
 
 
 def test_ewls_recovers_coefficients_and_forgets() -> None:
@@ -61,7 +61,7 @@ def test_lag_bank_delays_and_lags_and_keeps_the_stage_that_caused_the_heat() -> 
 
 
 def test_it_curve_is_extended_linearly_outside_the_learned_range() -> None:
-    theta = np.zeros(7 + 2)
+    theta = np.zeros(N_IT_BASE + 2)
     theta[:4] = [0.1, 1.0, 0.5, 2.0]  # a strongly curved cubic in g (normalised by 1000 W)
     frac = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
     g1 = np.array([500.0, 1000.0, 2000.0])
@@ -74,4 +74,4 @@ def test_it_curve_is_extended_linearly_outside_the_learned_range() -> None:
     slope = 1.0 + 2 * 0.5 * 1.0 + 3 * 2.0 * 1.0  # d/dg at the edge, per normalised unit
     assert guarded[2] == pytest.approx(inside[1] + slope * 1000.0)
     assert free[2] > guarded[2] * 1.5  # what a free cubic would have said
-    assert it_ridge(2).shape == (9,)
+    assert it_ridge(2).shape == (N_IT_BASE + 2,)
