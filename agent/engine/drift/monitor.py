@@ -36,6 +36,7 @@ HOLDS: dict[str, frozenset[str]] = {
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
+GPU_SAME_RATE_FRAC = 0.03  # a bin counts for the GPU channel if its work rate is within 3 % of usual
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
@@ -70,11 +71,11 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
     per_day_bins = 86400.0 / bin_s
     common = replace(base, threshold_h=h, loc_halflife_bins=per_day_bins)
     return {
-        "it": replace(common, min_effect=1.0, min_bin_scale=0.2),
+        "it": replace(common, min_effect=1.5, min_bin_scale=0.2),
         # The cooling unit's efficiency wanders with the weather, which nobody measures here: its
         # level follows a local trend fast, so only changes faster than weather stand out.
         "cooling": replace(common, min_effect=2.0, min_bin_scale=0.3, loc_halflife_bins=7200.0 / bin_s,
-                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(10800.0 / bin_s)),
+                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s)),
         "gpu": replace(common, min_effect=1.0, min_bin_scale=0.2),
         "thermal": replace(common, min_effect=0.2, min_bin_scale=0.03),
     }
@@ -166,6 +167,7 @@ class DriftMonitor:
         is meaningless while the facility is settling, so ``transient`` bins are skipped.
         """
         out = residuals(sample)
+        out["gpu"] = self._gpu_residual(sample)
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
         learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
@@ -176,6 +178,19 @@ class DriftMonitor:
         elif sample.transient:
             out["cooling"] = math.nan
         return out
+
+    def _gpu_residual(self, sample: ComponentSample) -> float:
+        """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
+        usual work rate only: "more power for the same stage and work rate". Judged this way rather
+        than against the engine's work-rate model so that the model's own wobble is not evidence."""
+        if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
+            return math.nan
+        rate = sample.work_rate
+        level = self.context.work_rate[stage_slot(sample.stage)]
+        known = math.isfinite(rate) and level.n >= 60 and math.isfinite(level.ref) and level.ref > 0
+        if known and abs(rate / level.ref - 1.0) > GPU_SAME_RATE_FRAC:
+            return math.nan
+        return 100.0 * math.log(sample.gpu_w / 1000.0)
 
     def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if tr.kind == "onset":
