@@ -7,7 +7,7 @@ Two routes, tried in this order:
    all. The agent's hint listener hands it to ``DriftMonitor.accept``, which publishes the
    ``cleared`` event with ``detail.accepted = true``.
 2. **Stopped agent** (nobody listening on the Unix socket, or ``--state`` given): the drift
-   section of the JSON state file is rewritten in place (atomically); the acceptance events
+   section of the state file (the engine's or JSON) is rewritten in place (atomically); the events
    are kept in it and reported when the agent starts.
 
 The MQTT equivalent (``<root>/<site>/<rack>/cmd/accept``) is handled by the live agent itself.

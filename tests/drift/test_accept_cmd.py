@@ -6,6 +6,7 @@ import json
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agent.cli import main
@@ -95,3 +96,24 @@ def test_bad_state_file_is_a_clear_error(
 def test_unknown_cause_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["accept", "plumbing", "--state", str(tmp_path / "x")]) == 2
     assert "unknown cause 'plumbing'" in capsys.readouterr().err
+
+
+def test_engine_state_file_is_edited(tmp_path: Path) -> None:
+    """The engine's own state file (named arrays, drift state as a padded JSON blob) works too."""
+    from agent.engine.state import pack, unpack
+
+    monitor = DriftMonitor()
+    for sample in stream(2.2, 7, (Injection("gpu", 1.5 * 86400, 6.0),)):
+        monitor.observe(sample)
+    assert "gpu_hardware" in monitor.incidents
+    raw = json.dumps(monitor.save_state()).encode()
+    blob = np.frombuffer(raw.ljust(32768, b" "), dtype=np.uint8).copy()
+    state_file = tmp_path / "engine.state"
+    state_file.write_bytes(pack({"scalars": np.arange(3.0), "drift": blob}))
+    assert main(["accept", "gpu_hardware", "--state", str(state_file)]) == 0
+    arrays = unpack(state_file.read_bytes())
+    assert arrays["scalars"].tolist() == [0.0, 1.0, 2.0]
+    assert arrays["drift"].size == 32768  # same fixed size
+    restored = DriftMonitor()
+    restored.load_state(json.loads(arrays["drift"].tobytes().decode()))
+    assert "gpu_hardware" not in restored.incidents and "gpu" not in restored.held

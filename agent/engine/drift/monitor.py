@@ -26,7 +26,7 @@ from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 1
-MAX_PENDING = 16  # events kept for the next observe() when an accept happened while stopped
+MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
 LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
 CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
 # Which engine components must stop learning while a channel is suspected or active.

@@ -1,10 +1,11 @@
 """Accepting a deviation while the agent is stopped: edit the drift section of its state file.
 
 Why not a side file: the state file is what the agent restores on start, so an acceptance
-written into it cannot be lost or applied twice. The engine's state is JSON and the drift
-monitor's part of it is recognised by its shape (``version``, ``channels``, ``context``,
-``incidents``) wherever the engine nests it, so this module does not depend on the engine's
-layout. The file is replaced atomically (temp file, fsync, rename).
+written into it cannot be lost or applied twice. Two layouts are understood: the engine's state
+file (``agent.engine.state``: named arrays, the drift monitor's state a space-padded JSON blob
+under ``drift``), and plain JSON, where the drift monitor's part is recognised by its shape
+(``version``, ``channels``, ``context``, ``incidents``) wherever it is nested. The file is
+replaced atomically (temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -55,6 +56,62 @@ def _read_json(path: Path) -> Any:
         raise StateFileError(f"state file {path} is not JSON ({exc})") from exc
 
 
+def _engine_arrays(path: Path) -> dict[str, Any] | None:
+    """The engine state file's arrays, or None when ``path`` is not one."""
+    from agent.engine.state import MAGIC, StateError, unpack
+
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise StateFileError(f"cannot read state file {path}: {exc.strerror or exc}") from exc
+    if not blob.startswith(MAGIC):
+        return None
+    try:
+        return unpack(blob)
+    except StateError as exc:
+        raise StateFileError(f"state file {path}: {exc}") from exc
+
+
+def _accept_in_engine_file(
+    path: Path, arrays: dict[str, Any], cause: str, ts: float
+) -> list[dict[str, object]]:
+    import numpy as np
+
+    from agent.engine.state import pack
+
+    blob = arrays.get("drift")
+    if blob is None:
+        raise StateFileError(f"state file {path} holds no drift-monitor state")
+    try:
+        section = json.loads(blob.tobytes().decode().strip() or "null")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateFileError(f"state file {path}: drift section is not JSON ({exc})") from exc
+    if not isinstance(section, dict):
+        raise StateFileError(f"state file {path} holds no drift-monitor state")
+    events, updated = _accept_section(path, section, cause, ts)
+    if not events:
+        return []
+    raw = json.dumps(updated, separators=(",", ":"), allow_nan=True).encode()
+    size = blob.size
+    while size < len(raw):
+        size *= 2
+    arrays["drift"] = np.frombuffer(raw.ljust(size, b" "), dtype=np.uint8).copy()
+    _write_atomically(path, pack(arrays))
+    return events
+
+
+def _accept_section(
+    path: Path, section: dict[str, Any], cause: str, ts: float
+) -> tuple[list[dict[str, object]], dict[str, object]]:
+    monitor = DriftMonitor()
+    try:
+        monitor.load_state(section)
+    except ValueError as exc:
+        raise StateFileError(f"state file {path}: {exc}") from exc
+    events = monitor.accept_offline(cause, ts)
+    return events, monitor.save_state()
+
+
 def find_state_file(state_dir: Path) -> Path:
     """The file in ``state_dir`` that holds drift-monitor state (newest first)."""
     try:
@@ -66,7 +123,10 @@ def find_state_file(state_dir: Path) -> Path:
         raise StateFileError(f"cannot list state directory {state_dir}: {exc.strerror or exc}") from exc
     for path in candidates:
         try:
-            if _find_drift(_read_json(path)) is not None:
+            arrays = _engine_arrays(path)
+            if arrays is not None and "drift" in arrays:
+                return path
+            if arrays is None and _find_drift(_read_json(path)) is not None:
                 return path
         except StateFileError:
             continue
@@ -75,20 +135,18 @@ def find_state_file(state_dir: Path) -> Path:
 
 def accept_in_state_file(path: Path, cause: str, ts: float) -> list[dict[str, object]]:
     """Accept ``cause`` (or ``all``) in the drift state saved in ``path``; returns the events."""
+    arrays = _engine_arrays(path)
+    if arrays is not None:
+        return _accept_in_engine_file(path, arrays, cause, ts)
     tree = _read_json(path)
     section = _find_drift(tree)
     if section is None:
         raise StateFileError(f"state file {path} holds no drift-monitor state")
-    monitor = DriftMonitor()
-    try:
-        monitor.load_state(section)
-    except ValueError as exc:
-        raise StateFileError(f"state file {path}: {exc}") from exc
-    events = monitor.accept_offline(cause, ts)
+    events, updated = _accept_section(path, section, cause, ts)
     if not events:
         return []
     section.clear()
-    section.update(monitor.save_state())
+    section.update(updated)
     _write_atomically(path, json.dumps(tree, separators=(",", ":")).encode())
     return events
 
