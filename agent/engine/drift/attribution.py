@@ -86,11 +86,12 @@ def attribute(
                 f"PDU power is {abs(deviation):.1f} % {up} because the GPUs draw more for the same work "
                 "rate and stage: ageing, firmware or driver change.",
             )
-        if workload_reason(ctx, ts, recent_only=True):
+        reason = workload_reason(ctx, ts)
+        if reason:
             return Attribution(
                 "workload",
-                f"PDU power moved {abs(deviation):.1f} % {up} against the IT model right after a workload "
-                "change (the servers' own load changed with the job): re-learning.",
+                f"PDU power moved {abs(deviation):.1f} % {up} against the IT model together with {reason}: "
+                "the servers' own load changed with the job; re-learning.",
             )
         if _thermal_moved(channels, ctx):
             return Attribution(

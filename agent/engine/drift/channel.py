@@ -41,6 +41,7 @@ class ChannelParams:
     min_bin_scale: float = 0.15  # floor on a stage's bin noise (unit of the residual)
     min_block_scale: float = 0.2  # floor on the block z scale
     min_effect: float = 1.0  # a confirmed shift must be at least this large (unit of the residual)
+    min_evidence_s: float = 900.0  # … and its evidence must span at least this long (no blips)
     suspect_frac: float = 0.4  # CUSUM ≥ this × h → suspected (learning held)
     calm_frac: float = 0.15  # noise scales learn only while the CUSUM is below this × h
     release_frac: float = 0.1  # suspected and CUSUM < this × h → back to normal
@@ -285,7 +286,7 @@ class ResidualChannel:
             return Transition("suspect", ts, dev, z, since)
         if self.mode != SUSPECTED:
             return None
-        if s >= h and abs(dev) >= p.min_effect:
+        if s >= h and abs(dev) >= p.min_effect and ts - since >= p.min_evidence_s:
             self.mode = ACTIVE
             self.onset_ts = ts
             self.onset_dev = dev

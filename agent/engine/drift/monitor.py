@@ -76,7 +76,7 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
         # level follows a local trend fast, so only changes faster than weather stand out.
         "cooling": replace(common, min_effect=2.0, min_bin_scale=0.3, loc_halflife_bins=7200.0 / bin_s,
                            trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s)),
-        "gpu": replace(common, min_effect=1.0, min_bin_scale=0.2),
+        "gpu": replace(common, min_effect=1.5, min_bin_scale=0.2),
         "thermal": replace(common, min_effect=0.2, min_bin_scale=0.03),
     }
 
