@@ -41,6 +41,7 @@ from agent.engine.response import (
     it_ridge,
 )
 from agent.engine.rows import RowBinner
+from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
 from agent.trace.model import TraceChunk
@@ -57,7 +58,6 @@ IT_MEMORY_FACTOR = 1.0
 # helped tide (P95 1.55 → 1.49 %) and hurt plateau (0.93 → 1.30 %); see docs/engine.md.
 USE_GPU_TEMP = False
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
-DOMINANT_FRAC = 0.9
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 
@@ -270,6 +270,8 @@ class Engine:
             held,
             gl,
             temp,
+            bins.stage_gpu_s[a:b],
+            bins.stage_gpu_ws[a:b],
         )
         self._attribute_energy(sums, frac, hl_s, cos_t, sin_t, scale)
         out: list[dict[str, Any]] = []
@@ -358,7 +360,6 @@ class Engine:
 
         stage_tot = wb.stage_s[sl].sum(axis=0)
         slot = int(np.argmax(stage_tot))
-        dominant = stage_tot[slot] / dur
         d = wb.sums[sl, F["dur_s"]]
         sample = ComponentSample(
             ts=float(wb.start[sl.stop - 1] + self.bin_s),
@@ -385,17 +386,10 @@ class Engine:
         events: list[dict[str, Any]] = []
         if self.drift is not None and self.window_warm:
             events = list(self.drift.observe(sample))
-        fac_w = mean("fac_ws", "fac_s", 0.9)
-        if dominant >= DOMINANT_FRAC and not self.held:
-            self.baselines.update(
-                slot,
-                sample.job,
-                sample.ts,
-                fac_w,
-                sample.gpu_w,
-                sample.it_measured_w,
-                sample.cooling_measured_w,
-            )
+        if not self.held:  # every stage with ≥ 10 % of the bin: its share of the power (stage_attribution)
+            for sp in stage_powers(self, sl):
+                bl = (sp.facility_w, sp.gpu_w, sp.it_w, sp.cooling_w)
+                self.baselines.update(sp.slot, sample.job, sample.ts, *bl)
         return events
 
     @staticmethod

@@ -100,12 +100,19 @@ def is_engine_signal(name: str) -> bool:
 
 @dataclass
 class BinBatch:
-    """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin start times, last job."""
+    """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin start times, last job.
+
+    ``stage_gpu_s`` / ``stage_gpu_ws`` (n × slots): seconds with a known GPU power and its integral,
+    per stage slot — each stage's own mean GPU power inside a bin, for attributing a bin's
+    facility power to stages that alternate faster than a bin (``stage_attribution.py``).
+    """
 
     start: np.ndarray
     sums: np.ndarray
     stage_s: np.ndarray
     job: list[str]
+    stage_gpu_s: np.ndarray
+    stage_gpu_ws: np.ndarray
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

@@ -19,7 +19,7 @@ from agent.engine.state import StateError, pack, unpack
 if TYPE_CHECKING:
     from agent.engine.engine import Engine
 
-ENGINE_STATE_VERSION = 1
+ENGINE_STATE_VERSION = 2  # 2: per-stage GPU sums in bins (mixed-bin stage attribution)
 BLOB_MIN_BYTES = 32768
 NAME_WIDTH = 64
 

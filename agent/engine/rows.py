@@ -51,7 +51,8 @@ class RowBinner:
         self._pending_hint = False
         self._pending_job = ""
         self._open_bin = -1
-        self._open_sums = np.zeros(N_FIELDS + n_slots)
+        # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
+        self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
         self._last_gpu_w = math.nan
         self.dropped_rows = 0  # rows not after the previous one (clock steps, a replay over old data)
@@ -103,8 +104,9 @@ class RowBinner:
 
     def _empty(self) -> tuple[BinBatch, RowBatch]:
         z = np.zeros(0)
+        zs = np.zeros((0, self.n_slots))
         return (
-            BinBatch(z, np.zeros((0, N_FIELDS)), np.zeros((0, self.n_slots)), []),
+            BinBatch(z, np.zeros((0, N_FIELDS)), zs, [], zs, zs),
             RowBatch(z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)),
         )
 
@@ -218,7 +220,7 @@ class RowBinner:
     ) -> BinBatch:
         src, dt, bins = split_pieces(starts, ends, self.t0, self.bin_s)
         m = src.size
-        w = np.zeros((m, N_FIELDS + self.n_slots))
+        w = np.zeros((m, N_FIELDS))
         w[:, F["dur_s"]] = dt
         for key, (fs, fw) in {
             "gpu": ("gpu_s", "gpu_ws"),
@@ -242,10 +244,10 @@ class RowBinner:
                 w[:, F["gpu2_ws"]] = dt * vz * vz
                 w[:, F["gpu3_ws"]] = dt * vz * vz * vz
         w[:, F["hint_s"]] = dt * hint_i[src]
-        w[np.arange(m), N_FIELDS + slot_i[src]] = dt
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))
-        sums = np.add.reduceat(w, first, axis=0)
+        per_slot = self._per_slot(per["gpu"], src, dt, slot_i, cut)
+        sums = np.concatenate([np.add.reduceat(w, first, axis=0), per_slot], axis=1)
         ids = bins[first]
         last_piece = np.concatenate((cut, [m])) - 1
         jobs = [str(j) for j in job_i[src[last_piece]]]
@@ -261,20 +263,41 @@ class RowBinner:
         else:
             self._open_bin = -1
             self._open_sums[:] = 0.0
-        done = sums[:n_done]
+        return self._batch(self.t0 + ids[:n_done] * self.bin_s, sums[:n_done], jobs[:n_done])
+
+    def _per_slot(
+        self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray, cut: np.ndarray
+    ) -> np.ndarray:
+        """Per bin and stage slot: seconds in the stage, seconds with GPU power known, its integral."""
+        S = self.n_slots
+        grp = np.zeros(src.size, dtype=np.int64)
+        grp[cut] = 1
+        np.cumsum(grp, out=grp)
+        n_grp = int(grp[-1]) + 1 if grp.size else 0
+        key = grp * S + slot_i[src]
+        g = gpu_w[src]
+        known = ~np.isnan(g)
+        size = n_grp * S
+        out = [
+            np.bincount(key, weights=dt, minlength=size),
+            np.bincount(key, weights=dt * known, minlength=size),
+            np.bincount(key, weights=dt * np.where(known, g, 0.0), minlength=size),
+        ]
+        return np.concatenate([o.reshape(n_grp, S) for o in out], axis=1)
+
+    def _batch(self, start: np.ndarray, sums: np.ndarray, jobs: list[str]) -> BinBatch:
+        S, a = self.n_slots, N_FIELDS
         return BinBatch(
-            self.t0 + ids[:n_done] * self.bin_s, done[:, :N_FIELDS], done[:, N_FIELDS:], jobs[:n_done]
+            start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S], sums[:, a + 2 * S :]
         )
 
     def close_open_bin(self) -> BinBatch:
         """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""
         if self._open_bin < 0:
             return self._empty()[0]
-        s = self._open_sums
-        batch = BinBatch(
+        batch = self._batch(
             np.array([self.t0 + self._open_bin * self.bin_s]),
-            s[None, :N_FIELDS].copy(),
-            s[None, N_FIELDS:].copy(),
+            self._open_sums[None, :].copy(),
             [self._open_job],
         )
         self._open_bin = -1

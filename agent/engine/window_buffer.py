@@ -22,6 +22,8 @@ class WindowBuffer:
         self.start = np.zeros(n_bins)
         self.sums = np.zeros((n_bins, N_FIELDS))
         self.stage_s = np.zeros((n_bins, n_slots))
+        self.stage_gpu_s = np.zeros((n_bins, n_slots))  # per stage: seconds with GPU power known
+        self.stage_gpu_ws = np.zeros((n_bins, n_slots))  # per stage: GPU energy (W·s)
         self.it_pred_w = np.zeros(n_bins)
         self.heat_w = np.zeros(n_bins)
         self.hl_w = np.zeros((n_bins, n_cand))
@@ -51,6 +53,8 @@ class WindowBuffer:
         held: np.ndarray,
         gpu_lag_w: np.ndarray,
         gpu_temp_c: np.ndarray,
+        stage_gpu_s: np.ndarray,
+        stage_gpu_ws: np.ndarray,
     ) -> slice:
         a = self.n
         b = a + start.shape[0]
@@ -69,6 +73,8 @@ class WindowBuffer:
         self.jobs[a:b] = jobs
         self.gpu_lag_w[a:b] = gpu_lag_w
         self.gpu_temp_c[a:b] = gpu_temp_c
+        self.stage_gpu_s[a:b] = stage_gpu_s
+        self.stage_gpu_ws[a:b] = stage_gpu_ws
         self.n = b
         return slice(a, b)
 
@@ -98,6 +104,8 @@ class WindowBuffer:
             "wb_held": self.held,
             "wb_gl": self.gpu_lag_w,
             "wb_gt": self.gpu_temp_c,
+            "wb_stage_gs": self.stage_gpu_s,
+            "wb_stage_gws": self.stage_gpu_ws,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:

@@ -47,10 +47,11 @@ def chunks(
     crac_every: int = 5,
     hints: bool = True,
     light_until_h: float = 0.0,
+    cycle: tuple[tuple[str, int], ...] = CYCLE,
 ) -> list[TraceChunk]:
     """The whole trace as a list of chunks (fine for the short traces tests use)."""
     return list(
-        iter_chunks(days, seed, row_s, n_gpu, chunk_rows, pdu_every, crac_every, hints, light_until_h)
+        iter_chunks(days, seed, row_s, n_gpu, chunk_rows, pdu_every, crac_every, hints, light_until_h, cycle)
     )
 
 
@@ -64,12 +65,13 @@ def iter_chunks(
     crac_every: int = 5,
     hints: bool = True,
     light_until_h: float = 0.0,
+    cycle: tuple[tuple[str, int], ...] = CYCLE,
 ) -> Iterator[TraceChunk]:
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / row_s)
-    cycle_s = sum(d for _, d in CYCLE)
-    names = np.array([s for s, _ in CYCLE], dtype=object)
-    edges = np.cumsum([d for _, d in CYCLE])
+    cycle_s = sum(d for _, d in cycle)
+    names = np.array([s for s, _ in cycle], dtype=object)
+    edges = np.cumsum([d for _, d in cycle])
     heat_lag = math.nan
     removed = math.nan
     a = math.exp(-row_s / 200.0)

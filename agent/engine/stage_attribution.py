@@ -1,0 +1,143 @@
+"""Per-stage facility power inside one drift bin (≈ 60 s), also when stages alternate within it.
+
+Why: on a training rack `forward_backward` and `grad_sync` alternate every few seconds — far
+shorter than a bin — so a bin is almost never "pure". Measuring a stage's level only from bins
+it dominates would leave exactly the stages that carry most of the energy without a baseline.
+
+How (docs/engine.md, "Baselines"): GPU power is known per row, so each stage's own mean GPU
+power g_s inside the bin is exact. A stage's IT power is the bin's measured IT (PDU) power plus
+k·(g_s − ḡ), ḡ the bin's time-weighted GPU mean: the non-GPU load (base, lagged fans) is shared,
+the GPU difference passes through the PSUs. k is the IT model's local slope at ḡ, kept within
+[1, 1.25] — PSUs are < 100 % efficient, so IT moves at least as much as GPU power; and PDU meters
+that average over a few seconds flatten the slope the model can learn from bins. The measured
+cooling power is split in proportion to time share × the cooling model's steady-state response
+to each stage's IT power (cooling follows the mean heat through a minutes-long lag, so "what this
+stage costs if it ran on its own" is the meaningful per-stage figure). Both splits add up to the
+measurement (Σ share × stage power = the bin's facility power); a bin with one stage gives
+exactly the measured values. Before the models have learned, k = 1 and cooling follows IT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from agent.engine.frames import F
+from agent.engine.response import daily_phase, it_predict
+
+if TYPE_CHECKING:
+    from agent.engine.engine import Engine
+
+MIN_SHARE = 0.1  # a stage gets a baseline update from a bin where it ran ≥ 10 % of the time
+MIN_KNOWN = 0.9  # facility power must be known for ≥ 90 % of the bin
+K_MIN, K_MAX = 1.0, 1.25  # IT watts per GPU watt between stages of one bin (PSU losses, bounded)
+
+
+@dataclass
+class StagePower:
+    """One stage's attributed mean powers (W) over the bin and its time share."""
+
+    slot: int
+    share: float
+    facility_w: float
+    gpu_w: float
+    it_w: float
+    cooling_w: float
+
+
+def stage_powers(engine: Engine, sl: slice) -> list[StagePower]:
+    """Attributed powers of every stage with ≥ ``MIN_SHARE`` of the bins ``sl`` of the window buffer."""
+    wb = engine.buf
+    tot = wb.sums[sl].sum(axis=0)
+    dur = float(tot[F["dur_s"]])
+    if dur <= 0 or float(tot[F["fac_s"]]) < MIN_KNOWN * dur or float(tot[F["pdu_s"]]) <= 0:
+        return []
+    it_meas = float(tot[F["pdu_ws"]] / tot[F["pdu_s"]])
+    cool_meas = float(tot[F["cool_ws"]] / tot[F["cool_s"]]) if tot[F["cool_s"]] > 0 else 0.0
+    stage_t = wb.stage_s[sl].sum(axis=0)
+    present = np.flatnonzero(stage_t > 0)
+    if not present.size or not (math.isfinite(it_meas) and math.isfinite(cool_meas)):
+        return []
+    share = stage_t[present] / stage_t[present].sum()
+    g_s = _stage_gpu_w(wb.stage_gpu_s[sl].sum(axis=0), wb.stage_gpu_ws[sl].sum(axis=0), stage_t, present)
+    it_s = _it_split(engine, sl, it_meas, g_s, share)
+    cool_s = cool_meas * _split(_cooling_expected(engine, sl, it_s), it_s, share)
+    return [
+        StagePower(
+            int(s),
+            float(share[i]),
+            float(it_s[i] + cool_s[i]),
+            float(g_s[i]),
+            float(it_s[i]),
+            float(cool_s[i]),
+        )
+        for i, s in enumerate(present)
+        if share[i] >= MIN_SHARE
+    ]
+
+
+def _stage_gpu_w(
+    gpu_s: np.ndarray, gpu_ws: np.ndarray, stage_t: np.ndarray, present: np.ndarray
+) -> np.ndarray:
+    """Each present stage's own mean GPU power (NaN where known for less than half its time)."""
+    known = gpu_s[present]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = gpu_ws[present] / known
+    return np.where(known >= 0.5 * stage_t[present], g, np.nan)
+
+
+def _split(expected: np.ndarray, fallback: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Weights w_s with Σ share·w = 1, proportional to ``expected`` (else ``fallback``, else equal)."""
+    for weights in (expected, fallback):
+        if np.all(np.isfinite(weights)) and np.all(weights > 0):
+            return weights / float(share @ weights)
+    return np.ones_like(share)
+
+
+def _it_split(engine: Engine, sl: slice, it_meas: float, g_s: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Each stage's IT power: the measurement plus k × its GPU power's distance from the bin's mean."""
+    if not np.all(np.isfinite(g_s)):
+        return np.full(g_s.size, it_meas)
+    g_mean = float(share @ g_s)
+    k = 1.0
+    if engine.window_warm and math.isfinite(engine.scale_w):
+        wb = engine.buf
+        d = wb.sums[sl, F["dur_s"]]
+        w = d / max(float(d.sum()), 1e-9)
+        frac = (wb.stage_s[sl].T @ np.ones(d.size))[None, :] / max(float(d.sum()), 1e-9)
+        step = 0.02 * max(g_mean, 1.0)
+        g = np.array([g_mean - step, g_mean + step])
+        gm = np.stack([g, g**2, g**3], axis=1)
+        gl = np.full(2, float(wb.gpu_lag_w[sl] @ w))
+        temp = np.full(2, float(wb.gpu_temp_c[sl] @ w))
+        lims = (engine.t_lo_c, engine.t_hi_c)
+        e = it_predict(
+            engine.it.theta[0],
+            gm,
+            gl,
+            np.repeat(frac, 2, axis=0),
+            engine.scale_w,
+            engine.g_lo_w,
+            engine.g_hi_w,
+            temp,
+            lims,
+        )
+        slope = float(e[1] - e[0]) / (2 * step)
+        k = min(max(slope, K_MIN), K_MAX) if math.isfinite(slope) else K_MIN
+    return np.maximum(it_meas + k * (g_s - g_mean), 0.0)
+
+
+def _cooling_expected(engine: Engine, sl: slice, it_s: np.ndarray) -> np.ndarray:
+    """Steady-state cooling the frozen model expects for each stage's own heat (NaN before warm)."""
+    if not engine.window_warm or not math.isfinite(engine.scale_w):
+        return np.full(it_s.size, np.nan)
+    wb = engine.buf
+    t_mid = float(wb.start[sl].mean()) + 0.5 * engine.bin_s
+    cos_t, sin_t = daily_phase(np.array([t_mid]))
+    th = engine.cool.theta[engine.best]
+    a = th[0] + th[2] * cos_t[0] + th[3] * sin_t[0]
+    b = th[1] + th[4] * cos_t[0] + th[5] * sin_t[0]
+    return (a + b * it_s / engine.scale_w) * engine.scale_w
