@@ -34,7 +34,7 @@ class ChannelParams:
     bin_z_clip: float = 6.0  # one bin's standardised deviation is clipped to this
     block_bins: int = 3  # bins averaged per block
     warm_blocks: int = 36  # blocks of learning before detection starts
-    slot_warm_bins: int = 20  # bins a stage slot needs before its residuals count
+    slot_warm_bins: int = 60  # bins a stage slot needs before its residuals count
     loc_halflife_bins: float = 1440.0  # slow per-stage location (24 h at 60 s bins)
     bin_scale_halflife_bins: float = 2880.0  # per-stage bin noise (48 h at 60 s bins)
     scale_halflife_blocks: float = 960.0  # block z scale (48 h at 3 min blocks)

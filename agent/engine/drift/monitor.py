@@ -75,7 +75,8 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
         # The cooling unit's efficiency wanders with the weather, which nobody measures here: its
         # level follows a local trend fast, so only changes faster than weather stand out.
         "cooling": replace(common, min_effect=2.5, min_bin_scale=0.3, loc_halflife_bins=7200.0 / bin_s,
-                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s)),
+                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s),
+                           max_suspect_s=5400.0),
         "gpu": replace(common, min_effect=1.5, min_bin_scale=0.2),
         "thermal": replace(common, min_effect=0.2, min_bin_scale=0.03),
     }
