@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
+from agent.stages.features import FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
 from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
 # Physics priors in feature space: (power_frac, util, mem_util, spread, node_frac, swing,
@@ -49,6 +49,9 @@ MAX_STAGES = 16  # canonical stages plus up to 10 custom labels learned from hin
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
 STATE_VERSION = 1
+LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
+LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
+STEADY_BLOCK_ROWS = 96
 
 
 class StageInferrer:
@@ -87,8 +90,12 @@ class StageInferrer:
         their label (and teach the classifier); the others get the inferred stage.
         """
         n = len(chunk)
-        feats = self.features.extract(chunk)
         hinted = np.array([bool(s) for s in hint_stage], dtype=bool) if n else np.zeros(0, bool)
+        if n and hinted.all():  # nothing to infer: only learn, and keep the filter in step
+            self._learn_all_hinted(chunk, hint_stage)
+            self._current, self._candidate = str(hint_stage[-1]), ""
+            return np.asarray(hint_stage, dtype=object), np.zeros(n, dtype=bool)
+        feats = self.features.extract(chunk)
         if hinted.any():
             self._learn(feats[hinted], hint_stage[hinted])
         raw, dist = self._classify(feats)
@@ -151,8 +158,56 @@ class StageInferrer:
             self._var[i] = PRIOR_SCALE**2
             return i
 
-    def _learn(self, feats: np.ndarray, labels: np.ndarray) -> None:
-        """Per-stage running mean and variance of the features (EWMA with a floor rate)."""
+    def _learn_all_hinted(self, chunk: TraceChunk, hint_stage: np.ndarray) -> None:
+        """Learn from a chunk whose every row is labelled, on contiguous sample blocks.
+
+        Why: features cost most of the inferrer's time and nothing needs inferring here; a
+        replay chunk of tens of thousands of hinted rows teaches the centroids as well from a
+        part of its rows. Blocks are contiguous (the alternation and node-power features look at
+        consecutive rows): ``STEADY_BLOCK_ROWS`` at the start of every run of a steady stage
+        (data_load, eval, checkpoint …: rare, and where the node-power range is learned), one every
+        ``LEARN_EVERY_ROWS`` rows through training, and one ending at the chunk's end (so the
+        extractor's carried values are those of the chunk's end). The first ``SWING_ROWS`` rows
+        of a block, whose look-back reaches into skipped rows, teach nothing. Each learned row
+        of a stage counts for that stage's rows in the chunk. Small chunks are learned whole.
+        """
+        n = len(chunk)
+        if n < LEARN_EVERY_ROWS:
+            self._learn(self.features.extract(chunk), hint_stage)
+            return
+        labels = np.asarray(hint_stage, dtype=object)
+        run_start = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1))
+        spans = [
+            (max(int(i) - SWING_ROWS, 0), int(i) + STEADY_BLOCK_ROWS)
+            for i in run_start
+            if labels[i] not in FAST_ALTERNATING
+        ]
+        spans += [(a, a + LEARN_BLOCK_ROWS) for a in range(0, n - LEARN_BLOCK_ROWS, LEARN_EVERY_ROWS)]
+        spans.append((n - LEARN_BLOCK_ROWS, n))
+        blocks: list[list[int]] = []
+        for a, b_end in sorted(spans):  # merge overlapping blocks
+            b = min(b_end, n)
+            if blocks and a <= blocks[-1][1]:
+                blocks[-1][1] = max(blocks[-1][1], b)
+            else:
+                blocks.append([a, b])
+        # one extraction over the blocks laid end to end (per-call overhead dominates small blocks);
+        # the gaps between them are seen as time gaps, and each block's first rows do not teach
+        idx = np.concatenate([np.arange(a, b) for a, b in blocks])
+        teach = np.concatenate([np.arange(b - a) >= SWING_ROWS for a, b in blocks])
+        feats = self.features.extract(_take(chunk, idx))[teach]
+        learned = labels[idx[teach]]
+        for stage in set(learned.tolist()):
+            mask = learned == stage
+            weight = float(np.count_nonzero(labels == stage)) / float(np.count_nonzero(mask))
+            self._learn(feats[mask], learned[mask], weight=weight)
+
+    def _learn(self, feats: np.ndarray, labels: np.ndarray, weight: float = 1.0) -> None:
+        """Per-stage running mean and variance of the features (EWMA with a floor rate).
+
+        ``weight``: how many rows each given row stands for (sampled learning), so the blend of
+        priors and learned means moves as it would with every row.
+        """
         for stage in set(labels.tolist()):
             slot = self._slot(stage)
             if slot is None:
@@ -166,7 +221,8 @@ class StageInferrer:
                 n0 = self._count[slot]
                 m = float(col.mean())
                 v = float(col.var())
-                rate = max(col.size / (n0 + col.size), _MIN_LEARN_RATE * min(col.size, 100))
+                size = col.size * weight
+                rate = max(size / (n0 + size), _MIN_LEARN_RATE * min(size, 100))
                 rate = min(rate, 1.0)
                 old_m = self._mean[slot, j]
                 if not np.isfinite(old_m):
@@ -175,7 +231,7 @@ class StageInferrer:
                 new_v = (1 - rate) * (self._var[slot, j] + rate * (m - old_m) ** 2) + rate * v
                 self._mean[slot, j] = new_m
                 self._var[slot, j] = new_v
-            self._count[slot] += rows.shape[0]
+            self._count[slot] += rows.shape[0] * weight
 
     def _effective(self) -> tuple[np.ndarray, np.ndarray]:
         """Centroids and scales: priors for canonical stages, blended toward learned values.
@@ -290,6 +346,17 @@ class StageInferrer:
                 self._candidate = ""
                 out[k:b] = name
         return out
+
+
+def _take(chunk: TraceChunk, idx: np.ndarray) -> TraceChunk:
+    """The rows ``idx`` (increasing) of a chunk."""
+    return TraceChunk(
+        ts=chunk.ts[idx],
+        numeric={k: v[idx] for k, v in chunk.numeric.items()},
+        stage=chunk.stage[idx],
+        job=chunk.job[idx],
+        first_line=chunk.first_line,
+    )
 
 
 def _nulls(obj: Any) -> Any:
