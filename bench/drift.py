@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         fault_results = list(pool.map(score_fault, fault_jobs))
         healthy_results = [f.result() for f in healthy_futures]
     _print_faults(fault_results)
+    if fault_results:
+        print("mag% is the twin's own fault magnitude (cooling: COP lowered by %; setpoint: lowered by %"
+              " of its °C; power_chain: extra loss, % of node input on one feed; hotspot: % of exhaust"
+              " recirculated; GPU: % more power), not the size of the shift in the component's residual.")
     _print_healthy(healthy_results)
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
     return 0
