@@ -188,8 +188,9 @@ class DriftMonitor:
             return math.nan
         rate = sample.work_rate
         level = self.context.work_rate[stage_slot(sample.stage)]
-        known = math.isfinite(rate) and level.n >= 60 and math.isfinite(level.ref) and level.ref > 0
-        if known and abs(rate / level.ref - 1.0) > GPU_SAME_RATE_FRAC:
+        usual = level.fast  # the last hour's rate: follows a new job within the hour, not stalls
+        known = math.isfinite(rate) and level.n >= 60 and math.isfinite(usual) and usual > 0
+        if known and abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
             return math.nan
         return 100.0 * math.log(sample.gpu_w / 1000.0)
 
