@@ -32,7 +32,7 @@ class MqttSection:
     topic_root: str = "rackwatt/v1"
     qos: int = 1
     keepalive_s: int = 30
-    summary_interval_s: float = 60.0
+    summary_interval_s: float = 120.0  # plus one at every window close
     spool_max_mb: float = 64.0
 
 

@@ -45,6 +45,14 @@ def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
     }
 
 
+def _stage_summary(engine: Engine, slot: int) -> dict[str, Any]:
+    """The summary's per-stage entry: only what changes minute to minute. The full entry (GPU, IT
+    and cooling parts, lag) is in the retained ``baseline/<stage>`` payload, so repeating it every
+    summary would only multiply the bytes a rack publishes."""
+    full = _stage_entry(engine, slot)
+    return {key: full[key] for key in ("level_w", "band_w", "ratio", "samples", "updated")}
+
+
 def _hygiene(engine: Engine) -> dict[str, Any]:
     counts = engine.rows.signals.hygiene.counts_by_signal()
     totals = np.zeros(len(RULES), dtype=np.int64)
@@ -62,7 +70,7 @@ def _hygiene(engine: Engine) -> dict[str, Any]:
 def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
     s = engine.last_sample
     stages = {
-        engine.slots.name(i): _stage_entry(engine, i)
+        engine.slots.name(i): _stage_summary(engine, i)
         for i in range(engine.baselines.stats.shape[0])
         if engine.baselines.stats[i, 0] > 0
     }

@@ -77,7 +77,7 @@ def test_real_engine_publishes_valid_summaries_baselines_and_restorable_state(
     time.sleep(0.5)
     assert agent.engine is not None and agent.engine_errors == 0, agent.last_engine_error
     summaries = [m.json() for m in sub.on("/summary")]
-    assert len(summaries) >= HOURS * 60 * 0.9
+    assert len(summaries) >= HOURS * 3600 / config.mqtt.summary_interval_s * 0.9
     baselines = [m for m in sub.snapshot() if "/baseline/" in m.topic]
     assert len({m.topic for m in baselines}) >= 2, "baselines for several stages"
     late = Subscriber(broker.port).start()
