@@ -32,9 +32,12 @@ def test_fast_alternating_stages_have_baselines(fast_run: tuple[Engine, list[dic
         e = stages[name]
         assert e["samples"] > 100
         assert e["band_w"][0] <= e["level_w"] * 1.02 and e["band_w"][1] >= e["level_w"] * 0.98
-        assert e["ratio"] > 1.0 and e["lag_s"][0] >= 0
+        assert e["ratio"] > 1.0
     per_stage = eng.baseline_payloads(eng.last_ts, seq=7)
     assert {"forward_backward", "grad_sync"} <= set(per_stage)
+    for name in ("forward_backward", "grad_sync"):
+        p = per_stage[name]
+        assert p["samples"] > 100 and p["level_w"] > p["it_w"] > p["gpu_w"] > 0 and len(p["lag_s"]) == 2
     jsonschema = pytest.importorskip("jsonschema")
     schemas = Path(__file__).resolve().parents[2] / "agent" / "schemas"
     baseline = jsonschema.Draft202012Validator(json.loads((schemas / "baseline.schema.json").read_text()))
@@ -43,7 +46,7 @@ def test_fast_alternating_stages_have_baselines(fast_run: tuple[Engine, list[dic
 
 
 def test_attributed_levels_follow_each_stages_gpu_power(fast_run: tuple[Engine, list[dict]]) -> None:
-    eng, _ = fast_run
+    eng, recs = fast_run
     fb = eng.baselines.row(_slot(eng, "forward_backward"))
     gs = eng.baselines.row(_slot(eng, "grad_sync"))
     n_gpu = 4
@@ -52,19 +55,15 @@ def test_attributed_levels_follow_each_stages_gpu_power(fast_run: tuple[Engine, 
     # IT moves at least as much as GPU power between the two (PSU losses), and not wildly more
     it_gap = fb["it_w"] - gs["it_w"]
     assert gpu_gap * 0.95 <= it_gap <= gpu_gap * 1.3
-    # the time-weighted stage levels add up to the rack's mean facility power
+    # the time-weighted stage levels add up to the rack's power: IT over the whole run (it is
+    # steady), facility over the last two hours (cooling follows the daily COP cycle)
     share = np.array([8.0, 4.0]) / 12.0
-    assert share @ np.array([fb["level_w"], gs["level_w"]]) == pytest.approx(
-        _mean_facility_w(eng), rel=0.03
-    )
+    it_mean_w = float(eng.energy_kwh[:, 0].sum()) * 1000.0 / 6.0
+    assert share @ np.array([fb["it_w"], gs["it_w"]]) == pytest.approx(it_mean_w, rel=0.01)
+    wins = [r for r in recs if r["type"] == "window" and r["measured_kwh"]][-8:]
+    fac_w = sum(w["measured_kwh"] for w in wins) * 3.6e6 / sum(w["end"] - w["start"] for w in wins)
+    assert share @ np.array([fb["level_w"], gs["level_w"]]) == pytest.approx(fac_w, rel=0.03)
     assert fb["level_w"] > gs["level_w"]
-
-
-def _mean_facility_w(eng: Engine) -> float:
-    """Mean facility power of the last summary's energy (IT + attributed cooling) over its time."""
-    e = eng.energy_kwh
-    hours = 6.0
-    return float((e[:, 0] + e[:, 1]).sum()) * 1000.0 / hours
 
 
 def _slot(eng: Engine, name: str) -> int:
