@@ -21,7 +21,7 @@ STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
 SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c", "fan_pct")
 REF_HALFLIFE_BINS = 720.0  # 12 h at 60 s bins
 FAST_HALFLIFE_BINS = 20.0
-WORK_RATE_FAST_HALFLIFE_BINS = 60.0  # work rate wobbles with stalls inside a bin: judge it over ~1 h
+WORK_RATE_FAST_HALFLIFE_BINS = 30.0  # work rate wobbles with stalls inside a bin: judge it over ~½ h
 MIX_SLOW_HALFLIFE_BINS = 1440.0
 MIX_FAST_HALFLIFE_BINS = 180.0
 

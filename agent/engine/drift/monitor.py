@@ -146,8 +146,11 @@ class DriftMonitor:
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
             events += self._workload_change(sample)
-        if math.isfinite(self._workload_until) and ts >= self._workload_until:
-            events += self._end_workload(sample)
+        if math.isfinite(self._workload_until):
+            if ts >= self._workload_until:
+                events += self._end_workload(sample)
+            else:
+                self.context.resync()  # while re-learning, "usual" is whatever the new job does
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
