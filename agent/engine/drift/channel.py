@@ -229,6 +229,7 @@ class ResidualChannel:
         self._cusum(dev, zc, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
+        self.dev_fast += 0.3 * (dev - self.dev_fast)  # the shift as it is now (a ramp keeps growing)
         return self._watch_block(ts)
 
     def _learn_scale(self, mean_z: float) -> None:
@@ -279,6 +280,8 @@ class ResidualChannel:
         s = self.cusum
         since = self.since_up if self.s_up >= self.s_dn else self.since_dn
         dev = self.recent_deviation()
+        if dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
+            dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
         z = self.recent_z()
         if self.mode == NORMAL and s >= p.suspect_frac * h:
             self.mode = SUSPECTED
