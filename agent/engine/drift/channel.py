@@ -280,8 +280,9 @@ class ResidualChannel:
         s = self.cusum
         since = self.since_up if self.s_up >= self.s_dn else self.since_dn
         dev = self.recent_deviation()
-        if dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
+        if p.trend_halflife_bins <= 0 and dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
             dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
+            # (not for a trend-following level: there a creeping shift is weather until it is fast)
         z = self.recent_z()
         if self.mode == NORMAL and s >= p.suspect_frac * h:
             self.mode = SUSPECTED
