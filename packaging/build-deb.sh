@@ -37,10 +37,12 @@ echo "build-deb: rackwatt $deb_version ($arch, python$py_minor)" >&2
 pip=("$python" -m pip)
 "$python" -m pip --version >/dev/null 2>&1 || pip=("$repo/.venv/bin/python" -m pip)
 wheels=$(mktemp -d)
+had_build_dir=no; [ -d "$repo/build" ] && had_build_dir=yes
 "${pip[@]}" wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$repo" 2>/dev/null
 "${pip[@]}" --python "$venv/bin/python" install -q --disable-pip-version-check --no-compile \
   --no-warn-script-location "$wheels"/rackwatt-*.whl
 rm -rf "$wheels"
+[ "$had_build_dir" = yes ] || rm -rf "$repo/build"          # setuptools' scratch folder
 
 # 2. Make the venv relocatable to /usr/lib/rackwatt/venv and free of build paths.
 ln -sfn "../../../../bin/python$py_minor" "$venv/bin/python"   # relative: /usr/lib/rackwatt/venv/bin → /usr/bin

@@ -72,7 +72,9 @@ def unpack(blob: bytes) -> dict[str, np.ndarray]:
 
 
 def write_atomic(path: Path, blob: bytes) -> None:
+    """Replace ``path`` with ``blob`` so that a crash leaves either the old or the new file."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(blob)

@@ -8,37 +8,19 @@ the engine starts fresh, so a crash can never cause a crash loop.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent.config.model import Config
+from agent.engine.state import write_atomic
 from agent.trace.model import TraceChunk
 
 log = logging.getLogger("rackwatt.engine")
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def set_aside(path: Path, why: str) -> Path:
@@ -142,7 +124,7 @@ class EngineLink:
             data = data.encode()
         elif not isinstance(data, bytes | bytearray):
             data = json.dumps(data, separators=(",", ":")).encode()
-        write_atomically(path, bytes(data))
+        write_atomic(path, bytes(data))
 
     def load(self, path: Path) -> bool:
         """Restore the state saved at ``path``; a bad file is set aside (never raises)."""
