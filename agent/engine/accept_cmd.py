@@ -16,10 +16,8 @@ The MQTT equivalent (``<root>/<site>/<rack>/cmd/accept``) is handled by the live
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any
 
 from agent.engine.drift.attribution import CAUSES
 from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
+from agent.stages.send import send_udp, send_unix
 
 DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
 
@@ -65,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
     socket_path = os.environ.get("RACKWATT_STAGE_SOCKET") or configured
     data = command_datagram(cause, ts)
     if socket_path:
-        error = _send_unix(data, socket_path)
+        error = send_unix(data, socket_path)
         if not error:
             print(f"accept {cause}: sent to the running agent ({socket_path})")
             return 0
         reason = f"no agent listening on {socket_path} ({error})"
     elif stages.udp_port is not None:
-        error = _send_udp(data, stages.udp_port)
+        error = send_udp(data, stages.udp_port)
         if not error:
             print(f"accept {cause}: sent to the running agent (udp 127.0.0.1:{stages.udp_port})")
             return 0
@@ -116,28 +115,3 @@ def _load_config(path: Path | None) -> Any:
     except OSError as exc:
         print(f"rackwatt accept: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
     return None
-
-
-def _send_unix(data: bytes, path: str) -> str:
-    """Send to a Unix datagram socket; "" on success, else why not (nobody listening, no file)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.setblocking(False)
-            sock.sendto(data, path)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return ""
-
-
-def _send_udp(data: bytes, port: int) -> str:
-    """Send to UDP 127.0.0.1:port; a closed port answers with ICMP, seen as ECONNREFUSED."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect(("127.0.0.1", port))
-            sock.send(data)
-            sock.settimeout(0.05)
-            with contextlib.suppress(TimeoutError):
-                sock.recv(1)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return ""

@@ -8,14 +8,13 @@ a usage error (exit 2), so a typo in a hook shows up when the hook is written.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
-import socket
 import sys
 
 from agent.stages.client import DEFAULT_SOCKET
 from agent.stages.hints import MAX_LABEL_CHARS, HintError, encode_hint, parse_hint, valid_label
+from agent.stages.send import send_udp, send_unix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -62,38 +61,14 @@ def _send(data: bytes, args: argparse.Namespace) -> tuple[str, str]:
     """Send the datagram like the client does: the Unix socket, falling back to UDP loopback
     when ``$RACKWATT_STAGE_UDP`` is set; ``--udp`` sends over UDP only. Returns (where, error)."""
     if args.udp is not None:
-        return _send_udp(data, args.udp)
+        return f"udp 127.0.0.1:{args.udp}", send_udp(data, args.udp)
     path = args.socket or os.environ.get("RACKWATT_STAGE_SOCKET") or DEFAULT_SOCKET
-    target, error = _send_unix(data, path)
+    error = send_unix(data, path)
     env_port = os.environ.get("RACKWATT_STAGE_UDP", "").strip()
     if error and args.socket is None and env_port.isdigit():
-        udp_target, udp_error = _send_udp(data, int(env_port))
+        udp_target = f"udp 127.0.0.1:{env_port}"
+        udp_error = send_udp(data, int(env_port))
         if not udp_error:
             return udp_target, ""
-        return f"{target} or {udp_target}", f"{error}; {udp_error}"
-    return target, error
-
-
-def _send_unix(data: bytes, path: str) -> tuple[str, str]:
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.setblocking(False)
-            sock.sendto(data, path)
-    except OSError as exc:
-        return path, exc.strerror or str(exc)
-    return path, ""
-
-
-def _send_udp(data: bytes, port: int) -> tuple[str, str]:
-    target = f"udp 127.0.0.1:{port}"
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect(("127.0.0.1", port))
-            sock.send(data)
-            # a closed port answers with ICMP; a short wait surfaces it as ECONNREFUSED
-            sock.settimeout(0.05)
-            with contextlib.suppress(TimeoutError):
-                sock.recv(1)
-    except OSError as exc:
-        return target, exc.strerror or str(exc)
-    return target, ""
+        return f"{path} or {udp_target}", f"{error}; {udp_error}"
+    return path, error
