@@ -22,6 +22,9 @@ SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c
 REF_HALFLIFE_BINS = 720.0  # 12 h at 60 s bins
 FAST_HALFLIFE_BINS = 20.0
 WORK_RATE_FAST_HALFLIFE_BINS = 30.0  # work rate wobbles with stalls inside a bin: judge it over ~½ h
+TYPICAL_RATE_BAND_FRAC = 0.03  # bins within 3 % of the typical work rate refine it; others do not
+TYPICAL_RATE_HALFLIFE_BINS = 30.0
+TYPICAL_RATE_REACQUIRE_FRAC = 0.6  # this share of recent bins out of band: a new rate (new job)
 MIX_SLOW_HALFLIFE_BINS = 1440.0
 MIX_FAST_HALFLIFE_BINS = 180.0
 
@@ -73,6 +76,11 @@ class SignalContext:
     def __init__(self) -> None:
         self.levels = {name: _Level() for name in SCALAR_SIGNALS}
         self.work_rate = [_Level(WORK_RATE_FAST_HALFLIFE_BINS) for _ in STAGE_SLOTS]
+        # Typical work rate per stage: the rate most bins run at, learned from in-band bins only,
+        # so bins cut short by stalls or stage changes (lower rates) do not drag it down; when most
+        # recent bins run elsewhere (a new job) it re-acquires from the fast level.
+        self.rate_typical = np.full(len(STAGE_SLOTS), math.nan)
+        self.rate_out = np.zeros(len(STAGE_SLOTS))  # EW share of recent bins outside the band
         self.mix_slow = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_fast = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_n = 0.0
@@ -87,6 +95,7 @@ class SignalContext:
         slot = stage_slot(sample.stage)
         if sample.stage:
             self.work_rate[slot].update(sample.work_rate, frozen)
+            self._update_typical(slot, float(sample.work_rate))
             onehot = np.zeros(len(STAGE_SLOTS))
             onehot[slot] = 1.0
             a_slow = max(1.0 / (self.mix_n + 1.0), math.log(2.0) / MIX_SLOW_HALFLIFE_BINS)
@@ -102,6 +111,27 @@ class SignalContext:
             if changed:
                 self.workload_ts = sample.ts
         return changed
+
+    def _update_typical(self, slot: int, rate: float) -> None:
+        if not math.isfinite(rate):
+            return
+        typical = float(self.rate_typical[slot])
+        alpha = math.log(2.0) / TYPICAL_RATE_HALFLIFE_BINS
+        if not math.isfinite(typical):
+            self.rate_typical[slot] = rate
+            return
+        in_band = abs(rate - typical) <= TYPICAL_RATE_BAND_FRAC * max(abs(typical), 1e-9)
+        self.rate_out[slot] += alpha * ((0.0 if in_band else 1.0) - self.rate_out[slot])
+        if in_band:
+            self.rate_typical[slot] = typical + alpha * (rate - typical)
+        elif self.rate_out[slot] >= TYPICAL_RATE_REACQUIRE_FRAC:
+            fast = self.work_rate[slot].fast
+            self.rate_typical[slot] = fast if math.isfinite(fast) else rate
+            self.rate_out[slot] = 0.0
+
+    def typical_rate(self, slot: int) -> float:
+        """The work rate this stage's bins usually run at (NaN until seen)."""
+        return float(self.rate_typical[slot])
 
     def work_rate_moved_pct(self) -> float:
         """Relative change of the work rate against its reference, in %, in the stage that carries
@@ -129,6 +159,8 @@ class SignalContext:
         return {
             "levels": {name: level.pack() for name, level in self.levels.items()},
             "work_rate": [level.pack() for level in self.work_rate],
+            "rate_typical": [_num(float(v)) for v in self.rate_typical],
+            "rate_out": [float(v) for v in self.rate_out],
             "mix_slow": [float(v) for v in self.mix_slow],
             "mix_fast": [float(v) for v in self.mix_fast],
             "mix_n": self.mix_n,
@@ -151,6 +183,10 @@ class SignalContext:
             if not isinstance(values, list) or len(values) != len(STAGE_SLOTS):
                 raise ValueError(f"drift context: {key} must be a list of {len(STAGE_SLOTS)}")
             target[:] = [float(v) for v in values]
+        typical, out = data.get("rate_typical"), data.get("rate_out")  # absent in older state: re-learned
+        if isinstance(typical, list) and isinstance(out, list) and len(typical) == len(out) == len(STAGE_SLOTS):
+            self.rate_typical[:] = [math.nan if v is None else float(v) for v in typical]
+            self.rate_out[:] = [float(v) for v in out]
         self.mix_n = float(data.get("mix_n") or 0.0)  # type: ignore[arg-type]
         self.job = str(data.get("job") or "")
         since = data.get("job_since_ts")

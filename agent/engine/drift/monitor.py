@@ -190,8 +190,12 @@ class DriftMonitor:
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         rate = sample.work_rate
-        level = self.context.work_rate[stage_slot(sample.stage)]
-        usual = level.fast  # the last hour's rate: follows a new job within the hour, not stalls
+        slot = stage_slot(sample.stage)
+        level = self.context.work_rate[slot]
+        # The rate most recent bins run at: robust to stall-shortened bins (a mean is not: it sat
+        # ~2 % under the full-rate bins and the 3 % gate then dropped many of them), and it
+        # follows a new job within about half an hour.
+        usual = self.context.typical_rate(slot)
         known = math.isfinite(rate) and level.n >= 60 and math.isfinite(usual) and usual > 0
         if known and abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
             return math.nan
