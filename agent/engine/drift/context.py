@@ -184,7 +184,8 @@ class SignalContext:
                 raise ValueError(f"drift context: {key} must be a list of {len(STAGE_SLOTS)}")
             target[:] = [float(v) for v in values]
         typical, out = data.get("rate_typical"), data.get("rate_out")  # absent in older state: re-learned
-        if isinstance(typical, list) and isinstance(out, list) and len(typical) == len(out) == len(STAGE_SLOTS):
+        n_slots = len(STAGE_SLOTS)
+        if isinstance(typical, list) and isinstance(out, list) and len(typical) == len(out) == n_slots:
             self.rate_typical[:] = [math.nan if v is None else float(v) for v in typical]
             self.rate_out[:] = [float(v) for v in out]
         self.mix_n = float(data.get("mix_n") or 0.0)  # type: ignore[arg-type]
