@@ -37,7 +37,10 @@ TYPICAL_FAN_FRAC = 0.75  # fan speed assumed for the exhaust-temperature estimat
 TYPICAL_PSU_EFFICIENCY = 0.94  # for the first-pass heat estimate only (the supply-air transient)
 
 # Stream ids for np.random.default_rng([seed, chunk, stream]).
-S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING, S_OUTAGE = range(1, 9)
+S_GPU, S_UTIL, S_INLET, S_PDU, S_CRAC, S_RATE, S_SAMPLING, S_OUTAGE, S_CAP = range(1, 10)
+# A GPU held at its power cap does not read a constant: the limiter regulates around the cap and
+# the reading carries its own noise (σ as a fraction of the cap).
+GPU_CAP_READING_NOISE_FRAC = 0.005
 
 
 def psu_loss_coefficients(curve: tuple[tuple[float, float], ...]) -> tuple[float, float, float]:
@@ -195,7 +198,9 @@ class RackPhysics:
         ageing = ageing + combined(self.scenario.faults, "gpu_driver", t)[:, None]
         power = level[:, None] * k.gpu_unit[None, :] * (1.0 + ageing)
         power = power * (1.0 + gp.noise_frac * gpu_noise)
-        power = np.clip(power, 0.85 * gp.idle_w, gp.tdp_w * 1.02)
+        cap_noise = self.rng(chunk, S_CAP).standard_normal((CHUNK_S, g))[off : off + n]
+        cap_w = gp.tdp_w * 1.02 * (1.0 + GPU_CAP_READING_NOISE_FRAC * np.clip(cap_noise, -3.0, 3.0))
+        power = np.clip(np.minimum(power, cap_w), 0.85 * gp.idle_w, None)
         out["gpu_power_w"] = power
 
         util = (
