@@ -322,6 +322,26 @@ class ResidualChannel:
             return self.clear(ts, reason="cleared")
         return None
 
+    def force_onset(
+        self, ts: float, deviation: float, since_ts: float, level: float, slot: int
+    ) -> Transition:
+        """Confirm a shift that other evidence established (a measured setpoint move): ACTIVE from
+        now, judged against ``level`` (the residual's level before the shift), held as usual."""
+        p = self.params
+        bin_scale = float(self._bin_scale[slot])
+        bin_scale = max(bin_scale if math.isfinite(bin_scale) else p.min_bin_scale, p.min_bin_scale)
+        z = deviation / bin_scale / (max(self.scale if math.isfinite(self.scale) else 1.0,
+                                         p.min_block_scale) * math.sqrt(self.vif))
+        self._loc[slot] = level
+        self._ring[:] = level
+        self.trend = 0.0
+        self.mode = ACTIVE
+        self.onset_ts, self.onset_dev, self.onset_z = ts, deviation, z
+        self.dev_fast = deviation
+        self.clear_count = 0.0
+        self.last_since = since_ts
+        return Transition("onset", ts, deviation, z, since_ts)
+
     def clear(self, ts: float, reason: str = "cleared") -> Transition:
         """Leave ACTIVE/SUSPECTED: learning resumes from the current location."""
         dev = self.dev_fast

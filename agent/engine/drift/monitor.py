@@ -23,6 +23,7 @@ from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, 
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import CoolingUnitModel
 from agent.engine.drift.events import drift_event, evidence_for
+from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 1
@@ -104,6 +105,8 @@ class DriftMonitor:
         self.channels = {name: ResidualChannel(name, params) for name, params in self._params.items()}
         self.context = SignalContext()
         self.cooling_model = CoolingUnitModel()
+        self.setpoint_watch = SetpointWatch()
+        self._setpoint_shift: SetpointShift | None = None
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
@@ -158,8 +161,34 @@ class DriftMonitor:
             transition = self.channels[name].add(residual, where, ts)
             if transition is not None:
                 events += self._on_transition(name, transition, sample)
+        shift, self._setpoint_shift = self._setpoint_shift, None
+        if shift is not None:
+            events += self._setpoint_onset(shift, sample)
         events += self._auto_accept(ts)
         return events
+
+    def _setpoint_onset(self, shift: SetpointShift, sample: ComponentSample) -> list[dict[str, object]]:
+        """A measured setpoint move with the matching cooling-power change: a ``cooling`` onset
+        even below the cooling channel's own minimum effect (the cause is measured, not guessed)."""
+        channel = self.channels["cooling"]
+        if channel.mode == ACTIVE or "cooling" in self.incidents:
+            return []  # the channel found it by itself (its explanation names the setpoint too)
+        tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
+                                 self.setpoint_watch.before_pct, 0)
+        self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
+                                             "cooling", {"cooling"}, self.context.job)
+        evidence = evidence_for("cooling", tr, self.channels, self.context)
+        evidence = [e for e in evidence if e.get("signal") != "setpoint_c"]
+        evidence.append({"signal": "setpoint_c", "from": round(shift.from_c, 2), "to": round(shift.to_c, 2),
+                         "moved": round(shift.to_c - shift.from_c, 2), "unit": "°C",
+                         "since": round(shift.since_ts, 1), "role": "context"})
+        more = "more" if shift.deviation_pct >= 0 else "less"
+        hours = (tr.ts - shift.since_ts) / 3600.0
+        text = (f"Cooling uses {abs(shift.deviation_pct):.1f} % {more} power for the same heat since the "
+                f"cooling-unit setpoint moved from {shift.from_c:.1f} °C to {shift.to_c:.1f} °C "
+                f"{hours:.1f} h ago.")
+        return [drift_event(tr.ts, "onset", "cooling", sample.stage, round(tr.deviation, 2), "cooling",
+                            tr.since_ts, evidence, text)]
 
     def _residuals(self, sample: ComponentSample) -> dict[str, float]:
         """This bin's residual per channel (NaN = no evidence in this bin).
@@ -175,8 +204,11 @@ class DriftMonitor:
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
         learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
+        learn = learn and not self.setpoint_watch.pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn)
+        judged = unit if self.cooling_model.source else math.nan
+        self._setpoint_shift = self.setpoint_watch.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
         elif sample.transient:
@@ -364,6 +396,7 @@ class DriftMonitor:
             "channels": {name: ch.state() for name, ch in self.channels.items()},
             "context": self.context.state(),
             "cooling_model": self.cooling_model.state(),
+            "setpoint_watch": self.setpoint_watch.state(),
             "incidents": [
                 {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
                  "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
@@ -393,6 +426,9 @@ class DriftMonitor:
             cooling = state["cooling_model"]
             assert isinstance(cooling, dict)
             self.cooling_model.restore(cooling)
+            watch = state.get("setpoint_watch")  # absent in older state: starts afresh
+            if isinstance(watch, dict):
+                self.setpoint_watch.restore(watch)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:
