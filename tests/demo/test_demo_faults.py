@@ -27,7 +27,7 @@ HOURS_AFTER_ONSET = 3.0
 def _onsets(tmp_path: Path, fault: str, fine: bool) -> list[tuple[float, str]]:
     """(hours after the fault started, cause) of every onset event, in order."""
     live = time.time()
-    opts = DemoOptions(fault=fault, days=1)
+    opts = DemoOptions(fault=fault, days=2)
     scenario, _ = build_scenario(opts, live)
     path, _ = write_config(
         tmp_path,
@@ -57,16 +57,14 @@ def _onsets(tmp_path: Path, fault: str, fine: bool) -> list[tuple[float, str]]:
 )
 def test_the_demo_fault_is_found_and_attributed(tmp_path: Path, fault: str, cause: str, fine: bool) -> None:
     onsets = _onsets(tmp_path, fault, fine)
-    assert not [o for o in onsets if o[0] < 0], f"false alarm on the healthy hours: {onsets}"
+    faults_before = [o for o in onsets if o[0] < 0 and o[1] != "workload"]  # a job change is no fault
+    assert not faults_before, f"false alarm on the healthy hours: {onsets}"
     assert any(c == cause for _, c in onsets), f"{fault}: expected an onset with cause {cause}, got {onsets}"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the drift detector's cooling-efficiency model needs about a day of healthy data and "
-    "the demo warms up for 8 h, so a cooling fault is not confirmed within the bound; "
-    "xpasses once it is",
-)
 def test_the_demo_cooling_fault_is_found_and_attributed(tmp_path: Path) -> None:
-    onsets = _onsets(tmp_path, "cooling", fine=True)
-    assert any(c == "cooling" for _, c in onsets), onsets
+    """A COP loss is found with the demo's default (light) polling once a day of healthy data
+    has calibrated the cooling unit's efficiency model."""
+    onsets = _onsets(tmp_path, "cooling", fine=False)
+    assert not [o for o in onsets if o[0] < 0 and o[1] != "workload"], onsets
+    assert any(c == "cooling" and 0 <= t <= HOURS_AFTER_ONSET for t, c in onsets), onsets

@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from agent.live.demo.session import FAULT_WARMUP_H
 from tests.conftest import REPO_ROOT
 from tests.live.conftest import Broker, load_schema, wait_until
 
@@ -180,7 +181,7 @@ def test_an_injected_fault_is_found_and_attributed(
     assert demo.finish(timeout_s=40) == 0, demo.stderr()[-3000:]
     lines = demo.output()
     assert any("injected: hotspot" in line for line in lines)
-    assert any(line.startswith("warm-up: replayed 8 simulated hours") for line in lines)
+    assert any(line.startswith(f"warm-up: replayed {FAULT_WARMUP_H:g} simulated hours") for line in lines)
     assert "stage=" in onset and found_after_s < 100
     assert _no_temp_dirs_left(tmp_path)
 

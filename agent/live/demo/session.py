@@ -39,7 +39,9 @@ log = logging.getLogger("rackwatt.demo")
 FAULT_CHOICES = (*FAULT_KINDS, "workload")
 FAULT_AFTER_H = 0.1  # the fault starts this long (simulated) after the run goes live
 FAULT_RAMP_H = 0.25  # gradual faults reach full strength this fast (a demo, not a realistic ageing)
-FAULT_WARMUP_H = 8.0  # replayed before a fault run: the drift detector calibrates on healthy hours
+# Replayed before a fault run: the drift detector calibrates on healthy data, and its cooling-unit
+# efficiency model needs about a day of it (with 8 h, cooling faults went unconfirmed for hours).
+FAULT_WARMUP_H = 30.0
 GPUS = 8  # one 8-GPU node: the footprint target's rack and cheap to poll at 60×
 SITE, RACK = "demo", "r07"
 
