@@ -11,11 +11,11 @@ replaced atomically (temp file, fsync, rename).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from agent.engine.drift.monitor import DriftMonitor
+from agent.engine.state import write_atomic
 
 DRIFT_KEYS = frozenset({"version", "channels", "context", "incidents"})
 MAX_STATE_BYTES = 64 * 1024 * 1024
@@ -152,13 +152,8 @@ def accept_in_state_file(path: Path, cause: str, ts: float) -> list[dict[str, ob
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.accept.tmp")
+    """The engine's atomic write, with its failure as this module's error."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise StateFileError(f"cannot write state file {path}: {exc.strerror or exc}") from exc
