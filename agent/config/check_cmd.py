@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agent.config.cli_args import DEFAULT_CONF_D
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
 
@@ -16,7 +17,8 @@ from agent.config.loader import load_config
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help="the TOML configuration to check")
     parser.add_argument("--conf-d", type=Path, metavar="DIR", default=None,
-                        help="also merge the *.toml drop-ins of DIR, in name order")
+                        help=f"also merge the *.toml drop-ins of DIR, in name order (the package uses "
+                        f"{DEFAULT_CONF_D})")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.config.cli_args import DEFAULT_CONFIG
 from agent.engine.drift.attribution import CAUSES
 from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
 from agent.stages.send import send_udp, send_unix
-
-DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

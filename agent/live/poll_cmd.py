@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent.config.cli_args import add_config_arguments
 from agent.config.model import Config
 from drivers.base import Driver, PollResult
 
@@ -43,16 +44,7 @@ UNITS = (  # signal suffix → unit shown after the value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, required=True, metavar="FILE", help="the agent's TOML configuration"
-    )
-    parser.add_argument(
-        "--conf-d",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="also merge the *.toml drop-ins of DIR, in name order",
-    )
+    add_config_arguments(parser, required=True)
     parser.add_argument(
         "--once",
         action="store_true",

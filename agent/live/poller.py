@@ -106,25 +106,9 @@ class Poller:
             async with asyncio.timeout(deadline_s):
                 result = await driver.poll()
         except TimeoutError:
-            elapsed = (time.monotonic() - started) * 1000
-            result = PollResult(
-                driver.device,
-                start_ts,
-                {},
-                False,
-                elapsed,
-                error=f"{driver.device}: poll exceeded its deadline of {deadline_s:g} s",
-            )
+            result = _failed(driver, start_ts, started, f"poll exceeded its deadline of {deadline_s:g} s")
         except Exception as exc:  # a driver bug must not stop the agent
-            elapsed = (time.monotonic() - started) * 1000
-            result = PollResult(
-                driver.device,
-                start_ts,
-                {},
-                False,
-                elapsed,
-                error=f"{driver.device}: driver raised {type(exc).__name__}: {exc}",
-            )
+            result = _failed(driver, start_ts, started, f"driver raised {type(exc).__name__}: {exc}")
         self._record(result)
         return result
 
@@ -165,3 +149,9 @@ class Poller:
             if next_at < now:  # overran: skip the missed slots (never a burst, never a busy loop)
                 next_at = now + interval_s * 0.5
             await self.clock.sleep(next_at - now)
+
+
+def _failed(driver: Driver, start_ts: float, started: float, why: str) -> PollResult:
+    """A poll that produced nothing: no signals (missing, never zero), and why."""
+    elapsed_ms = (time.monotonic() - started) * 1000
+    return PollResult(driver.device, start_ts, {}, False, elapsed_ms, error=f"{driver.device}: {why}")

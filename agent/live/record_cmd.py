@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.config.cli_args import add_config_arguments
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
-from agent.live.run_cmd import DEFAULT_CONFIG, load_or_report, serve, skip_unused_imports
+from agent.live.run_cmd import load_or_report, serve, skip_unused_imports
 from agent.trace.model import TraceChunk, TraceMeta
 from agent.trace.writer import TraceWriter
 
@@ -90,14 +91,7 @@ class TraceRecorder:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG,
-        metavar="FILE",
-        help=f"the TOML configuration (default {DEFAULT_CONFIG})",
-    )
-    parser.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help="drop-in directory")
+    add_config_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="TRACE.csv", help="the trace to write")
     parser.add_argument(
         "--duration",

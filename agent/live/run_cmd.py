@@ -15,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+from agent.config.cli_args import add_config_arguments
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
 from agent.config.model import Config
@@ -23,24 +24,10 @@ from agent.live.loop import LiveAgent
 from agent.live.publisher import MqttConfigError
 
 log = logging.getLogger("rackwatt.run")
-DEFAULT_CONFIG = Path("/etc/rackwatt/agent.toml")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG,
-        metavar="FILE",
-        help=f"the TOML configuration (default {DEFAULT_CONFIG})",
-    )
-    parser.add_argument(
-        "--conf-d",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="also merge the *.toml drop-ins of DIR, in name order (re-read on SIGHUP too)",
-    )
+    add_config_arguments(parser)
     parser.add_argument(
         "--save-interval",
         type=float,

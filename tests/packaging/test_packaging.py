@@ -66,6 +66,7 @@ def test_unit_has_the_required_directives() -> None:
         "StartLimitBurst=",
         "ExecStartPre=/usr/bin/rackwatt check-config",
         "ExecReload=/bin/kill -HUP $MAINPID",
+        "ExecStart=/usr/bin/rackwatt run --config /etc/rackwatt/agent.toml --conf-d /etc/rackwatt/conf.d",
         "User=rackwatt",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
