@@ -170,3 +170,26 @@ def test_events_validate_against_the_report_schema() -> None:
     assert {e["state"] for e in events} == {"onset", "cleared"}
     for event in events:
         jsonschema.validate(json.loads(json.dumps(event)), schema)
+
+
+def test_job_change_keeps_a_confirmed_fault_held_and_active() -> None:
+    """A power-chain fault found before a job change stays reported and held: the job change
+    re-learns the GPU profile, not the faulty IT side (it once absorbed the fault, then raised a
+    second, reversed power_chain onset hours later)."""
+    monitor = DriftMonitor()
+    job_change_s = FAULT_AT_S + 4 * 3600
+    inj = (Injection("it", FAULT_AT_S, 5.0), Injection("workload", job_change_s, 8.0))
+    events: list[dict[str, object]] = []
+    held_after_change = []
+    for sample in stream(2.5, 16, inj):
+        events += monitor.observe(sample)
+        if sample.ts > T0 + job_change_s + 600:
+            held_after_change.append("it" in monitor.held and "it" not in monitor.relearn)
+    faults = onsets(events)
+    assert [e["cause"] for e in faults] == ["power_chain"]
+    assert float(faults[0]["ts"]) < T0 + job_change_s  # type: ignore[arg-type]
+    workload = [e for e in onsets(events, faults_only=False) if e["cause"] == "workload"]
+    assert workload and workload[0]["detail"]["relearn"] == ["gpu"]  # type: ignore[index]
+    assert "power chain" in str(workload[0]["detail"]["explanation"])  # type: ignore[index]
+    assert not [e for e in events if e["state"] == "cleared" and e["cause"] == "power_chain"]
+    assert held_after_change and all(held_after_change)

@@ -285,30 +285,42 @@ class DriftMonitor:
         return []
 
     # ------------------------------------------------------------------------------ workload
-    def _begin_relearn(self, ts: float) -> None:
-        """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre."""
-        self._start_relearn(WORKLOAD_COMPONENTS, ts)
-        for name in WORKLOAD_COMPONENTS:
-            channel = self.channels[name]
-            for cause, incident in list(self.incidents.items()):
-                if name in incident.channels and cause != "workload":
-                    incident.channels.discard(name)
-                    if not incident.channels:
-                        del self.incidents[cause]
-            channel.start_grace(ts + self.relearn_s)
+    def _begin_relearn(self, ts: float) -> tuple[str, ...]:
+        """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
+
+        A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
+        hot spot, and re-learning it now would teach the baseline the fault (it stays held until
+        the fault clears or is accepted)."""
+        faulty = self._components_with_incidents()
+        components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
+        self._start_relearn(components, ts)
+        for name in components:
+            self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
         self.context.workload_ts = ts
         self.context.resync()
+        return components
+
+    def _components_with_incidents(self) -> frozenset[str]:
+        """Engine components held by a confirmed deviation other than a workload change."""
+        out: set[str] = set()
+        for cause, incident in self.incidents.items():
+            if cause != "workload":
+                for name in incident.channels:
+                    out |= HOLDS[name] | {name}
+        return frozenset(out)
 
     def _workload_change(self, sample: ComponentSample) -> list[dict[str, object]]:
         ts = float(sample.ts)
-        self._begin_relearn(ts)
+        relearned = self._begin_relearn(ts)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, ts, 0.0, "gpu", set(), sample.job)
         text = (f"New job {sample.job!r} replaced the previous one: its GPU profile is re-learned "
                 "(not a fault).")
-        extra = {"job": sample.job, "relearn": list(WORKLOAD_COMPONENTS),
-                 "relearn_until": ts + self.relearn_s}
+        kept = sorted(cause for cause in self.incidents if cause != "workload")
+        if kept:
+            text += f" Still active, not re-learned: {', '.join(c.replace('_', ' ') for c in kept)}."
+        extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
         evidence = [{"signal": "job", "to": sample.job, "since": ts}]
