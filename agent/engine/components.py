@@ -36,3 +36,10 @@ class ComponentSample:
     # Added for drift: share × heat the cooling units report removing (Σ share × crac.*.cooling_w),
     # NaN when no unit reports it. Lets the detector judge the unit's power for the load it carries.
     cooling_load_w: float = math.nan
+    # Added for drift: outdoor air temperature at the cooling units' heat rejection (mean of
+    # crac.*.outdoor_temp_c, a rackwatt extension of the trace format), NaN when none reports it.
+    # Explains the weather's share of the unit's efficiency, so slow coil/COP loss stands out.
+    outdoor_c: float = math.nan
+    # Added for drift: GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin — a
+    # driver reload (or a reboot) resets them. Counted per row, so it lands in the reset's own bin.
+    gpu_counter_resets: int = 0

@@ -379,6 +379,7 @@ class Engine:
             inlet_spread_c=mean("spread_ws", "spread_s"),
             fan_pct=mean("fan_ws", "fan_s"),
             setpoint_c=mean("setp_ws", "setp_s"),
+            gpu_counter_resets=self.rows.take_gpu_resets(float(wb.start[sl.stop - 1] + self.bin_s)),
             **self._extra_sample_fields(mean),
         )
         self.last_sample = sample
@@ -395,7 +396,7 @@ class Engine:
     @staticmethod
     def _extra_sample_fields(mean: Any) -> dict[str, float]:
         """Fields ComponentSample gained after its first version (filled only if this build has them)."""
-        extra = {"cooling_load_w": ("cload_ws", "cload_s")}
+        extra = {"cooling_load_w": ("cload_ws", "cload_s"), "outdoor_c": ("outdoor_ws", "outdoor_s")}
         return {k: mean(*v) for k, v in extra.items() if k in _SAMPLE_FIELDS}
 
     # ================================================================== window close: report, then learn

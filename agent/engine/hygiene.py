@@ -101,6 +101,9 @@ class Hygiene:
         self.last = np.full(n, np.nan)  # last accepted (emitted) value
         self.run = np.zeros(n)  # repeats of ``last`` so far
         self.repeat_rate = np.full(n, 0.5)
+        # Per counter signal: which rows of the last ``clean`` call went backwards (a reset). Read
+        # right after ``clean`` by the row binner, so a reset lands in the bin of its own row.
+        self.reset_rows: dict[int, np.ndarray] = {}
 
     def clean(self, k: int, ts: np.ndarray, values: np.ndarray, n_emit: int) -> np.ndarray:
         """Cleaned copy of ``values[:n_emit]`` for signal ``k``; ``values`` past ``n_emit`` is look-ahead.
@@ -108,6 +111,7 @@ class Hygiene:
         Advances this signal's state past row ``n_emit - 1`` only.
         """
         kind = self.kinds[k]
+        self.reset_rows.pop(k, None)
         v = values
         present = ~np.isnan(v)
         if not present[:n_emit].any():
@@ -130,7 +134,7 @@ class Hygiene:
         good = present & ~bad
         out[bad[:n_emit]] = np.nan
         if kind.counter:
-            self._count_resets(k, v[:n_emit], good[:n_emit])
+            self.reset_rows[k] = self._count_resets(k, v[:n_emit], good[:n_emit])
             return out
         if not kind.shape_rules:
             idx = np.flatnonzero(good[:n_emit])
@@ -195,14 +199,19 @@ class Hygiene:
         self.run[k] = run[-1]
         return stuck
 
-    def _count_resets(self, k: int, v: np.ndarray, good: np.ndarray) -> None:
+    def _count_resets(self, k: int, v: np.ndarray, good: np.ndarray) -> np.ndarray:
+        """Count the rows where the counter went backwards; returns them as a mask over ``v``."""
+        mask = np.zeros(v.shape[0], dtype=bool)
         vals = v[good]
         if vals.size == 0:
-            return
+            return mask
         prev = np.concatenate(([self.last[k]], vals[:-1]))
         with np.errstate(invalid="ignore"):
-            self.counts[k, 6] += int((vals < prev).sum())
+            back = vals < prev
+        self.counts[k, 6] += int(back.sum())
+        mask[np.flatnonzero(good)[back]] = True
         self.last[k] = vals[-1]
+        return mask
 
     def counts_by_signal(self) -> dict[str, dict[str, int]]:
         """Non-zero rejection counts: {signal: {rule: n}}."""

@@ -19,6 +19,7 @@ from agent.engine.frames import N_FIELDS, BinBatch, F, RackInfo, RowBatch, Signa
 from agent.trace.model import TraceChunk
 
 EMIT_BATCH_S = 15.0  # rows leave the look-ahead buffer in batches spanning at least this long
+MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is read (fixed memory)
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
 """chunk of emitted rows (cleaned) → (stage slot per row, inferred per row, has-hint per row)."""
@@ -56,6 +57,9 @@ class RowBinner:
         self._open_job = ""
         self._last_gpu_w = math.nan
         self.dropped_rows = 0  # rows not after the previous one (clock steps, a replay over old data)
+        # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
+        # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
+        self._gpu_resets: list[tuple[float, int]] = []
 
     # ----------------------------------------------------------------------------- public
     def push(self, chunk: TraceChunk, flush: bool = False) -> tuple[BinBatch, RowBatch]:
@@ -76,6 +80,14 @@ class RowBinner:
         out = self._emit(buf, n_emit)
         self._buf = _slice(buf, n_emit, len(buf)) if n_emit < len(buf) else None
         return out
+
+    def take_gpu_resets(self, until_ts: float) -> int:
+        """GPU energy counters that went backwards in rows at or before ``until_ts`` (a bin's end),
+        not yet taken: the bin ending there owns them."""
+        n = sum(c for t, c in self._gpu_resets if t <= until_ts + 1e-9)
+        if n:
+            self._gpu_resets = [(t, c) for t, c in self._gpu_resets if t > until_ts + 1e-9]
+        return n
 
     @property
     def open_bin_start(self) -> float:
@@ -121,6 +133,7 @@ class RowBinner:
                 continue
             clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
             numeric[name] = clean[name]
+        self._note_gpu_resets(ts)
         emitted = TraceChunk(
             ts=ts,
             numeric={c: v[:n] for c, v in numeric.items()},
@@ -152,6 +165,20 @@ class RowBinner:
             return self._empty()[0], rows
         per = self._interval_values(held, starts.size)
         return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
+
+    def _note_gpu_resets(self, ts: np.ndarray) -> None:
+        """Remember the rows of this emit where GPU energy counters went backwards."""
+        hyg = self.signals.hygiene
+        per_row = np.zeros(ts.size, dtype=np.int64)
+        for k in self.signals.indices("gpu.", ".energy_j"):
+            mask = hyg.reset_rows.get(k)
+            if mask is not None and mask.size == ts.size:
+                per_row += mask
+        for i in np.flatnonzero(per_row):
+            self._gpu_resets.append((float(ts[i]), int(per_row[i])))
+        while len(self._gpu_resets) > MAX_RESET_ROWS:  # merge the oldest two: counts are kept
+            (_, c0), (t1, c1) = self._gpu_resets[0], self._gpu_resets[1]
+            self._gpu_resets[:2] = [(t1, c0 + c1)]
 
     def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
         sig = self.signals
@@ -207,6 +234,7 @@ class RowBinner:
             "setp": _nan_mean_rows(stack("crac.", ".setpoint_c")),
             "cload": cload_w,
             "gtemp": _nan_mean_rows(stack("gpu.", ".temp_c")),
+            "outdoor": _nan_mean_rows(stack("crac.", ".outdoor_temp_c")),
         }
 
     def _bin(
@@ -234,6 +262,7 @@ class RowBinner:
             "setp": ("setp_s", "setp_ws"),
             "cload": ("cload_s", "cload_ws"),
             "gtemp": ("gtemp_s", "gtemp_ws"),
+            "outdoor": ("outdoor_s", "outdoor_ws"),
         }.items():
             v = per[key][src]
             known = ~np.isnan(v)
