@@ -50,6 +50,8 @@ FIELDS: tuple[str, ...] = (
     "cload_ws",
     "gtemp_s",
     "gtemp_ws",
+    "outdoor_s",
+    "outdoor_ws",
 )
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
@@ -94,7 +96,7 @@ def is_engine_signal(name: str) -> bool:
     if dev == "pdu":
         return sig in ("power_w", "energy_kwh")
     if dev == "crac":
-        return sig in ("power_w", "fan_pct", "setpoint_c", "cooling_w")
+        return sig in ("power_w", "fan_pct", "setpoint_c", "cooling_w", "outdoor_temp_c")
     return dev == "inlet" and sig == "temp_c"
 
 
@@ -231,3 +233,14 @@ def split_pieces(
     lo = np.maximum(starts[src], t0 + bins * bin_s)
     hi = np.minimum(ends[src], t0 + (bins + 1) * bin_s)
     return src, np.maximum(hi - lo, 0.0), bins
+
+
+def widen_saved_sums(saved: np.ndarray, trailing: int = 0) -> np.ndarray:
+    """Bin sums saved by a build with fewer ``FIELDS`` (fields are only ever appended): the new
+    fields start at zero, so an upgrade keeps the learned state. The last axis holds the fields
+    followed by ``trailing`` other values (the open bin's per-slot sums)."""
+    old = saved.shape[-1] - trailing
+    if old >= N_FIELDS or old <= 0:
+        return saved
+    pad = np.zeros((*saved.shape[:-1], N_FIELDS - old))
+    return np.concatenate((saved[..., :old], pad, saved[..., old:]), axis=-1)

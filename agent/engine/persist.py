@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.engine.frames import widen_saved_sums
+from agent.engine.stage_slots import N_SLOTS
 from agent.engine.state import StateError, pack, unpack
 
 if TYPE_CHECKING:
@@ -130,7 +132,7 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         r._open_bin, engine.last_ts = int(s[14]), float(s[15])
         engine.g_lo_w, engine.g_hi_w = float(s[16]), float(s[17])
         engine.t_lo_c, engine.t_hi_c, engine.last_temp_c = float(s[18]), float(s[19]), float(s[20])
-        r._open_sums[...] = a["open_sums"]
+        r._open_sums[...] = widen_saved_sums(a["open_sums"], trailing=3 * N_SLOTS)
         engine.last_g[...] = a["last_g"]
         engine.energy_kwh[...] = a["energy_kwh"]
         engine.score[...] = a["score"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent.engine.frames import N_FIELDS, F
+from agent.engine.frames import N_FIELDS, F, widen_saved_sums
 
 HELD = ("it", "cooling", "gpu")
 
@@ -110,7 +110,9 @@ class WindowBuffer:
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays().items():
-            if key != "wb_n":
+            if key == "wb_sums":
+                arr[...] = widen_saved_sums(arrays[key])
+            elif key != "wb_n":
                 arr[...] = arrays[key]
         self.n = int(arrays["wb_n"][0])
         self.jobs = [""] * self.n_bins

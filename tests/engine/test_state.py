@@ -82,3 +82,25 @@ def test_engine_state_of_another_version_is_refused() -> None:
     arrays["engine_version"] = np.array([persist.ENGINE_STATE_VERSION + 1], dtype=np.int64)
     with pytest.raises(StateError, match="version"):
         Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
+
+
+def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
+    """Bin-sum fields are only ever appended; state from a build without the last two (the
+    outdoor temperature) loads with them at zero and gives the same report afterwards."""
+    from agent.engine.frames import N_FIELDS
+    from agent.engine.stage_slots import N_SLOTS
+
+    chunks = synth.chunks(3 / 24, chunk_rows=900)
+    eng, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
+    arrays = unpack(eng.save_state())
+    old = N_FIELDS - 2
+    open_sums = arrays["open_sums"]
+    arrays["open_sums"] = np.concatenate((open_sums[:old], open_sums[N_FIELDS:]))
+    arrays["wb_sums"] = arrays["wb_sums"][:, :old]
+    assert arrays["open_sums"].size == old + 3 * N_SLOTS
+    new = Engine.load_state(eng.save_state(), None, rack_info(synth.meta()))
+    upgraded = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
+    _, out_new = run_engine(chunks[len(chunks) // 2 :], new)
+    _, out_upgraded = run_engine(chunks[len(chunks) // 2 :], upgraded)
+    assert [r for r in out_new if r["type"] == "window"] == [r for r in out_upgraded if r["type"] == "window"]
+    assert any(r["type"] == "window" for r in out_new)
