@@ -141,6 +141,8 @@ class CoolingParams:
     outdoor_mean_c: float = 18.0
     outdoor_daily_amp_c: float = 6.0  # ± around the mean, warmest at 15:00 site time
     outdoor_peak_hour: float = 15.0
+    outdoor_sensor: bool = True  # the unit reports its outdoor air temperature (crac.<id>.outdoor_temp_c)
+    outdoor_probe_offset_k: float = 0.8  # probe reads warm (sun, condenser exhaust): a bias, not the truth
     noise_w: float = 150.0  # 1 sigma noise on unit power readings
 
 

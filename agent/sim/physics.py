@@ -317,6 +317,7 @@ class RackPhysics:
         unit["cooling_w"] = unit["cooling_w"] * (1.0 + 0.01 * crac_noise[:, 2])
         for name, values in unit.items():
             out[f"crac_{name}"] = values
+        out["crac_outdoor_temp_c"] = outdoor + c.outdoor_probe_offset_k  # the unit's outdoor probe
         out["heat_load_w"] = heat
         out["other_racks_w"] = other
         inlet_noise = self.rng(chunk, S_INLET).standard_normal((CHUNK_S, 3))[off : off + n]

@@ -33,9 +33,15 @@ RESOLUTION: dict[str, dict[str, int]] = {
         "setpoint_c": 1,
         "fan_pct": 1,
         "cooling_w": -2,
+        "outdoor_temp_c": 1,
     },
     "inlet": {"temp_c": 1},
 }
+
+
+def crac_fields(rack: RackParams) -> tuple[str, ...]:
+    """The cooling unit's columns: the outdoor air temperature only where the unit has a probe."""
+    return (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS
 
 
 def trace_columns(rack: RackParams) -> list[str]:
@@ -43,7 +49,7 @@ def trace_columns(rack: RackParams) -> list[str]:
     cols = ["ts", "stage", "job", "work_rate"]
     cols += [f"gpu.{i}.{f}" for i in range(rack.gpus) for f in GPU_FIELDS]
     cols += [f"pdu.{p}.{f}" for p in rack.pdu_ids for f in PDU_FIELDS]
-    cols += [f"crac.{rack.cooling.crac_id}.{f}" for f in CRAC_FIELDS]
+    cols += [f"crac.{rack.cooling.crac_id}.{f}" for f in crac_fields(rack)]
     cols += [f"inlet.{pos}.temp_c" for pos in INLET_POSITIONS]
     return cols
 
@@ -68,7 +74,7 @@ def device_clean_values(clean: dict[str, np.ndarray], rack: RackParams) -> dict[
         for f in PDU_FIELDS:
             cols[f"pdu.{p}.{f}"] = clean[f"pdu_{f}"][:, j]
     cid = rack.cooling.crac_id
-    for f in CRAC_FIELDS:
+    for f in crac_fields(rack):
         cols[f"crac.{cid}.{f}"] = clean[f"crac_{f}"]
     for j, pos in enumerate(INLET_POSITIONS):
         cols[f"inlet.{pos}.temp_c"] = clean["inlet_c"][:, j]

@@ -140,13 +140,15 @@ def make_scenario(
     fault_start_h: float | None = None,
     crac_share: float | None = None,
     start_ts: float = DEFAULT_START_TS,
+    outdoor_sensor: bool = True,
 ) -> Scenario:
     """Build a named scenario.
 
     ``fault`` replaces the scenario's faults with that one (any scenario, e.g. steady + a fault).
     ``fault_magnitude_pct``/``fault_shape``/``fault_start_h`` override every fault's value.
     ``start_ts`` (Unix seconds) places the run in time, e.g. ``time.time()`` for a live demo; the
-    outdoor cycle follows the time of day.
+    outdoor cycle follows the time of day. ``outdoor_sensor=False`` leaves out the cooling unit's
+    outdoor air temperature column (many units have no such probe).
     """
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
@@ -174,7 +176,8 @@ def make_scenario(
     # per 16 GPUs at typical mixed load.
     per_rack_w = 11000.0 * gpus / 16.0
     cooling = replace(cooling, other_racks_w=per_rack_w * (1.0 / cooling.share - 1.0))
-    cooling = replace(cooling, capacity_w=max(30000.0, 1.6 * per_rack_w / cooling.share))
+    cooling = replace(cooling, capacity_w=max(30000.0, 1.6 * per_rack_w / cooling.share),
+                      outdoor_sensor=outdoor_sensor)
     rack = RackParams(gpus=gpus, cooling=cooling)
     return Scenario(
         name=name,

@@ -28,6 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fault-start-h", type=float, metavar="H", help="override every fault's start, hours"
     )
+    parser.add_argument(
+        "--no-outdoor-sensor", action="store_true",
+        help="leave out the cooling unit's outdoor air temperature (a unit without that probe)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
 
 
@@ -42,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
             fault_magnitude_pct=args.fault_magnitude,
             fault_shape=args.fault_shape,
             fault_start_h=args.fault_start_h,
+            outdoor_sensor=not args.no_outdoor_sensor,
         )
     except ValueError as exc:
         print(f"rackwatt sim: {exc}", file=sys.stderr)

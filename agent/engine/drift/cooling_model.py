@@ -6,11 +6,16 @@ also follows the other racks' heat, which this rack cannot see; its residual swi
 for reasons that are not drift. "Cooling uses more power for the same heat" is a property of
 the unit: power against the load the unit is carrying. That load is read from the unit itself —
 its delivered cooling (``cooling_load_w``) when it reports one, else its fan speed (variable-speed
-fans track the load). log power ≈ a + b·log load + daily terms (COP follows the outdoor cycle), fitted
-by exponentially weighted recursive least squares, predicted before it learns each bin, and not
-learning at all while the cooling component is held — so a setpoint change or a degraded coil
-shows as a sustained residual instead of being absorbed. Fixed size: two 6-vectors and a 6×6
-matrix.
+fans track the load). COP also follows the outdoor air at the condenser: when the unit reports it
+(``outdoor_c``), log power ≈ a + b·log load + c·(log load)² + d·log(T + 10 K): compressor
+power for the same heat follows the temperature lift (Carnot), which follows the outdoor air, and
+the weather is explained — a slow coil or COP loss then stands out even when it creeps as fast
+as the weather moves. Without it, daily harmonics stand in for the outdoor cycle and the
+day-to-day weather stays unexplained (the cooling channel then follows it, see monitor.py).
+Fitted by exponentially weighted recursive least squares, predicted before it learns each bin,
+and not learning at all while the cooling component is held — so a setpoint change or a
+degraded coil shows as a sustained residual instead of being absorbed. Fixed size: two
+6-vectors and a 6×6 matrix.
 """
 
 from __future__ import annotations
@@ -20,16 +25,37 @@ import math
 import numpy as np
 
 N_FEATURES = 6
-HALFLIFE_BINS = 1440.0  # 1 day at 60 s bins
+HALFLIFE_BINS = 1440.0  # 1 day at 60 s bins (weather-blind: the intercept must follow the weather)
+WEATHER_HALFLIFE_BINS = 4320.0  # 3 days when the outdoor temperature explains the weather
 WARM_BINS = 1440  # a day of learning before residuals are produced: the daily cycle must be seen
+LIFT_OFFSET_K = 10.0  # temperature lift ≈ outdoor + this (condenser approach − evaporator margin)
+OUTDOOR_LOST_BINS = 360  # outdoor temperature missing this long (6 h): back to the daily terms
+WEATHER = 10.0  # added to ``source`` when the outdoor temperature is a regressor
+# With the weather explained, the model learns each bin only this much later (6 h), so a fault
+# creeping in over hours is judged against a model that has not seen it; a bin is learned only
+# if the cooling channel was calm when it came and still is when it leaves the queue.
+LEARN_DELAY_BINS = 360
+WEATHER_WARM_BINS = 720  # 12 h: the outdoor term needs no full day to be seen
+RESTART_WARM_BINS = WEATHER_WARM_BINS + LEARN_DELAY_BINS  # bins from a restart to the first residual
 # Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free.
 RIDGE = np.array([0.0, 20.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+# With the outdoor temperature: power ∝ lift (Carnot) is the prior for the lift term.
+WEATHER_RIDGE = np.array([0.0, 20.0, 1.0, 1.0, 5.0, 5.0])  # lift and curvature vary little: light
+WEATHER_PRIOR_THETA = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
 
 
-def _features(load: float, ts: float) -> np.ndarray:
-    """log power ≈ a + b·log load + daily harmonics: COP is a product of a part-load factor and a
-    weather factor, so their logs add; a power law extrapolates sanely outside the recent range."""
+def _features(load: float, ts: float, outdoor_c: float = math.nan) -> np.ndarray:
+    """log power ≈ a + b·log load + weather terms: COP is a product of a part-load factor and a
+    weather factor, so their logs add; a power law extrapolates sanely outside the recent range.
+    The weather terms are the log of the temperature lift when the outdoor temperature is known
+    (its known curvature extrapolates to a hotter day than any seen so far; a free quadratic did
+    not), with a part-load curvature term, else daily harmonics; unused slots are zero (their
+    coefficients stay at the ridge prior)."""
+    if math.isfinite(outdoor_c):
+        log_load = math.log(load)
+        lift = math.log(max(outdoor_c + LIFT_OFFSET_K, 2.0) / (20.0 + LIFT_OFFSET_K))
+        return np.array([1.0, log_load, lift, log_load * log_load, 0.0, 0.0])
     phase = 2.0 * math.pi * (ts % 86400.0) / 86400.0
     c, s = math.cos(phase), math.sin(phase)
     c2, s2 = c * c - s * s, 2.0 * s * c
@@ -49,49 +75,82 @@ class CoolingUnitModel:
         self.n = 0.0
         self.power_scale = math.nan  # normalises the target
         self.load_scale = math.nan  # normalises cooling_load_w (fan % is used as a fraction)
-        self.source = 0.0  # 1: cooling_load_w, 2: fan_pct (a change of source restarts the fit)
+        self.source = 0.0  # 1: cooling_load_w, 2: fan_pct; + WEATHER with the outdoor temperature
+        # (a change of source restarts the fit)
+        self.outdoor_missing = 0.0  # consecutive bins without the outdoor temperature
+        self._queue = np.zeros((LEARN_DELAY_BINS, N_FEATURES + 2))  # features, target, calm flag
+        self.queue_i = 0.0
+        self.queue_n = 0.0
+
+    @property
+    def weather_known(self) -> bool:
+        """True when the outdoor temperature is a regressor (the weather is explained)."""
+        return self.source >= WEATHER
 
     def residual_pct(
-        self, power_w: float, cooling_load_w: float, fan_pct: float, ts: float, learn: bool
+        self, power_w: float, cooling_load_w: float, fan_pct: float, ts: float, learn: bool,
+        outdoor_c: float = math.nan,
     ) -> float:
         """Residual of this bin in % of the expectation (NaN while warming up or without inputs);
         learns from the bin afterwards when ``learn``."""
         if not math.isfinite(power_w) or power_w <= 0:
             return math.nan
+        outdoor_ok = math.isfinite(outdoor_c) and -60.0 < outdoor_c < 70.0
+        self.outdoor_missing = 0.0 if outdoor_ok else self.outdoor_missing + 1.0
+        if self.weather_known and not outdoor_ok and self.outdoor_missing < OUTDOOR_LOST_BINS:
+            return math.nan  # a probe gap: wait for it rather than restart the fit
+        weather = WEATHER if outdoor_ok else 0.0
         if math.isfinite(cooling_load_w) and cooling_load_w > 0:
-            source = 1.0
+            source = 1.0 + weather
             if not math.isfinite(self.load_scale):
                 self.load_scale = cooling_load_w
             load = cooling_load_w / self.load_scale
         elif math.isfinite(fan_pct) and fan_pct > 0:
-            source, load = 2.0, fan_pct / 100.0
+            source, load = 2.0 + weather, fan_pct / 100.0
         else:
             return math.nan
         if source != self.source:
             load_scale = self.load_scale
             self._reset()
             self.source, self.load_scale = source, load_scale
+            if self.weather_known:
+                self.theta = WEATHER_PRIOR_THETA.copy()
         if not math.isfinite(self.power_scale):
             self.power_scale = power_w
-        x = _features(max(load, 1e-3), ts)
+        x = _features(max(load, 1e-3), ts, outdoor_c if outdoor_ok else math.nan)
         y = math.log(power_w / self.power_scale)
         predicted = float(x @ self.theta)
         residual = math.nan
-        if self.n >= WARM_BINS:
+        if self.n >= (WEATHER_WARM_BINS if self.weather_known else WARM_BINS):
             residual = 100.0 * math.expm1(min(y - predicted, 5.0))
-        if learn:
+        if self.weather_known:
+            self._learn_delayed(x, y, learn)
+        elif learn:
             self._learn(x, y)
         return residual
+
+    def _learn_delayed(self, x: np.ndarray, y: float, calm: bool) -> None:
+        """Queue this bin; learn the one leaving the queue if it was calm then and is calm now."""
+        i = int(self.queue_i) % LEARN_DELAY_BINS
+        if self.queue_n >= LEARN_DELAY_BINS:
+            old = self._queue[i]
+            if calm and old[-1] > 0:
+                self._learn(old[:N_FEATURES], float(old[N_FEATURES]))
+        self._queue[i, :N_FEATURES] = x
+        self._queue[i, N_FEATURES] = y
+        self._queue[i, -1] = 1.0 if calm else 0.0
+        self.queue_i = float((i + 1) % LEARN_DELAY_BINS)
+        self.queue_n = min(self.queue_n + 1.0, float(LEARN_DELAY_BINS))
 
     def _learn(self, x: np.ndarray, y: float) -> None:
         """Exponentially weighted least squares with a fixed ridge towards the physical prior
         (power ∝ load, no daily swing): a load that barely moves cannot wind the fit up so far
         that a fault is absorbed within the hour."""
-        lam = 0.5 ** (1.0 / HALFLIFE_BINS)
+        lam = 0.5 ** (1.0 / (WEATHER_HALFLIFE_BINS if self.weather_known else HALFLIFE_BINS))
         self.gram = lam * self.gram + np.outer(x, x)
         self.moment = lam * self.moment + x * y
-        ridge = np.diag(RIDGE)
-        self.theta = np.linalg.solve(self.gram + ridge, self.moment + ridge @ PRIOR_THETA)
+        ridge, prior = (WEATHER_RIDGE, WEATHER_PRIOR_THETA) if self.weather_known else (RIDGE, PRIOR_THETA)
+        self.theta = np.linalg.solve(self.gram + np.diag(ridge), self.moment + ridge * prior)
         self.n += 1.0
 
     def state(self) -> dict[str, object]:
@@ -103,6 +162,10 @@ class CoolingUnitModel:
             "power_scale": _num(self.power_scale),
             "load_scale": _num(self.load_scale),
             "source": self.source,
+            "outdoor_missing": self.outdoor_missing,
+            "queue": [float(v) for v in self._queue[: int(self.queue_n)].ravel()],
+            "queue_i": self.queue_i,
+            "queue_n": self.queue_n,
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -121,6 +184,15 @@ class CoolingUnitModel:
             value = data.get(key)
             setattr(self, key, float(value) if isinstance(value, (int, float)) else math.nan)
         self.source = float(data.get("source") or 0.0)  # type: ignore[arg-type]
+        self.outdoor_missing = float(data.get("outdoor_missing") or 0.0)  # type: ignore[arg-type]
+        queue, n = data.get("queue") or [], int(data.get("queue_n") or 0)  # type: ignore[call-overload]
+        width = N_FEATURES + 2
+        if not isinstance(queue, list) or not 0 <= n <= LEARN_DELAY_BINS or len(queue) != n * width:
+            raise ValueError(f"drift cooling model: queue must hold queue_n × {width} numbers")
+        self._queue[:] = 0.0
+        self._queue[:n] = np.array(queue, dtype=float).reshape(n, width)
+        self.queue_n = float(n)
+        self.queue_i = float(data.get("queue_i") or 0.0) % LEARN_DELAY_BINS  # type: ignore[arg-type]
 
 
 def _num(value: float) -> float | None:
