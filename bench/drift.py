@@ -10,6 +10,9 @@ and the first non-workload onset after the fault starts is scored:
 - delay: onset − reference; the reference is the fault start for a step, and for a gradual fault
   the moment its ramp crossed 3 % (its full magnitude if that is 3 % or less);
 - cause: the onset's cause against the twin's truth.
+``gpu_driver@job`` places the driver update 5–30 min after the first job change after 20 h in the
+trace (updates happen in maintenance windows, i.e. at job restarts), while the GPU baseline is
+re-learning the new job.
 Healthy scenarios (steady, plateau, tide) give false alarms per day (onsets other than
 ``workload``); lag_steps must give none at all; workload_change must give a ``workload`` event
 and no fault.
@@ -50,6 +53,11 @@ class Job:
     magnitude_pct: float = 0.0
     start_h: float = 40.0
     ramp_h: float = 6.0
+    after_job_min: float = -1.0  # ≥ 0: the fault starts this long after the first job change ≥ 20 h
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}@job" if self.after_job_min >= 0 else self.kind
 
 
 def replay_events(job: Job) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
@@ -60,9 +68,14 @@ def replay_events(job: Job) -> tuple[list[dict[str, Any]], dict[str, Any], float
     from agent.sim import FaultSpec, make_scenario, scenario_truth, simulate, trace_meta
 
     fault = None
+    start_h = job.start_h
+    if job.after_job_min >= 0:  # a driver update in a maintenance window: right after a job restart
+        plain = make_scenario(job.scenario, days=job.days, seed=job.seed)
+        starts = [(float(j["start_ts"]) - plain.start_ts) / 3600.0 for j in scenario_truth(plain)["jobs"]]
+        start_h = next(h for h in starts if 20.0 <= h <= job.days * 24.0 - 4.0) + job.after_job_min / 60.0
     if job.kind:
         fault = FaultSpec(
-            job.kind, start_h=job.start_h, magnitude_pct=job.magnitude_pct, shape=job.shape, ramp_h=job.ramp_h
+            job.kind, start_h=start_h, magnitude_pct=job.magnitude_pct, shape=job.shape, ramp_h=job.ramp_h
         )
     sc = make_scenario(job.scenario, days=job.days, seed=job.seed, fault=fault)
     meta = trace_meta(sc)
@@ -140,6 +153,10 @@ def _jobs(full: bool) -> tuple[list[Job], list[Job]]:
                 for _ in range(seeds):
                     n += 1
                     faults.append(Job(f"fault_{kind}", 2.75, SEED_BASE + n, kind, shape, magnitude))
+    for i, magnitude in enumerate(magnitudes):  # a driver update 5–30 min after a job change
+        for s in range(seeds):
+            faults.append(Job("fault_gpu_driver", 2.75, SEED_BASE + 601 + 2 * i + s, "gpu_driver", "step",
+                              magnitude, after_job_min=(12.0, 24.0, 6.0, 30.0)[(2 * i + s) % 4]))
     healthy_days = 8.0 if full else 4.0
     healthy = [
         Job("steady", healthy_days, SEED_BASE + 501),
@@ -181,27 +198,27 @@ def _print_faults(results: list[dict[str, Any]]) -> None:
         return
     print("fault detection (first non-workload onset after the fault start)")
     print(
-        f"{'fault':<12} {'shape':<8} {'mag%':>5} {'det':>4} {'delay min':>9} {'cause':<13} {'truth':<13} "
+        f"{'fault':<14} {'shape':<8} {'mag%':>5} {'det':>4} {'delay min':>9} {'cause':<13} {'truth':<13} "
         f"{'early':>5}"
     )
     for r in results:
         j = r["job"]
         delay = "-" if math.isnan(r["delay_s"]) else f"{r['delay_s'] / 60:.0f}"
         print(
-            f"{j.kind:<12} {j.shape:<8} {j.magnitude_pct:>5.1f} {'yes' if r['detected'] else 'NO':>4} "
+            f"{j.label:<14} {j.shape:<8} {j.magnitude_pct:>5.1f} {'yes' if r['detected'] else 'NO':>4} "
             f"{delay:>9} {r['cause'] or '-':<13} {r['truth_cause']:<13} {r['false_before']:>5}"
         )
     print()
-    print(f"{'fault':<12} {'runs':>4} {'detected':>8} {'median min':>10} {'max min':>8} {'cause ok':>8}")
-    kinds = sorted({r["job"].kind for r in results}, key=FAULT_KINDS.index)
-    for kind in [*kinds, "ALL"]:
-        rs = [r for r in results if kind in ("ALL", r["job"].kind)]
+    print(f"{'fault':<14} {'runs':>4} {'detected':>8} {'median min':>10} {'max min':>8} {'cause ok':>8}")
+    labels = sorted({r["job"].label for r in results}, key=lambda k: (FAULT_KINDS.index(k.split("@")[0]), k))
+    for kind in [*labels, "ALL"]:
+        rs = [r for r in results if kind in ("ALL", r["job"].label)]
         delays = [r["delay_s"] / 60 for r in rs if r["detected"]]
         ok = sum(1 for r in rs if r["cause"] == r["truth_cause"])
         med = f"{statistics.median(delays):.0f}" if delays else "-"
         mx = f"{max(delays):.0f}" if delays else "-"
         print(
-            f"{kind:<12} {len(rs):>4} {sum(r['detected'] for r in rs):>8} {med:>10} {mx:>8} "
+            f"{kind:<14} {len(rs):>4} {sum(r['detected'] for r in rs):>8} {med:>10} {mx:>8} "
             f"{100 * ok / len(rs):>7.0f}%"
         )
 

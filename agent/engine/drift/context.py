@@ -25,6 +25,8 @@ WORK_RATE_FAST_HALFLIFE_BINS = 30.0  # work rate wobbles with stalls inside a bi
 TYPICAL_RATE_BAND_FRAC = 0.03  # bins within 3 % of the typical work rate refine it; others do not
 TYPICAL_RATE_HALFLIFE_BINS = 30.0
 TYPICAL_RATE_REACQUIRE_FRAC = 0.6  # this share of recent bins out of band: a new rate (new job)
+TYPICAL_RATE_FIRST_BINS = 5  # a fresh typical rate is the median of a stage's first bins (one bin
+# may be cut short by a stall or a stage edge, or mixed with a faster stage)
 MIX_SLOW_HALFLIFE_BINS = 1440.0
 MIX_FAST_HALFLIFE_BINS = 180.0
 
@@ -81,6 +83,8 @@ class SignalContext:
         # recent bins run elsewhere (a new job) it re-acquires from the fast level.
         self.rate_typical = np.full(len(STAGE_SLOTS), math.nan)
         self.rate_out = np.zeros(len(STAGE_SLOTS))  # EW share of recent bins outside the band
+        self.rate_first = np.full((len(STAGE_SLOTS), TYPICAL_RATE_FIRST_BINS), math.nan)
+        self.rate_first_n = np.zeros(len(STAGE_SLOTS))
         self.mix_slow = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_fast = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_n = 0.0
@@ -117,8 +121,11 @@ class SignalContext:
             return
         typical = float(self.rate_typical[slot])
         alpha = math.log(2.0) / TYPICAL_RATE_HALFLIFE_BINS
-        if not math.isfinite(typical):
-            self.rate_typical[slot] = rate
+        i = int(self.rate_first_n[slot])
+        if i < TYPICAL_RATE_FIRST_BINS:
+            self.rate_first[slot, i] = rate
+            self.rate_first_n[slot] = i + 1
+            self.rate_typical[slot] = float(np.median(self.rate_first[slot, : i + 1]))
             return
         in_band = abs(rate - typical) <= TYPICAL_RATE_BAND_FRAC * max(abs(typical), 1e-9)
         self.rate_out[slot] += alpha * ((0.0 if in_band else 1.0) - self.rate_out[slot])
@@ -128,6 +135,21 @@ class SignalContext:
             fast = self.work_rate[slot].fast
             self.rate_typical[slot] = fast if math.isfinite(fast) else rate
             self.rate_out[slot] = 0.0
+
+    def restart_rates(self) -> None:
+        """A new workload: the typical work rate per stage re-acquires from the new job's first bins
+        (rather than after most bins left the old band, from a fast level still weighted by the old
+        job), so GPU bins at the new job's usual rate count again within minutes."""
+        self.rate_typical[:] = math.nan
+        self.rate_out[:] = 0.0
+        self.rate_first[:] = math.nan
+        self.rate_first_n[:] = 0.0
+        for level in self.work_rate:
+            level.fast = math.nan
+
+    def rate_settled(self, slot: int) -> bool:
+        """The stage's typical rate is past its first bins (their median), so it can gate bins."""
+        return bool(self.rate_first_n[slot] >= TYPICAL_RATE_FIRST_BINS)
 
     def typical_rate(self, slot: int) -> float:
         """The work rate this stage's bins usually run at (NaN until seen)."""
@@ -161,6 +183,8 @@ class SignalContext:
             "work_rate": [level.pack() for level in self.work_rate],
             "rate_typical": [_num(float(v)) for v in self.rate_typical],
             "rate_out": [float(v) for v in self.rate_out],
+            "rate_first": [[_num(float(v)) for v in row] for row in self.rate_first],
+            "rate_first_n": [float(v) for v in self.rate_first_n],
             "mix_slow": [float(v) for v in self.mix_slow],
             "mix_fast": [float(v) for v in self.mix_fast],
             "mix_n": self.mix_n,
@@ -188,6 +212,12 @@ class SignalContext:
         if isinstance(typical, list) and isinstance(out, list) and len(typical) == len(out) == n_slots:
             self.rate_typical[:] = [math.nan if v is None else float(v) for v in typical]
             self.rate_out[:] = [float(v) for v in out]
+        first, first_n = data.get("rate_first"), data.get("rate_first_n")  # absent in older state
+        if isinstance(first, list) and isinstance(first_n, list) and len(first) == len(first_n) == n_slots:
+            self.rate_first[:] = [[math.nan if v is None else float(v) for v in row] for row in first]
+            self.rate_first_n[:] = [float(v) for v in first_n]
+        else:
+            self.rate_first_n[:] = np.where(np.isfinite(self.rate_typical), TYPICAL_RATE_FIRST_BINS, 0.0)
         self.mix_n = float(data.get("mix_n") or 0.0)  # type: ignore[arg-type]
         self.job = str(data.get("job") or "")
         since = data.get("job_since_ts")

@@ -22,6 +22,7 @@ from agent.engine.drift.attribution import CAUSES, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import CoolingUnitModel
+from agent.engine.drift.driver_reload import DriverReloadWatch
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
@@ -106,6 +107,7 @@ class DriftMonitor:
         self.context = SignalContext()
         self.cooling_model = CoolingUnitModel()
         self.setpoint_watch = SetpointWatch()
+        self.driver_reload = DriverReloadWatch()
         self._setpoint_shift: SetpointShift | None = None
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
@@ -127,7 +129,8 @@ class DriftMonitor:
     def relearn(self) -> frozenset[str]:
         """Engine components to re-learn fast now (new workload, accepted new normal)."""
         ts = self._last_ts
-        return frozenset(c for c, until in self._relearn_until.items() if math.isfinite(ts) and ts < until)
+        out = frozenset(c for c, until in self._relearn_until.items() if math.isfinite(ts) and ts < until)
+        return out - {"gpu"} if self.driver_reload.blocks_relearn(ts) else out  # a reload is judged
 
     @property
     def threshold_h(self) -> float:
@@ -154,6 +157,8 @@ class DriftMonitor:
                 events += self._end_workload(sample)
             else:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
+        in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
+        self.driver_reload.update(sample, self.channels["gpu"], in_workload)
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
@@ -231,6 +236,8 @@ class DriftMonitor:
         known = math.isfinite(rate) and level.n >= 60 and math.isfinite(usual) and usual > 0
         if known and abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
             return math.nan
+        if known and not self.context.rate_settled(slot):
+            return math.nan  # a new job's first bins in this stage: its usual rate is not known yet
         return 100.0 * math.log(sample.gpu_w / 1000.0)
 
     def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
@@ -243,6 +250,7 @@ class DriftMonitor:
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         gpu_known = math.isfinite(sample.gpu_w)
         verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known)
+        verdict = self.driver_reload.revise(name, verdict, tr.deviation, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -262,6 +270,8 @@ class DriftMonitor:
         )
         self.incidents[verdict.cause] = incident
         evidence = evidence_for(name, tr, self.channels, self.context)
+        if verdict.cause == "gpu_hardware":
+            evidence += self.driver_reload.evidence(tr.ts)
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept
@@ -293,12 +303,15 @@ class DriftMonitor:
         the fault clears or is accepted)."""
         faulty = self._components_with_incidents()
         components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
+        if "gpu" in components:  # before the grace wipes it: the old job's level, for a driver reload
+            self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
         self._start_relearn(components, ts)
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
         self.context.workload_ts = ts
         self.context.resync()
+        self.context.restart_rates()
         return components
 
     def _components_with_incidents(self) -> frozenset[str]:
@@ -323,7 +336,7 @@ class DriftMonitor:
         extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
-        evidence = [{"signal": "job", "to": sample.job, "since": ts}]
+        evidence = [{"signal": "job", "to": sample.job, "since": ts}, *self.driver_reload.evidence(ts)]
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", ts, evidence, text,
                             extra=extra)]
 
@@ -334,8 +347,15 @@ class DriftMonitor:
         if incident is None:
             return []
         text = f"Baseline re-learned for job {incident.job!r}." if incident.job else "Baseline re-learned."
+        evidence = self.driver_reload.evidence(float(sample.ts))
+        if evidence and self.driver_reload.reload_ts >= incident.since_ts - 600.0:
+            text += (" The GPU driver reloaded during the re-learn; the GPUs were judged against their level "
+                     "before it." if self.driver_reload.pinned_from else
+                     " The GPU driver reloaded during the re-learn: the new profile includes it.")
+        else:
+            evidence = []
         return [drift_event(float(sample.ts), "cleared", "workload", sample.stage, None, "gpu",
-                            incident.since_ts, [], text, extra={"onset_ts": incident.onset_ts})]
+                            incident.since_ts, evidence, text, extra={"onset_ts": incident.onset_ts})]
 
     def _start_relearn(self, components: tuple[str, ...], ts: float) -> None:
         for comp in components:
@@ -409,6 +429,7 @@ class DriftMonitor:
             "context": self.context.state(),
             "cooling_model": self.cooling_model.state(),
             "setpoint_watch": self.setpoint_watch.state(),
+            "driver_reload": self.driver_reload.state(),
             "incidents": [
                 {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
                  "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
@@ -441,6 +462,9 @@ class DriftMonitor:
             watch = state.get("setpoint_watch")  # absent in older state: starts afresh
             if isinstance(watch, dict):
                 self.setpoint_watch.restore(watch)
+            reload = state.get("driver_reload")  # absent in older state: starts afresh
+            if isinstance(reload, dict):
+                self.driver_reload.restore(reload)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:

@@ -1,0 +1,294 @@
+"""A GPU driver reload is a known change point for the GPU channel (``DriverReloadWatch``).
+
+Why: a driver update resets the GPUs' energy counters (the engine counts them per bin,
+``ComponentSample.gpu_counter_resets``). Updates happen in maintenance windows, i.e. right around
+job restarts — exactly when the GPU channel is re-centring on the new job (workload grace) and
+would absorb a power step at the reload as "the new job's profile". So a reload during a
+workload re-learn ends the re-centring and pins the GPU channel's per-stage level to what the
+GPU drew just before the reload:
+
+- a stage the new job already ran (≥ ``MIN_BEFORE_BINS`` judged bins since the job change) keeps
+  the new job's own level, learned since the job change;
+- a stage the new job had not run yet uses the previous job's level, but only when the new job
+  looks like the same kind (its work rate in that stage within ``SAME_KIND_FRAC`` of the old
+  job's typical rate); a different kind of job stays a workload re-learn (the reload is named in
+  the workload event's evidence);
+- other stages re-learn from the bins after the reload.
+
+While the reload is being decided and judged, the GPU baseline must not re-learn fast
+(``blocks_relearn``), and a GPU onset is a ``gpu_hardware`` shift "since the GPU driver reloaded",
+not a workload change. A reset without a job change needs nothing special (the channel judges
+against its long-learned level), but an onset within ``RECENT_S`` names the reload too. A reset
+with no power change is harmless: the pinned level is simply right.
+
+Channel levels are read and pinned through ``ResidualChannel.state()``/``restore()`` (its public
+persistence API), so the channel needs no knowledge of drivers. Fixed state: a few floats per
+stage slot.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from agent.engine.components import ComponentSample
+from agent.engine.drift.attribution import Attribution
+from agent.engine.drift.channel import GRACE, NORMAL, WARMING, ResidualChannel
+from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+
+SAME_RELOAD_S = 600.0  # resets this close together are one reload (counters of several GPUs)
+SAME_BINS_S = 600.0  # a reload this close before a job change counts as "at the job change"
+MIN_BEFORE_BINS = 10  # judged bins of the new job in a stage before the reload: its own level
+MIN_RATE_BINS = 5  # bins of the new job's work rate in a stage before its kind is judged
+STALL_FRAC = 0.9  # bins below this share of the stage's highest rate were cut short by stalls
+SAME_KIND_FRAC = 0.10  # typical work rate per stage within 10 % of the old job's: same kind
+MAX_DECIDE_S = 3600.0  # no stage of the new job comparable within this: stays a workload re-learn
+JUDGE_S = 3 * 3600.0  # a pinned reload is judged this long (no fast re-learning of the GPU)
+RECENT_S = 4 * 3600.0  # a gpu_hardware onset this soon after a reload names it
+
+IDLE, DECIDING, JUDGING = 0, 1, 2
+
+
+class DriverReloadWatch:
+    """Turns per-bin GPU counter resets into a change point for the GPU channel; ``update`` per bin."""
+
+    def __init__(self) -> None:
+        n = len(STAGE_SLOTS)
+        self.phase = IDLE
+        self.reload_ts = math.nan  # last reload (first reset bin of it)
+        self.counters = 0.0  # counters that went backwards in that reload
+        self.job_change_ts = math.nan
+        self.pinned_from = ""  # "own" | "previous" | "" — what the pinned levels came from
+        self.different_kind = False  # the reload fell in a job change to a different kind of job
+        self.prev_level = np.full(n, math.nan)  # previous job's GPU level per stage slot
+        self.prev_rate = np.full(n, math.nan)  # … and its typical work rate
+        self.prev_noise = np.full(n, math.nan)  # … and the channel's bin noise per stage (a new
+        # job's first bins re-learn it from transients; pinned stages get the settled value back)
+        self.rate_sum = np.zeros(n)  # the new job's work rate per stage slot, since the job change,
+        self.rate_n = np.zeros(n)  # from bins near its highest rate (stalls only cut a bin's rate)
+        self.rate_max = np.zeros(n)
+        self.own_level = np.full(n, math.nan)  # new job's level per slot just before the reload
+
+    # ------------------------------------------------------------------------------ reading
+    def recent(self, ts: float) -> bool:
+        """A reload happened within ``RECENT_S`` before ``ts``."""
+        return math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= RECENT_S
+
+    def blocks_relearn(self, ts: float) -> bool:
+        """The GPU baseline must not re-learn fast now: a step at the reload is being judged."""
+        return self.phase in (DECIDING, JUDGING)
+
+    def evidence(self, ts: float) -> list[dict[str, object]]:
+        """The reload as an evidence item (empty when none happened recently)."""
+        if not self.recent(ts):
+            return []
+        return [{"signal": "gpu_counter_resets", "counters": int(self.counters),
+                 "since": round(self.reload_ts, 1), "role": "context",
+                 "meaning": "GPU energy counters went back to zero: the GPU driver reloaded"}]
+
+    def revise(self, name: str, verdict: Attribution, deviation: float, ts: float) -> Attribution:
+        """Name the reload in a ``gpu_hardware`` verdict; a GPU shift judged against a pinned level
+        is ``gpu_hardware`` even while the job change is recent (that is what pinning is for)."""
+        if not self.recent(ts):
+            return verdict
+        pinned = self.phase == JUDGING and name == "gpu"
+        if verdict.cause != "gpu_hardware" and not (pinned and verdict.cause == "workload"):
+            return verdict
+        more = "more" if deviation >= 0 else "less"
+        when = _clock(self.reload_ts)
+        ago = (ts - self.reload_ts) / 3600.0
+        text = (f"GPUs draw {abs(deviation):.1f} % {more} power for the same work rate and stage since "
+                f"the GPU driver reloaded at {when} ({ago:.1f} h ago; {int(self.counters)} energy "
+                "counters reset)")
+        if pinned and self.pinned_from == "own":
+            text += ", compared with the new job's own level just before the reload"
+        elif pinned and self.pinned_from == "previous":
+            text += ", compared with the previous job of the same kind"
+        return Attribution("gpu_hardware", text + ": check the driver/firmware version installed then.")
+
+    # ------------------------------------------------------------------------------ updating
+    def on_workload_start(self, ts: float, channel: ResidualChannel, ctx: SignalContext) -> None:
+        """A new workload is about to start re-learning: remember the old job's per-stage level and
+        work rate (call before the channel's grace wipes its counts)."""
+        if channel.mode != GRACE:  # inside a re-learn the levels are the half-learned new job's
+            noise = channel.state()["bin_scale"]
+            assert isinstance(noise, list)
+            self.prev_noise[:] = [math.nan if v is None else float(v) for v in noise]
+            for slot in range(len(STAGE_SLOTS)):
+                ready = channel.slot_ready(slot)
+                self.prev_level[slot] = channel.location(slot) if ready else math.nan
+                self.prev_rate[slot] = ctx.typical_rate(slot) if ready else math.nan
+        self.rate_sum[:] = 0.0
+        self.rate_n[:] = 0.0
+        self.rate_max[:] = 0.0
+        self.job_change_ts = ts
+        self.different_kind = False
+        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= SAME_BINS_S:
+            self.phase = DECIDING  # the reload came just before the job change: judge it with it
+            self.own_level[:] = math.nan
+            self.pinned_from = ""
+
+    def update(self, sample: ComponentSample, channel: ResidualChannel, in_workload: bool) -> None:
+        """Absorb one bin (before the channels see its residuals)."""
+        ts = float(sample.ts)
+        slot = stage_slot(sample.stage)
+        rate = float(sample.work_rate)
+        if sample.stage and math.isfinite(rate) and rate > 0:
+            if rate > self.rate_max[slot] / STALL_FRAC:  # the earlier bins were stall-shortened
+                self.rate_sum[slot] = self.rate_n[slot] = 0.0
+            self.rate_max[slot] = max(self.rate_max[slot], rate)
+            if rate >= STALL_FRAC * self.rate_max[slot]:
+                self.rate_sum[slot] += rate
+                self.rate_n[slot] += 1.0
+        if sample.gpu_counter_resets > 0:
+            self._on_reset(ts, int(sample.gpu_counter_resets), channel, in_workload)
+        if self.phase == DECIDING:
+            self._decide(ts, channel, in_workload)
+        elif self.phase == JUDGING and ts - self.reload_ts > JUDGE_S:
+            self.phase = IDLE
+
+    def _on_reset(self, ts: float, n: int, channel: ResidualChannel, in_workload: bool) -> None:
+        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= SAME_RELOAD_S:
+            self.counters += n  # the rest of the same reload
+            return
+        self.reload_ts = ts
+        self.counters = float(n)
+        self.pinned_from = ""
+        self.different_kind = False
+        if not (in_workload and channel.mode == GRACE):
+            self.phase = IDLE  # no re-learn under way: the channel judges against its usual level
+            return
+        # The new job's own level per stage, learned since the job change, as it is before this bin.
+        counts = channel.state()["loc_n"]
+        assert isinstance(counts, list)
+        for s in range(len(STAGE_SLOTS)):
+            own = (counts[s] or 0.0) >= MIN_BEFORE_BINS
+            self.own_level[s] = channel.location(s) if own else math.nan
+        self.phase = DECIDING
+
+    def _decide(self, ts: float, channel: ResidualChannel, in_workload: bool) -> None:
+        """Pin the levels once they are known; a different kind of job stays a workload re-learn."""
+        if not (in_workload and channel.mode == GRACE) or ts - self.reload_ts > MAX_DECIDE_S:
+            self.phase = IDLE  # the re-learn ended (or nothing comparable came): nothing to pin
+            return
+        levels: dict[int, float] = {}
+        for s in range(len(STAGE_SLOTS)):
+            if math.isfinite(self.own_level[s]):
+                levels[s] = float(self.own_level[s])
+        same, known = self._same_kind()
+        if levels:
+            self.pinned_from = "own"  # judged within the new job: its kind does not matter
+        elif not known:
+            return  # wait for the new job's work rate to show what kind of job it is
+        elif not same:
+            self.different_kind = True  # a different kind of job: its profile is re-learned
+            self.phase = IDLE
+            return
+        else:
+            self.pinned_from = "previous"
+        if same:
+            for s in range(len(STAGE_SLOTS)):
+                if s not in levels and self._comparable(s):
+                    levels[s] = float(self.prev_level[s])
+        pin_levels(channel, levels, self.prev_noise)
+        self.phase = JUDGING
+
+    def _comparable(self, s: int) -> bool:
+        return bool(math.isfinite(self.prev_level[s]) and math.isfinite(self.prev_rate[s])
+                    and self.prev_rate[s] > 0 and self.rate_n[s] >= MIN_RATE_BINS)
+
+    def _same_kind(self) -> tuple[bool, bool]:
+        """(same kind, known): the new job's mean work rate per stage against the old job's typical;
+        known once every stage the new job has started (of those the old job ran) has enough bins."""
+        known = same = False
+        for s in range(len(STAGE_SLOTS)):
+            started = math.isfinite(self.prev_rate[s]) and 0 < self.rate_n[s] < MIN_RATE_BINS
+            if started:
+                return False, False  # wait: a stage half seen could still say "different"
+            if not self._comparable(s):
+                continue
+            new = self.rate_sum[s] / self.rate_n[s]
+            close = abs(new / self.prev_rate[s] - 1.0) <= SAME_KIND_FRAC
+            if not close:
+                return False, True
+            known = same = True
+        return same, known
+
+    # ------------------------------------------------------------------------------ state
+    def state(self) -> dict[str, object]:
+        return {
+            "phase": self.phase,
+            "reload_ts": _num(self.reload_ts),
+            "counters": self.counters,
+            "job_change_ts": _num(self.job_change_ts),
+            "pinned_from": self.pinned_from,
+            "different_kind": self.different_kind,
+            "prev_level": [_num(float(v)) for v in self.prev_level],
+            "prev_rate": [_num(float(v)) for v in self.prev_rate],
+            "prev_noise": [_num(float(v)) for v in self.prev_noise],
+            "rate_sum": [float(v) for v in self.rate_sum],
+            "rate_n": [float(v) for v in self.rate_n],
+            "rate_max": [float(v) for v in self.rate_max],
+            "own_level": [_num(float(v)) for v in self.own_level],
+        }
+
+    def restore(self, data: dict[str, object]) -> None:
+        fresh = DriverReloadWatch()
+        phase = data.get("phase", IDLE)
+        self.phase = int(phase) if isinstance(phase, (int, float)) and phase in (IDLE, DECIDING, JUDGING) \
+            else IDLE
+        self.reload_ts = _float(data.get("reload_ts"))
+        self.counters = _float(data.get("counters"), 0.0)
+        self.job_change_ts = _float(data.get("job_change_ts"))
+        self.pinned_from = str(data.get("pinned_from") or "")[:16]
+        self.different_kind = bool(data.get("different_kind", False))
+        for key in ("prev_level", "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level"):
+            target = getattr(self, key)
+            values = data.get(key)
+            if not isinstance(values, list) or len(values) != target.size:
+                target[:] = getattr(fresh, key)
+                continue
+            target[:] = [math.nan if v is None else float(v) for v in values]
+
+
+def pin_levels(channel: ResidualChannel, levels: dict[int, float], noise: np.ndarray) -> None:
+    """End the channel's grace now and judge from here on: each slot in ``levels`` is pinned to that
+    level with a full day's weight (it moves at the slow everyday rate) and its settled bin noise
+    (``noise``, where known); other slots re-warm from the bins that follow, so nothing from
+    before the change point is mixed into them."""
+    st = channel.state()
+    p = channel.params
+    loc, loc_n, scale = st["loc"], st["loc_n"], st["bin_scale"]
+    assert isinstance(loc, list) and isinstance(loc_n, list) and isinstance(scale, list)
+    weight = p.loc_halflife_bins / math.log(2.0)
+    for s in range(len(loc)):
+        if s in levels:
+            loc[s], loc_n[s] = levels[s], max(weight, float(p.slot_warm_bins))
+            if math.isfinite(noise[s]):
+                scale[s] = float(noise[s])
+        else:
+            loc_n[s] = 0.0
+    n_blocks = st.get("n_blocks")
+    warm = isinstance(n_blocks, (int, float)) and n_blocks >= p.warm_blocks
+    st["mode"] = NORMAL if warm else WARMING
+    st["grace_until"] = None
+    for key in ("s_up", "s_dn", "block_sum", "block_z", "block_n", "clear_count", "trend"):
+        st[key] = 0.0
+    ring = st.get("ring")
+    if isinstance(ring, list):
+        st["ring"] = [None] * len(ring)
+    channel.restore(st)
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _float(value: object, default: float = math.nan) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
