@@ -21,7 +21,7 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift.attribution import CAUSES, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.cooling_model import CoolingUnitModel
+from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
 from agent.engine.drift.driver_reload import DriverReloadWatch
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
@@ -84,6 +84,15 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
     }
 
 
+def cooling_weather_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
+    """The cooling channel's tuning once the unit reports its outdoor air temperature: the unit
+    model explains the weather, so the level is slow like the other channels' and a creeping
+    coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
+    blind = channel_params(config, bin_s, margin)["cooling"]
+    return replace(blind, min_effect=1.5, loc_halflife_bins=86400.0 / bin_s, trend_halflife_bins=0.0,
+                   max_suspect_s=3 * 3600.0)
+
+
 class DriftMonitor:
     """Sustained-deviation detection and cause attribution over ``ComponentSample`` bins."""
 
@@ -100,6 +109,7 @@ class DriftMonitor:
         self.relearn_s = relearn_h * 3600.0
         self.grace_s = grace_h * 3600.0
         self._params = channel_params(self.config, bin_s, margin)
+        self._cooling_weather_params = cooling_weather_params(self.config, bin_s, margin)
         self._reset()
 
     def _reset(self) -> None:
@@ -211,7 +221,9 @@ class DriftMonitor:
         learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
         learn = learn and not self.setpoint_watch.pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
-            sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn)
+            sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
+            outdoor_c=float(sample.outdoor_c))
+        self._follow_cooling_model(float(sample.ts))
         judged = unit if self.cooling_model.source else math.nan
         self._setpoint_shift = self.setpoint_watch.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
@@ -219,6 +231,18 @@ class DriftMonitor:
         elif sample.transient:
             out["cooling"] = math.nan
         return out
+
+    def _cooling_params(self) -> ChannelParams:
+        return self._cooling_weather_params if self.cooling_model.weather_known else self._params["cooling"]
+
+    def _follow_cooling_model(self, ts: float) -> None:
+        """When the unit model gains (or loses) the outdoor temperature it restarts, and the
+        cooling channel switches tuning and re-centres once the new model's residuals flow."""
+        channel = self.channels["cooling"]
+        wanted = self._cooling_params()
+        if channel.params is not wanted:
+            channel.params = wanted
+            channel.start_grace(ts + RESTART_WARM_BINS * self.bin_s + self.relearn_s)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
@@ -459,6 +483,7 @@ class DriftMonitor:
             cooling = state["cooling_model"]
             assert isinstance(cooling, dict)
             self.cooling_model.restore(cooling)
+            self.channels["cooling"].params = self._cooling_params()
             watch = state.get("setpoint_watch")  # absent in older state: starts afresh
             if isinstance(watch, dict):
                 self.setpoint_watch.restore(watch)
