@@ -28,8 +28,9 @@ from agent.sim.devices.snmp_agent import SimSnmpPdu
 from drivers.base import PollResult
 
 # The cooling unit is a Liebert iCOM unit (electrical power, cooling output, setpoint registers);
-# its profile lacks the air temperatures, fan speed and outdoor probe, which a site adds with [[crac.registers]]
-# exactly like drivers/modbus_crac/sample.toml. Same registers on the server and in the config.
+# its profile lacks the air temperatures, fan speed and outdoor probe, which a site adds with
+# [[crac.registers]] exactly like drivers/modbus_crac/sample.toml. Same registers on the server
+# and in the config.
 CRAC_PROFILE = "liebert_icom"
 CRAC_EXTRA_REGISTERS: tuple[ModbusRegister, ...] = (
     ModbusRegister(address=2000, signal="supply_temp_c", table="input", type="s16", scale=0.1, unit="degC"),
