@@ -70,6 +70,7 @@ class DriverReloadWatch:
         self.rate_n = np.zeros(n)  # from bins near its highest rate (stalls only cut a bin's rate)
         self.rate_max = np.zeros(n)
         self.own_level = np.full(n, math.nan)  # new job's level per slot just before the reload
+        self.kind_slot = -1.0  # the old job's main stage with a work rate: where kinds are compared
 
     # ------------------------------------------------------------------------------ reading
     def recent(self, ts: float) -> bool:
@@ -80,9 +81,9 @@ class DriverReloadWatch:
         """The GPU baseline must not re-learn fast now: a step at the reload is being judged."""
         return self.phase in (DECIDING, JUDGING)
 
-    def evidence(self, ts: float) -> list[dict[str, object]]:
-        """The reload as an evidence item (empty when none happened recently)."""
-        if not self.recent(ts):
+    def evidence(self, ts: float, within_s: float = RECENT_S) -> list[dict[str, object]]:
+        """The reload as an evidence item (empty unless it happened within ``within_s`` before)."""
+        if not (math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= within_s):
             return []
         return [{"signal": "gpu_counter_resets", "counters": int(self.counters),
                  "since": round(self.reload_ts, 1), "role": "context",
@@ -120,6 +121,9 @@ class DriverReloadWatch:
                 ready = channel.slot_ready(slot)
                 self.prev_level[slot] = channel.location(slot) if ready else math.nan
                 self.prev_rate[slot] = ctx.typical_rate(slot) if ready else math.nan
+            rated = np.isfinite(self.prev_rate) & (np.nan_to_num(self.prev_rate) > 0)
+            share = np.where(rated, ctx.mix_slow, -1.0)
+            self.kind_slot = float(np.argmax(share)) if rated.any() else -1.0
         self.rate_sum[:] = 0.0
         self.rate_n[:] = 0.0
         self.rate_max[:] = 0.0
@@ -196,25 +200,23 @@ class DriverReloadWatch:
         self.phase = JUDGING
 
     def _comparable(self, s: int) -> bool:
-        return bool(math.isfinite(self.prev_level[s]) and math.isfinite(self.prev_rate[s])
-                    and self.prev_rate[s] > 0 and self.rate_n[s] >= MIN_RATE_BINS)
+        """The previous job's level can stand for this stage: known, with a work rate, and the new
+        job's rate here seen and within ``SAME_KIND_FRAC`` of the old one."""
+        rate = float(self.prev_rate[s])
+        known = math.isfinite(self.prev_level[s]) and math.isfinite(rate) and rate > 0
+        return known and self.rate_n[s] >= MIN_RATE_BINS and self._rate_close(s)
+
+    def _rate_close(self, s: int) -> bool:
+        new = self.rate_sum[s] / self.rate_n[s]
+        return bool(abs(new / self.prev_rate[s] - 1.0) <= SAME_KIND_FRAC)
 
     def _same_kind(self) -> tuple[bool, bool]:
-        """(same kind, known): the new job's mean work rate per stage against the old job's typical;
-        known once every stage the new job has started (of those the old job ran) has enough bins."""
-        known = same = False
-        for s in range(len(STAGE_SLOTS)):
-            started = math.isfinite(self.prev_rate[s]) and 0 < self.rate_n[s] < MIN_RATE_BINS
-            if started:
-                return False, False  # wait: a stage half seen could still say "different"
-            if not self._comparable(s):
-                continue
-            new = self.rate_sum[s] / self.rate_n[s]
-            close = abs(new / self.prev_rate[s] - 1.0) <= SAME_KIND_FRAC
-            if not close:
-                return False, True
-            known = same = True
-        return same, known
+        """(same kind, known), judged in the old job's main stage with a work rate (other stages'
+        rates say little: data loading and checkpoints run at whatever rate the storage allows)."""
+        s = int(self.kind_slot)
+        if s < 0 or not math.isfinite(self.prev_rate[s]) or self.rate_n[s] < MIN_RATE_BINS:
+            return False, False
+        return self._rate_close(s), True
 
     # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
@@ -232,6 +234,7 @@ class DriverReloadWatch:
             "rate_n": [float(v) for v in self.rate_n],
             "rate_max": [float(v) for v in self.rate_max],
             "own_level": [_num(float(v)) for v in self.own_level],
+            "kind_slot": self.kind_slot,
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -244,6 +247,7 @@ class DriverReloadWatch:
         self.job_change_ts = _float(data.get("job_change_ts"))
         self.pinned_from = str(data.get("pinned_from") or "")[:16]
         self.different_kind = bool(data.get("different_kind", False))
+        self.kind_slot = _float(data.get("kind_slot"), -1.0)
         for key in ("prev_level", "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level"):
             target = getattr(self, key)
             values = data.get(key)

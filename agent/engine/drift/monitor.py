@@ -22,7 +22,7 @@ from agent.engine.drift.attribution import CAUSES, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
-from agent.engine.drift.driver_reload import DriverReloadWatch
+from agent.engine.drift.driver_reload import SAME_BINS_S, DriverReloadWatch
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
@@ -360,7 +360,8 @@ class DriftMonitor:
         extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
-        evidence = [{"signal": "job", "to": sample.job, "since": ts}, *self.driver_reload.evidence(ts)]
+        evidence = [{"signal": "job", "to": sample.job, "since": ts},
+                    *self.driver_reload.evidence(ts, within_s=SAME_BINS_S)]  # a reload at the job change
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", ts, evidence, text,
                             extra=extra)]
 
