@@ -40,10 +40,6 @@ class ComponentSample:
     # crac.*.outdoor_temp_c, a rackwatt extension of the trace format), NaN when none reports it.
     # Explains the weather's share of the unit's efficiency, so slow coil/COP loss stands out.
     outdoor_c: float = math.nan
-    # Added for drift: the first PDU feed's (by id) share of the rack's PDU power, NaN with fewer
-    # than two feeds. Loads share the feeds in a fixed ratio (PSU load sharing), so a new job
-    # barely moves it; a failed PSU, a redundancy change or a lossy connection on one feed does.
-    feed_share: float = math.nan
     # Added for drift: GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin — a
     # driver reload (or a reboot) resets them. Counted per row, so it lands in the reset's own bin.
     gpu_counter_resets: int = 0

@@ -396,11 +396,7 @@ class Engine:
     @staticmethod
     def _extra_sample_fields(mean: Any) -> dict[str, float]:
         """Fields ComponentSample gained after its first version (filled only if this build has them)."""
-        extra = {
-            "cooling_load_w": ("cload_ws", "cload_s"),
-            "outdoor_c": ("outdoor_ws", "outdoor_s"),
-            "feed_share": ("feed_ws", "feed_s"),
-        }
+        extra = {"cooling_load_w": ("cload_ws", "cload_s"), "outdoor_c": ("outdoor_ws", "outdoor_s")}
         return {k: mean(*v) for k, v in extra.items() if k in _SAMPLE_FIELDS}
 
     # ================================================================== window close: report, then learn

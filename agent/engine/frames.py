@@ -52,8 +52,6 @@ FIELDS: tuple[str, ...] = (
     "gtemp_ws",
     "outdoor_s",
     "outdoor_ws",
-    "feed_s",
-    "feed_ws",
 )
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)

@@ -198,12 +198,6 @@ class RowBinner:
             gpu_w = np.full(m, np.nan)
         pdu = stack("pdu.", ".power_w")
         pdu_w = pdu.sum(axis=1) if pdu.shape[1] else np.full(m, np.nan)  # NaN if any feed is unknown
-        feeds = sorted(sig.indices("pdu.", ".power_w"), key=lambda i: sig.names[i])
-        if len(feeds) >= 2:  # the first feed's share: a loss on any one feed moves it, a new job does not
-            with np.errstate(invalid="ignore", divide="ignore"):
-                feed_share = np.where(pdu_w > 0, held[sig.names[feeds[0]]] / pdu_w, np.nan)
-        else:
-            feed_share = np.full(m, np.nan)
         cool_idx = sig.indices("crac.", ".power_w")
         if cool_idx:
             shares = np.array([self.rack.crac_shares.get(sig.names[i].split(".")[1], 1.0) for i in cool_idx])
@@ -241,7 +235,6 @@ class RowBinner:
             "cload": cload_w,
             "gtemp": _nan_mean_rows(stack("gpu.", ".temp_c")),
             "outdoor": _nan_mean_rows(stack("crac.", ".outdoor_temp_c")),
-            "feed": feed_share,
         }
 
     def _bin(
@@ -270,7 +263,6 @@ class RowBinner:
             "cload": ("cload_s", "cload_ws"),
             "gtemp": ("gtemp_s", "gtemp_ws"),
             "outdoor": ("outdoor_s", "outdoor_ws"),
-            "feed": ("feed_s", "feed_ws"),
         }.items():
             v = per[key][src]
             known = ~np.isnan(v)

@@ -85,15 +85,15 @@ def test_engine_state_of_another_version_is_refused() -> None:
 
 
 def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
-    """Bin-sum fields are only ever appended; state from a build without the last four (outdoor
-    temperature, feed share) loads with them at zero and gives the same report afterwards."""
+    """Bin-sum fields are only ever appended; state from a build without the last two (the
+    outdoor temperature) loads with them at zero and gives the same report afterwards."""
     from agent.engine.frames import N_FIELDS
     from agent.engine.stage_slots import N_SLOTS
 
     chunks = synth.chunks(3 / 24, chunk_rows=900)
     eng, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
     arrays = unpack(eng.save_state())
-    old = N_FIELDS - 4
+    old = N_FIELDS - 2
     open_sums = arrays["open_sums"]
     arrays["open_sums"] = np.concatenate((open_sums[:old], open_sums[N_FIELDS:]))
     arrays["wb_sums"] = arrays["wb_sums"][:, :old]
