@@ -193,3 +193,14 @@ def test_job_change_keeps_a_confirmed_fault_held_and_active() -> None:
     assert "power chain" in str(workload[0]["detail"]["explanation"])  # type: ignore[index]
     assert not [e for e in events if e["state"] == "cleared" and e["cause"] == "power_chain"]
     assert held_after_change and all(held_after_change)
+
+
+def test_fault_building_before_a_job_change_is_not_taken_for_the_job() -> None:
+    """A PDU step 10 min before a new job: the IT detector is already suspicious, so the job change
+    does not re-centre it, and the shift that began before the job is not blamed on it."""
+    job_at = FAULT_AT_S + 600
+    inj = (Injection("it", FAULT_AT_S, 4.0), Injection("workload", job_at, 8.0))
+    events = run(DriftMonitor(), stream(2.5, 17, inj))
+    faults = onsets(events)
+    assert faults and faults[0]["cause"] == "power_chain", faults
+    assert float(faults[0]["ts"]) - (T0 + FAULT_AT_S) <= 3 * 3600  # type: ignore[arg-type]

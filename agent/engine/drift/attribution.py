@@ -23,9 +23,10 @@ CAUSES: tuple[str, ...] = ("cooling", "power_chain", "thermal", "gpu_hardware", 
 SETPOINT_MOVED_C = 0.2
 INLET_MEAN_MOVED_C = 0.5
 SPREAD_MOVED_C = 0.3
-WORK_RATE_MOVED_PCT = 2.0
+WORK_RATE_MOVED_PCT = 4.0  # a job's rate wobbles by 2–3 % (stalls, evals cutting bins short) without a change
 MIX_MOVED = 0.3
 JOB_RECENT_S = 3 * 3600.0
+JOB_LEAD_S = 0.0  # a shift whose evidence began before a job change (by more than this) is not the job's
 GPU_WITH_IT_FRAC = 0.1
 
 
@@ -46,8 +47,10 @@ def attribute(
     ctx: SignalContext,
     ts: float,
     gpu_known: bool,
+    since_ts: float = math.nan,
 ) -> Attribution:
-    """Name the cause of a shift just confirmed on ``component`` (deviation signed, its unit)."""
+    """Name the cause of a shift just confirmed on ``component`` (deviation signed, its unit);
+    ``since_ts``: when its evidence began (a shift that began before a job change is not it)."""
     more = "more" if deviation >= 0 else "less"
     up = "up" if deviation >= 0 else "down"
     if component == "cooling":
@@ -74,7 +77,7 @@ def attribute(
         gpu = channels.get("gpu")
         if gpu is not None and _gpu_moved_with(gpu, deviation):
             # PDU and GPU moved together: the load changed, not the power chain.
-            reason = workload_reason(ctx, ts)
+            reason = workload_reason(ctx, ts, since_ts=since_ts)
             if reason:
                 return Attribution(
                     "workload",
@@ -86,7 +89,7 @@ def attribute(
                 f"PDU power is {abs(deviation):.1f} % {up} because the GPUs draw more for the same work "
                 "rate and stage: ageing, firmware or driver change.",
             )
-        reason = workload_reason(ctx, ts)
+        reason = workload_reason(ctx, ts, since_ts=since_ts)
         if reason:
             return Attribution(
                 "workload",
@@ -111,7 +114,7 @@ def attribute(
             "distribution losses, or the PSU redundancy configuration, changed.",
         )
     if component == "gpu":
-        reason = workload_reason(ctx, ts)
+        reason = workload_reason(ctx, ts, since_ts=since_ts)
         if reason:
             return Attribution(
                 "workload",
@@ -150,12 +153,16 @@ def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> 
     return math.isfinite(mean) and mean - max(setpoint, 0.0) >= INLET_MEAN_MOVED_C
 
 
-def workload_reason(ctx: SignalContext, ts: float, recent_only: bool = False) -> str:
+def workload_reason(
+    ctx: SignalContext, ts: float, recent_only: bool = False, since_ts: float = math.nan
+) -> str:
     """A short phrase naming the workload evidence, or "" when there is none.
 
     A job change or a workload shift in the last ``JOB_RECENT_S`` counts (the engine is still
-    re-learning), as does a moved work rate or stage mix (``recent_only`` skips those two)."""
-    if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= JOB_RECENT_S:
+    re-learning) unless the shift's evidence began before it (``since_ts``), as does a moved work
+    rate or stage mix (``recent_only`` skips those two)."""
+    before_job = math.isfinite(since_ts) and since_ts < ctx.workload_ts - JOB_LEAD_S
+    if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= JOB_RECENT_S and not before_job:
         return f"a workload change {(ts - ctx.workload_ts) / 3600:.1f} h ago (job {ctx.job or '?'})"
     if recent_only:
         return ""

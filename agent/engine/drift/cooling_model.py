@@ -41,7 +41,9 @@ RESTART_WARM_BINS = WEATHER_WARM_BINS + LEARN_DELAY_BINS  # bins from a restart 
 RIDGE = np.array([0.0, 20.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
 # With the outdoor temperature: power ∝ lift (Carnot) is the prior for the lift term.
-WEATHER_RIDGE = np.array([0.0, 20.0, 1.0, 1.0, 5.0, 5.0])  # lift and curvature vary little: light
+# A light ridge on the lift (it varies little, and a heavy one pinned it off its true slope); the
+# load curvature stays near 0 (its feature is ~1e-2: freed, it extrapolated new loads badly).
+WEATHER_RIDGE = np.array([0.0, 20.0, 1.0, 1.0, 5.0, 5.0])
 WEATHER_PRIOR_THETA = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
 
 

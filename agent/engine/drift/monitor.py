@@ -89,8 +89,8 @@ def cooling_weather_params(config: EngineSection, bin_s: float, margin: float) -
     model explains the weather, so the level is slow like the other channels' and a creeping
     coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
     blind = channel_params(config, bin_s, margin)["cooling"]
-    return replace(blind, min_effect=1.5, loc_halflife_bins=86400.0 / bin_s, trend_halflife_bins=0.0,
-                   max_suspect_s=3 * 3600.0)
+    return replace(blind, min_effect=2.0, loc_halflife_bins=86400.0 / bin_s, trend_halflife_bins=0.0,
+                   max_suspect_s=6 * 3600.0)  # a 6-h ramp may stay under 2 % for hours
 
 
 class DriftMonitor:
@@ -273,7 +273,7 @@ class DriftMonitor:
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         gpu_known = math.isfinite(sample.gpu_w)
-        verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known)
+        verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known, tr.since_ts)
         verdict = self.driver_reload.revise(name, verdict, tr.deviation, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
@@ -324,8 +324,12 @@ class DriftMonitor:
 
         A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
         hot spot, and re-learning it now would teach the baseline the fault (it stays held until
-        the fault clears or is accepted)."""
+        the fault clears or is accepted). So does an IT side whose deviation was already building
+        before the job changed (the server load a job adds is small next to the GPUs'; the GPU
+        side re-learns regardless: its profile is the job's)."""
         faulty = self._components_with_incidents()
+        if self.channels["it"].mode == SUSPECTED:  # a deviation building before the job: judge it on
+            faulty |= {"it"}
         components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
         if "gpu" in components:  # before the grace wipes it: the old job's level, for a driver reload
             self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
