@@ -9,12 +9,10 @@ from typing import Any
 
 import pytest
 
-from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.engine import Engine
-from agent.engine.frames import RackInfo
-from agent.sim import FaultSpec, make_scenario, scenario_truth, simulate, trace_meta
+from agent.sim import FaultSpec, make_scenario, scenario_truth
+from tests.drift.twin_events import twin_events
 
 DAYS = 1.0
 SEED = 21  # jobs j000 → j001 at ~19.6 h, work rates 1051 → 1055: the same kind of job
@@ -29,14 +27,7 @@ def _job_change_h(name: str, seed: int, days: float = DAYS) -> float:
 
 def _replay(name: str, seed: int, fault: FaultSpec, days: float = DAYS) -> tuple[list[dict[str, Any]], float]:
     sc = make_scenario(name, days=days, seed=seed, fault=fault)
-    meta = trace_meta(sc)
-    engine = Engine(EngineSection(), RackInfo(crac_shares=dict(meta.crac_shares)), site=meta.site,
-                    rack_name=meta.rack)
-    events: list[dict[str, Any]] = []
-    for chunk in simulate(sc):
-        events += [r for r in engine.process(chunk) if r.get("type") == "event"]
-    events += [r for r in engine.finish() if r.get("type") == "event"]
-    return events, sc.start_ts + fault.start_h * 3600.0
+    return twin_events(sc), sc.start_ts + fault.start_h * 3600.0
 
 
 def _faults(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

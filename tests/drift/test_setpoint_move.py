@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent.config.model import EngineSection
 from agent.engine.drift.monitor import DriftMonitor
 from agent.engine.drift.setpoint import SetpointWatch
 from agent.engine.drift.synthetic import Injection, stream
-from agent.engine.engine import Engine
-from agent.engine.frames import RackInfo
-from agent.sim import FaultSpec, make_scenario, scenario_truth, simulate, trace_meta
+from agent.sim import FaultSpec, make_scenario, scenario_truth
+from tests.drift.twin_events import twin_events
 
 T0 = 1_764_000_000.0
 MOVE_AT_S = 1.5 * 86400
@@ -75,13 +73,7 @@ def test_watch_state_round_trips() -> None:
 def test_twin_setpoint_lowered_3_pct_is_found_as_cooling(shape: str) -> None:
     fault = FaultSpec("setpoint", start_h=40.0, magnitude_pct=3.0, shape=shape, ramp_h=6.0)
     sc = make_scenario("fault_setpoint", days=2.5, seed=321, fault=fault)
-    meta = trace_meta(sc)
-    engine = Engine(EngineSection(), RackInfo(crac_shares=dict(meta.crac_shares)), site=meta.site,
-                    rack_name=meta.rack)
-    events: list[dict[str, Any]] = []
-    for chunk in simulate(sc):
-        events += [r for r in engine.process(chunk) if r.get("type") == "event"]
-    events += [r for r in engine.finish() if r.get("type") == "event"]
+    events = twin_events(sc)
     start = float(scenario_truth(sc)["faults"][0]["start_ts"])
     onsets = [e for e in _onsets(events) if e["cause"] != "workload"]
     assert onsets and all(float(e["ts"]) >= start for e in onsets), onsets

@@ -5,21 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.config.model import EngineSection
-from agent.engine.engine import Engine
-from agent.engine.frames import RackInfo
-from agent.sim import FaultSpec, make_scenario, simulate, trace_meta
+from agent.sim import FaultSpec, make_scenario
+from tests.drift.twin_events import twin_events
 
 
 def replay(days: float, seed: int, fault: FaultSpec) -> list[dict[str, Any]]:
-    sc = make_scenario("fault_power_chain", days=days, seed=seed, fault=fault)
-    meta = trace_meta(sc)
-    engine = Engine(EngineSection(), RackInfo(crac_shares=dict(meta.crac_shares)), site=meta.site,
-                    rack_name=meta.rack)
-    events: list[dict[str, Any]] = []
-    for chunk in simulate(sc):
-        events += [r for r in engine.process(chunk) if r.get("type") == "event"]
-    return events + [r for r in engine.finish() if r.get("type") == "event"]
+    return twin_events(make_scenario("fault_power_chain", days=days, seed=seed, fault=fault))
 
 
 def test_power_chain_fault_survives_a_later_job_change() -> None:
