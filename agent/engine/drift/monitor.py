@@ -38,6 +38,7 @@ HOLDS: dict[str, frozenset[str]] = {
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
+COOLING_SETTLE_S = 6 * 3600.0  # after the unit model's first residuals, before the channel judges
 GPU_SAME_RATE_FRAC = 0.03  # a bin counts for the GPU channel if its work rate is within 3 % of usual
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
@@ -242,7 +243,8 @@ class DriftMonitor:
         wanted = self._cooling_params()
         if channel.params is not wanted:
             channel.params = wanted
-            channel.start_grace(ts + RESTART_WARM_BINS * self.bin_s + self.relearn_s)
+            # the young model's residual level still settles for hours: re-centre through them
+            channel.start_grace(ts + RESTART_WARM_BINS * self.bin_s + COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's

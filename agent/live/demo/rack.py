@@ -28,7 +28,7 @@ from agent.sim.devices.snmp_agent import SimSnmpPdu
 from drivers.base import PollResult
 
 # The cooling unit is a Liebert iCOM unit (electrical power, cooling output, setpoint registers);
-# its profile lacks the air temperatures, fan speed and outdoor probe, which a site adds with
+# its profile lacks the air temperatures and fan speed, which a site adds with
 # [[crac.registers]] exactly like drivers/modbus_crac/sample.toml. Same registers on the server
 # and in the config.
 CRAC_PROFILE = "liebert_icom"
@@ -36,8 +36,6 @@ CRAC_EXTRA_REGISTERS: tuple[ModbusRegister, ...] = (
     ModbusRegister(address=2000, signal="supply_temp_c", table="input", type="s16", scale=0.1, unit="degC"),
     ModbusRegister(address=2001, signal="return_temp_c", table="input", type="s16", scale=0.1, unit="degC"),
     ModbusRegister(address=2002, signal="fan_pct", table="input", type="u16", scale=0.1, unit="%"),
-    # The unit's outdoor air probe: lets the drift detector tell a COP loss from the weather.
-    ModbusRegister(address=2003, signal="outdoor_temp_c", table="input", type="s16", scale=0.1, unit="degC"),
 )
 PDU_VENDORS = {"a": "apc_rpdu2", "b": "raritan_pdu2"}  # feed → vendor profile served
 PDU_OUTLETS = 24

@@ -90,21 +90,30 @@ def intervals_for(speed: float, fine: bool = False) -> Intervals:
     )
 
 
+# The demo's cooling unit (the Liebert iCOM map) serves no outdoor air probe, so the warm-up trace
+# replayed before going live must not have one either (the detector would wait for it).
+OUTDOOR_PROBE = False
+
+
 def build_scenario(opts: DemoOptions, live_start_ts: float) -> tuple[Scenario, str]:
     """The twin's scenario (steady training, 8 GPUs) with the requested fault; and a note on it."""
     warm_h = opts.effective_warmup_h
     start_ts = live_start_ts - warm_h * 3600.0
     fault_h = warm_h + FAULT_AFTER_H
     if opts.fault is None:
-        return make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts), ""
+        sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts,
+                           outdoor_sensor=OUTDOOR_PROBE)
+        return sc, ""
     when = fmt_time(start_ts + fault_h * 3600.0)
     if opts.fault == "workload":
-        sc = make_scenario("workload_change", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts)
+        sc = make_scenario("workload_change", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts,
+                           outdoor_sensor=OUTDOOR_PROBE)
         sc = replace(sc, plan=replace(sc.plan, workload_change_h=fault_h))
         return sc, f"injected: workload change (MoE jobs, not a fault) from {when}; expect cause workload"
     cause = FAULT_KINDS[opts.fault][0]
     spec = FaultSpec(opts.fault, start_h=fault_h, ramp_h=FAULT_RAMP_H)
-    sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, fault=spec, start_ts=start_ts)
+    sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, fault=spec, start_ts=start_ts,
+                       outdoor_sensor=OUTDOOR_PROBE)
     return sc, f"injected: {opts.fault} from {when}; expect an onset with cause {cause}"
 
 
