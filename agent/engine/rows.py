@@ -78,7 +78,7 @@ class RowBinner:
             self._buf = buf
             return self._empty()
         out = self._emit(buf, n_emit)
-        self._buf = _slice(buf, n_emit, len(buf)) if n_emit < len(buf) else None
+        self._buf = buf.take(slice(n_emit, len(buf))) if n_emit < len(buf) else None
         return out
 
     def take_gpu_resets(self, until_ts: float) -> int:
@@ -107,12 +107,12 @@ class RowBinner:
             keep = chunk.ts > prior[:-1]
             if not keep.all():
                 self.dropped_rows += int((~keep).sum())
-                chunk = _slice_mask(chunk, keep)
+                chunk = chunk.take(keep)
         if self._buf is None:
             return chunk if len(chunk) else None
         if not len(chunk):
             return self._buf
-        return _concat(self._buf, chunk)
+        return TraceChunk.concat([self._buf, chunk])
 
     def _empty(self) -> tuple[BinBatch, RowBatch]:
         z = np.zeros(0)
@@ -332,35 +332,3 @@ class RowBinner:
         self._open_bin = -1
         self._open_sums[:] = 0.0
         return batch
-
-
-def _slice(c: TraceChunk, a: int, b: int) -> TraceChunk:
-    return TraceChunk(
-        ts=c.ts[a:b],
-        numeric={k: v[a:b] for k, v in c.numeric.items()},
-        stage=c.stage[a:b],
-        job=c.job[a:b],
-        first_line=c.first_line + a if c.first_line else 0,
-    )
-
-
-def _slice_mask(c: TraceChunk, keep: np.ndarray) -> TraceChunk:
-    return TraceChunk(
-        ts=c.ts[keep],
-        numeric={k: v[keep] for k, v in c.numeric.items()},
-        stage=c.stage[keep],
-        job=c.job[keep],
-        first_line=c.first_line,
-    )
-
-
-def _concat(a: TraceChunk, b: TraceChunk) -> TraceChunk:
-    names = set(a.numeric) | set(b.numeric)
-    numeric = {k: np.concatenate([a.column(k), b.column(k)]) for k in names}
-    return TraceChunk(
-        ts=np.concatenate([a.ts, b.ts]),
-        numeric=numeric,
-        stage=np.concatenate([a.stage, b.stage]),
-        job=np.concatenate([a.job, b.job]),
-        first_line=a.first_line,
-    )

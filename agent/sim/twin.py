@@ -44,18 +44,7 @@ def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]
     for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
         hour = sampler.to_chunk(physics.step(hour_start, min(total, hour_start + CHUNK_S)), scenario.hints)
         for i in range(0, len(hour), chunk_s):
-            yield _slice(hour, i, i + chunk_s)
-
-
-def _slice(chunk: TraceChunk, start: int, end: int) -> TraceChunk:
-    if start == 0 and end >= len(chunk):
-        return chunk
-    return TraceChunk(
-        ts=chunk.ts[start:end],
-        numeric={name: values[start:end] for name, values in chunk.numeric.items()},
-        stage=chunk.stage[start:end],
-        job=chunk.job[start:end],
-    )
+            yield hour if chunk_s >= len(hour) else hour.take(slice(i, i + chunk_s))
 
 
 def scenario_truth(scenario: Scenario) -> dict[str, Any]:

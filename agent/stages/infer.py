@@ -195,7 +195,7 @@ class StageInferrer:
         # the gaps between them are seen as time gaps, and each block's first rows do not teach
         idx = np.concatenate([np.arange(a, b) for a, b in blocks])
         teach = np.concatenate([np.arange(b - a) >= SWING_ROWS for a, b in blocks])
-        feats = self.features.extract(_take(chunk, idx))[teach]
+        feats = self.features.extract(chunk.take(idx))[teach]
         learned = labels[idx[teach]]
         for stage in set(learned.tolist()):
             mask = learned == stage
@@ -347,16 +347,6 @@ class StageInferrer:
                 out[k:b] = name
         return out
 
-
-def _take(chunk: TraceChunk, idx: np.ndarray) -> TraceChunk:
-    """The rows ``idx`` (increasing) of a chunk."""
-    return TraceChunk(
-        ts=chunk.ts[idx],
-        numeric={k: v[idx] for k, v in chunk.numeric.items()},
-        stage=chunk.stage[idx],
-        job=chunk.job[idx],
-        first_line=chunk.first_line,
-    )
 
 
 def _nulls(obj: Any) -> Any:

@@ -53,6 +53,35 @@ class TraceChunk:
     def __len__(self) -> int:
         return int(self.ts.shape[0])
 
+    def take(self, rows: slice | np.ndarray) -> TraceChunk:
+        """The selected rows: a slice, a boolean mask or increasing indices. ``first_line`` follows
+        a slice's start; after a mask or indices it stays the first row's line as it was."""
+        first = self.first_line
+        if isinstance(rows, slice) and first:
+            first += rows.indices(len(self))[0]
+        return TraceChunk(
+            ts=self.ts[rows],
+            numeric={name: values[rows] for name, values in self.numeric.items()},
+            stage=self.stage[rows],
+            job=self.job[rows],
+            first_line=first,
+        )
+
+    @staticmethod
+    def concat(chunks: list[TraceChunk]) -> TraceChunk:
+        """All rows of ``chunks`` in order; a column missing from a chunk is NaN there (not sampled).
+        Columns keep their first-seen order."""
+        names: dict[str, None] = {}
+        for chunk in chunks:
+            names.update(dict.fromkeys(chunk.numeric))
+        return TraceChunk(
+            ts=np.concatenate([c.ts for c in chunks]),
+            numeric={name: np.concatenate([c.column(name) for c in chunks]) for name in names},
+            stage=np.concatenate([c.stage for c in chunks]),
+            job=np.concatenate([c.job for c in chunks]),
+            first_line=chunks[0].first_line if chunks else 0,
+        )
+
     def column(self, name: str) -> np.ndarray:
         """A numeric column, or all-NaN when the trace does not have it."""
         found = self.numeric.get(name)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.live.demo.engine_feed import IntervalThinner, concat_chunks
+from agent.live.demo.engine_feed import IntervalThinner
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
 from agent.live.demo.session import (
@@ -112,7 +112,7 @@ def test_concat_chunks_fills_columns_a_chunk_lacks_with_nan() -> None:
             job=np.array([""], dtype=object),
         )
 
-    merged = concat_chunks([chunk(1.0, a=1.0), chunk(2.0, a=2.0, b=5.0), chunk(3.0, b=6.0)])
+    merged = TraceChunk.concat([chunk(1.0, a=1.0), chunk(2.0, a=2.0, b=5.0), chunk(3.0, b=6.0)])
     assert list(merged.ts) == [1.0, 2.0, 3.0]
     assert list(merged.numeric["a"][:2]) == [1.0, 2.0] and math.isnan(merged.numeric["a"][2])
     assert math.isnan(merged.numeric["b"][0]) and list(merged.numeric["b"][1:]) == [5.0, 6.0]

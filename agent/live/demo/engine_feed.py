@@ -25,24 +25,6 @@ from agent.sim import Scenario, simulate
 from agent.trace.model import TraceChunk
 
 
-def concat_chunks(chunks: list[TraceChunk]) -> TraceChunk:
-    """One chunk of all rows; a column missing from a chunk is NaN there (not sampled)."""
-    names: dict[str, None] = {}
-    for chunk in chunks:
-        for name in chunk.numeric:
-            names.setdefault(name)
-    numeric = {
-        name: np.concatenate([c.numeric.get(name, np.full(len(c.ts), math.nan)) for c in chunks])
-        for name in names
-    }
-    return TraceChunk(
-        ts=np.concatenate([c.ts for c in chunks]),
-        numeric=numeric,
-        stage=np.concatenate([c.stage for c in chunks]),
-        job=np.concatenate([c.job for c in chunks]),
-    )
-
-
 class BatchingEngineLink(EngineLink):
     """An ``EngineLink`` that passes frames on in batches of ``batch_s`` simulated seconds."""
 
@@ -63,7 +45,7 @@ class BatchingEngineLink(EngineLink):
     def flush(self) -> list[dict[str, Any]]:
         if not self._pending:
             return []
-        batch = concat_chunks(self._pending)
+        batch = TraceChunk.concat(self._pending)
         self._pending = []
         self.rows += len(batch.ts)
         self.calls += 1
