@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -98,7 +99,12 @@ def test_without_unit_signals_transient_bins_never_reach_the_cooling_detector() 
     cooling_n: Any = monitor.channels["cooling"].state()["loc_n"]
     it_n: Any = monitor.channels["it"].state()["loc_n"]
     assert sum(cooling_n) == steady
-    assert sum(it_n) == len(samples)
+    # the IT side judges settling bins too, except a large GPU load step's bin and the next
+    # (server fans lag the GPUs' heat)
+    stepped = [abs(b.gpu_w / a.gpu_w - 1.0) > 0.3 for a, b in itertools.pairwise(samples)]
+    skipped = {i + 1 + k for i, step in enumerate(stepped) if step for k in (0, 1)}
+    assert 0 < len(skipped) < len(samples) - steady
+    assert sum(it_n) == len(samples) - len(skipped & set(range(len(samples))))
 
 
 def test_component_is_held_while_suspected_and_released_when_cleared() -> None:

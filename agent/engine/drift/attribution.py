@@ -27,7 +27,7 @@ WORK_RATE_MOVED_PCT = 4.0  # a job's rate wobbles by 2–3 % (stalls, evals cutt
 MIX_MOVED = 0.3
 JOB_RECENT_S = 3 * 3600.0
 JOB_LEAD_S = 0.0  # a shift whose evidence began before a job change (by more than this) is not the job's
-GPU_WITH_IT_FRAC = 0.1
+GPU_WITH_IT_FRAC = 0.25  # (0.1 let a quarter-hour of checkpoint-slot noise name a PDU loss gpu_hardware)
 
 
 @dataclass(frozen=True)

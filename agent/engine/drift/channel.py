@@ -143,6 +143,11 @@ class ResidualChannel:
             return self.sum_up / self.n_up if self.n_up else 0.0
         return -(self.sum_dn / self.n_dn) if self.n_dn else 0.0
 
+    @property
+    def active_deviation(self) -> float:
+        """The confirmed shift as it is now (a ramp keeps growing after its onset); 0 unless active."""
+        return self.dev_fast if self.mode == ACTIVE else 0.0
+
     def location(self, slot: int) -> float:
         return float(self._loc[slot])
 

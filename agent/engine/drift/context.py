@@ -88,15 +88,19 @@ class SignalContext:
         self.mix_slow = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_fast = np.full(len(STAGE_SLOTS), 1.0 / len(STAGE_SLOTS))
         self.mix_n = 0.0
+        self.rated = False  # the rack's jobs report a work rate (seen a positive one)
         self.job = ""  # last non-empty job id seen
+        self.previous_job = ""  # the one before it (not saved: read at the job change only)
         self.job_since_ts = math.nan
-        self.workload_ts = math.nan  # last job change or workload attribution
+        self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
 
     def update(self, sample: ComponentSample, frozen: bool) -> bool:
         """Absorb one bin; returns True when a new non-empty job id replaced a previous one."""
         for name, level in self.levels.items():
             level.update(float(getattr(sample, name)), frozen)
         slot = stage_slot(sample.stage)
+        if math.isfinite(sample.work_rate) and sample.work_rate > 0:
+            self.rated = True
         if sample.stage:
             self.work_rate[slot].update(sample.work_rate, frozen)
             self._update_typical(slot, float(sample.work_rate))
@@ -110,10 +114,9 @@ class SignalContext:
         changed = False
         if sample.job and sample.job != self.job:
             changed = bool(self.job)
+            self.previous_job = self.job
             self.job = sample.job
             self.job_since_ts = sample.ts
-            if changed:
-                self.workload_ts = sample.ts
         return changed
 
     def _update_typical(self, slot: int, rate: float) -> None:
@@ -146,6 +149,13 @@ class SignalContext:
         self.rate_first_n[:] = 0.0
         for level in self.work_rate:
             level.fast = math.nan
+
+    def rebase_work_rates(self) -> None:
+        """A restart of the same kind of job: its own typical rates become the reference, so "the
+        work rate moved" means moved within this run (not "runs 8 % faster than the last one")."""
+        for slot, level in enumerate(self.work_rate):
+            typical = float(self.rate_typical[slot]) if self.rate_settled(slot) else math.nan
+            level.ref = level.fast = typical
 
     def rate_settled(self, slot: int) -> bool:
         """The stage's typical rate is past its first bins (their median), so it can gate bins."""
@@ -188,6 +198,7 @@ class SignalContext:
             "mix_slow": [float(v) for v in self.mix_slow],
             "mix_fast": [float(v) for v in self.mix_fast],
             "mix_n": self.mix_n,
+            "rated": self.rated,
             "job": self.job[:200],
             "job_since_ts": _num(self.job_since_ts),
             "workload_ts": _num(self.workload_ts),
@@ -219,6 +230,8 @@ class SignalContext:
         else:
             self.rate_first_n[:] = np.where(np.isfinite(self.rate_typical), TYPICAL_RATE_FIRST_BINS, 0.0)
         self.mix_n = float(data.get("mix_n") or 0.0)  # type: ignore[arg-type]
+        rated = data.get("rated")  # absent in older state: any known positive rate says so
+        self.rated = rated if isinstance(rated, bool) else bool(np.nansum(self.rate_typical) > 0)
         self.job = str(data.get("job") or "")
         since = data.get("job_since_ts")
         self.job_since_ts = float(since) if isinstance(since, (int, float)) else math.nan

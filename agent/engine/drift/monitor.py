@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, replace
 
 from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
-from agent.engine.drift.attribution import CAUSES, attribute
+from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, Attribution, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
 from agent.engine.drift.driver_reload import SAME_BINS_S, DriverReloadWatch
 from agent.engine.drift.events import drift_event, evidence_for
+from agent.engine.drift.job_kind import SAME, JobKindCheck, KindVerdict
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
 
@@ -38,6 +39,8 @@ HOLDS: dict[str, frozenset[str]] = {
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
+IT_LOAD_STEP_FRAC = 0.3  # GPU power moved this much since the last bin: a load step …
+IT_STEP_SKIP_BINS = 2  # … whose bin and the next are not judged on the IT side (server fans lag it)
 COOLING_SETTLE_S = 6 * 3600.0  # after the unit model's first residuals, before the channel judges
 GPU_SAME_RATE_FRAC = 0.03  # a bin counts for the GPU channel if its work rate is within 3 % of usual
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
@@ -119,11 +122,14 @@ class DriftMonitor:
         self.cooling_model = CoolingUnitModel()
         self.setpoint_watch = SetpointWatch()
         self.driver_reload = DriverReloadWatch()
+        self.job_kind = JobKindCheck()
         self._setpoint_shift: SetpointShift | None = None
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
         self._last_ts = math.nan
+        self._last_gpu_w = math.nan  # (not saved: a restart only judges one more bin)
+        self._it_skip = 0
         self._pending: list[dict[str, object]] = []  # events made while stopped (offline accept)
 
     # ------------------------------------------------------------------------------ reading
@@ -134,6 +140,8 @@ class DriftMonitor:
         for name, channel in self.channels.items():
             if channel.held:
                 out |= HOLDS[name]
+        if self.job_kind.pending:  # a new job of unknown kind: neither its nor a fault's level is learned
+            out |= set(WORKLOAD_COMPONENTS)
         return frozenset(out & set(LEARNING_COMPONENTS))
 
     @property
@@ -162,7 +170,8 @@ class DriftMonitor:
         events, self._pending = self._pending, []
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
-            events += self._workload_change(sample)
+            events += self._job_changed(sample)
+        events += self._judge_job_kind(sample)
         if math.isfinite(self._workload_until):
             if ts >= self._workload_until:
                 events += self._end_workload(sample)
@@ -231,7 +240,25 @@ class DriftMonitor:
             out["cooling"] = unit
         elif sample.transient:
             out["cooling"] = math.nan
+        if self.job_kind.pending:  # judged once the new job's kind is known (same baseline or re-learn)
+            out["gpu"] = out["it"] = math.nan
+        if self._after_load_step(float(sample.gpu_w)):
+            out["it"] = math.nan
         return out
+
+    def _after_load_step(self, gpu_w: float) -> bool:
+        """True for the bin of a large GPU load step and the next: the server fans follow the GPUs'
+        heat over minutes, so for a moment the PDU draws what the IT model does not expect (on the
+        twin, +2 to +4 % in the first idle bin after a job is killed mid-step). That is lag, not
+        drift; the IT model's own lag term covers the slower part."""
+        last, self._last_gpu_w = self._last_gpu_w, gpu_w
+        stepped = math.isfinite(last) and last > 0 and abs(gpu_w / last - 1.0) > IT_LOAD_STEP_FRAC
+        if stepped and math.isfinite(gpu_w):
+            self._it_skip = IT_STEP_SKIP_BINS
+        if self._it_skip > 0:
+            self._it_skip -= 1
+            return True
+        return False
 
     def _cooling_params(self) -> ChannelParams:
         return self._cooling_weather_params if self.cooling_model.weather_known else self._params["cooling"]
@@ -249,22 +276,29 @@ class DriftMonitor:
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
         usual work rate only: "more power for the same stage and work rate". Judged this way rather
-        than against the engine's work-rate model so that the model's own wobble is not evidence."""
+        than against the engine's work-rate model so that the model's own wobble is not evidence.
+
+        When the job reports a work rate, only stages that do work are judged: a data-load or
+        checkpoint bin's power depends on how much training it happens to contain (a job's initial
+        load drew 40–60 % less than the stalls the level was learned from), not on the GPUs."""
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
+        value = 100.0 * math.log(sample.gpu_w / 1000.0)
+        if not self.context.rated:
+            return value  # no work rate at all: GPU power per stage is all there is
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
-        level = self.context.work_rate[slot]
         # The rate most recent bins run at: robust to stall-shortened bins (a mean is not: it sat
         # ~2 % under the full-rate bins and the 3 % gate then dropped many of them), and it
         # follows a new job within about half an hour.
         usual = self.context.typical_rate(slot)
-        known = math.isfinite(rate) and level.n >= 60 and math.isfinite(usual) and usual > 0
-        if known and abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
+        if not (math.isfinite(rate) and rate > 0 and math.isfinite(usual) and usual > 0):
             return math.nan
-        if known and not self.context.rate_settled(slot):
+        if not self.context.rate_settled(slot):
             return math.nan  # a new job's first bins in this stage: its usual rate is not known yet
-        return 100.0 * math.log(sample.gpu_w / 1000.0)
+        if abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
+            return math.nan
+        return value
 
     def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if tr.kind == "onset":
@@ -274,9 +308,15 @@ class DriftMonitor:
         return []
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
+        if name == "it" and self._it_follows_gpu_incident(tr.deviation):
+            self.incidents["gpu_hardware"].channels.add("it")  # cleared or accepted with it
+            return []
         gpu_known = math.isfinite(sample.gpu_w)
         verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known, tr.since_ts)
         verdict = self.driver_reload.revise(name, verdict, tr.deviation, tr.ts)
+        restart = self.job_kind.recent_restart(tr.ts, JOB_RECENT_S)
+        if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
+            verdict = _name_restart(verdict, restart, self.context.job, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -298,12 +338,24 @@ class DriftMonitor:
         evidence = evidence_for(name, tr, self.channels, self.context)
         if verdict.cause == "gpu_hardware":
             evidence += self.driver_reload.evidence(tr.ts)
+        if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
+            evidence.append(_restart_evidence(restart, self.context.job))
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept
         pct = _pct(name, tr, self.channels, stage_slot(sample.stage))
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
+
+    def _it_follows_gpu_incident(self, deviation: float) -> bool:
+        """While the GPUs draw more than before (an active ``gpu_hardware`` incident), the IT model
+        predicts PDU power for GPU loads it never learned: an IT shift no larger than the GPU's is
+        that extrapolation, part of the GPU incident, not a second fault in the power chain."""
+        incident = self.incidents.get("gpu_hardware")
+        gpu = self.channels["gpu"]
+        if incident is None or "gpu" not in incident.channels or gpu.mode != ACTIVE:
+            return False
+        return abs(deviation) <= max(abs(gpu.active_deviation), abs(incident.deviation))
 
     def _channel_cleared(
         self, name: str, tr: Transition, sample: ComponentSample, accepted_by: str
@@ -321,27 +373,36 @@ class DriftMonitor:
         return []
 
     # ------------------------------------------------------------------------------ workload
-    def _begin_relearn(self, ts: float) -> tuple[str, ...]:
+    def _begin_relearn(self, ts: float, job_change_ts: float = math.nan) -> tuple[str, ...]:
         """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
 
         A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
         hot spot, and re-learning it now would teach the baseline the fault (it stays held until
         the fault clears or is accepted). So does an IT side whose deviation was already building
         before the job changed (the server load a job adds is small next to the GPUs'; the GPU
-        side re-learns regardless: its profile is the job's)."""
+        side re-learns regardless: its profile is the job's).
+
+        ``job_change_ts``: the job change this re-learn follows, once its kind check has decided
+        (the previous job's levels and rates were taken at the change itself); NaN for a
+        workload shift found by attribution."""
+        at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
-        if self.channels["it"].mode == SUSPECTED:  # a deviation building before the job: judge it on
+        it = self.channels["it"]
+        # A deviation building before the job, large enough to become a fault: judge it on. (A long
+        # suspicion of a tenth of a percent in idle bins, too small to confirm, is not one.)
+        if it.mode == SUSPECTED and abs(it.recent_deviation()) >= 0.5 * it.params.min_effect:
             faulty |= {"it"}
         components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
-        if "gpu" in components:  # before the grace wipes it: the old job's level, for a driver reload
+        if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
             self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
         self._start_relearn(components, ts)
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
-        self.context.workload_ts = ts
+        self.context.workload_ts = job_change_ts if at_job_change else ts
         self.context.resync()
-        self.context.restart_rates()
+        if not at_job_change:  # (at a job change the rates restarted then: they now are the new job's)
+            self.context.restart_rates()
         return components
 
     def _components_with_incidents(self) -> frozenset[str]:
@@ -353,23 +414,57 @@ class DriftMonitor:
                     out |= HOLDS[name] | {name}
         return frozenset(out)
 
-    def _workload_change(self, sample: ComponentSample) -> list[dict[str, object]]:
+    def _job_changed(self, sample: ComponentSample) -> list[dict[str, object]]:
+        """A new job id. It is a workload change at once when a re-learn is already under way or
+        the previous job left no work rate to compare with; otherwise the kind check decides
+        within minutes whether it is a restart of the same kind of job (``job_kind``)."""
         ts = float(sample.ts)
-        relearned = self._begin_relearn(ts)
+        if not self.job_kind.pending:  # the previous job's GPU levels and rates, before anything moves
+            self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
+        relearning = math.isfinite(self._workload_until) and ts < self._workload_until
+        checking = not relearning and self.job_kind.start(ts, self.context, self.context.previous_job)
+        if relearning:
+            self.job_kind.cancel()
+        self.context.restart_rates()  # the new job's typical rates come from its own first bins
+        return [] if checking else self._workload_change(sample, ts)
+
+    def _judge_job_kind(self, sample: ComponentSample) -> list[dict[str, object]]:
+        """Once the new job's kind is known: a same-kind restart keeps every baseline (only the
+        work-rate reference moves to the new run); a different kind re-learns."""
+        verdict = self.job_kind.decide(float(sample.ts), self.context)
+        if verdict is None:
+            return []
+        if verdict.kind == SAME:
+            self.context.rebase_work_rates()
+            return []
+        return self._workload_change(sample, verdict.since_ts, verdict)
+
+    def _workload_change(
+        self, sample: ComponentSample, job_change_ts: float, verdict: KindVerdict | None = None
+    ) -> list[dict[str, object]]:
+        ts = float(sample.ts)
+        relearned = self._begin_relearn(ts, job_change_ts)
         had = self.incidents.get("workload")
-        self.incidents["workload"] = Incident("workload", sample.stage, ts, ts, 0.0, "gpu", set(), sample.job)
-        text = (f"New job {sample.job!r} replaced the previous one: its GPU profile is re-learned "
-                "(not a fault).")
+        self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
+                                              sample.job)
+        text = f"New job {sample.job!r} replaced the previous one"
+        if verdict is not None and math.isfinite(verdict.rate_ratio):
+            text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
+        text += ": its GPU profile is re-learned (not a fault)."
         kept = sorted(cause for cause in self.incidents if cause != "workload")
         if kept:
             text += f" Still active, not re-learned: {', '.join(c.replace('_', ' ') for c in kept)}."
         extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
-        evidence = [{"signal": "job", "to": sample.job, "since": ts},
-                    *self.driver_reload.evidence(ts, within_s=SAME_BINS_S)]  # a reload at the job change
-        return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", ts, evidence, text,
-                            extra=extra)]
+        job_item: dict[str, object] = {"signal": "job", "to": sample.job, "since": job_change_ts}
+        if verdict is not None:
+            job_item["from"] = verdict.previous_job
+            if math.isfinite(verdict.rate_ratio):
+                job_item["work_rate_moved_pct"] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+        reload = self.driver_reload.evidence(job_change_ts, within_s=SAME_BINS_S)  # a reload at the change
+        return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
+                            [job_item, *reload], text, extra=extra)]
 
     def _end_workload(self, sample: ComponentSample) -> list[dict[str, object]]:
         self._workload_until = math.nan
@@ -461,6 +556,7 @@ class DriftMonitor:
             "cooling_model": self.cooling_model.state(),
             "setpoint_watch": self.setpoint_watch.state(),
             "driver_reload": self.driver_reload.state(),
+            "job_kind": self.job_kind.state(),
             "incidents": [
                 {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
                  "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
@@ -497,6 +593,9 @@ class DriftMonitor:
             reload = state.get("driver_reload")  # absent in older state: starts afresh
             if isinstance(reload, dict):
                 self.driver_reload.restore(reload)
+            kind = state.get("job_kind")  # absent in older state: no check pending
+            if isinstance(kind, dict):
+                self.job_kind.restore(kind)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:
@@ -557,3 +656,19 @@ def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: 
         return round(tr.deviation, 2)
     usual = max(abs(channels["thermal"].location(slot)), 1.0)
     return round(100.0 * tr.deviation / usual, 2)
+
+
+def _name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float) -> Attribution:
+    """Say that the shift came soon after a restart judged to be the same kind of job: if the
+    operator knows the new job is a different model, accepting it makes it the job's normal."""
+    hours = (ts - restart.since_ts) / 3600.0
+    text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
+            f"{restart.previous_job!r} (work rate {100.0 * (restart.rate_ratio - 1.0):+.1f} %), so it is "
+            "judged against the same baseline; if it is a different model, accept this as its normal.")
+    return Attribution(verdict.cause, text)
+
+
+def _restart_evidence(restart: KindVerdict, job: str) -> dict[str, object]:
+    return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
+            "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
+            "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}

@@ -1,0 +1,150 @@
+"""Is a new job the same kind of workload as the one before it? (``JobKindCheck``)
+
+Why: a weeks-long training run is restarted many times — a node fails, the scheduler preempts
+it, it resumes from a checkpoint under a new job id. A restart of the same job changes nothing
+the baselines know. Re-learning at every new job id would give any fault that starts near a
+restart (a driver update in the maintenance window, a PSU that fails on the power-up) two hours
+in which it is learned as "the new job's profile". Issue 4 defines a workload change as a new
+job type, stage mix or per-stage GPU profile; a restart is none of these.
+
+So a new job id opens a short check. The new job's typical work rate, in the stage where the
+old job spent most of its rated time (``forward_backward`` on a training rack), is compared
+with the old job's:
+
+- within ``SAME_KIND_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
+  the detectors go on judging against what they knew.
+- otherwise, or when no comparable rate shows within ``MAX_CHECK_S``: a workload change, which
+  re-learns as before.
+
+The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
+a bad driver) but not the job's own throughput, while the throughput of two different models
+differs by far more than 15 %, and two runs of one model by little. While the check runs
+(typically a few minutes: the job's initial data load and its first five training bins) the
+monitor neither learns nor judges the GPU and IT sides. Fixed state: a few floats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.engine.drift.context import STAGE_SLOTS, SignalContext
+
+SAME_KIND_FRAC = 0.15  # typical work rate within 15 % of the previous job's: the same kind of job
+MAX_CHECK_S = 3600.0  # no comparable work rate within this: treated as a workload change
+SAME, DIFFERENT = "same", "different"
+
+
+@dataclass
+class KindVerdict:
+    """The outcome of one check: the job change it judged and how the rates compared."""
+
+    kind: str  # SAME | DIFFERENT
+    since_ts: float  # the job change
+    ts: float  # when it was decided
+    previous_job: str
+    rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
+
+
+class JobKindCheck:
+    """One pending check at a time; ``start`` at a job change, ``decide`` every bin after it."""
+
+    def __init__(self) -> None:
+        self.since_ts = math.nan  # the job change being checked (NaN: none pending)
+        self.slot = -1  # the stage slot the rates are compared in
+        self.prev_rate = math.nan  # the previous job's typical rate there
+        self.previous_job = ""
+        self.last: KindVerdict | None = None  # the last verdict (its "same" is named in onsets)
+
+    @property
+    def pending(self) -> bool:
+        return math.isfinite(self.since_ts)
+
+    def start(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
+        """Open a check for a job change at ``ts`` (call before the context restarts its rates);
+        False when the previous job left no settled work rate to compare with (re-learn now).
+        A second job change while one is pending keeps comparing with the job before both."""
+        if self.pending:
+            self.since_ts = ts
+            return True
+        slot = main_rated_slot(ctx)
+        if slot < 0:
+            return False
+        self.since_ts, self.slot = ts, slot
+        self.prev_rate = ctx.typical_rate(slot)
+        self.previous_job = previous_job
+        return True
+
+    def decide(self, ts: float, ctx: SignalContext) -> KindVerdict | None:
+        """The verdict once the new job's rate in the compared stage has settled (or the check
+        timed out); None while still waiting or when nothing is pending."""
+        if not self.pending:
+            return None
+        ratio = math.nan
+        if ctx.rate_settled(self.slot):
+            ratio = ctx.typical_rate(self.slot) / self.prev_rate
+            kind = SAME if abs(ratio - 1.0) <= SAME_KIND_FRAC else DIFFERENT
+        elif ts - self.since_ts > MAX_CHECK_S:
+            kind = DIFFERENT
+        else:
+            return None
+        self.last = KindVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
+        self.since_ts = math.nan
+        return self.last
+
+    def cancel(self) -> None:
+        self.since_ts = math.nan
+
+    def recent_restart(self, ts: float, within_s: float) -> KindVerdict | None:
+        """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
+        last = self.last
+        if last is None or last.kind != SAME or not 0.0 <= ts - last.since_ts <= within_s:
+            return None
+        return last
+
+    # ------------------------------------------------------------------------------ state
+    def state(self) -> dict[str, object]:
+        last = self.last
+        return {
+            "since_ts": _num(self.since_ts),
+            "slot": self.slot,
+            "prev_rate": _num(self.prev_rate),
+            "previous_job": self.previous_job[:200],
+            "last": None if last is None else {
+                "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
+                "previous_job": last.previous_job[:200], "rate_ratio": _num(last.rate_ratio)},
+        }
+
+    def restore(self, data: dict[str, object]) -> None:
+        """Load ``state()`` output; anything malformed leaves no check pending (a job change then
+        simply re-learns, the behaviour before this check existed)."""
+        self.since_ts, self.slot, self.prev_rate = math.nan, -1, math.nan
+        self.previous_job, self.last = "", None
+        slot = data.get("slot")
+        since, rate = _float(data.get("since_ts")), _float(data.get("prev_rate"))
+        if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
+            self.since_ts, self.slot, self.prev_rate = since, slot, rate
+            self.previous_job = str(data.get("previous_job") or "")
+        last = data.get("last")
+        if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
+            self.last = KindVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
+                                    str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
+
+
+def main_rated_slot(ctx: SignalContext) -> int:
+    """The stage slot with most time among those whose typical work rate is settled and positive
+    (-1 if none): where two jobs' throughputs are compared."""
+    rated = np.array([ctx.rate_settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
+    if not rated.any():
+        return -1
+    return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _float(value: object, default: float = math.nan) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default

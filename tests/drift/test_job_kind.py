@@ -1,0 +1,122 @@
+"""A new job id: a restart of the same kind of job keeps the baselines; another kind re-learns.
+
+Synthetic streams (``agent.engine.drift.synthetic``): the job id is changed by hand for a restart
+(same work rate); the stream's ``workload`` injection is another kind (work rate −20 %).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+
+from agent.engine.components import ComponentSample
+from agent.engine.drift import DriftMonitor
+from agent.engine.drift.job_kind import MAX_CHECK_S, SAME_KIND_FRAC
+from agent.engine.drift.synthetic import Injection, stream
+
+T0 = 1_764_000_000.0
+RESTART_S = 1.5 * 86400
+
+
+def restarted(samples: Iterator[ComponentSample], at_s: float, rate_factor: float = 1.0,
+              rate_from_s: float = 0.0) -> Iterator[ComponentSample]:
+    """The same stream with job ``job-r`` from ``at_s``; its work rate × ``rate_factor``, and NaN
+    until ``rate_from_s`` after the restart (a job that reports no rate at first)."""
+    for s in samples:
+        t = s.ts - T0
+        if t <= at_s:
+            yield s
+            continue
+        rate = s.work_rate * rate_factor if t > at_s + rate_from_s else math.nan
+        yield replace(s, job="job-r", work_rate=rate)
+
+
+def observe(monitor: DriftMonitor, samples: Iterator[ComponentSample]) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
+    for sample in samples:
+        events += monitor.observe(sample)
+    return events
+
+
+def faults(events: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [e for e in events if e["state"] == "onset" and e["cause"] != "workload"]
+
+
+def workload(events: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [e for e in events if e["state"] == "onset" and e["cause"] == "workload"]
+
+
+def test_restart_of_the_same_kind_keeps_baselines_and_a_fault_after_it_is_found() -> None:
+    """A 3 % GPU step 30 min after a restart at a 5 % faster rate: judged against the old baseline
+    (a re-learn would have taken it for the new job's profile)."""
+    monitor = DriftMonitor()
+    fault = Injection("gpu", RESTART_S + 1800, 3.0)
+    samples = restarted(stream(2.5, 41, (fault,)), RESTART_S, rate_factor=1.05)
+    events: list[dict[str, object]] = []
+    held_while_checking, relearned = [], False
+    for sample in samples:
+        events += monitor.observe(sample)
+        if monitor.job_kind.pending:
+            held_while_checking.append({"gpu", "it"} <= monitor.held)
+        relearned |= bool(monitor.relearn)
+    assert held_while_checking and all(held_while_checking)  # neither learned nor judged meanwhile
+    assert len(held_while_checking) < 60  # decided within the hour: the first training bins
+    assert not relearned
+    assert not workload(events)
+    found = faults(events)
+    assert found and found[0]["cause"] == "gpu_hardware"
+    assert 0 < float(found[0]["ts"]) - (T0 + RESTART_S + 1800) <= 3 * 3600  # type: ignore[arg-type]
+    detail: dict = found[0]["detail"]  # type: ignore[assignment]
+    assert "runs like 'job-a'" in detail["explanation"] and "+5.0 %" in detail["explanation"]
+    job = [x for x in detail["evidence"] if x["signal"] == "job"]
+    assert job and job[0]["from"] == "job-a" and job[0]["to"] == "job-r"
+
+
+def test_restart_of_the_same_kind_raises_nothing_on_a_healthy_stream() -> None:
+    events = observe(DriftMonitor(), restarted(stream(2.5, 42), RESTART_S, rate_factor=0.9))
+    assert events == []
+
+
+def test_another_kind_of_job_is_a_workload_change_dated_at_the_job_change() -> None:
+    monitor = DriftMonitor()
+    events = observe(monitor, stream(2.5, 43, (Injection("workload", RESTART_S, 8.0),)))
+    change = workload(events)
+    assert len(change) == 1 and not faults(events)
+    detail: dict = change[0]["detail"]  # type: ignore[assignment]
+    job = detail["evidence"][0]
+    assert job["from"] == "job-a" and job["to"] == "job-b"
+    assert job["work_rate_moved_pct"] < -100 * SAME_KIND_FRAC  # the stream's other kind runs 20 % slower
+    assert float(detail["since"]) <= T0 + RESTART_S + 60 < float(change[0]["ts"])  # type: ignore[arg-type]
+    assert detail["relearn"] == ["gpu", "it"]
+    assert "-20 % work rate" in detail["explanation"]
+
+
+def test_a_job_that_shows_no_comparable_rate_within_the_hour_is_re_learned() -> None:
+    samples = restarted(stream(2.5, 44), RESTART_S, rate_from_s=2 * MAX_CHECK_S)
+    monitor = DriftMonitor()
+    events = observe(monitor, samples)
+    change = workload(events)
+    assert len(change) == 1 and not faults(events)
+    waited = float(change[0]["ts"]) - (T0 + RESTART_S)  # type: ignore[arg-type]
+    assert MAX_CHECK_S < waited <= MAX_CHECK_S + 180
+
+
+def test_a_pending_check_survives_a_restart_of_the_agent() -> None:
+    samples = list(restarted(stream(2.0, 45), RESTART_S))
+    cut = next(i for i, s in enumerate(samples) if s.job == "job-r") + 1
+    monitor = DriftMonitor()
+    observe(monitor, iter(samples[:cut]))
+    assert monitor.job_kind.pending
+    state = json.loads(json.dumps(monitor.save_state()))
+    again = DriftMonitor()
+    again.load_state(state)
+    assert again.job_kind.pending and again.save_state() == monitor.save_state()
+    assert observe(again, iter(samples[cut:])) == []
+    assert not again.job_kind.pending and again.job_kind.last is not None
+    assert again.job_kind.last.kind == "same"
+    older = {k: v for k, v in state.items() if k != "job_kind"}  # state written before the check existed
+    old = DriftMonitor()
+    old.load_state(older)
+    assert not old.job_kind.pending
