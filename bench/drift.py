@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/drift.py              # default: a few minutes on 2 cores
     .venv/bin/python bench/drift.py --full       # more magnitudes, seeds and healthy days
+    .venv/bin/python bench/drift.py --full --only steady --only plateau --only tide --healthy-seeds 5
+                                                 # false alarms only: 5 × 8 days per healthy scenario
 
 For every fault kind of the twin (step and gradual, magnitudes 3–10 %) the trace is simulated,
 replayed through the same ``Engine`` as ``rackwatt replay`` (which runs the ``DriftMonitor``),
@@ -150,7 +152,7 @@ def score_healthy(job: Job) -> dict[str, Any]:
     return result
 
 
-def _jobs(full: bool) -> tuple[list[Job], list[Job]]:
+def _jobs(full: bool, healthy_seeds: int = 1) -> tuple[list[Job], list[Job]]:
     magnitudes = (3.0, 5.0, 10.0) if full else (3.0, 8.0)
     seeds = 2 if full else 1
     faults: list[Job] = []
@@ -169,9 +171,11 @@ def _jobs(full: bool) -> tuple[list[Job], list[Job]]:
                               magnitude, after_job_min=(12.0, 24.0, 6.0, 30.0)[(2 * i + s) % 4]))
     healthy_days = 8.0 if full else 4.0
     healthy = [
-        Job("steady", healthy_days, SEED_BASE + 501),
-        Job("plateau", healthy_days, SEED_BASE + 502),
-        Job("tide", healthy_days, SEED_BASE + 503),
+        Job(name, healthy_days, SEED_BASE + 501 + k + 10 * i)
+        for i in range(healthy_seeds)
+        for k, name in enumerate(("steady", "plateau", "tide"))
+    ]
+    healthy += [
         Job("lag_steps", 2.0, SEED_BASE + 504),
         Job("workload_change", 2.0, SEED_BASE + 505),
     ]
@@ -182,18 +186,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="more magnitudes, seeds and healthy days")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--only", help="run only scenarios whose name contains this")
+    parser.add_argument("--only", action="append",
+                        help="run only scenarios whose name contains this (repeatable: any of them)")
+    parser.add_argument("--healthy-seeds", type=int, default=1, metavar="N",
+                        help="seeds per healthy scenario (steady, plateau, tide): a tighter false-alarm rate")
     parser.add_argument("--no-outdoor-sensor", action="store_true",
                         help="cooling unit without an outdoor air probe (the weather is not measured)")
     args = parser.parse_args(argv)
-    fault_jobs, healthy_jobs = _jobs(args.full)
+    fault_jobs, healthy_jobs = _jobs(args.full, max(1, args.healthy_seeds))
     if args.no_outdoor_sensor:
         fault_jobs = [replace(j, outdoor_sensor=False) for j in fault_jobs]
         healthy_jobs = [replace(j, outdoor_sensor=False) for j in healthy_jobs]
         print("cooling unit without an outdoor air probe")
     if args.only:
-        fault_jobs = [j for j in fault_jobs if args.only in j.scenario]
-        healthy_jobs = [j for j in healthy_jobs if args.only in j.scenario]
+        fault_jobs = [j for j in fault_jobs if any(o in j.scenario for o in args.only)]
+        healthy_jobs = [j for j in healthy_jobs if any(o in j.scenario for o in args.only)]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         healthy_futures = [pool.submit(score_healthy, j) for j in healthy_jobs]
@@ -243,18 +250,23 @@ def _print_faults(results: list[dict[str, Any]]) -> None:
 
 
 def _print_healthy(results: list[dict[str, Any]]) -> None:
+    """One line per scenario, its seeds pooled: false alarms per day over all their days."""
     if not results:
         return
     print("\nhealthy and lag-only scenarios")
-    print(f"{'scenario':<16} {'days':>5} {'false alarms':>12} {'per day':>8} {'workload ev':>11} {'notes'}")
-    for r in results:
-        j = r["job"]
-        notes = ", ".join(r["causes"])
-        if "workload_flagged" in r:
-            notes = (notes + "; " if notes else "") + f"job change flagged workload: {r['workload_flagged']}"
+    print(f"{'scenario':<16} {'runs':>4} {'days':>6} {'false alarms':>12} {'per day':>8} {'workload ev':>11} "
+          "notes")
+    for name in dict.fromkeys(r["job"].scenario for r in results):
+        rs = [r for r in results if r["job"].scenario == name]
+        days = sum(r["job"].days for r in rs)
+        alarms = sum(r["false_alarms"] for r in rs)
+        notes = ", ".join(sorted({c for r in rs for c in r["causes"]}))
+        flagged = [r["workload_flagged"] for r in rs if "workload_flagged" in r]
+        if flagged:
+            notes = (notes + "; " if notes else "") + f"job change flagged workload: {all(flagged)}"
         print(
-            f"{j.scenario:<16} {j.days:>5.1f} {r['false_alarms']:>12} {r['false_alarms'] / j.days:>8.2f} "
-            f"{r['workload_events']:>11} {notes}"
+            f"{name:<16} {len(rs):>4} {days:>6.1f} {alarms:>12} {alarms / days:>8.2f} "
+            f"{sum(r['workload_events'] for r in rs):>11} {notes}"
         )
 
 
