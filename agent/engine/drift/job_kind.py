@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext
 
 SAME_KIND_FRAC = 0.15  # typical work rate within 15 % of the previous job's: the same kind of job
@@ -140,6 +141,22 @@ def main_rated_slot(ctx: SignalContext) -> int:
     if not rated.any():
         return -1
     return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
+
+
+def name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float) -> Attribution:
+    """Say that the shift came soon after a restart judged to be the same kind of job: if the
+    operator knows the new job is a different model, accepting it makes it the job's normal."""
+    hours = (ts - restart.since_ts) / 3600.0
+    text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
+            f"{restart.previous_job!r} (work rate {100.0 * (restart.rate_ratio - 1.0):+.1f} %), so it is "
+            "judged against the same baseline; if it is a different model, accept this as its normal.")
+    return Attribution(verdict.cause, text)
+
+
+def restart_evidence(restart: KindVerdict, job: str) -> dict[str, object]:
+    return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
+            "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
+            "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
 
 
 def _num(value: float) -> float | None:

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 
 from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
-from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, Attribution, attribute
+from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, attribute
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
 from agent.engine.drift.driver_reload import SAME_BINS_S, DriverReloadWatch
 from agent.engine.drift.events import drift_event, evidence_for
-from agent.engine.drift.job_kind import SAME, JobKindCheck, KindVerdict
+from agent.engine.drift.job_kind import SAME, JobKindCheck, KindVerdict, name_restart, restart_evidence
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
 
@@ -316,7 +316,7 @@ class DriftMonitor:
         verdict = self.driver_reload.revise(name, verdict, tr.deviation, tr.ts)
         restart = self.job_kind.recent_restart(tr.ts, JOB_RECENT_S)
         if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
-            verdict = _name_restart(verdict, restart, self.context.job, tr.ts)
+            verdict = name_restart(verdict, restart, self.context.job, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -339,7 +339,7 @@ class DriftMonitor:
         if verdict.cause == "gpu_hardware":
             evidence += self.driver_reload.evidence(tr.ts)
         if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
-            evidence.append(_restart_evidence(restart, self.context.job))
+            evidence.append(restart_evidence(restart, self.context.job))
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept
@@ -457,11 +457,11 @@ class DriftMonitor:
         extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
         if had is not None:
             extra["previous_job"] = had.job
-        job_item: dict[str, object] = {"signal": "job", "to": sample.job, "since": job_change_ts}
-        if verdict is not None:
-            job_item["from"] = verdict.previous_job
-            if math.isfinite(verdict.rate_ratio):
-                job_item["work_rate_moved_pct"] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+        previous = verdict.previous_job if verdict is not None else self.context.previous_job
+        job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
+                                       "since": job_change_ts}
+        if verdict is not None and math.isfinite(verdict.rate_ratio):
+            job_item["work_rate_moved_pct"] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
         reload = self.driver_reload.evidence(job_change_ts, within_s=SAME_BINS_S)  # a reload at the change
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
                             [job_item, *reload], text, extra=extra)]
@@ -657,18 +657,3 @@ def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: 
     usual = max(abs(channels["thermal"].location(slot)), 1.0)
     return round(100.0 * tr.deviation / usual, 2)
 
-
-def _name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float) -> Attribution:
-    """Say that the shift came soon after a restart judged to be the same kind of job: if the
-    operator knows the new job is a different model, accepting it makes it the job's normal."""
-    hours = (ts - restart.since_ts) / 3600.0
-    text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
-            f"{restart.previous_job!r} (work rate {100.0 * (restart.rate_ratio - 1.0):+.1f} %), so it is "
-            "judged against the same baseline; if it is a different model, accept this as its normal.")
-    return Attribution(verdict.cause, text)
-
-
-def _restart_evidence(restart: KindVerdict, job: str) -> dict[str, object]:
-    return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
-            "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
-            "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
