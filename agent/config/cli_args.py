@@ -8,7 +8,6 @@ from pathlib import Path
 
 from agent.config.loader import DEFAULT_CONFIG_PATH
 
-DEFAULT_CONFIG = DEFAULT_CONFIG_PATH  # where the .deb installs it
 DEFAULT_CONF_D = Path("/etc/rackwatt/conf.d")
 
 
@@ -22,9 +21,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
         parser.add_argument(
             "--config",
             type=Path,
-            default=DEFAULT_CONFIG,
+            default=DEFAULT_CONFIG_PATH,
             metavar="FILE",
-            help=f"the agent's TOML configuration (default {DEFAULT_CONFIG})",
+            help=f"the agent's TOML configuration (default {DEFAULT_CONFIG_PATH})",
         )
     parser.add_argument(
         "--conf-d",

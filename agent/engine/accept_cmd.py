@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.config.cli_args import DEFAULT_CONFIG
+from agent.config.loader import DEFAULT_CONFIG_PATH
 from agent.engine.drift.attribution import CAUSES
 from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
 from agent.stages.send import send_udp, send_unix
@@ -31,7 +31,7 @@ from agent.stages.send import send_udp, send_unix
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cause", help=f"the deviation to accept: all, or one of {', '.join(CAUSES)}")
-    parser.add_argument("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG})")
+    parser.add_argument("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG_PATH})")
     parser.add_argument(
         "--state", type=Path,
         help="write into this state file instead of messaging the running agent (agent stopped)",
@@ -106,7 +106,7 @@ def _load_config(path: Path | None) -> Any:
     from agent.config.errors import ConfigError
     from agent.config.loader import load_config
 
-    target = path or DEFAULT_CONFIG
+    target = path or DEFAULT_CONFIG_PATH
     try:
         return load_config(target)
     except ConfigError as exc:

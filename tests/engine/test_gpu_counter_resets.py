@@ -70,19 +70,10 @@ def test_counter_resets_land_in_their_own_bin_whatever_the_chunking() -> None:
     expected = {1860.0: 2, 2400.0: 1, 3060.0: 4}  # drift bins end every 60 s after T0
     assert _resets_by_bin(base) == expected
     assert _resets_by_bin(synth.rechunk(base, 7)) == expected  # live-sized ticks
-    assert _resets_by_bin([_concat(base)]) == expected  # one replay chunk
+    assert _resets_by_bin([TraceChunk.concat(base)]) == expected  # one replay chunk
 
 
 def test_a_sample_without_the_field_still_builds() -> None:
     sample = ComponentSample(1.0, 60.0, "", "hint", "", False, *([float("nan")] * 11))
     assert sample.gpu_counter_resets == 0
 
-
-def _concat(chunks: list[TraceChunk]) -> TraceChunk:
-    names = chunks[0].numeric
-    return TraceChunk(
-        ts=np.concatenate([c.ts for c in chunks]),
-        numeric={k: np.concatenate([c.numeric[k] for c in chunks]) for k in names},
-        stage=np.concatenate([c.stage for c in chunks]),
-        job=np.concatenate([c.job for c in chunks]),
-    )

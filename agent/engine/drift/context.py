@@ -91,7 +91,6 @@ class SignalContext:
         self.rated = False  # the rack's jobs report a work rate (seen a positive one)
         self.job = ""  # last non-empty job id seen
         self.previous_job = ""  # the one before it (not saved: read at the job change only)
-        self.job_since_ts = math.nan
         self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
 
     def update(self, sample: ComponentSample, frozen: bool) -> bool:
@@ -116,7 +115,6 @@ class SignalContext:
             changed = bool(self.job)
             self.previous_job = self.job
             self.job = sample.job
-            self.job_since_ts = sample.ts
         return changed
 
     def _update_typical(self, slot: int, rate: float) -> None:
@@ -200,7 +198,6 @@ class SignalContext:
             "mix_n": self.mix_n,
             "rated": self.rated,
             "job": self.job[:200],
-            "job_since_ts": _num(self.job_since_ts),
             "workload_ts": _num(self.workload_ts),
         }
 
@@ -233,8 +230,6 @@ class SignalContext:
         rated = data.get("rated")  # absent in older state: any known positive rate says so
         self.rated = rated if isinstance(rated, bool) else bool(np.nansum(self.rate_typical) > 0)
         self.job = str(data.get("job") or "")
-        since = data.get("job_since_ts")
-        self.job_since_ts = float(since) if isinstance(since, (int, float)) else math.nan
         last = data.get("workload_ts")
         self.workload_ts = float(last) if isinstance(last, (int, float)) else math.nan
 
