@@ -1,14 +1,16 @@
 """Which driver polls which configured device: an explicit table, no import side effects.
 
-``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]`` plus one for NVML
-when ``[nvml] enabled`` (the default). Driver packages are imported only here and only when a
-device needs them, so a host without SNMP devices never loads pysnmp. A device whose driver
-cannot be built (package missing, bad profile, unreadable secret) becomes an
-``UnavailableDriver`` whose every poll reports why: one bad device never stops the others.
+``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]``, one for NVML
+when ``[nvml] enabled`` (the default), and one per ``[[dcgm]]`` GPU node. Driver packages are
+imported only here and only when a device needs them, so a host without SNMP devices never
+loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
+secret) becomes an ``UnavailableDriver`` whose every poll reports why: one bad device never
+stops the others.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ DRIVERS: dict[str, tuple[str, str]] = {
     "pdu": ("drivers.snmp_pdu", "SnmpPduDriver"),
     "crac": ("drivers.modbus_crac", "CracModbusDriver"),
     "nvml": ("drivers.nvml_gpu", "NvmlGpuDriver"),
+    "dcgm": ("drivers.dcgm_exporter.driver", "DcgmExporterDriver"),
 }
 
 
@@ -69,4 +72,30 @@ def build_drivers(config: Config) -> list[Driver]:
         drivers.append(build_driver("crac", crac, f"crac.{crac.id}", crac.interval_s))
     if config.nvml.enabled:
         drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
+    drivers.extend(_dcgm_drivers(config))
+    return drivers
+
+
+def _dcgm_drivers(config: Config) -> list[Driver]:
+    """One driver per ``[[dcgm]]`` node; a node without ``first_gpu`` numbers its GPUs right after
+    the previous node's, and a node whose range overlaps another's is refused with a clear error
+    (two GPUs on one ``gpu.<i>`` would be added together)."""
+    drivers: list[Driver] = []
+    taken: dict[int, str] = {}
+    next_gpu = 0
+    for node in config.dcgms:
+        device = f"dcgm.{node.id}"
+        first = node.first_gpu if node.first_gpu is not None else next_gpu
+        span = range(first, first + node.gpu_count)
+        clash = sorted({taken[i] for i in span if i in taken})
+        if clash:
+            drivers.append(UnavailableDriver(
+                device, node.interval_s,
+                f"{device}: GPUs gpu.{span.start}..gpu.{span.stop - 1} overlap node(s) {', '.join(clash)}; "
+                "set first_gpu so that the nodes' ranges do not overlap"))
+            continue
+        taken.update(dict.fromkeys(span, node.id))
+        next_gpu = span.stop
+        drivers.append(build_driver("dcgm", dataclasses.replace(node, first_gpu=first), device,
+                                    node.interval_s))
     return drivers

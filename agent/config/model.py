@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drivers.dcgm_exporter.config import DcgmSection
+
 
 @dataclass(frozen=True)
 class AgentSection:
@@ -134,6 +136,7 @@ class Config:
     pdus: tuple[PduConfig, ...] = ()
     cracs: tuple[CracConfig, ...] = ()
     nvml: NvmlSection = field(default_factory=NvmlSection)
+    dcgms: tuple[DcgmSection, ...] = ()  # GPU nodes' dcgm-exporters, in rack GPU order
     stages: StagesSection = field(default_factory=StagesSection)
     engine: EngineSection = field(default_factory=EngineSection)
     source: Path | None = None  # the file it was loaded from, for messages

@@ -26,6 +26,8 @@ from agent.config.model import (
 )
 from agent.config.secrets import secret_file_problem
 from agent.config.toml_lines import KeyPath
+from drivers.dcgm_exporter.config import DcgmSection
+from drivers.dcgm_exporter.http_get import parse_url
 
 ID_PATTERN = r"[a-z0-9_]+"
 # Keys holding files: secrets (warn when others can read them) and other files that must exist.
@@ -226,6 +228,29 @@ CRAC = Spec(
     nested={ModbusRegister: MODBUS_REGISTER},
 )
 NVML = Spec(checks={"interval_s": [positive]}, converters={"gpus": _gpus})
+
+
+def metrics_url(value: str) -> str | None:
+    try:
+        parse_url(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+DCGM = Spec(
+    checks={
+        "id": [matches(ID_PATTERN)],
+        "url": [metrics_url],
+        "gpu_count": [between(1, 64)],  # 64: more GPUs than any node board carries
+        "first_gpu": [between(0, 4095)],
+        "interval_s": [positive],
+        "timeout_s": [positive],
+        "max_body_bytes": [between(1024, 256 * 1024 * 1024)],
+    },
+    literal_secrets={"password": "password_file"},
+    on_value=check_file,
+)
 STAGES = Spec(
     checks={"udp_port": [PORT], "hint_ttl_s": [positive], "rate_limit_per_s": [positive]}
 )
@@ -276,6 +301,13 @@ def check_crac(ctx: Context, path: KeyPath, crac: CracConfig) -> None:
     _unique_signals(ctx, (*path, "registers"), [r.signal for r in crac.registers])
 
 
+def check_dcgm(ctx: Context, path: KeyPath, dcgm: DcgmSection) -> None:
+    if dcgm.password_file is not None and dcgm.username is None:
+        ctx.error((*path, "username"), "required when password_file is set")
+    if dcgm.ca_file is not None and not dcgm.url.startswith("https://"):
+        ctx.error((*path, "ca_file"), "only used with an https:// url")
+
+
 def check_mqtt(ctx: Context, path: KeyPath, mqtt: MqttSection) -> None:
     if (mqtt.cert_file is None) != (mqtt.key_file is None):
         missing = "key_file" if mqtt.key_file is None else "cert_file"
@@ -313,6 +345,7 @@ SECTIONS: dict[str, tuple[type, bool, str, Spec, Callable[[Context, KeyPath, Any
     "pdu": (PduConfig, True, "pdus", PDU, check_pdu),
     "crac": (CracConfig, True, "cracs", CRAC, check_crac),
     "nvml": (NvmlSection, False, "nvml", NVML, None),
+    "dcgm": (DcgmSection, True, "dcgms", DCGM, check_dcgm),
     "stages": (StagesSection, False, "stages", STAGES, None),
     "engine": (EngineSection, False, "engine", ENGINE, None),
 }

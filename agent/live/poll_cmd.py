@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
     drivers = build_drivers(config)
     if not drivers:
-        print("rackwatt poll: no devices configured ([[pdu]], [[crac]] or [nvml] enabled)", file=sys.stderr)
+        print("rackwatt poll: no devices configured ([[pdu]], [[crac]], [[dcgm]] or [nvml] enabled)",
+              file=sys.stderr)
         return 1
     results = asyncio.run(poll_all(drivers))
     if args.json:
@@ -110,6 +111,7 @@ def _with_timeout(config: Config, timeout_s: float) -> Config:
         config,
         pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
         cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
+        dcgms=tuple(dataclasses.replace(d, timeout_s=timeout_s) for d in config.dcgms),
     )
 
 

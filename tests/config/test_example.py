@@ -12,7 +12,7 @@ from agent.config.loader import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "packaging" / "agent.toml"
 NOT_OPTIONS = {("Config", "source"), ("Config", "warnings")}  # set by the loader, not by the file
-SECTION_OF_FIELD = {"pdus": "pdu", "cracs": "crac"}
+SECTION_OF_FIELD = {"pdus": "pdu", "cracs": "crac", "dcgms": "dcgm"}
 
 
 def test_example_loads_with_documented_defaults() -> None:
@@ -62,6 +62,7 @@ def test_every_default_in_the_example_matches_the_code() -> None:
         "pdu": model.PduConfig,
         "crac": model.CracConfig,
         "nvml": model.NvmlSection,
+        "dcgm": model.DcgmSection,
         "stages": model.StagesSection,
         "engine": model.EngineSection,
     }
