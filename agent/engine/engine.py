@@ -26,6 +26,7 @@ from agent.engine import outputs
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.components import ComponentSample
 from agent.engine.frames import BinBatch, F, RackInfo
+from agent.engine.job_rates import JobRates
 from agent.engine.response import (
     COOL_RIDGE,
     EWLS,
@@ -39,6 +40,8 @@ from agent.engine.response import (
     daily_phase,
     it_predict,
     it_ridge,
+    stage_it_features,
+    stage_it_ridge,
 )
 from agent.engine.rows import RowBinner
 from agent.engine.stage_attribution import stage_powers
@@ -51,6 +54,10 @@ TARGET_BIN_S = 15.0
 DRIFT_BIN_S = 60.0
 LOOKAHEAD_S = 30.0
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
+# GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
+# sampling intervals, and the slowest GPU source we read is a dcgm-exporter refreshing every 30 s.
+# Bins past it are predicted by the stage-only IT model instead of a held GPU load.
+GPU_FRESH_S = 90.0
 SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
 IT_MEMORY_FACTOR = 1.0
@@ -103,6 +110,11 @@ class Engine:
         K = self.lag.K
         self.fan_lag = SingleLag(self.bin_s, FAN_LAG_S, self.bins_per_window)
         self.it = EWLS(1, N_IT_BASE + N_SLOTS, it_ridge(N_SLOTS))
+        # IT from stages and work rate alone: predicts bins without fresh GPU telemetry (PDU-only
+        # racks, GPU sources down) and the whole rack until the GPU model has warmed up.
+        self.it_stage = EWLS(1, 2 * N_SLOTS, stage_it_ridge(N_SLOTS))
+        self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
+        self.job_rates = JobRates()
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(N_SLOTS, 2, np.array([1e-6, 1e-3]))
         self.score = np.zeros(K)
@@ -157,6 +169,16 @@ class Engine:
     @property
     def held(self) -> frozenset[str]:
         return frozenset(self.drift.held) if self.drift is not None else frozenset()
+
+    @property
+    def gpu_telemetry_fresh(self) -> bool:
+        """Was GPU telemetry known within ``GPU_FRESH_S`` of the last bin the engine saw?"""
+        return math.isfinite(self.last_ts) and self.last_ts - self.gpu_seen_ts <= GPU_FRESH_S + self.bin_s
+
+    @property
+    def predicts_from_gpu(self) -> bool:
+        """Are bins predicted from GPU power now (fresh telemetry and a warm GPU-driven IT model)?"""
+        return self.gpu_telemetry_fresh and bool(self.it.weight[0] >= WARMUP_H)
 
     @property
     def learned_lag(self) -> tuple[float, float]:
@@ -236,9 +258,14 @@ class Engine:
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         temp = self._gpu_temp(sums)
-        it_pred = it_predict(
+        it_gpu = it_predict(
             self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w, temp, (self.t_lo_c, self.t_hi_c)
         )
+        Xs = stage_it_features(frac, self.job_rate_n(sums, bins.job[a:b]))
+        it_stage = Xs @ self.it_stage.theta[0] * scale
+        gpu_warm, stage_warm = self.it.weight[0] >= WARMUP_H, self.it_stage.weight[0] >= WARMUP_H
+        use_gpu = gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
+        it_pred = np.where(use_gpu, it_gpu, it_stage)
         if self.window_warm:
             heat = it_pred
         else:  # warm-up: heat from the PDU itself (no prediction is published yet)
@@ -300,6 +327,27 @@ class Engine:
             self.last_g = g[np.flatnonzero(ok)[-1]].copy()
         return np.nan_to_num(g)
 
+    def _gpu_fresh(self, sums: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Per bin: was GPU telemetry known within ``GPU_FRESH_S`` (in the bin or just before)?"""
+        end = start + self.bin_s
+        seen_end = np.where(sums[:, F["gpu_s"]] > 0, end, -np.inf)
+        last = np.maximum.accumulate(np.concatenate(([self.gpu_seen_ts], seen_end)))[1:]
+        if last.size:
+            self.gpu_seen_ts = float(last[-1])
+        return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
+
+    def job_rate_n(self, sums: np.ndarray, jobs: list[str]) -> np.ndarray:
+        """The bins' work rate relative to their own job's peak (0 where none was reported)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            wr = np.where(sums[:, F["wr_s"]] > 0, sums[:, F["wr_ws"]] / sums[:, F["wr_s"]], np.nan)
+        return self.job_rates.normalised(list(jobs), wr)
+
+    def _work_rate_n(self, sums: np.ndarray) -> np.ndarray:
+        """The bin's mean work rate over the job's scale (0 where none was reported)."""
+        known = sums[:, F["wr_s"]] > 0
+        wr = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), 0.0)
+        return wr / self.wr_scale if math.isfinite(self.wr_scale) else np.zeros_like(wr)
+
     def _gpu_temp(self, sums: np.ndarray) -> np.ndarray:
         """Mean GPU temperature per bin (°C), the last known value held through bins without one."""
         known = sums[:, F["gtemp_s"]]
@@ -318,8 +366,7 @@ class Engine:
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
         wr_known = sums[:, F["wr_s"]] > 0
-        wr = np.where(wr_known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), 0.0)
-        wr_n = wr / self.wr_scale if math.isfinite(self.wr_scale) else np.zeros_like(wr)
+        wr_n = self._work_rate_n(sums)
         theta = self.gpu_model.theta  # (S, 2)
         per_slot = theta[None, :, 0] + theta[None, :, 1] * wr_n[:, None]  # (n, S)
         fitted = self.gpu_model.weight[None, :] > 0.05

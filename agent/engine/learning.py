@@ -17,7 +17,7 @@ import numpy as np
 
 from agent.engine import engine as E
 from agent.engine.frames import F
-from agent.engine.response import cooling_features, daily_phase, it_features
+from agent.engine.response import cooling_features, daily_phase, it_features, stage_it_features
 
 if TYPE_CHECKING:
     from agent.engine.engine import Engine
@@ -64,8 +64,9 @@ def window_record(engine: Engine) -> dict[str, Any]:
     ):
         # gaps: each side extended over its own gaps uses more of the samples than the facility sum
         rec["measured_kwh"] = it_m + cool_m
-    gpu_known = tot[F["gpu_s"]] >= 0.5 * tot[F["dur_s"]]  # no load-side input for most of it: no prediction
-    if engine.window_warm and gpu_known:
+    # Bins without fresh GPU telemetry were predicted by the stage-only IT model (see Engine._advance),
+    # so a window is predicted whenever the engine is warm, GPU telemetry or not.
+    if engine.window_warm:
         it_kwh = float(((wb.it_pred_w[:n] + engine.bias_it) * dur).sum() / 3.6e6)
         cool_kwh = float(
             ((wb.cool_pred_w[:n, engine.best] + engine.bias_cool[engine.best]) * dur).sum() / 3.6e6
@@ -84,17 +85,18 @@ def window_record(engine: Engine) -> dict[str, Any]:
 
 
 def _ew_bias(
-    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float
+    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
 ) -> np.ndarray:
     """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
 
     This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
     weather fronts): known at the window's start, so it may shift the next window's prediction.
     """
-    if not rows.any() or halflife_s <= 0:
+    halflife = np.broadcast_to(np.asarray(halflife_s, dtype=float), dur.shape)
+    if not rows.any() or (halflife[rows] <= 0).any():
         return bias
     r = resid[rows]
-    lam = 0.5 ** (dur[rows] / halflife_s)  # per valid bin
+    lam = 0.5 ** (dur[rows] / halflife[rows])  # per valid bin
     # weight of bin i in the new mean: (1 - lam_i) · Π_{j>i} lam_j
     tail = np.concatenate((np.cumprod(lam[::-1])[::-1][1:], [1.0]))
     w = (1.0 - lam) * tail
@@ -124,7 +126,11 @@ def learn_window(engine: Engine) -> None:
         pdu_mean = sums[:, F["pdu_ws"]] / sums[:, F["pdu_s"]]
         cool_mean = sums[:, F["cool_ws"]] / sums[:, F["cool_s"]]
     if not math.isfinite(engine.scale_w):
+        # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU
+        # telemetry) the PDUs'. It only scales the regressions, so either is fine once fixed.
         finite = gpu_mean[np.isfinite(gpu_mean)]
+        if not finite.size or finite.max() <= 0:
+            finite = pdu_mean[np.isfinite(pdu_mean)]
         if not finite.size or finite.max() <= 0:
             return
         engine.scale_w = float(finite.max())
@@ -144,14 +150,17 @@ def learn_window(engine: Engine) -> None:
     temp = wb.gpu_temp_c[:n]
     X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale, temp)
     y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
-    seen_it = gpu_ok & (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur)
+    seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+    # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
+    # last window measured best: its memory is one window instead of the GPU model's hour.
+    bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, E.IT_BIAS_HALFLIFE_S, engine.window_s)
     engine.bias_it = float(
         _ew_bias(
             np.array([engine.bias_it]),
             (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None],
             seen_it,
             dur,
-            E.IT_BIAS_HALFLIFE_S,
+            bias_halflife_s,
         )[0]
     )
     if rows.any():
@@ -165,6 +174,12 @@ def learn_window(engine: Engine) -> None:
     lam_it = 0.5 ** (length_h / _halflife_h(engine, "it"))
     if rows.any():  # no data (held, or PDU unknown): no forgetting either
         engine.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
+    # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
+    rows_s = (sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 0]
+    if rows_s.any():
+        Xs = stage_it_features(frac, engine.job_rate_n(sums, wb.jobs[:n]))
+        ys = np.where(rows_s, np.nan_to_num(pdu_mean) / scale, 0.0)
+        engine.it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
     # cooling side: score every lag candidate on its frozen predictions, then update all
     rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 1]
@@ -231,5 +246,6 @@ def learn_window(engine: Engine) -> None:
     # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
     has_cooling = float(engine.cool.weight.max()) > 0
     cool_ready = float(engine.cool.weight.min()) >= WARMUP_H or not has_cooling
-    if not engine.warm and engine.it.weight[0] >= WARMUP_H and cool_ready:
+    it_ready = max(float(engine.it.weight[0]), float(engine.it_stage.weight[0])) >= WARMUP_H
+    if not engine.warm and it_ready and cool_ready:
         engine.warm = True

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.engine.capabilities import capabilities
 from agent.engine.hygiene import RULES
 
 if TYPE_CHECKING:
@@ -32,13 +33,14 @@ def _lag(engine: Engine) -> dict[str, Any]:
 
 def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
     row = engine.baselines.row(slot)
+    gpu_seen = row["gpu_w"] > 0  # a stage never seen with GPU telemetry has no GPU power or ratio
     return {
         "level_w": _r(row["level_w"]),
         "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
-        "gpu_w": _r(row["gpu_w"]),
+        "gpu_w": _r(row["gpu_w"]) if gpu_seen else None,
         "it_w": _r(row["it_w"]),
         "cooling_w": _r(row["cooling_w"]),
-        "ratio": _r(row["ratio"], 4),
+        "ratio": _r(row["ratio"], 4) if gpu_seen else None,
         "samples": int(row["n"]),
         "updated": _r(row["updated"], 0),
         "lag_s": list(engine.learned_lag),  # [time constant, dead time] of the cooling response
@@ -92,10 +94,12 @@ def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
         "power_w": {
             "gpu": _r(s.gpu_w) if s else None,
             "it": _r(s.it_measured_w) if s else None,
-            "it_expected": _r(s.it_expected_w) if s else None,
+            # no expectation before warm-up: a model still learning predicts nothing (never 0.0)
+            "it_expected": _r(s.it_expected_w) if s and engine.warm else None,
             "cooling": _r(s.cooling_measured_w) if s else None,
-            "cooling_expected": _r(s.cooling_expected_w) if s else None,
+            "cooling_expected": _r(s.cooling_expected_w) if s and engine.warm else None,
         },
+        "capabilities": capabilities(engine),
         "transient": bool(s.transient) if s else False,
         "lag": _lag(engine),
         "stages": stages,

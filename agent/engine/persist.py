@@ -89,6 +89,8 @@ def save_engine(engine: Engine) -> bytes:
     arrays.update(engine.it.state_arrays("it"))
     arrays.update(engine.cool.state_arrays("cool"))
     arrays.update(engine.gpu_model.state_arrays("gpum"))
+    arrays.update(engine.it_stage.state_arrays("itstage"))
+    arrays["gpu_seen_ts"] = np.array([engine.gpu_seen_ts])
     arrays.update(engine.baselines.state_arrays())
     arrays.update(engine.buf.state_arrays())
     misc = {
@@ -97,6 +99,7 @@ def save_engine(engine: Engine) -> bytes:
         "pending_job": r._pending_job,
         "open_job": r._open_job,
         "dropped_rows": r.dropped_rows,
+        "job_rates": engine.job_rates.state(),
     }
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(engine.stage_source.state())
@@ -146,6 +149,9 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         engine.it.load_arrays("it", a)
         engine.cool.load_arrays("cool", a)
         engine.gpu_model.load_arrays("gpum", a)
+        if "itstage_theta" in a:  # state saved before the stage-only IT model: it starts fresh
+            engine.it_stage.load_arrays("itstage", a)
+            engine.gpu_seen_ts = float(a["gpu_seen_ts"][0])
         engine.baselines.load_arrays(a)
         engine.buf.load_arrays(a)
         misc = _unblob(a["misc"]) or {}
@@ -154,6 +160,7 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         engine.buf.jobs[: len(jobs)] = jobs
         r._pending_job, r._open_job = str(misc.get("pending_job", "")), str(misc.get("open_job", ""))
         r.dropped_rows = int(misc.get("dropped_rows", 0))
+        engine.job_rates.load(misc.get("job_rates") or {})
         engine.stage_source.load(_unblob(a["stages"]) or {})
         drift = _unblob(a["drift"])
         if drift is not None and engine.drift is not None:

@@ -154,6 +154,23 @@ def it_predict(
     return pred * scale_w
 
 
+def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray) -> np.ndarray:
+    """Regressors of the IT model that needs no GPU telemetry: [f_0 … f_S-1, f_0·w … f_S-1·w].
+
+    A rack whose GPU power is unknown (a gateway without GPUs and no node source, or every GPU
+    source down) still knows its stages and, when the job reports it, its work rate, which
+    tracks how hard the GPUs are driven within a stage. Per stage: a level and a slope in the
+    normalised work rate (0 where unknown, so the level alone applies).
+    """
+    return np.concatenate((frac, frac * work_rate_n[:, None]), axis=1)
+
+
+def stage_it_ridge(n_slots: int) -> np.ndarray:
+    """Levels are pulled weakly toward their last value (a stage unseen for days keeps its level);
+    slopes more firmly, so a job that never reports a rate leaves them where they were."""
+    return np.concatenate((np.full(n_slots, 2e-3), np.full(n_slots, 2e-2)))
+
+
 FAN_LAG_S = 60.0
 
 

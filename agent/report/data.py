@@ -70,6 +70,8 @@ class ReportData:
     events: list[dict[str, Any]]
     baselines: dict[str, dict[str, list[float | None]]]  # stage → {"ts", "level_w", "low_w", "high_w"}
     last_summary: dict[str, Any] | None
+    # detection → (why it was off, share of the run's summaries in which it was off)
+    detections_off: dict[str, tuple[str, float]] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
     trace: TraceSeries | None = None
 
@@ -150,6 +152,7 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
     summary_step = max(1, summary_count // max_baseline_points)
     last_summary: dict[str, Any] | None = None
     summary_index = 0
+    off_counts: dict[str, tuple[str, int]] = {}
     for _, obj in iter_report(path):
         kind = obj["type"]
         if kind == "segment":
@@ -177,6 +180,7 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
         elif kind == "summary":
             payload = obj.get("payload") or {}
             last_summary = payload
+            _count_off(off_counts, payload)
             if summary_index % summary_step == 0:
                 for name, (level, low, high) in _stage_levels(payload).items():
                     series = baselines.setdefault(name, {"ts": [], "level_w": [], "low_w": [], "high_w": []})
@@ -185,9 +189,24 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
                     series["low_w"].append(low)
                     series["high_w"].append(high)
             summary_index += 1
+    detections_off = {name: (why, n / max(summary_index, 1)) for name, (why, n) in off_counts.items()}
     return ReportData(
-        axis, stages, stage_time[:, : len(stages)], inferred_time, windows, events, baselines, last_summary
+        axis, stages, stage_time[:, : len(stages)], inferred_time, windows, events, baselines, last_summary,
+        detections_off,
     )
+
+
+def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> None:
+    """Tally the detections a summary says were off (``capabilities.detections``), keeping the
+    first reason given."""
+    caps = payload.get("capabilities")
+    detections = caps.get("detections") if isinstance(caps, dict) else None
+    if not isinstance(detections, dict):
+        return
+    for name, state in detections.items():
+        if isinstance(state, str) and state.startswith("off"):
+            why, n = counts.get(name, (state.removeprefix("off: "), 0))
+            counts[name] = (why, n + 1)
 
 
 def _add_segment(

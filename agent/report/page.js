@@ -50,14 +50,18 @@
   // Headline: the three questions, answered at a glance.
   const ep = D.errors.engine_pct, sp = D.errors.static_pct;
   const onsets = D.events.filter((e) => e.state === "onset" && e.cause !== "workload");
+  // Detections the data could not support for some of the run: "no drift" would overclaim there.
+  const off = D.detections_off || [];
+  const offText = off.map((d) => d.detection + " (" + d.why + ", " + pct(d.share) + " of the time)").join("; ");
   document.getElementById("headline").innerHTML =
     "<span>" + esc(when(D.range[0])) + " → " + esc(when(D.range[1])) + "</span>" +
     "<span>baseline window error P95 <b>" + fmt(ep.p95, 2) + " %</b>" +
     (sp.p95 != null ? " (static PUE: " + fmt(sp.p95, 1) + " %)" : "") + "</span>" +
     "<span>non-compute energy <b>" + pct(D.energy.non_compute_share) + "</b></span>" +
-    "<span class=\"" + (onsets.length ? "bad" : "good") + "\">" +
+    "<span class=\"" + (onsets.length ? "bad" : off.length ? "warn" : "good") + "\">" +
     (onsets.length ? onsets.length + " drift onset(s), first " + esc(when(onsets[0].ts)) + " (" + esc(onsets[0].cause) + ")"
-      : "no drift detected") + "</span>";
+      : (off.length ? "no drift detected by the detections that ran" : "no drift detected")) + "</span>" +
+    (off.length ? "<span class=\"warn\">off: " + esc(offText) + "</span>" : "");
 
   // 1. Stage timeline: one coloured band per bucket (dominant stage); inferred stages paler.
   {

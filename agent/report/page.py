@@ -170,6 +170,10 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             }
             for e in data.events
         ],
+        "detections_off": [
+            {"detection": name, "why": why, "share": share}
+            for name, (why, share) in sorted(data.detections_off.items())
+        ],
         "table": table,
         "energy": {
             "total_kwh": total_energy or None,

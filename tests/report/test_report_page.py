@@ -163,3 +163,26 @@ def test_replay_html_shortcut_on_a_twin_trace(tmp_path: Path, chromium) -> None:
     assert envelope_max and min(envelope_max) >= max(0.0, min(envelope_min))
     rendered = chromium.dump_dom(page)
     assert 'data-charts="5"' in rendered.dom, rendered.log[-3000:]
+
+
+@pytest.mark.slow
+def test_a_report_without_gpu_telemetry_says_which_detections_were_off(
+    tmp_path: Path, chromium  # type: ignore[no-untyped-def]
+) -> None:
+    synthetic_report(tmp_path / "r.jsonl", hours=10)
+    lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    off = "off: no GPU telemetry (configure [[dcgm]] nodes or node agents)"
+    for obj in lines:
+        if obj["type"] == "summary":
+            obj["payload"]["capabilities"] = {"gpu_telemetry": False, "prediction": "stages",
+                                              "detections": {"cooling": "on", "power_chain": off,
+                                                             "gpu_hardware": off}}
+        if obj["type"] == "event":
+            obj["state"] = "cleared"  # no onset: the page must not say plainly "no drift detected"
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(o) + "\n" for o in lines))
+    data = load_report(tmp_path / "r.jsonl")
+    assert set(data.detections_off) == {"power_chain", "gpu_hardware"}
+    assert data.detections_off["power_chain"][1] == pytest.approx(1.0)
+    rendered = chromium.dump_dom(render_html(tmp_path / "r.jsonl", None, tmp_path / "r.html"))
+    assert "no drift detected by the detections that ran" in rendered.dom
+    assert "power_chain (no GPU telemetry" in rendered.dom
