@@ -89,6 +89,13 @@ class EngineLink:
         fn = getattr(self.engine, "summary_payload", None)
         return fn(ts) if fn is not None else None
 
+    def capabilities(self) -> dict[str, Any] | None:
+        """What the rack's data lets the engine do now (see agent/engine/capabilities.py)."""
+        from agent.engine.capabilities import capabilities
+        from agent.engine.engine import Engine
+
+        return capabilities(self.engine) if isinstance(self.engine, Engine) else None
+
     def baseline_payloads(self, ts: float) -> dict[str, dict[str, Any]]:
         """stage → retained baseline payload."""
         fn = getattr(self.engine, "baseline_payloads", None)

@@ -49,7 +49,7 @@ def _connection(config: Config) -> tuple[Any, ...]:
 
 
 def default_driver_factory(config: Config) -> list[Driver]:
-    if not config.pdus and not config.cracs and not config.nvml.enabled:
+    if not config.pdus and not config.cracs and not config.nvml.enabled and not config.dcgms:
         return []
     from drivers.registry import build_drivers
 
@@ -241,6 +241,11 @@ class LiveAgent(AgentOutputs):
             self.config.agent.tick_s,
             self.publisher.endpoint if self.publisher else "off",
         )
+        if not self.config.nvml.enabled and not self.config.dcgms:
+            log.warning(
+                "no GPU telemetry source ([nvml] disabled, no [[dcgm]] nodes): predictions come from "
+                "stages and work rate; power_chain and gpu_hardware detection are off"
+            )
         sdnotify.ready(f"polling {len(drivers)} device(s)")
         try:
             await self._tick_loop()

@@ -138,6 +138,9 @@ class AgentOutputs:
             },
             "reloads": {"ok": self.reloads, "rejected": self.reload_failures},
         }
+        caps = self.engine.capabilities() if self.engine is not None else None
+        if caps is not None:
+            body["capabilities"] = caps
         if self.spool is not None:
             body["spool"] = self.spool.stats()
         if self.intake is not None:
