@@ -168,6 +168,8 @@ def as_json(results: list[PollResult]) -> dict[str, Any]:
             "error": result.error,
             "estimated": sorted(result.estimated),
         }
+        if result.profile_reason:
+            devices[result.device]["profile_reason"] = result.profile_reason
     return {"signals": signals, "devices": devices}
 
 
@@ -177,6 +179,8 @@ def as_text(results: list[PollResult], config: Config) -> str:
         status = "ok" if result.ok else "PARTIAL" if answered(result) else "FAILED"
         profile = f"  profile {result.profile}" if result.profile else ""
         lines.append(f"{result.device:<14} {status:<7} {result.elapsed_ms:8.1f} ms{profile}")
+        if result.profile_reason:
+            lines.append(f"    profile chosen: {result.profile_reason}")
         if result.error:
             lines.append(f"    {'warning' if result.ok else 'error'}: {result.error}")
         signals = _finite(result.signals)

@@ -121,7 +121,9 @@ def test_generic_profile_from_configuration(sim: Any) -> None:
 def test_unknown_device_is_a_clear_error(sim: Any) -> None:
     (result,), _ = asyncio.run(_poll(sim.pdu("unknown")))
     assert not result.ok and result.signals == {}
-    assert "sysObjectID 1.3.6.1.4.1.99998.1 matches no profile" in (result.error or "")
+    wanted = "not a PDU, no PDU readings: sysObjectID .1.3.6.1.4.1.99998.1 matches no profile"
+    assert wanted in (result.error or "")
+    assert result.profile_reason is None
 
 
 def test_v3_auth_priv_sha_aes(sim: Any) -> None:
