@@ -45,6 +45,14 @@ def _read_secret(path: Path) -> str:
     return read_secret(path)
 
 
+def meta_value(value: int | float | str | Oid) -> int | str:
+    """A value as a row condition compares it: integers stay, an OID becomes its dotted text
+    (LIEBERT-GP tables name each row's quantity by an OID), anything else its text."""
+    if isinstance(value, tuple):
+        return oid_text(value)
+    return value if isinstance(value, int | str) else str(value)
+
+
 def shown_sys_object_id(value: object) -> str:
     """sysObjectID as an operator reads it: the OID, or what was wrong with it."""
     if value is None:
@@ -65,6 +73,7 @@ class SnmpPduDriver:
     WHAT = "SNMP PDU"
     PROFILES: Path = PROFILE_DIR
     FALLBACK: str | None = FALLBACK_PROFILE
+    MAX_POWER_W = 30000.0  # only where the configuration has no max_power_w (PduConfig always has)
 
     def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
         self.cfg = cfg
@@ -289,7 +298,10 @@ class SnmpPduDriver:
             found = profile.probe is not None and await session.has_rows(profile.probe)
         else:
             plan = await self._discover(session, profile)
-            found = bool(plan.items)
+            # scalars are planned whether or not the device has them: then its key OIDs must answer
+            from_rows = any(item.measure.table is not None for item in plan.items)
+            found = from_rows or (bool(plan.items)
+                                  and await self._answering(session, profile.probe_oids) is not None)
             if found:
                 self._plan = plan
                 self._discovered_at = time.monotonic()
@@ -308,7 +320,7 @@ class SnmpPduDriver:
                 walked = await session.walk(table.walk)
             except SnmpError as exc:
                 raise SnmpError(f"walking table {name} ({oid_text(table.walk)}): {exc}") from None
-            found = [Row(index, {"walk": v} if isinstance(v, int | str) else {})
+            found = [Row(index, {"walk": meta_value(v)} if v is not None else {})
                      for index, v in walked if v is not None]
             found = [row for row in found if keep_by_index(table, row)]  # before reading per-row meta
             if table.meta and found:
@@ -337,8 +349,8 @@ class SnmpPduDriver:
         except SnmpError as exc:
             raise SnmpError(f"reading table {table} settings: {exc}") from None
         for (row, name, _), value in zip(wanted, values, strict=True):
-            if isinstance(value, int | str):
-                row.meta[name] = value
+            if value is not None:
+                row.meta[name] = meta_value(value)
 
     # -- signals ------------------------------------------------------------------------------
     def _signals(self, ts: float, decoded: Decoded) -> tuple[dict[str, float], set[str]]:
@@ -351,9 +363,9 @@ class SnmpPduDriver:
         totals = dict(decoded.totals)
         estimated = set(decoded.estimated)
         power = totals.get("power_w")
-        if power is not None and not 0.0 <= power <= float(self.cfg.max_power_w):
+        limit = float(getattr(self.cfg, "max_power_w", self.MAX_POWER_W))
+        if power is not None and not 0.0 <= power <= limit:
             del totals["power_w"]  # physically impossible for this feed: missing, not a spike
-            limit = float(self.cfg.max_power_w)
             self.last_error = f"{self.where}: power {power:g} W outside 0..{limit:g} W, dropped"
             power = None
         if self._profile.integrate_energy and "energy_kwh" not in totals:

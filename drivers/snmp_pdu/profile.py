@@ -17,9 +17,11 @@ from typing import Any
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
-# How per-row values add up to the feed's total: power, energy and current add over units/cords/lines;
-# voltage and power factor are averaged.
-DEFAULT_AGGREGATE = {"power_w": "sum", "energy_kwh": "sum", "current_a": "sum", "apparent_va": "sum"}
+# How per-row values add up to the feed's total: power, energy and current add over units/cords/lines
+# (and a cooling unit's cooling output over its modules); voltage, power factor, temperatures and
+# fan speeds are averaged.
+DEFAULT_AGGREGATE = {"power_w": "sum", "energy_kwh": "sum", "current_a": "sum", "apparent_va": "sum",
+                     "cooling_w": "sum"}
 AGGREGATES = ("sum", "mean", "max", "first")
 CANONICAL_SIGNALS = ("power_w", "energy_kwh", "voltage_v", "current_a", "pf")
 # How a meta column scales a value: "divide" (APC coolingUnit Scale: value ÷ scale) or "signed"
@@ -119,7 +121,7 @@ class Profile:
         if self.probe is not None:
             return (self.probe,)
         walks = tuple(dict.fromkeys(self.tables[m.table].walk for m in self.measures if m.table is not None))
-        return walks or tuple(m.oid for m in self.measures)
+        return walks or tuple(dict.fromkeys(m.oid[:-1] for m in self.measures))  # scalar x.0 lies under x
 
 
 def _int_list(value: Any, where: str) -> tuple[int, ...]:
