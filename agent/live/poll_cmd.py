@@ -170,6 +170,8 @@ def as_json(results: list[PollResult]) -> dict[str, Any]:
         }
         if result.profile_reason:
             devices[result.device]["profile_reason"] = result.profile_reason
+        if result.unverified:
+            devices[result.device]["unverified"] = sorted(result.unverified)
     return {"signals": signals, "devices": devices}
 
 
@@ -187,6 +189,8 @@ def as_text(results: list[PollResult], config: Config) -> str:
         width = max((len(name) for name in signals), default=0)
         for name, value in signals.items():
             flag = "  (estimated)" if name in result.estimated else ""
+            if name in result.unverified:
+                flag += "  (unverified address)"
             lines.append(f"    {name:<{width}}  {value:>12.6g} {unit_of(name)}{flag}".rstrip())
     n_answered = sum(answered(result) for result in results)
     n_errors = sum(result.error is not None for result in results)

@@ -64,3 +64,14 @@ def test_poll_once_prints_the_profile_and_why(results: dict[str, list[PollResult
     assert "error: pdu 'switched' (127.0.0.1:" in text and "switched, not metered" in text
     devices = poll_cmd.as_json(shown)["devices"]
     assert devices["pdu.hpe"]["profile_reason"].startswith("sysObjectID missing")
+
+
+def test_poll_once_marks_values_read_at_unverified_addresses() -> None:
+    signals = {"crac.1.outdoor_temp_c": 4.5, "crac.1.fan_pct": 50.0}
+    result = PollResult(device="crac.1", ts=0.0, signals=signals, ok=True, elapsed_ms=1.0,
+                        profile="liebert_icom",
+                        unverified=frozenset({"crac.1.outdoor_temp_c"}))
+    text = poll_cmd.as_text([result], Config(agent=AgentSection(site="dc1", rack="r07")))
+    assert "outdoor_temp_c           4.5 °C  (unverified address)" in text
+    assert "fan_pct                   50 %\n" in text + "\n"  # confirmed (or unflagged) values carry no mark
+    assert poll_cmd.as_json([result])["devices"]["crac.1"]["unverified"] == ["crac.1.outdoor_temp_c"]
