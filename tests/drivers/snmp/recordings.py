@@ -155,3 +155,19 @@ def masterswitch_8_outlets() -> str:
     """A switched-only APC MasterSwitch: the outlet control table and nothing metered."""
     rows = {f"1.3.6.1.4.1.318.1.1.4.4.2.1.3.{n}": (2, 1) for n in range(1, 9)}
     return to_snmprec(_cells("1.3.6.1.4.1.318.1.3.4.2", rows))
+
+
+def apc_cooling_unit(metered: bool) -> str:
+    """An APC coolingUnit analog table (PowerNet-MIB): description, value, units, scale; each temperature in
+    °C and °F. ``metered`` adds the compressor (kW, scale 100) and condenser-fan (W) power rows."""
+    rows = [("Supply Temperature", 194, "C", 10), ("Supply Temperature", 671, "F", 10),
+            ("Return Temperature", 280, "C", 10), ("Return Temperature", 825, "F", 10),
+            ("Cool Output", 108, "kW", 10), ("Commanded Evap. Fan Speed", 80, "%", 1)]
+    if metered:
+        rows += [("Compressor Power", 144, "kW", 100), ("Condenser Fan Power", 24, "W", 1)]
+    t = "1.3.6.1.4.1.318.1.1.27.1.4.1.2.1"
+    cells: dict[Oid, Cell] = {SYS_OID: (6, _oid("1.3.6.1.4.1.318.1.3.14.23"))}
+    for n, (text, value, units, scale) in enumerate(rows, start=1):
+        cells.update({_oid(f"{t}.2.1.{n}"): (4, text), _oid(f"{t}.3.1.{n}"): (2, value),
+                      _oid(f"{t}.4.1.{n}"): (4, units), _oid(f"{t}.5.1.{n}"): (2, scale)})
+    return to_snmprec(cells)
