@@ -36,6 +36,11 @@ from .profile import (
 SYS_OBJECT_ID = (1, 3, 6, 1, 2, 1, 1, 2, 0)
 REDISCOVER_S = 3600.0  # walk the tables again this often, to see a unit that joined a daisy-chain
 FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor profile
+# A first poll may probe every profile's key column and walk a large table (a Sentry or Raritan
+# chain, hundreds of ENTITY sensors): tens of requests, where a steady poll is one or two. Cut short
+# at the steady deadline it would start again from nothing each time and never finish on a slow
+# agent; 30 s still fails a dead device in bounded time, and costs a few samples once an hour.
+DISCOVERY_DEADLINE_S = 30.0
 
 
 def _read_secret(path: Path) -> str:
@@ -126,8 +131,11 @@ class SnmpPduDriver:
 
     @property
     def deadline_s(self) -> float:
+        """This poll's bound: the steady-state deadline, or ``DISCOVERY_DEADLINE_S`` while the tables
+        are still to be walked (the poller reads it before every poll)."""
         deadline = getattr(self.cfg, "deadline_s", None)
-        return float(deadline) if deadline else 0.8 * self.interval_s
+        steady = float(deadline) if deadline else 0.8 * self.interval_s
+        return steady if self._plan is not None else max(steady, DISCOVERY_DEADLINE_S)
 
     @property
     def health(self) -> dict[str, Any]:
