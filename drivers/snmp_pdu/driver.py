@@ -328,8 +328,7 @@ class SnmpPduDriver:
                 walked = await session.walk(table.walk)
             except SnmpError as exc:
                 raise SnmpError(f"walking table {name} ({oid_text(table.walk)}): {exc}") from None
-            found = [Row(index, {"walk": meta_value(v)} if v is not None else {})
-                     for index, v in walked if v is not None]
+            found = [Row(index, {"walk": meta_value(v)}) for index, v in walked if v is not None]
             found = [row for row in found if keep_by_index(table, row)]  # before reading per-row meta
             if table.meta and found:
                 await self._read_meta(session, name, found, {m: (c, None) for m, c in table.meta.items()})
