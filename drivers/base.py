@@ -20,6 +20,8 @@ class PollResult:
     profile: str | None = None
     error: str | None = None  # "pdu 'a' (10.0.3.7:161): timeout after 2 tries"
     estimated: frozenset[str] = field(default_factory=frozenset)  # signals that are estimates
+    profile_reason: str | None = None  # why this profile: "sysObjectID … starts with …", "probed …"
+    unverified: frozenset[str] = field(default_factory=frozenset)  # read at addresses no real unit confirmed
 
 
 class Driver(Protocol):

@@ -23,6 +23,7 @@ from drivers.base import Driver, PollResult
 DRIVERS: dict[str, tuple[str, str]] = {
     "pdu": ("drivers.snmp_pdu", "SnmpPduDriver"),
     "crac": ("drivers.modbus_crac", "CracModbusDriver"),
+    "crac_snmp": ("drivers.snmp_crac", "SnmpCracDriver"),  # [[crac]] protocol = "snmp"
     "nvml": ("drivers.nvml_gpu", "NvmlGpuDriver"),
     "dcgm": ("drivers.dcgm_exporter.driver", "DcgmExporterDriver"),
 }
@@ -69,7 +70,8 @@ def build_drivers(config: Config) -> list[Driver]:
     for pdu in config.pdus:
         drivers.append(build_driver("pdu", pdu, f"pdu.{pdu.id}", pdu.interval_s))
     for crac in config.cracs:
-        drivers.append(build_driver("crac", crac, f"crac.{crac.id}", crac.interval_s))
+        kind = "crac_snmp" if getattr(crac, "protocol", "modbus") == "snmp" else "crac"
+        drivers.append(build_driver(kind, crac, f"crac.{crac.id}", crac.interval_s))
     if config.nvml.enabled:
         drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
     drivers.extend(_dcgm_drivers(config))

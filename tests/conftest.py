@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,32 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO_ROOT / "docs" / "spec"
 
 
+def _shared_candidates() -> list[Path]:
+    """Where ../shared may be: $RACKWATT_SHARED, next to this checkout, or next to the local repository
+    this checkout was cloned from (a clean clone made elsewhere, as CI does)."""
+    if "RACKWATT_SHARED" in os.environ:
+        return [Path(os.environ["RACKWATT_SHARED"])]
+    found = [REPO_ROOT.parent / "shared"]
+    try:
+        origin = subprocess.run(["git", "-C", str(REPO_ROOT), "config", "--get", "remote.origin.url"],
+                                capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    origin = origin.removeprefix("file://")
+    if origin and "://" not in origin and ":" not in origin.split("/")[0]:  # a local path, not a URL
+        found.append(Path(origin).resolve().parent / "shared")
+    return found
+
+
 def shared_dir() -> Path | None:
     """The project's ../shared folder (device recordings), when this checkout has one."""
-    candidate = Path(os.environ.get("RACKWATT_SHARED", REPO_ROOT.parent / "shared"))
-    return candidate if candidate.is_dir() else None
+    return next((c for c in _shared_candidates() if c.is_dir()), None)
+
+
+def shared_dir_hint() -> str:
+    """Why ``shared_dir()`` found nothing: the places looked at, for a skip reason."""
+    looked = ", ".join(str(c) for c in _shared_candidates())
+    return f"no ../shared folder (looked at {looked}; set RACKWATT_SHARED to its path)"
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

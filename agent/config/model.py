@@ -99,6 +99,17 @@ class CracConfig:
     rated_compressor_power_w: float | None = None
     cooling_kind: str | None = None  # dx | chilled_water | unknown; None → the profile's (estimate only)
     registers: tuple[ModbusRegister, ...] = ()  # generic profile only
+    # protocol = "snmp": the unit's SNMP agent (read-only GET/GETBULK), same keys as [[pdu]]
+    protocol: str = "modbus"  # modbus | snmp
+    version: str = "2c"
+    community_file: Path | None = None
+    user: str | None = None
+    auth_protocol: str = "SHA"
+    auth_key_file: Path | None = None
+    priv_protocol: str = "AES"
+    priv_key_file: Path | None = None
+    context: str = ""
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,21 @@ def known_profile(family: str, suffix: str, extra: tuple[str, ...]) -> Check:
     return check
 
 
+# [[crac]] keys that only one protocol uses (the SNMP ones mirror [[pdu]]).
+SNMP_CRAC_KEYS = ("version", "community_file", "user", "auth_key_file", "priv_key_file", "context",
+                  "deadline_s")
+MODBUS_CRAC_KEYS = ("registers",)
+_CRAC_DEFAULTS = CracConfig(id="", host="")
+
+
+def known_crac_profile(value: str) -> str | None:
+    """A Modbus map (modbus_crac/*.json), an SNMP profile (snmp_crac/*.toml), or generic/auto;
+    ``check_crac`` then checks that the name belongs to the unit's protocol."""
+    if known_profile("snmp_crac", ".toml", ("auto",))(value) is None:
+        return None
+    return known_profile("modbus_crac", ".json", ("generic", "auto"))(value)
+
+
 SITE_NAME = matches(r"[A-Za-z0-9_.-]+", "it is used in MQTT topics")
 PORT = between(1, 65535)
 
@@ -215,7 +230,7 @@ CRAC = Spec(
         "host": [not_empty],
         "port": [PORT],
         "unit_id": [between(0, 255)],
-        "profile": [known_profile("modbus_crac", ".json", ("generic",))],
+        "profile": [known_crac_profile],
         "share": [fraction],
         "interval_s": [positive],
         "timeout_s": [positive],
@@ -224,7 +239,14 @@ CRAC = Spec(
         "rated_fan_power_w": [positive],
         "rated_compressor_power_w": [positive],
         "cooling_kind": [one_of("dx", "chilled_water", "unknown")],
+        "protocol": [one_of("modbus", "snmp")],
+        "version": [one_of("2c", "3")],
+        "auth_protocol": [one_of("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")],
+        "priv_protocol": [one_of("DES", "AES", "AES192", "AES256", "none")],
+        "deadline_s": [positive],
     },
+    converters={"version": _snmp_version},
+    on_value=check_file,
     nested={ModbusRegister: MODBUS_REGISTER},
 )
 NVML = Spec(checks={"interval_s": [positive]}, converters={"gpus": _gpus})
@@ -295,6 +317,15 @@ def check_pdu(ctx: Context, path: KeyPath, pdu: PduConfig) -> None:
 
 
 def check_crac(ctx: Context, path: KeyPath, crac: CracConfig) -> None:
+    if crac.protocol == "snmp":
+        _check_snmp_crac(ctx, path, crac)
+        return
+    for name in SNMP_CRAC_KEYS:
+        if getattr(crac, name) != getattr(_CRAC_DEFAULTS, name):
+            ctx.error((*path, name), 'only used with protocol = "snmp"')
+    if crac.profile == "auto":
+        ctx.error((*path, "profile"), 'profile = "auto" needs protocol = "snmp" (Modbus has no way to '
+                                      "identify a unit): name the register map")
     if crac.profile == "generic" and not crac.registers:
         ctx.error((*path, "registers"),
                   'required with profile = "generic": registers = [{address = 0, signal = "power_w"}]')
@@ -306,6 +337,27 @@ def check_dcgm(ctx: Context, path: KeyPath, dcgm: DcgmSection) -> None:
         ctx.error((*path, "username"), "required when password_file is set")
     if dcgm.ca_file is not None and not dcgm.url.startswith("https://"):
         ctx.error((*path, "ca_file"), "only used with an https:// url")
+
+
+def _check_snmp_crac(ctx: Context, path: KeyPath, crac: CracConfig) -> None:
+    snmp_names = _profile_names("snmp_crac", ".toml")
+    if snmp_names is not None and crac.profile not in {*snmp_names, "auto"}:
+        listed = ", ".join(f'"{n}"' for n in sorted({*snmp_names, "auto"}))
+        ctx.error((*path, "profile"),
+                  f"{show(crac.profile)} is not an SNMP cooling-unit profile (known: {listed})")
+    if crac.port == _CRAC_DEFAULTS.port:
+        ctx.error((*path, "port"),
+                  f"{crac.port} is the Modbus TCP port; SNMP agents answer on 161: set port = 161")
+    for name in MODBUS_CRAC_KEYS:
+        if getattr(crac, name):
+            ctx.error((*path, name), 'only used with protocol = "modbus"')
+    if crac.version == "2c" and crac.community_file is None:
+        ctx.error((*path, "community_file"), 'required with version = "2c" (a file holding the community)')
+    if crac.version == "3" and crac.user is None:
+        ctx.error((*path, "user"), 'required with version = "3" (the USM user name)')
+    if crac.deadline_s is not None and crac.deadline_s > crac.interval_s:
+        ctx.error((*path, "deadline_s"),
+                  f"must be <= interval_s ({crac.interval_s}), got {show(crac.deadline_s)}")
 
 
 def check_mqtt(ctx: Context, path: KeyPath, mqtt: MqttSection) -> None:

@@ -170,6 +170,10 @@ def as_json(results: list[PollResult]) -> dict[str, Any]:
             "error": result.error,
             "estimated": sorted(result.estimated),
         }
+        if result.profile_reason:
+            devices[result.device]["profile_reason"] = result.profile_reason
+        if result.unverified:
+            devices[result.device]["unverified"] = sorted(result.unverified)
     return {"signals": signals, "devices": devices}
 
 
@@ -179,12 +183,16 @@ def as_text(results: list[PollResult], config: Config) -> str:
         status = "ok" if result.ok else "PARTIAL" if answered(result) else "FAILED"
         profile = f"  profile {result.profile}" if result.profile else ""
         lines.append(f"{result.device:<14} {status:<7} {result.elapsed_ms:8.1f} ms{profile}")
+        if result.profile_reason:
+            lines.append(f"    profile chosen: {result.profile_reason}")
         if result.error:
             lines.append(f"    {'warning' if result.ok else 'error'}: {result.error}")
         signals = _finite(result.signals)
         width = max((len(name) for name in signals), default=0)
         for name, value in signals.items():
             flag = "  (estimated)" if name in result.estimated else ""
+            if name in result.unverified:
+                flag += "  (unverified address)"
             lines.append(f"    {name:<{width}}  {value:>12.6g} {unit_of(name)}{flag}".rstrip())
     n_answered = sum(answered(result) for result in results)
     n_errors = sum(result.error is not None for result in results)

@@ -148,6 +148,8 @@ class CracModbusDriver:
             profile=self.profile.name,
             error=f"{self.where}: " + "; ".join(messages) if messages else None,
             estimated=estimated,
+            unverified=frozenset(f"{self.device}.{p.signal}" for p in self.points
+                                 if not p.verified and f"{self.device}.{p.signal}" in signals),
         )
 
     def _signals(self, values: dict[str, float]) -> tuple[dict[str, float], frozenset[str]]:

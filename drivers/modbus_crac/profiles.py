@@ -42,6 +42,7 @@ class Point:
     unit: str = ""
     sentinels: frozenset[int] = frozenset()
     source: str = ""
+    verified: bool = True  # False: the address comes from a manual only, no real unit has confirmed it
 
     @property
     def width(self) -> int:
@@ -136,7 +137,10 @@ def _point(raw: dict[str, Any], defaults: dict[str, Any], where: str) -> Point:
         unit=str(raw.get("unit", "")),
         sentinels=_sentinels(sentinel_spec, type_, where),
         source=str(raw.get("source", "")),
+        verified=raw.get("verified", True),
     )
+    if not isinstance(point.verified, bool):
+        raise ProfileError(f"{where}: verified must be true or false, got {point.verified!r}")
     check_point(point, where)
     return point
 

@@ -179,6 +179,17 @@ class SnmpSession:
             values.extend(await self._get_batch(oids[start:start + step]))
         return values
 
+    async def has_rows(self, column: Oid) -> bool:
+        """Whether anything lies under ``column``: one GETBULK of one row (probing a MIB's key column)."""
+        err_ind, err_stat, _, var_binds = await self._request([column], 1)
+        if err_ind:
+            msg = _describe(err_ind)
+            raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+        if int(err_stat) or not var_binds:
+            return False
+        name, value = var_binds[0]
+        return not isinstance(value, EndOfMibView) and tuple(name)[: len(column)] == column
+
     async def walk(self, column: Oid, max_repetitions: int = 25) -> list[tuple[Oid, Value]]:
         """Every (index suffix, value) under ``column``, by GETBULK, in order."""
         rows: list[tuple[Oid, Value]] = []

@@ -20,13 +20,27 @@ from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
 from drivers.base import PollResult
 from drivers.counters import CounterDelta
 
-from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, SnmpError, SnmpSession, protocol, v2c_auth, v3_auth
-from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_row, prune
-from .profile import Profile, ProfileError, generic_profile, get_profile, match_sys_object_id, oid_text
+from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v2c_auth, v3_auth
+from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_by_index, keep_row, prune
+from .profile import (
+    PROFILE_DIR,
+    Profile,
+    ProfileError,
+    builtin_profiles,
+    generic_profile,
+    get_profile,
+    match_sys_object_id,
+    oid_text,
+)
 
 SYS_OBJECT_ID = (1, 3, 6, 1, 2, 1, 1, 2, 0)
 REDISCOVER_S = 3600.0  # walk the tables again this often, to see a unit that joined a daisy-chain
 FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor profile
+# A first poll may probe every profile's key column and walk a large table (a Sentry or Raritan
+# chain, hundreds of ENTITY sensors): tens of requests, where a steady poll is one or two. Cut short
+# at the steady deadline it would start again from nothing each time and never finish on a slow
+# agent; 30 s still fails a dead device in bounded time, and costs a few samples once an hour.
+DISCOVERY_DEADLINE_S = 30.0
 
 
 def _read_secret(path: Path) -> str:
@@ -36,6 +50,23 @@ def _read_secret(path: Path) -> str:
     return read_secret(path)
 
 
+def meta_value(value: int | float | str | Oid) -> int | str:
+    """A value as a row condition compares it: integers stay, an OID becomes its dotted text
+    (LIEBERT-GP tables name each row's quantity by an OID), anything else its text."""
+    if isinstance(value, tuple):
+        return oid_text(value)
+    return value if isinstance(value, int | str) else str(value)
+
+
+def shown_sys_object_id(value: object) -> str:
+    """sysObjectID as an operator reads it: the OID, or what was wrong with it."""
+    if value is None:
+        return "missing (the agent does not answer 1.3.6.1.2.1.1.2.0)"
+    if isinstance(value, tuple):
+        return "." + oid_text(value) if value else "empty"
+    return f"{value!r} (not an OID)"
+
+
 class SnmpPduDriver:
     """Polls one PDU. ``engine`` is shared between PDUs when given (and then not closed here).
 
@@ -43,9 +74,15 @@ class SnmpPduDriver:
     the last of them closes), so N PDUs never cost N engines.
     """
 
+    KIND = "pdu"  # device prefix and the word used in messages
+    WHAT = "SNMP PDU"
+    PROFILES: Path = PROFILE_DIR
+    FALLBACK: str | None = FALLBACK_PROFILE
+    MAX_POWER_W = 30000.0  # only where the configuration has no max_power_w (PduConfig always has)
+
     def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
         self.cfg = cfg
-        self.device = f"pdu.{cfg.id}"
+        self.device = f"{self.KIND}.{cfg.id}"
         self.interval_s = float(cfg.interval_s)
         self.detail = bool(getattr(cfg, "detail_signals", False)) if detail is None else detail
         self._own_engine = False  # True only for a private engine this driver must close
@@ -61,6 +98,7 @@ class SnmpPduDriver:
         self._energy_est_kwh: float | None = None
         self._last_power: tuple[float, float] | None = None  # (ts, W) for the estimated energy
         self._rows: dict[str, int] = {}
+        self.profile_reason: str | None = None  # how the profile was chosen, for poll --once and health
         self.polls = 0
         self.failures = 0
         self.discoveries = 0
@@ -76,8 +114,10 @@ class SnmpPduDriver:
         try:
             if cfg.profile == "generic":
                 self._profile = generic_profile(tuple(cfg.oids))
+                self.profile_reason = 'configured: profile = "generic" with the oids listed'
             elif cfg.profile != "auto":
-                self._profile = get_profile(cfg.profile)
+                self._profile = get_profile(cfg.profile, self.PROFILES, self.WHAT)
+                self.profile_reason = f'configured: profile = "{cfg.profile}"'
             if str(cfg.version) == "3":
                 protocol(AUTH_PROTOCOLS, cfg.auth_protocol, "SNMPv3 auth")
                 protocol(PRIV_PROTOCOLS, cfg.priv_protocol, "SNMPv3 privacy")
@@ -87,18 +127,22 @@ class SnmpPduDriver:
     # -- public -------------------------------------------------------------------------------
     @property
     def where(self) -> str:
-        return f"pdu '{self.cfg.id}' ({self.cfg.host}:{self.cfg.port})"
+        return f"{self.KIND} '{self.cfg.id}' ({self.cfg.host}:{self.cfg.port})"
 
     @property
     def deadline_s(self) -> float:
+        """This poll's bound: the steady-state deadline, or ``DISCOVERY_DEADLINE_S`` while the tables
+        are still to be walked (the poller reads it before every poll)."""
         deadline = getattr(self.cfg, "deadline_s", None)
-        return float(deadline) if deadline else 0.8 * self.interval_s
+        steady = float(deadline) if deadline else 0.8 * self.interval_s
+        return steady if self._plan is not None else max(steady, DISCOVERY_DEADLINE_S)
 
     @property
     def health(self) -> dict[str, Any]:
         """Counters for the agent's health report (energy counter resets/wraps included)."""
         return {
             "profile": self._profile.name if self._profile else None,
+            "profile_reason": self.profile_reason,
             "polls": self.polls,
             "failures": self.failures,
             "discoveries": self.discoveries,
@@ -132,7 +176,7 @@ class SnmpPduDriver:
             device=self.device, ts=ts, signals=signals, ok=error is None,
             elapsed_ms=(time.perf_counter() - t0) * 1000.0,
             profile=self._profile.name if self._profile else None, error=error,
-            estimated=frozenset(estimated),
+            estimated=frozenset(estimated), profile_reason=self.profile_reason,
         )
 
     async def close(self) -> None:
@@ -154,6 +198,10 @@ class SnmpPduDriver:
         session = self._session or self._open_session()
         if self._profile is None:
             self._profile = await self._choose_profile(session)
+        if not self._profile.metered:
+            raise SnmpError(f"switched, not metered: {self._profile.title} has no power, energy or current "
+                            "readings (outlet switching only), so this feed cannot be metered through it; "
+                            "meter the feed upstream or remove this device from the configuration")
         if self._plan is not None and time.monotonic() - self._discovered_at > REDISCOVER_S:
             self.rediscover()
         if self._plan is None:
@@ -206,23 +254,73 @@ class SnmpPduDriver:
         return self._session
 
     async def _choose_profile(self, session: SnmpSession) -> Profile:
-        (sys_object_id,) = await session.get([SYS_OBJECT_ID])
-        if isinstance(sys_object_id, tuple):
-            found = match_sys_object_id(sys_object_id)
+        """By sysObjectID (longest prefix), confirmed by the profile's tables; else by probing each
+        profile's key column; else the generic fallback. ``profile_reason`` says which and why."""
+        (value,) = await session.get([SYS_OBJECT_ID])
+        shown = shown_sys_object_id(value)
+        tried: set[str] = set()
+        why_not = f"sysObjectID {shown}"
+        if isinstance(value, tuple) and value:
+            found = match_sys_object_id(value, self.PROFILES)
+            if found is None:
+                why_not = f"sysObjectID {shown} matches no profile"
+            else:
+                profile, prefix = found
+                tried.add(profile.name)
+                why = f"sysObjectID {shown} starts with .{oid_text(prefix)}"
+                if await self._usable(session, profile, why):
+                    return profile
+                why_not = f"sysObjectID {shown} names {profile.name}, but the device has none of its rows"
+        skip = tried | {self.FALLBACK}
+        vendors = [p for name, p in builtin_profiles(self.PROFILES).items() if name not in skip]
+        for profile in vendors:
+            probe = await self._answering(session, profile.probe_oids)
+            if probe is None:
+                continue
+            why = f"{why_not}; probed key OIDs: .{oid_text(probe)} answered"
+            if await self._usable(session, profile, why):
+                return profile
+        if self.FALLBACK is not None:
+            fallback = get_profile(self.FALLBACK, self.PROFILES, self.WHAT)
+            if await self._usable(session, fallback, f"{why_not}; no vendor profile's key OIDs answered; "
+                                                     f"{fallback.title} found"):
+                return fallback
+        raise SnmpError(self._nothing_found(why_not, len(vendors)))
+
+    def _nothing_found(self, why_not: str, probed: int) -> str:
+        return (f"not a PDU, no PDU readings: {why_not}; none of the key OIDs of {probed} vendor profiles "
+                "answered and it has no ENTITY-SENSOR-MIB power-supply watts/amperes/volts sensors. "
+                'If it is a PDU, set profile = "<name>", or "generic" with oids')
+
+    @staticmethod
+    async def _answering(session: SnmpSession, columns: tuple[Oid, ...]) -> Oid | None:
+        """The first of ``columns`` that has rows on the device, if any."""
+        for column in columns:
+            if await session.has_rows(column):
+                return column
+        return None
+
+    async def _usable(self, session: SnmpSession, profile: Profile, why: str) -> bool:
+        """Whether the device has this profile's rows (planned now, kept for the first poll)."""
+        if not profile.metered:
+            found = profile.probe is not None and await session.has_rows(profile.probe)
+        else:
+            plan = await self._discover(session, profile)
+            # scalars are planned whether or not the device has them: then its key OIDs must answer
+            from_rows = any(item.measure.table is not None for item in plan.items)
+            found = from_rows or (bool(plan.items)
+                                  and await self._answering(session, profile.probe_oids) is not None)
             if found:
-                return found
-        shown = oid_text(sys_object_id) if isinstance(sys_object_id, tuple) else repr(sys_object_id)
-        fallback = get_profile(FALLBACK_PROFILE)
-        plan = await self._discover(session, fallback)
-        if plan.items:
-            self._plan = plan
-            return fallback
-        raise SnmpError(f"sysObjectID {shown} matches no profile and the device has no ENTITY-SENSOR-MIB "
-                        'power sensors; set profile = "<name>" or "generic" with oids')
+                self._plan = plan
+                self._discovered_at = time.monotonic()
+        if found:
+            self.profile_reason = why
+        return found
 
     async def _discover(self, session: SnmpSession, profile: Profile) -> PollPlan:
         """Walk each table once, read its meta columns, and plan the OIDs to poll."""
         rows: dict[str, list[Row]] = {}
+        counts: dict[str, int] = {}
         used = {m.table for m in profile.measures if m.table}
         for name in sorted(used):
             table = profile.tables[name]
@@ -230,24 +328,36 @@ class SnmpPduDriver:
                 walked = await session.walk(table.walk)
             except SnmpError as exc:
                 raise SnmpError(f"walking table {name} ({oid_text(table.walk)}): {exc}") from None
-            found = [Row(index, {"walk": v} if isinstance(v, int) else {})
-                     for index, v in walked if v is not None]
+            found = [Row(index, {"walk": meta_value(v)}) for index, v in walked if v is not None]
+            found = [row for row in found if keep_by_index(table, row)]  # before reading per-row meta
             if table.meta and found:
-                names = list(table.meta)
-                oids = [table.meta[m] + row.index for row in found for m in names]
-                try:
-                    metas = await session.get(oids)
-                except SnmpError as exc:
-                    raise SnmpError(f"reading table {name} settings: {exc}") from None
-                for i, row in enumerate(found):
-                    for j, m in enumerate(names):
-                        value = metas[i * len(names) + j]
-                        if isinstance(value, int):
-                            row.meta[m] = value
+                await self._read_meta(session, name, found, {m: (c, None) for m, c in table.meta.items()})
+            if table.lookup and found:
+                await self._read_meta(session, name, found, dict(table.lookup))
             rows[name] = [row for row in found if keep_row(table, row)]
-            self._rows[name] = len(rows[name])
+            counts[name] = len(rows[name])
+        self._rows = counts
         self.discoveries += 1
         return build_plan(profile, rows)
+
+    @staticmethod
+    async def _read_meta(session: SnmpSession, table: str, rows: list[Row],
+                         columns: dict[str, tuple[Oid, str | None]]) -> None:
+        """Read each meta column once per row: at the row's index, or at the index held in ``via``."""
+        wanted: list[tuple[Row, str, tuple[int, ...]]] = []
+        for row in rows:
+            for name, (column, via) in columns.items():
+                if via is None:
+                    wanted.append((row, name, column + row.index))
+                elif isinstance(row.meta.get(via), int):
+                    wanted.append((row, name, (*column, int(row.meta[via]))))
+        try:
+            values = await session.get([oid for _, _, oid in wanted])
+        except SnmpError as exc:
+            raise SnmpError(f"reading table {table} settings: {exc}") from None
+        for (row, name, _), value in zip(wanted, values, strict=True):
+            if value is not None:
+                row.meta[name] = meta_value(value)
 
     # -- signals ------------------------------------------------------------------------------
     def _signals(self, ts: float, decoded: Decoded) -> tuple[dict[str, float], set[str]]:
@@ -260,9 +370,9 @@ class SnmpPduDriver:
         totals = dict(decoded.totals)
         estimated = set(decoded.estimated)
         power = totals.get("power_w")
-        if power is not None and not 0.0 <= power <= float(self.cfg.max_power_w):
+        limit = float(getattr(self.cfg, "max_power_w", self.MAX_POWER_W))
+        if power is not None and not 0.0 <= power <= limit:
             del totals["power_w"]  # physically impossible for this feed: missing, not a spike
-            limit = float(self.cfg.max_power_w)
             self.last_error = f"{self.where}: power {power:g} W outside 0..{limit:g} W, dropped"
             power = None
         if self._profile.integrate_energy and "energy_kwh" not in totals:

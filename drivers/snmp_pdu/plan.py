@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .client import Oid, Value
-from .profile import Measure, Profile, Table
+from .profile import Condition, Measure, Profile, Table
 
 
 @dataclass(frozen=True)
 class Row:
-    """One table row: its index suffix, and integer meta values read at discovery."""
+    """One table row: its index suffix, and the meta values (integers or strings) read at discovery."""
 
     index: Oid
-    meta: dict[str, int] = field(default_factory=dict)
+    meta: dict[str, int | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,11 @@ class PollPlan:
         return [item.oid for item in self.items]
 
 
-def _matches(conditions: dict[str, tuple[int, ...]], row: Row, keep_unknown: bool) -> bool:
+def _matches(conditions: Condition, row: Row, keep_unknown: bool) -> bool:
     for key, allowed in conditions.items():
+        value: int | str | None
         if key == "last":
-            value: int | None = row.index[-1] if row.index else None
+            value = row.index[-1] if row.index else None
         elif key.startswith("arc") and key[3:].isdigit():
             n = int(key[3:])
             value = row.index[n] if n < len(row.index) else None
@@ -65,6 +66,13 @@ def keep_row(table: Table, row: Row) -> bool:
     return _matches(table.when, row, keep_unknown=False) and _matches(table.unless, row, keep_unknown=True)
 
 
+def keep_by_index(table: Table, row: Row) -> bool:
+    """The ``when`` conditions that need no meta column (walked value, index arcs): checked before
+    the per-row meta reads, so a by-name table (hundreds of variables) reads meta only for its rows."""
+    local = {k: v for k, v in table.when.items() if k in ("walk", "last") or k.startswith("arc")}
+    return _matches(local, row, keep_unknown=False)
+
+
 def row_label(table: Table, row: Row) -> str:
     if not table.label:
         return ".".join(map(str, row.index))
@@ -74,14 +82,28 @@ def row_label(table: Table, row: Row) -> str:
         return ".".join(map(str, row.index))
 
 
+def _int_meta(row: Row | None, name: str) -> int | None:
+    value = None if row is None else row.meta.get(name)
+    return value if isinstance(value, int) else None
+
+
 def item_factor(measure: Measure, row: Row | None) -> Fraction | None:
-    """scale × Π 10^(factor × meta + offset); None when a needed meta value is missing."""
+    """scale × Π 10^(factor × meta + offset) × the scale column; None when a needed meta is missing."""
     factor = measure.scale
     for p in measure.pow10:
-        meta = None if row is None else row.meta.get(p.meta)
+        meta = _int_meta(row, p.meta)
         if meta is None:
             return None
         factor *= Fraction(10) ** (p.factor * meta + p.offset)
+    if measure.scale_meta is not None:
+        name, mode = measure.scale_meta
+        meta = _int_meta(row, name)
+        if not meta:  # missing, or 0: no usable scale
+            return None
+        if mode == "divide" or meta < 0:
+            factor /= abs(meta)
+        else:
+            factor *= meta
     return factor
 
 

@@ -17,11 +17,18 @@ from typing import Any
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
-# How per-row values add up to the feed's total: power, energy and current add over units/cords/lines;
-# voltage and power factor are averaged.
-DEFAULT_AGGREGATE = {"power_w": "sum", "energy_kwh": "sum", "current_a": "sum", "apparent_va": "sum"}
+# How per-row values add up to the feed's total: power, energy and current add over units/cords/lines
+# (and a cooling unit's cooling output over its modules); voltage, power factor, temperatures and
+# fan speeds are averaged.
+DEFAULT_AGGREGATE = {"power_w": "sum", "energy_kwh": "sum", "current_a": "sum", "apparent_va": "sum",
+                     "cooling_w": "sum"}
 AGGREGATES = ("sum", "mean", "max", "first")
 CANONICAL_SIGNALS = ("power_w", "energy_kwh", "voltage_v", "current_a", "pf")
+# How a meta column scales a value: "divide" (APC coolingUnit Scale: value ÷ scale) or "signed"
+# (RITTAL-CMC-III Scale: a negative number divides, a positive one multiplies).
+SCALE_MODES = ("divide", "signed")
+
+Condition = dict[str, tuple[int | str, ...]]  # meta name → the values that match
 
 
 class ProfileError(ValueError):
@@ -60,8 +67,10 @@ class Table:
     walk: tuple[int, ...]
     label: str = ""  # per-row signal prefix, e.g. "unit{0}.phase{number}" ({n}: index arc, {name}: meta)
     meta: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    when: dict[str, tuple[int, ...]] = field(default_factory=dict)  # keep rows whose value is listed
-    unless: dict[str, tuple[int, ...]] = field(default_factory=dict)  # drop rows whose value is listed
+    # meta read from another table at the index held in a meta column: {name: (column, via meta)}
+    lookup: dict[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    when: Condition = field(default_factory=dict)  # keep rows whose value is listed
+    unless: Condition = field(default_factory=dict)  # drop rows whose value is listed
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,8 @@ class Measure:
     priority: int = 0
     estimated: bool = False
     wrap_at: int | None = None  # raw modulus of an energy counter (Unsigned32: 4294967296)
-    when: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    when: Condition = field(default_factory=dict)
+    scale_meta: tuple[str, str] | None = None  # (meta column, one of SCALE_MODES)
     source: str = ""
 
 
@@ -100,6 +110,18 @@ class Profile:
     integrate_energy: bool = False  # no energy counter in this MIB: integrate power, flag as estimated
     source: str = ""
     path: Path | None = None
+    exclude_sys_object_ids: tuple[tuple[int, ...], ...] = ()  # prefixes of other families under ours
+    probe: tuple[int, ...] | None = None  # a column only this family has (sysObjectID missing/bogus)
+    metered: bool = True  # False: a switched-only family with no power readings at all
+
+    @property
+    def probe_oids(self) -> tuple[tuple[int, ...], ...]:
+        """Columns that prove a device speaks this MIB: ``probe``, else every table's walked column
+        (a delta Vertiv unit has phase rows but no total rows), else the scalar OIDs."""
+        if self.probe is not None:
+            return (self.probe,)
+        walks = tuple(dict.fromkeys(self.tables[m.table].walk for m in self.measures if m.table is not None))
+        return walks or tuple(dict.fromkeys(m.oid[:-1] for m in self.measures))  # scalar x.0 lies under x
 
 
 def _int_list(value: Any, where: str) -> tuple[int, ...]:
@@ -109,12 +131,20 @@ def _int_list(value: Any, where: str) -> tuple[int, ...]:
     return tuple(items)
 
 
-def _conditions(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
+def _value_list(value: Any, where: str) -> tuple[int | str, ...]:
+    """Integers (enumerations) or strings (a variable's name in a by-name table, e.g. RITTAL-CMC-III)."""
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in items):
+        raise ProfileError(f"{where}: must be an integer, a string or a list of them, got {value!r}")
+    return tuple(items)
+
+
+def _conditions(raw: Any, where: str) -> Condition:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: must be a table like {{ type = [1, 3] }}")
-    return {str(k): _int_list(v, f"{where}.{k}") for k, v in raw.items()}
+    return {str(k): _value_list(v, f"{where}.{k}") for k, v in raw.items()}
 
 
 def _scale(value: Any, where: str) -> Fraction:
@@ -129,9 +159,23 @@ def _scale(value: Any, where: str) -> Fraction:
     return scale
 
 
-_TABLE_KEYS = {"walk", "label", "meta", "when", "unless", "source"}
+_TABLE_KEYS = {"walk", "label", "meta", "lookup", "when", "unless", "source"}
 _MEASURE_KEYS = {"signal", "oid", "table", "scale", "pow10", "invalid", "min", "max", "absolute", "aggregate",
-                 "priority", "estimated", "wrap_at", "when", "source"}
+                 "priority", "estimated", "wrap_at", "when", "scale_meta", "source"}
+_PROFILE_KEYS = {"name", "title", "source", "sys_object_ids", "exclude_sys_object_ids", "probe", "metered",
+                 "integrate_energy", "tables", "measures"}
+
+
+def _lookup(raw: Any, where: str, meta: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``lookup = { parent_class = { oid = "…47.1.1.1.1.5", via = "parent" } }``."""
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: must be a table of name = {{ oid = \"…\", via = \"<meta>\" }}")
+    out = {}
+    for name, spec in raw.items():
+        if not isinstance(spec, dict) or "oid" not in spec or spec.get("via") not in meta:
+            raise ProfileError(f"{where}.{name}: needs oid and via = one of the meta columns {sorted(meta)}")
+        out[str(name)] = (parse_oid(spec["oid"], f"{where}.{name}.oid"), str(spec["via"]))
+    return out
 
 
 def _table(name: str, raw: Any, where: str) -> Table:
@@ -145,11 +189,13 @@ def _table(name: str, raw: Any, where: str) -> Table:
     meta = raw.get("meta", {})
     if not isinstance(meta, dict):
         raise ProfileError(f"{where}.meta: must be a table of name = OID column")
+    columns = {str(k): parse_oid(v, f"{where}.meta.{k}") for k, v in meta.items()}
     return Table(
         name=name,
         walk=parse_oid(raw["walk"], f"{where}.walk"),
         label=str(raw.get("label", "")),
-        meta={str(k): parse_oid(v, f"{where}.meta.{k}") for k, v in meta.items()},
+        meta=columns,
+        lookup=_lookup(raw.get("lookup", {}), f"{where}.lookup", columns),
         when=_conditions(raw.get("when"), f"{where}.when"),
         unless=_conditions(raw.get("unless"), f"{where}.unless"),
     )
@@ -182,10 +228,18 @@ def _measure(raw: Any, where: str, tables: dict[str, Table]) -> Measure:
     when = _conditions(raw.get("when"), f"{where}.when")
     for key in when:
         special = key.startswith("arc") or key in ("last", "walk")
-        known = table is not None and (special or key in tables[table].meta)
+        known = table is not None and (special or key in tables[table].meta or key in tables[table].lookup)
         if not known:
             raise ProfileError(f"{where}.when.{key}: not a meta column of table {table!r}, "
                                "'walk', 'last' or 'arcN'")
+    scale_meta = None
+    if raw.get("scale_meta") is not None:
+        spec = raw["scale_meta"]
+        ok = isinstance(spec, dict) and spec.get("mode") in SCALE_MODES
+        if not ok or table is None or spec.get("meta") not in tables[table].meta:
+            raise ProfileError(f"{where}.scale_meta: must be {{ meta = \"<meta column of table {table!r}>\", "
+                               f"mode = one of {SCALE_MODES} }}")
+        scale_meta = (str(spec["meta"]), str(spec["mode"]))
     return Measure(
         signal=signal,
         oid=parse_oid(raw["oid"], f"{where}.oid"),
@@ -201,33 +255,48 @@ def _measure(raw: Any, where: str, tables: dict[str, Table]) -> Measure:
         estimated=bool(raw.get("estimated", False)),
         wrap_at=None if raw.get("wrap_at") is None else int(raw["wrap_at"]),
         when=when,
+        scale_meta=scale_meta,
         source=str(raw.get("source", "")),
     )
+
+
+def _oid_list(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(raw, list):
+        raise ProfileError(f"{where}: must be a list of OID prefixes")
+    return tuple(parse_oid(i, where) for i in raw)
 
 
 def parse_profile(data: dict[str, Any], name: str, path: Path | None = None) -> Profile:
     """Validate one profile's TOML data; errors name the file and the key."""
     where = path.name if path else name
+    unknown = set(data) - _PROFILE_KEYS
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_PROFILE_KEYS)}")
+    metered = bool(data.get("metered", True))
     tables_raw = data.get("tables", {})
     if not isinstance(tables_raw, dict):
         raise ProfileError(f"{where}: [tables] must be a table of tables")
     tables = {str(k): _table(str(k), v, f"{where}: tables.{k}") for k, v in tables_raw.items()}
     measures_raw = data.get("measures", [])
-    if not isinstance(measures_raw, list) or not measures_raw:
+    if not isinstance(measures_raw, list) or (metered and not measures_raw):
         raise ProfileError(f"{where}: needs at least one [[measures]] entry")
     measures = tuple(_measure(m, f"{where}: measures[{i}]", tables) for i, m in enumerate(measures_raw))
-    ids = data.get("sys_object_ids", [])
-    if not isinstance(ids, list):
-        raise ProfileError(f"{where}: sys_object_ids must be a list of OID prefixes")
+    probe = data.get("probe")
+    if not metered and probe is None:
+        raise ProfileError(f"{where}: metered = false needs probe = \"<a column only this family has>\"")
     return Profile(
         name=str(data.get("name", name)),
         title=str(data.get("title", name)),
-        sys_object_ids=tuple(parse_oid(i, f"{where}: sys_object_ids") for i in ids),
+        sys_object_ids=_oid_list(data.get("sys_object_ids", []), f"{where}: sys_object_ids"),
         tables=tables,
         measures=measures,
         integrate_energy=bool(data.get("integrate_energy", False)),
         source=str(data.get("source", "")),
         path=path,
+        exclude_sys_object_ids=_oid_list(data.get("exclude_sys_object_ids", []),
+                                         f"{where}: exclude_sys_object_ids"),
+        probe=None if probe is None else parse_oid(probe, f"{where}: probe"),
+        metered=metered,
     )
 
 
@@ -241,34 +310,47 @@ def load_profile_file(path: Path) -> Profile:
     return parse_profile(data, path.stem, path)
 
 
-_CACHE: dict[str, Profile] = {}
+_CACHE: dict[Path, dict[str, Profile]] = {}
 
 
-def builtin_profiles() -> dict[str, Profile]:
-    """Every profile shipped in ``profiles/``, by name (parsed once per process)."""
-    if not _CACHE:
-        for path in sorted(PROFILE_DIR.glob("*.toml")):
+def builtin_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
+    """Every profile shipped in ``directory`` (PDUs by default), by name, parsed once per process."""
+    if directory not in _CACHE:
+        found = {}
+        for path in sorted(directory.glob("*.toml")):
             profile = load_profile_file(path)
-            _CACHE[profile.name] = profile
-    return dict(_CACHE)
+            found[profile.name] = profile
+        _CACHE[directory] = found
+    return dict(_CACHE[directory])
 
 
-def get_profile(name: str) -> Profile:
-    profiles = builtin_profiles()
+def get_profile(name: str, directory: Path = PROFILE_DIR, what: str = "SNMP PDU") -> Profile:
+    profiles = builtin_profiles(directory)
     if name not in profiles:
         known = ", ".join(sorted([*profiles, "auto", "generic"]))
-        raise ProfileError(f"unknown SNMP PDU profile {name!r}; known: {known}")
+        raise ProfileError(f"unknown {what} profile {name!r}; known: {known}")
     return profiles[name]
 
 
-def match_sys_object_id(sys_object_id: tuple[int, ...]) -> Profile | None:
-    """The profile whose declared sysObjectID prefix is the longest match, if any."""
-    best: tuple[int, Profile] | None = None
-    for profile in builtin_profiles().values():
+def _starts(oid: tuple[int, ...], prefix: tuple[int, ...]) -> bool:
+    return oid[: len(prefix)] == prefix
+
+
+def match_sys_object_id(sys_object_id: tuple[int, ...],
+                        directory: Path = PROFILE_DIR) -> tuple[Profile, tuple[int, ...]] | None:
+    """The profile whose sysObjectID prefix is the longest match, and that prefix; None if none.
+
+    Most specific wins: an APC Easy PDU (.318.1.3.4.9) is ``apc_epdu``, not ``apc_rpdu2``
+    (.318.1.3.4), whichever file is read first. A profile may also exclude prefixes under its own.
+    """
+    best: tuple[Profile, tuple[int, ...]] | None = None
+    for profile in builtin_profiles(directory).values():
+        if any(_starts(sys_object_id, ex) for ex in profile.exclude_sys_object_ids):
+            continue
         for prefix in profile.sys_object_ids:
-            if sys_object_id[: len(prefix)] == prefix and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), profile)
-    return best[1] if best else None
+            if _starts(sys_object_id, prefix) and (best is None or len(prefix) > len(best[1])):
+                best = (profile, prefix)
+    return best
 
 
 def generic_profile(oids: tuple[Any, ...]) -> Profile:

@@ -19,8 +19,9 @@ VALUES = {
                      "cooling_demand_w": 11200.0, "rack_inlet_temp_c": 21.5, "supply_temp_c": 19.4,
                      "return_temp_c": 28.0},
     "liebert_icom": {"setpoint_c": 21.5, "return_rh_pct": 45.3, "cooling_pct": 62.0, "compressor_pct": 55.0,
-                     "compressor2_pct": 0.0, "cooling_w": 35500.0, "power_w": 9120.0},
-    "liebert_crv": {"fan_pct": 64.0, "compressor_pct": 38.0, "remote_temp_c": 23.7},
+                     "compressor2_pct": 0.0, "cooling_w": 35500.0, "power_w": 9120.0, "outdoor_temp_c": -3.5,
+                     "water_in_temp_c": 12.5, "water_out_temp_c": 17.0, "water_flow_lpm": 912.3},
+    "liebert_crv": {"fan_pct": 64.0, "compressor_pct": 38.0, "remote_temp_c": 23.7, "water_in_temp_c": 14.2},
     "stulz_c7000": {"setpoint_c": 24.0, "return_temp_c": 26.5, "supply_temp_c": 20.0, "return_rh_pct": 41.2,
                     "fan_pct": 70.0, "compressor_pct": 46.5},
 }
@@ -53,6 +54,10 @@ def test_each_profile_decodes_its_register_image(profile: str) -> None:
             got = result.signals[f"crac.u1.{signal}"]
             assert got == pytest.approx(expected, abs=resolution(profile, signal)), signal
         assert len(server.requests) == len(driver.batches)  # one request per batch, nothing else
+        unconfirmed = {f"crac.u1.{p.signal}" for p in load_profile(profile).points if not p.verified}
+        assert result.unverified == unconfirmed  # every value read at such an address says so
+        if profile.startswith("liebert"):
+            assert unconfirmed == {f"crac.u1.{signal}" for signal in values}  # no live unit confirmed any
 
     run(body)
 
@@ -203,10 +208,10 @@ def test_busy_unit_is_retried_once_then_reported() -> None:
             server.busy_next = 0
             recovered = await driver.poll()
             await driver.close()
-        assert retried.ok and retried.error is None and len(retried.signals) == 3
+        assert retried.ok and retried.error is None and len(retried.signals) == len(VALUES["liebert_crv"])
         assert busy.signals == {}
         assert "exception 6 (device busy)" in (busy.error or "")
-        assert recovered.ok and len(recovered.signals) == 3
+        assert recovered.ok and len(recovered.signals) == len(VALUES["liebert_crv"])
 
     run(body)
 

@@ -101,15 +101,24 @@ def vertiv_delta() -> tuple[str, Expected]:
 
 
 def entity_sensor_only() -> tuple[str, Expected]:
-    """Unknown vendor exposing ENTITY-SENSOR-MIB: watts (precision 1), volts, milliamps, a dead sensor."""
-    t = "1.3.6.1.2.1.99.1.1.1"
-    sensors = {1: (6, 9, 1, 12345, 1), 2: (3, 9, 0, 230, 1), 3: (5, 8, 0, 5300, 1), 4: (8, 9, 0, 25, 1),
-               5: (6, 9, 0, 999, 3)}  # index: (type, scale, precision, value, oper status)
-    rows: dict[str, tuple[int, int]] = {}
-    for index, (kind, scale, precision, value, status) in sensors.items():
+    """Unknown vendor exposing ENTITY-SENSOR-MIB: watts (precision 1), volts, milliamps, a dead sensor.
+
+    Sensors 1-5 are sensor(8) entities inside the inlet, a powerSupply(6) entity (index 100). Sensors
+    6-8 must never count: a transceiver's optical watts and laser-bias amperes (inside a module(9)),
+    and a watts reading on a power-supply entity itself rather than on a sensor (RFC 3433 §2).
+    """
+    t, e = "1.3.6.1.2.1.99.1.1.1", "1.3.6.1.2.1.47.1.1.1.1"
+    sensors = {1: (6, 9, 1, 12345, 1, 100), 2: (3, 9, 0, 230, 1, 100), 3: (5, 8, 0, 5300, 1, 100),
+               4: (8, 9, 0, 25, 1, 100), 5: (6, 9, 0, 999, 3, 100),
+               6: (6, 8, 0, 500, 1, 200), 7: (5, 8, 0, 40, 1, 200), 8: (6, 9, 0, 90, 1, None)}
+    # index: (type, scale, precision, value, oper status, container or None for the PSU's own row)
+    rows: dict[str, tuple[int, int]] = {f"{e}.5.100": (2, 6), f"{e}.5.200": (2, 9),
+                                        f"{e}.4.100": (2, 1), f"{e}.4.200": (2, 1)}
+    for index, (kind, scale, precision, value, status, parent) in sensors.items():
         rows.update({f"{t}.1.{index}": (2, kind), f"{t}.2.{index}": (2, scale),
                      f"{t}.3.{index}": (2, precision),
                      f"{t}.4.{index}": (2, value), f"{t}.5.{index}": (2, status)})
+        rows.update({f"{e}.5.{index}": (2, 8 if parent else 6), f"{e}.4.{index}": (2, parent or 1)})
     return (to_snmprec(_cells("1.3.6.1.4.1.99999.1", rows)),
             {"power_w": 1234.5, "voltage_v": 230.0, "current_a": 5.3})
 
@@ -127,3 +136,38 @@ BUILDERS = {
     "vertiv-delta": vertiv_delta,
     "entity": entity_sensor_only,
 }
+
+
+def hpe_chain_without_sys_object_id() -> tuple[str, Expected]:
+    """Two HPE pdu2 units daisy-chained (0-based: units 0 and 1), mV/mA, and no sysObjectID at all."""
+    h = "1.3.6.1.4.1.232.165.7.2"
+    rows = {f"{h}.1.1.5.0": (2, 97), f"{h}.1.1.5.1": (2, 1200), f"{h}.1.1.6.0": (2, 91819),
+            f"{h}.1.1.6.1": (2, 500000), f"{h}.1.1.8.0": (2, 751), f"{h}.1.1.8.1": (2, 949),
+            f"{h}.2.1.3.0.1": (2, 242440), f"{h}.2.1.11.0.1": (2, 535),
+            f"{h}.2.1.3.1.1": (2, 241000), f"{h}.2.1.11.1.1": (2, 5200)}
+    cells: dict[Oid, Cell] = {_oid(k): v for k, v in rows.items()}
+    cells[_oid("1.3.6.1.2.1.1.5.0")] = (4, 0)
+    expected = {"power_w": 1297.0, "energy_kwh": 591.819, "pf": 0.85, "voltage_v": 241.72, "current_a": 5.735}
+    return to_snmprec(cells), expected
+
+
+def masterswitch_8_outlets() -> str:
+    """A switched-only APC MasterSwitch: the outlet control table and nothing metered."""
+    rows = {f"1.3.6.1.4.1.318.1.1.4.4.2.1.3.{n}": (2, 1) for n in range(1, 9)}
+    return to_snmprec(_cells("1.3.6.1.4.1.318.1.3.4.2", rows))
+
+
+def apc_cooling_unit(metered: bool) -> str:
+    """An APC coolingUnit analog table (PowerNet-MIB): description, value, units, scale; each temperature in
+    °C and °F. ``metered`` adds the compressor (kW, scale 100) and condenser-fan (W) power rows."""
+    rows = [("Supply Temperature", 194, "C", 10), ("Supply Temperature", 671, "F", 10),
+            ("Return Temperature", 280, "C", 10), ("Return Temperature", 825, "F", 10),
+            ("Cool Output", 108, "kW", 10), ("Commanded Evap. Fan Speed", 80, "%", 1)]
+    if metered:
+        rows += [("Compressor Power", 144, "kW", 100), ("Condenser Fan Power", 24, "W", 1)]
+    t = "1.3.6.1.4.1.318.1.1.27.1.4.1.2.1"
+    cells: dict[Oid, Cell] = {SYS_OID: (6, _oid("1.3.6.1.4.1.318.1.3.14.23"))}
+    for n, (text, value, units, scale) in enumerate(rows, start=1):
+        cells.update({_oid(f"{t}.2.1.{n}"): (4, text), _oid(f"{t}.3.1.{n}"): (2, value),
+                      _oid(f"{t}.4.1.{n}"): (4, units), _oid(f"{t}.5.1.{n}"): (2, scale)})
+    return to_snmprec(cells)

@@ -22,7 +22,9 @@ APC_ROWS = {"device": [Row((1,), {"module": 1})], "phase": [Row((1,), {"module":
 
 def test_builtin_profiles_load_and_every_quirk_names_its_source() -> None:
     profiles = builtin_profiles()
-    wanted = {"apc_rpdu2", "raritan_pdu2", "sentry4", "eaton_epdu", "vertiv_v5", "entity_sensor"}
+    wanted = {"apc_rpdu2", "raritan_pdu2", "sentry4", "eaton_epdu", "vertiv_v5", "entity_sensor", "apc_epdu",
+              "apc_masterswitch", "liebert_pdu", "hpe_pdu2", "hp_pdu_mm", "chatsworth_econnect", "panduit_g5",
+              "schleifenbauer", "sentry3", "raritan_px1", "rittal_cmc3_pdu", "e3meter", "tripplite_pdu"}
     assert wanted <= set(profiles)
     for profile in profiles.values():
         for measure in profile.measures:
@@ -38,7 +40,44 @@ def test_builtin_profiles_load_and_every_quirk_names_its_source() -> None:
 ])
 def test_sys_object_id_picks_the_profile(oid: tuple[int, ...], name: str) -> None:
     found = match_sys_object_id(oid)
-    assert found is not None and found.name == name
+    assert found is not None and found[0].name == name
+
+
+def test_the_most_specific_prefix_wins_whatever_the_file_order() -> None:
+    easy = (1, 3, 6, 1, 4, 1, 318, 1, 3, 4, 9)
+    found = match_sys_object_id(easy)
+    assert found is not None and found[0].name == "apc_epdu" and found[1] == easy
+    found = match_sys_object_id((1, 3, 6, 1, 4, 1, 318, 1, 3, 4, 6))
+    assert found is not None and found[0].name == "apc_rpdu2"
+
+
+def test_a_profile_can_exclude_a_family_under_its_prefix(tmp_path: Path) -> None:
+    for name, extra in (("wide", 'exclude_sys_object_ids = ["1.3.6.1.4.1.9.7"]'), ("other", "")):
+        prefix = "1.3.6.1.4.1.9" if name == "wide" else "1.3.6.1.4.1.9.7.1"
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\nsys_object_ids = ["{prefix}"]\n{extra}\n'
+            '[[measures]]\nsignal = "power_w"\noid = "1.3.6.1.4.1.9.1.0"\nsource = "test"\n')
+    assert match_sys_object_id((1, 3, 6, 1, 4, 1, 9, 5), tmp_path)[0].name == "wide"  # type: ignore[index]
+    assert match_sys_object_id((1, 3, 6, 1, 4, 1, 9, 7, 2), tmp_path) is None  # excluded, and no other
+    assert match_sys_object_id((1, 3, 6, 1, 4, 1, 9, 7, 1, 3), tmp_path)[0].name == "other"  # type: ignore[index]
+
+
+def test_rows_found_by_name_and_scaled_by_a_signed_scale_column() -> None:
+    profile = builtin_profiles()["rittal_cmc3_pdu"]  # RITTAL-CMC-III: -10 divides by 10, 1 multiplies
+    rows = {"var": [Row((2, 12), {"walk": "Total.Power.Active.Value", "scale": 1}),
+                    Row((2, 20), {"walk": "Total.Energy.Active.Value", "scale": -10}),
+                    Row((2, 36), {"walk": "Phase L1.Current.Value", "scale": -100}),
+                    Row((2, 40), {"walk": "Phase L1.Current.Value"})]}  # no scale read: unusable
+    plan = build_plan(profile, rows)
+    assert sorted(i.oid[-1] for i in plan.items) == [12, 20, 36]
+    decoded = decode(plan, [{12: 2742, 20: 26418, 36: 473}[i.oid[-1]] for i in plan.items])
+    assert decoded.totals == {"power_w": 2742.0, "energy_kwh": 2641.8, "current_a": 4.73}
+
+
+def test_switched_only_profiles_need_a_probe() -> None:
+    with pytest.raises(ProfileError, match="metered = false needs probe"):
+        parse_profile({"metered": False}, "mine")
+    assert builtin_profiles()["apc_masterswitch"].measures == ()
 
 
 def test_unknown_sys_object_id_matches_nothing() -> None:
@@ -131,7 +170,8 @@ def test_sample_configuration_loads(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"profile": "nope"}, "pdu 'a' (10.0.0.1:161): unknown SNMP PDU profile 'nope'; known: apc_rpdu2, auto,"),
+    ({"profile": "nope"},
+     "pdu 'a' (10.0.0.1:161): unknown SNMP PDU profile 'nope'; known: apc_epdu, apc_masterswitch,"),
     ({"version": "3", "user": "u", "auth_protocol": "SHA1024"},
      "pdu 'a' (10.0.0.1:161): unknown SNMPv3 auth protocol 'SHA1024'; known: none, MD5, SHA,"),
     ({"profile": "generic"}, 'profile "generic" needs oids'),

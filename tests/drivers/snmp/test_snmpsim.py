@@ -121,7 +121,9 @@ def test_generic_profile_from_configuration(sim: Any) -> None:
 def test_unknown_device_is_a_clear_error(sim: Any) -> None:
     (result,), _ = asyncio.run(_poll(sim.pdu("unknown")))
     assert not result.ok and result.signals == {}
-    assert "sysObjectID 1.3.6.1.4.1.99998.1 matches no profile" in (result.error or "")
+    wanted = "not a PDU, no PDU readings: sysObjectID .1.3.6.1.4.1.99998.1 matches no profile"
+    assert wanted in (result.error or "")
+    assert result.profile_reason is None
 
 
 def test_v3_auth_priv_sha_aes(sim: Any) -> None:
@@ -177,10 +179,29 @@ def test_dead_pdu_costs_the_live_one_nothing(sim: Any) -> None:
     assert dead_result.elapsed_ms >= 1900
 
 
-def test_poll_deadline_bounds_a_poll(sim: Any) -> None:
+def test_poll_deadline_bounds_a_poll(sim: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import drivers.snmp_pdu.driver as driver_module
+
+    monkeypatch.setattr(driver_module, "DISCOVERY_DEADLINE_S", 0.3)  # the first poll's own bound
     dead_port = free_port(socket.SOCK_DGRAM)
     cfg = sim.pdu("apc", id="a", port=dead_port, timeout_s=2.0, retries=3, deadline_s=0.3)
     (result,), _ = asyncio.run(_poll(cfg))
     assert not result.ok
     assert result.error == f"pdu 'a' (127.0.0.1:{dead_port}): no answer within the 0.3 s poll deadline"
     assert result.elapsed_ms < 1000
+
+
+def test_discovery_has_its_own_deadline_then_the_steady_one_applies(sim: Any) -> None:
+    import drivers.snmp_pdu.driver as driver_module
+
+    driver = SnmpPduDriver(sim.pdu("apc", deadline_s=0.3))
+    assert driver.deadline_s == driver_module.DISCOVERY_DEADLINE_S  # tables not walked yet
+
+    async def run() -> PollResult:
+        try:
+            return await driver.poll()
+        finally:
+            await driver.close()
+
+    assert asyncio.run(run()).ok
+    assert driver.deadline_s == 0.3

@@ -1,0 +1,61 @@
+"""``SnmpCracDriver``: one cooling unit over SNMP, configured as ``[[crac]] protocol = "snmp"``.
+
+Everything SNMP (sessions, sysObjectID matching, probing, table walks, scaling, sentinels) is the
+SNMP PDU driver's, unchanged: this class only points it at ``snmp_crac/profiles``, names the device
+``crac.<id>``, and, where the unit reports no electrical power, adds the cooling-unit power estimate
+of ``drivers.modbus_crac.estimate`` (flagged as estimated), exactly as the Modbus driver does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
+
+from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
+from drivers.snmp_pdu.driver import SnmpPduDriver
+from drivers.snmp_pdu.plan import Decoded
+
+PROFILES = Path(__file__).with_name("profiles")
+DEFAULT_COP = 3.5  # the Modbus profiles' default (estimate.py): middle of the DX full-load range 3-4
+COOLING_KINDS = ("dx", "chilled_water", "unknown")
+
+
+class SnmpCracDriver(SnmpPduDriver):
+    """Polls one cooling unit's SNMP agent into ``crac.<id>.*`` signals; ``poll`` never raises."""
+
+    KIND = "crac"
+    WHAT = "SNMP cooling-unit"
+    PROFILES = PROFILES
+    FALLBACK = None  # no generic MIB describes a cooling unit
+    # A single room unit draws at most ~100 kW electrical (large CRAH fan walls, DX CRACs); twice that
+    # is no reading of one unit.
+    MAX_POWER_W = 200_000.0
+
+    def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
+        if cfg.profile == "generic":
+            raise ValueError(f"crac '{cfg.id}': profile \"generic\" is Modbus-only; with protocol = \"snmp\" "
+                             'use profile = "auto" or a profile name')
+        kind = cfg.cooling_kind or "unknown"
+        if kind not in COOLING_KINDS:
+            raise ValueError(f"crac '{cfg.id}': cooling_kind must be one of {', '.join(COOLING_KINDS)}")
+        self.estimate_inputs = EstimateInputs(rated_fan_power_w=cfg.rated_fan_power_w,
+                                              rated_compressor_power_w=cfg.rated_compressor_power_w,
+                                              cooling_kind=kind, cop=DEFAULT_COP)
+        super().__init__(cfg, engine, detail=detail)
+
+    def _nothing_found(self, why_not: str, probed: int) -> str:
+        return (f"no cooling-unit readings: {why_not}; none of the key OIDs of {probed} cooling-unit "
+                'profiles answered. Set profile = "<name>" if it is one of them')
+
+    def _signals(self, ts: float, decoded: Decoded) -> tuple[dict[str, float], set[str]]:
+        signals, estimated = super()._signals(ts, decoded)
+        power = f"{self.device}.power_w"
+        if power not in signals:
+            values = {name.removeprefix(f"{self.device}."): v for name, v in signals.items()}
+            estimate = estimate_power_w(values, self.estimate_inputs)
+            if estimate is not None:
+                signals[power] = estimate
+                estimated.add(power)
+        return signals, estimated
