@@ -98,3 +98,20 @@ def test_an_unhandled_exception_is_one_line_and_exit_70(
     monkeypatch.setenv("RACKWATT_TRACEBACK", "1")
     with pytest.raises(RuntimeError):
         cli.main(["check-config", str(tmp_path / "x.toml")])
+
+
+@pytest.mark.parametrize("command", ["check-config", "poll", "run", "replay"])
+def test_every_command_reads_conf_d_next_to_the_file_like_the_unit(tmp_path: Path, command: str) -> None:
+    """The unit merges /etc/rackwatt/conf.d; `poll --config /etc/rackwatt/agent.toml` must see it too."""
+    config = tmp_path / "agent.toml"
+    config.write_text(HEAD)
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "10-pdus.toml").write_text('[[pdu]]\nid = "a"\nhost = "10.0.3.700"\n')
+    args = COMMANDS[command](config, tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=60
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "pdu[0].host: is not a valid IPv4 address" in output and "(10-pdus.toml line 3)" in output
+    assert "Traceback" not in output

@@ -1,4 +1,4 @@
-"""Host values: names and addresses pass; the first-day slips of issue 21 get a message saying what to write."""
+"""Host values: names and addresses pass; issue 21's first-day slips get a message saying what to write."""
 
 from __future__ import annotations
 
