@@ -195,8 +195,9 @@ def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: S
             continue
         if key in spec.literal_secrets:
             use = spec.literal_secrets[key]
-            ctx.error((*path, key), f"secrets are not written in the configuration: put the value in a file "
-                      f"only the agent can read (chmod 600) and set {use} = \"/etc/rackwatt/...\"")
+            ctx.error((*path, key), "secrets are not written in the configuration: put the value in a file "
+                      "only the agent can read (root:rackwatt, mode 0640) and set "
+                      f"{use} = \"/etc/rackwatt/...\"")
         else:
             ctx.error((*path, key), "unknown key" + suggest(key, list(fields)))
     kwargs: dict[str, Any] = {}
