@@ -134,3 +134,24 @@ def test_warnings_travel_with_errors(tmp_path: Path) -> None:
         load_config(config)
     assert len(info.value.issues) == 1 and "port" in info.value.issues[0].key_path
     assert len(info.value.warnings) == 1 and "readable by every user" in str(info.value.warnings[0])
+
+
+def test_the_secret_layout_deploy_md_installs_passes_check_config(tmp_path: Path) -> None:
+    """docs/deploy.md and the mode rule agree (issue 21: check-config warned "chmod 600" on every run)."""
+    import re
+
+    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    task = deploy[deploy.index("- name: SNMP community and broker password") :]
+    task = task[: task.index("\n- name:", 1)]
+    owner = re.search(r"owner: (\w+)", task)
+    group = re.search(r"group: (\w+)", task)
+    mode = re.search(r'mode: "(0[0-7]{3})"', task)
+    assert owner and group and mode, task
+    assert (owner.group(1), group.group(1)) == ("root", secrets.SERVICE_GROUP)
+    secret = tmp_path / "snmp-community"
+    secret.write_text("public\n")
+    secret.chmod(int(mode.group(1), 8))
+    info = secret.stat()
+    # The file's group stands in for rackwatt; the service user reads it through that group.
+    service = (info.st_uid + 4242, {info.st_gid})
+    assert secrets.secret_file_problem(secret, allowed_gids={info.st_gid}, reader=service) is None
