@@ -40,6 +40,7 @@ COMMANDS = {
         "--duration",
         "1",
     ],
+    "accept": lambda cfg, tmp: ["accept", "all", "--config", str(cfg)],
     "replay": lambda cfg, tmp: [
         "replay",
         str(tmp / "none.csv"),
@@ -60,6 +61,8 @@ PAIRS = [
     ("poll", "nul_state_dir"),
     ("record", "deep_arrays"),
     ("record", "placeholder"),
+    ("accept", "deep_arrays"),
+    ("accept", "host_with_port"),
     ("replay", "dotted_header"),
     ("replay", "host_with_port"),
 ]
