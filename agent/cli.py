@@ -2,17 +2,22 @@
 
 Each subcommand lives in its own module exposing ``configure(parser)`` and ``run(args) -> int``.
 Modules are imported only when their command runs, so ``rackwatt --help`` stays fast and a
-broken optional feature cannot stop the others.
+broken optional feature cannot stop the others. An exception a command did not handle is a bug:
+it is reported in one line (under systemd, one journal line instead of a restart loop of
+tracebacks) with exit 70; ``RACKWATT_TRACEBACK=1`` shows the traceback for the bug report.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from agent import __version__
+
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 1 (failed) and 2 (bad input)
 
 # name → (module implementing it, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if os.environ.get("RACKWATT_TRACEBACK"):
+            raise
+        reason = str(exc).splitlines()[0][:300] if str(exc) else ""
+        print(f"rackwatt {command}: internal error: {type(exc).__name__}: {reason} "
+              "(a bug: please report it; RACKWATT_TRACEBACK=1 shows where)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ as_rackwatt() { unshare --net chroot --userspec=rackwatt:rackwatt "$root" env HO
 step "dpkg -i (offline)"
 offline dpkg -i /tmp/old.deb >/dev/null
 offline rackwatt --version
+step "check-config refuses the shipped placeholder site/rack, then passes once they are set"
+if offline rackwatt check-config /etc/rackwatt/agent.toml >/dev/null; then fail "placeholders accepted"; fi
+sed -i 's/^site = "my-site"/site = "install-test"/; s/^rack = "my-rack"/rack = "r1"/' "$root/etc/rackwatt/agent.toml"
 offline rackwatt check-config /etc/rackwatt/agent.toml
 getent_out=$(offline getent passwd rackwatt) || fail "no rackwatt user"
 step "user: $getent_out"

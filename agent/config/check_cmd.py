@@ -1,7 +1,9 @@
-"""``rackwatt check-config FILE [--conf-d DIR]``: print ``OK`` or every error; exit 0 or 1.
+"""``rackwatt check-config FILE [--conf-d DIR | --no-conf-d]``: print ``OK`` or every error; exit 0 or 2.
 
 Made for config management, e.g. Ansible ``template: ... validate: rackwatt check-config %s``.
-Warnings (a secret file others can read) are printed but do not fail the check.
+Reads the same files the systemd unit does: FILE plus the drop-ins of ``conf.d`` next to it.
+Warnings (a secret file the wrong people can read) are printed but do not fail the check.
+Exit 2, like every command whose configuration cannot be used (``run``, ``poll``, ``record``).
 """
 
 from __future__ import annotations
@@ -9,27 +11,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agent.config.cli_args import DEFAULT_CONF_D
+from agent.config.cli_args import add_dropin_arguments, issue_lines, load_from_args
 from agent.config.errors import ConfigError
-from agent.config.loader import load_config
+
+EXIT_INVALID = 2
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help="the TOML configuration to check")
-    parser.add_argument("--conf-d", type=Path, metavar="DIR", default=None,
-                        help=f"also merge the *.toml drop-ins of DIR, in name order (the package uses "
-                        f"{DEFAULT_CONF_D})")
+    add_dropin_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.file, args.conf_d)
+        config = load_from_args(args.file, args)
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue)
-        for warning in exc.warnings:
-            print(f"warning: {warning}")
-        return 1
+        for line in issue_lines(exc.issues):
+            print(line)
+        for line in issue_lines(exc.warnings):
+            print(f"warning: {line}")
+        return EXIT_INVALID
     for text in config.warnings:
         print(f"warning: {text}")
     print("OK")

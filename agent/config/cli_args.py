@@ -1,18 +1,41 @@
-"""The ``--config FILE`` / ``--conf-d DIR`` options every command that reads the agent's
-configuration takes, defined once so their defaults and help never drift apart."""
+"""The ``--config FILE`` / ``--conf-d DIR`` / ``--no-conf-d`` options every command that reads the
+agent's configuration takes, defined once so their defaults and help never drift apart.
+
+By default the drop-ins of ``conf.d`` next to the file are merged, as the systemd unit does
+(``agent.config.loader.default_dropin_dir``): ``rackwatt poll --config /etc/rackwatt/agent.toml``
+sees the same rack as the service.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
-from agent.config.loader import DEFAULT_CONFIG_PATH
+from agent.config.loader import DEFAULT_CONFIG_PATH, load_config
+from agent.config.model import Config
 
 DEFAULT_CONF_D = Path("/etc/rackwatt/conf.d")
+CONF_D_HELP = (
+    "merge the *.toml drop-ins of DIR, in name order (default: conf.d next to the file, if it exists)"
+)
+NO_CONF_D_HELP = "read the file alone, without drop-ins"
+
+
+def add_dropin_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--conf-d DIR`` and ``--no-conf-d``; ``load_from_args`` applies them."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help=CONF_D_HELP)
+    group.add_argument("--no-conf-d", action="store_true", help=NO_CONF_D_HELP)
+
+
+def load_from_args(path: Path, args: argparse.Namespace) -> Config:
+    """``load_config(path)`` with the parsed drop-in options (absent ones: the defaults)."""
+    return load_config(path, getattr(args, "conf_d", None), dropins=not getattr(args, "no_conf_d", False))
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """``--config`` (default /etc/rackwatt/agent.toml unless ``required``) and ``--conf-d``."""
+    """``--config`` (default /etc/rackwatt/agent.toml unless ``required``), ``--conf-d``, ``--no-conf-d``."""
     if required:
         parser.add_argument(
             "--config", type=Path, required=True, metavar="FILE", help="the agent's TOML configuration"
@@ -25,10 +48,17 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
             metavar="FILE",
             help=f"the agent's TOML configuration (default {DEFAULT_CONFIG_PATH})",
         )
-    parser.add_argument(
-        "--conf-d",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"also merge the *.toml drop-ins of DIR, in name order (the package uses {DEFAULT_CONF_D})",
-    )
+    add_dropin_arguments(parser)
+
+
+# A person reads the first screenful; a generated file with thousands of mistakes still gets its
+# first ones listed and a count of the rest (the ConfigError keeps them all).
+MAX_LISTED_ISSUES = 100
+
+
+def issue_lines(issues: Sequence[object], limit: int = MAX_LISTED_ISSUES) -> list[str]:
+    """One line per issue, the first ``limit`` of them, then ``... and N more``."""
+    lines = [str(issue) for issue in issues[:limit]]
+    if len(issues) > limit:
+        lines.append(f"... and {len(issues) - limit} more")
+    return lines

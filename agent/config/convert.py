@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import types
@@ -20,6 +21,7 @@ from typing import Any
 
 from agent.config.errors import ConfigIssue
 from agent.config.merge import Merged
+from agent.config.paths import path_text_problem
 from agent.config.toml_lines import KeyPath
 
 Check = Callable[[Any], str | None]  # value → problem message, or None when fine
@@ -167,22 +169,35 @@ def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec
         if not value.strip():
             ctx.error(path, "must be a path, got an empty string")
             return _MISSING
-        return ctx.base_dir(path) / value
+        resolved = ctx.base_dir(path) / value
+        problem = path_text_problem(value) or path_text_problem(str(resolved))
+        if problem:
+            ctx.error(path, f"{problem}, got {show(value)}")
+            return _MISSING
+        return resolved
     return value
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The field types of a model class, evaluated once (``get_type_hints`` compiles every string
+    annotation on each call: most of the time of a configuration with many devices)."""
+    return typing.get_type_hints(cls)
 
 
 def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: Spec) -> Any:
     """An instance of ``cls`` from ``table``, or None when any field had a problem (all recorded)."""
     before = len(ctx.issues)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     for key in table:
         if key in fields:
             continue
         if key in spec.literal_secrets:
             use = spec.literal_secrets[key]
-            ctx.error((*path, key), f"secrets are not written in the configuration: put the value in a file "
-                      f"only the agent can read (chmod 600) and set {use} = \"/etc/rackwatt/...\"")
+            ctx.error((*path, key), "secrets are not written in the configuration: put the value in a file "
+                      "only the agent can read (root:rackwatt, mode 0640) and set "
+                      f"{use} = \"/etc/rackwatt/...\"")
         else:
             ctx.error((*path, key), "unknown key" + suggest(key, list(fields)))
     kwargs: dict[str, Any] = {}

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.config.convert import Context, build, kind_of, suggest
 from agent.config.errors import ConfigError, ConfigIssue
+from agent.config.limits import MAX_FILE_BYTES, MAX_TOTAL_BYTES
 from agent.config.merge import Document, dropin_files, merge_documents, read_document
 from agent.config.model import Config
 from agent.config.rules import SECTIONS, check_unique_ids
@@ -20,23 +21,37 @@ DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
 DEFAULT_DROPIN_DIR = Path("/etc/rackwatt/conf.d")
 
 
-def load_config(path: Path | str, dropin_dir: Path | str | None = None) -> Config:
-    """Read ``path`` and the ``*.toml`` files of ``dropin_dir`` (name order), validate, and build."""
+def default_dropin_dir(path: Path) -> Path:
+    """``conf.d`` next to the main file: /etc/rackwatt/conf.d for the packaged /etc/rackwatt/agent.toml,
+    which is what the systemd unit merges, so every command reads the same files the service does."""
+    return path.parent / "conf.d"
+
+
+def load_config(path: Path | str, dropin_dir: Path | str | None = None, *, dropins: bool = True) -> Config:
+    """Read ``path`` and the ``*.toml`` files of its drop-in directory (name order), validate, and build.
+
+    ``dropin_dir`` None means ``default_dropin_dir(path)``, merged when it exists; a directory given
+    explicitly must exist. ``dropins=False`` reads the main file alone.
+    """
     path = Path(path)
     files = [path]
     issues: list[ConfigIssue] = []
-    if dropin_dir is not None:
-        extra, problem = dropin_files(Path(dropin_dir))
-        files += extra
-        if problem:
-            issues.append(problem)
+    if dropins:
+        directory = default_dropin_dir(path) if dropin_dir is None else Path(dropin_dir)
+        if dropin_dir is not None or _is_dir(directory):
+            extra, problem = dropin_files(directory)
+            files += extra
+            if problem:
+                issues.append(problem)
     docs: list[Document] = []
+    left = MAX_TOTAL_BYTES
     for file in files:
-        doc, problem = read_document(file)
+        doc, problem = read_document(file, min(MAX_FILE_BYTES, left))
         if problem:
             issues.append(problem)
         elif doc is not None:
             docs.append(doc)
+            left -= doc.size
     if issues:
         raise ConfigError(issues)
     ctx = Context(merge_documents(docs))
@@ -49,6 +64,13 @@ def load_config(path: Path | str, dropin_dir: Path | str | None = None) -> Confi
     if ctx.issues or config is None:
         raise ConfigError(sorted(ctx.issues, key=position), sorted(ctx.warnings, key=position))
     return dataclasses.replace(config, warnings=tuple(str(w) for w in sorted(ctx.warnings, key=position)))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _build_config(ctx: Context, path: Path) -> Config | None:

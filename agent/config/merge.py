@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.errors import ConfigIssue
+from agent.config.limits import MAX_DROPINS, MAX_FILE_BYTES, read_bounded, shape_problem
 from agent.config.toml_lines import KeyPath, locate_keys
 
 try:  # Python >= 3.11 (the supported versions); tomli is the same parser for older interpreters
@@ -31,6 +32,7 @@ class Document:
     path: Path
     data: dict[str, Any]
     lines: dict[KeyPath, int]
+    size: int = 0  # bytes read, counted against the bound on all files together
 
 
 @dataclass
@@ -50,23 +52,27 @@ class Merged:
         return self.main, None
 
 
-def read_document(path: Path) -> tuple[Document | None, ConfigIssue | None]:
-    """Parse one file; a problem becomes a ``ConfigIssue`` naming the file (and line for syntax)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, ConfigIssue(path, None, "", f"cannot read {path}: file does not exist")
-    except IsADirectoryError:
-        return None, ConfigIssue(path, None, "", f"cannot read {path}: it is a directory")
-    except OSError as exc:
-        return None, ConfigIssue(path, None, "", f"cannot read {path}: {exc.strerror or exc}")
+def read_document(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[Document | None, ConfigIssue | None]:
+    """Parse one file; a problem becomes a ``ConfigIssue`` naming the file (and line for syntax).
+
+    Size and nesting are bounded before the parser sees the text (``agent.config.limits``).
+    """
+    raw = read_bounded(path, limit)
+    if isinstance(raw, str):
+        return None, ConfigIssue(path, None, "", raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         return None, ConfigIssue(path, line, "", "invalid TOML: file is not UTF-8 text")
+    too_deep = shape_problem(text)
+    if too_deep is not None:
+        line, reason = too_deep
+        return None, ConfigIssue(path, line, "", f"refused before parsing: {reason}")
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # not reachable within the nesting bound; never a traceback if it is
+        return None, ConfigIssue(path, None, "", "invalid TOML: nested too deeply to parse")
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _POSITION.search(message)
@@ -78,7 +84,7 @@ def read_document(path: Path) -> tuple[Document | None, ConfigIssue | None]:
             line = text.count("\n") + (0 if text.endswith("\n") else 1)
             reason += " (at end of file)"
         return None, ConfigIssue(path, line, "", f"invalid TOML: {reason}")
-    return Document(path, data, locate_keys(text)), None
+    return Document(path, data, locate_keys(text), len(raw)), None
 
 
 def _has_prefix(path: KeyPath, prefix: KeyPath) -> bool:
@@ -133,12 +139,19 @@ def merge_documents(docs: list[Document]) -> Merged:
 
 def dropin_files(directory: Path) -> tuple[list[Path], ConfigIssue | None]:
     """The ``*.toml`` files of a drop-in directory in name order (other files are ignored)."""
-    if not directory.exists():
-        return [], ConfigIssue(directory, None, "", f"drop-in directory {directory} does not exist")
-    if not directory.is_dir():
-        return [], ConfigIssue(directory, None, "", f"drop-in path {directory} is not a directory")
     try:
+        if not directory.exists():
+            return [], ConfigIssue(directory, None, "", f"drop-in directory {directory} does not exist")
+        if not directory.is_dir():
+            return [], ConfigIssue(directory, None, "", f"drop-in path {directory} is not a directory")
         names = sorted(p for p in directory.iterdir() if p.suffix == ".toml" and not p.name.startswith("."))
-        return names, None
+    except ValueError:
+        message = f"drop-in directory {str(directory)!r}: the path contains a NUL byte"
+        return [], ConfigIssue(directory, None, "", message)
     except OSError as exc:
         return [], ConfigIssue(directory, None, "", f"cannot list {directory}: {exc.strerror or exc}")
+    if len(names) > MAX_DROPINS:
+        return [], ConfigIssue(directory, None, "", (
+            f"{len(names)} drop-in files in {directory}; at most {MAX_DROPINS} are read (is a generator "
+            "writing one file per item?)"))
+    return names, None

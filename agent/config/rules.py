@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.convert import MISSING, Check, Context, Spec, convert_value, show, suggest
+from agent.config.hosts import host_problem
 from agent.config.model import (
     AgentSection,
     CracConfig,
@@ -24,6 +25,7 @@ from agent.config.model import (
     SnmpOid,
     StagesSection,
 )
+from agent.config.paths import directory_problem, unix_socket_problem
 from agent.config.secrets import secret_file_problem
 from agent.config.toml_lines import KeyPath
 from drivers.dcgm_exporter.config import DcgmSection
@@ -106,7 +108,7 @@ def _snmp_version(ctx: Context, path: KeyPath, value: Any) -> Any:
 
 
 def check_file(ctx: Context, path: KeyPath, value: Any) -> None:
-    """Secret files must exist and should be private; CA and certificate files must exist."""
+    """Secret files must exist, be usable, and should be private; CA and certificate files must exist."""
     key = path[-1]
     if not isinstance(value, Path):
         return
@@ -115,8 +117,14 @@ def check_file(ctx: Context, path: KeyPath, value: Any) -> None:
         if problem:
             severity, message = problem
             (ctx.error if severity == "error" else ctx.warn)(path, message)
-    elif key in OTHER_FILE_KEYS and not value.is_file():
-        ctx.error(path, f"file {value} does not exist")
+    elif key in OTHER_FILE_KEYS:
+        try:
+            exists = value.is_file()
+        except OSError as exc:
+            ctx.error(path, f"cannot check {value}: {exc.strerror or exc}")
+            return
+        if not exists:
+            ctx.error(path, f"file {value} does not exist")
 
 
 def _profile_names(family: str, suffix: str) -> list[str] | None:
@@ -162,13 +170,32 @@ def known_crac_profile(value: str) -> str | None:
     return known_profile("modbus_crac", ".json", ("generic", "auto"))(value)
 
 
+# The identities packaging/agent.toml ships with. Two agents left on them share one MQTT client id
+# and knock each other off the broker (13 reconnects each in 25 s), so they are refused.
+PLACEHOLDER_IDENTITIES = ("my-site", "my-rack")
+
+
+def not_placeholder(value: str) -> str | None:
+    if value in PLACEHOLDER_IDENTITIES:
+        return (f"{show(value)} is the example's placeholder: set this rack's real name (two agents left on "
+                "the placeholders share one MQTT client id and knock each other off the broker)")
+    return None
+
+
 SITE_NAME = matches(r"[A-Za-z0-9_.-]+", "it is used in MQTT topics")
 PORT = between(1, 65535)
 
-AGENT = Spec(checks={"site": [SITE_NAME], "rack": [SITE_NAME], "tick_s": [positive]})
+AGENT = Spec(
+    checks={
+        "site": [SITE_NAME, not_placeholder],
+        "rack": [SITE_NAME, not_placeholder],
+        "state_dir": [directory_problem],
+        "tick_s": [positive],
+    }
+)
 MQTT = Spec(
     checks={
-        "host": [not_empty],
+        "host": [host_problem],
         "port": [PORT],
         "topic_root": [topic_safe],
         "qos": [between(0, 2)],
@@ -190,7 +217,7 @@ SNMP_OID = Spec(
 PDU = Spec(
     checks={
         "id": [matches(ID_PATTERN)],
-        "host": [not_empty],
+        "host": [host_problem],
         "port": [PORT],
         "version": [one_of("2c", "3")],
         "auth_protocol": [one_of("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")],
@@ -227,7 +254,7 @@ MODBUS_REGISTER = Spec(
 CRAC = Spec(
     checks={
         "id": [matches(ID_PATTERN)],
-        "host": [not_empty],
+        "host": [host_problem],
         "port": [PORT],
         "unit_id": [between(0, 255)],
         "profile": [known_crac_profile],
@@ -253,11 +280,13 @@ NVML = Spec(checks={"interval_s": [positive]}, converters={"gpus": _gpus})
 
 
 def metrics_url(value: str) -> str | None:
+    """An exporter's ``http(s)://host[:port]/path``, its host held to the same rule as every host."""
     try:
-        parse_url(value)
+        target = parse_url(value)
     except ValueError as exc:
         return str(exc)
-    return None
+    problem = host_problem(target.host)
+    return f"host in {value!r}: {problem}" if problem else None
 
 
 DCGM = Spec(
@@ -274,7 +303,12 @@ DCGM = Spec(
     on_value=check_file,
 )
 STAGES = Spec(
-    checks={"udp_port": [PORT], "hint_ttl_s": [positive], "rate_limit_per_s": [positive]}
+    checks={
+        "socket_path": [unix_socket_problem],
+        "udp_port": [PORT],
+        "hint_ttl_s": [positive],
+        "rate_limit_per_s": [positive],
+    }
 )
 ENGINE = Spec(
     checks={

@@ -1,14 +1,32 @@
 """Secrets (SNMP community, USM keys, MQTT password) live in files, never in the TOML itself.
 
 Drivers and the MQTT publisher call ``read_secret(path)``; the loader calls ``secret_file_problem``
-to warn about a secret other users can read and to reject one that does not exist.
+to reject a secret file that is missing or unusable and to warn about one that the wrong people
+can read, or that the agent's own user cannot.
+
+The mode rule follows the packaged service (systemd/rackwatt.service runs as ``User=rackwatt``,
+``Group=rackwatt``): the recommended layout is ``root:rackwatt 0640`` (the agent reads its
+secrets but cannot change them; the group holds only the service), and ``rackwatt:rackwatt 0600``
+is fine too. A file other users can read, or that a group other than the agent's can read, gets
+a warning with the command that fixes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import grp
 import os
+import pwd
 import stat
 from pathlib import Path
+
+# The user and group the package creates (packaging/debian/postinst) and the unit runs as.
+SERVICE_USER = "rackwatt"
+SERVICE_GROUP = "rackwatt"
+# MQTT caps a password at 65535 bytes (a two-byte length); SNMP communities and USM keys are far
+# shorter. A bigger "secret" is the wrong file (a key bundle, a log) and is not read whole.
+MAX_SECRET_BYTES = 65535
+FIX = "chown root:{group} {path} && chmod 0640 {path}"
 
 
 class SecretError(ValueError):
@@ -19,33 +37,101 @@ def read_secret(path: Path | str) -> str:
     """The secret in ``path`` without its trailing newline (files written by ``echo`` end in one)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SECRET_BYTES + 1)
     except FileNotFoundError:
         raise SecretError(f"secret file {path}: does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise SecretError(f"secret file {path}: cannot read it: {exc}") from None
+    if len(raw) > MAX_SECRET_BYTES:
+        raise SecretError(f"secret file {path}: longer than {MAX_SECRET_BYTES} bytes; is it the right file?")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SecretError(f"secret file {path}: is not UTF-8 text") from None
     secret = text.rstrip("\r\n")
     if not secret:
         raise SecretError(f"secret file {path}: is empty")
+    if "\0" in secret:
+        raise SecretError(f"secret file {path}: contains a NUL byte")
     return secret
 
 
-def secret_file_problem(path: Path) -> tuple[str, str] | None:
-    """``("error"|"warning", message)`` for a secret file that is missing or readable by others."""
+def service_gids() -> set[int]:
+    """Groups whose read access to a secret is intended: the service group, and the group of a
+    non-root user running the check (under systemd, ``ExecStartPre`` runs as the service)."""
+    gids: set[int] = set()
+    with contextlib.suppress(KeyError):  # no such group: not installed from the package
+        gids.add(grp.getgrnam(SERVICE_GROUP).gr_gid)
+    if os.geteuid() != 0:
+        gids.add(os.getegid())
+    return gids
+
+
+def service_reader() -> tuple[int, set[int]] | None:
+    """The uid and groups of the service user when the check runs as root, to check on its behalf."""
+    if os.geteuid() != 0:
+        return None  # a non-root check reads as itself (os.access below)
+    try:
+        user = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        return None
+    return user.pw_uid, set(os.getgrouplist(SERVICE_USER, user.pw_gid))
+
+
+def readable_by(info: os.stat_result, uid: int, gids: set[int]) -> bool:
+    """Whether the mode bits let ``uid`` (in ``gids``) read the file (owner, then group, then other)."""
+    if info.st_uid == uid:
+        return bool(info.st_mode & stat.S_IRUSR)
+    if info.st_gid in gids:
+        return bool(info.st_mode & stat.S_IRGRP)
+    return bool(info.st_mode & stat.S_IROTH)
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def secret_file_problem(
+    path: Path,
+    allowed_gids: set[int] | None = None,
+    reader: tuple[int, set[int]] | None = None,
+) -> tuple[str, str] | None:
+    """``("error"|"warning", message)`` for a secret file that is unusable or readable by the wrong people.
+
+    ``allowed_gids`` defaults to ``service_gids()`` and ``reader`` to ``service_reader()``.
+    """
     try:
         info = path.stat()
     except FileNotFoundError:
         return "error", f"secret file {path} does not exist"
-    except OSError as exc:
-        return "warning", f"cannot check secret file {path}: {exc.strerror or exc}"
+    except (OSError, ValueError) as exc:
+        return "warning", f"cannot check secret file {path}: {getattr(exc, 'strerror', None) or exc}"
     if not stat.S_ISREG(info.st_mode):
         return "error", f"secret file {path} is not a regular file"
-    if info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
-        readers = "other users" if info.st_mode & stat.S_IROTH else "its group"
+    mode = stat.S_IMODE(info.st_mode)
+    fix = FIX.format(group=SERVICE_GROUP, path=path)
+    if mode & stat.S_IROTH:
+        return "warning", f"secret file {path} is readable by every user (mode {mode:04o}); run: {fix}"
+    gids = service_gids() if allowed_gids is None else allowed_gids
+    if mode & stat.S_IRGRP and info.st_gid not in gids:
         return "warning", (
-            f"secret file {path} is readable by {readers} (mode {stat.S_IMODE(info.st_mode):04o}); "
-            f"run: chmod 600 {path}"
+            f"secret file {path} is readable by group {_group_name(info.st_gid)} (mode {mode:04o}), "
+            f"which is not the agent's group {SERVICE_GROUP}; run: {fix}"
+        )
+    who = service_reader() if reader is None else reader
+    if who is not None and not readable_by(info, *who):
+        return "warning", (
+            f"secret file {path} is not readable by the agent's user {SERVICE_USER} "
+            f"(owner {info.st_uid}:{info.st_gid}, mode {mode:04o}); run: {fix}"
         )
     if not os.access(path, os.R_OK):
         return "warning", f"secret file {path} is not readable by this user (uid {os.getuid()})"
+    try:
+        read_secret(path)
+    except SecretError as exc:
+        return "error", str(exc)
     return None

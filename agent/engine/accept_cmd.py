@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return _offline(args.state, cause, ts)
     config = _load_config(args.config)
     if config is None:
-        return 1
+        return 2  # like every command whose configuration cannot be used
     stages = config.stages
     configured = str(stages.socket_path) if stages.socket_path else ""
     socket_path = os.environ.get("RACKWATT_STAGE_SOCKET") or configured

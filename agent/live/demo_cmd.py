@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 
-from agent.live.demo.session import FAULT_CHOICES, DemoOptions, run_demo
+from agent.live.demo.session import FAULT_CHOICES, FAULT_WARMUP_H, HEALTHY_WARMUP_H, DemoOptions, run_demo
 from agent.live.demo.setup import MqttTarget, broker_answers
 
 DEFAULT_SPEED = 60.0
@@ -88,8 +88,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--warmup",
         type=_non_negative,
         metavar="H",
-        help="replay the first H simulated hours through the engine before going live "
-        "(default 8 with --fault, else 0: watch the baselines form from scratch)",
+        help="replay the first H simulated hours through the engine before going live (default "
+        f"{FAULT_WARMUP_H:g} with --fault, else {HEALTHY_WARMUP_H:g}, so predictions show from the start; "
+        "0: watch the baselines form from scratch)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="the twin's random seed (default 0)")
     parser.add_argument(

@@ -63,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _load(args.config, args.conf_d)
+    config = _load(args.config, args.conf_d, dropins=not args.no_conf_d)
     if config is None:
         return 2
     if args.timeout_s is not None:
@@ -87,7 +87,7 @@ def answered(result: PollResult) -> bool:
     return result.ok or bool(result.signals)
 
 
-def _load(path: Path, dropin_dir: Path | None) -> Config | None:
+def _load(path: Path, dropin_dir: Path | None, dropins: bool = True) -> Config | None:
     """The validated configuration, or None after printing every problem."""
     try:
         from agent.config.errors import ConfigError
@@ -96,10 +96,12 @@ def _load(path: Path, dropin_dir: Path | None) -> Config | None:
         print(f"rackwatt poll: configuration loader not available: {exc}", file=sys.stderr)
         return None
     try:
-        config = load_config(path, dropin_dir)
+        config = load_config(path, dropin_dir, dropins=dropins)
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue, file=sys.stderr)
+        from agent.config.cli_args import issue_lines
+
+        for line in issue_lines(exc.issues):
+            print(line, file=sys.stderr)
         return None
     for warning in getattr(config, "warnings", ()):
         print(f"warning: {warning}", file=sys.stderr)

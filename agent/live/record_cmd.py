@@ -121,7 +121,7 @@ async def _record(agent: LiveAgent, duration_s: float | None) -> int:
 def run(args: argparse.Namespace) -> int:
     skip_unused_imports()
     setup_logging(args.verbose)
-    config = load_or_report(args.config, args.conf_d)
+    config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)
     if config is None:
         return 2
     config = dataclasses.replace(

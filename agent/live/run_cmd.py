@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from agent.config.cli_args import add_config_arguments
+from agent.config.cli_args import add_config_arguments, issue_lines
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
 from agent.config.model import Config
@@ -47,14 +47,14 @@ def skip_unused_imports() -> None:
     sys.modules.setdefault("pysmi", None)  # type: ignore[arg-type]
 
 
-def load_or_report(path: Path, conf_d: Path | None) -> Config | None:
+def load_or_report(path: Path, conf_d: Path | None, dropins: bool = True) -> Config | None:
     """The configuration, or None after logging every problem (one line each)."""
     try:
-        config = load_config(path, conf_d)
+        config = load_config(path, conf_d, dropins=dropins)
     except ConfigError as exc:
         log.error("configuration %s is not valid (%d problem(s)):", path, len(exc.issues))
-        for issue in exc.issues:
-            log.error("  %s", issue)
+        for line in issue_lines(exc.issues):
+            log.error("  %s", line)
         return None
     except OSError as exc:
         log.error("configuration %s: %s", path, exc)
@@ -90,14 +90,14 @@ async def serve(agent: LiveAgent) -> int:
 def run(args: argparse.Namespace) -> int:
     skip_unused_imports()
     setup_logging(args.verbose)
-    config = load_or_report(args.config, args.conf_d)
+    config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)
     if config is None:
         return 2
     agent = LiveAgent(
         config,
         config_path=args.config,
         save_interval_s=args.save_interval,
-        config_loader=lambda p: load_config(p, args.conf_d),
+        config_loader=lambda p: load_config(p, args.conf_d, dropins=not args.no_conf_d),
     )
     try:
         return asyncio.run(serve(agent))

@@ -147,10 +147,10 @@ def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
     if unknown:
         raise HintError("unknown_field", f"unknown field(s) in command: {', '.join(sorted(unknown))[:120]}")
     name = obj["command"]
-    if name not in COMMANDS:
+    if not isinstance(name, str) or name not in COMMANDS:  # a list or object is not hashable
         raise HintError("unknown_field", f"unknown command {str(name)[:40]!r}; known: {sorted(COMMANDS)}")
     cause = obj.get("cause")
-    if cause is not None and cause not in CAUSES:
+    if cause is not None and (not isinstance(cause, str) or cause not in CAUSES):
         raise HintError("bad_value", f"cause: {str(cause)[:40]!r} is not one of {sorted(CAUSES)}")
     stage = obj.get("stage")
     if stage is not None:
@@ -162,7 +162,10 @@ def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise HintError("bad_value", f"{what}: expected a number, got {type(value).__name__}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer of hundreds of digits
+        raise HintError("bad_value", f"{what}: not a finite number") from None
     if not math.isfinite(number):
         raise HintError("bad_value", f"{what}: not a finite number")
     return number

@@ -1,4 +1,5 @@
-"""The shipped packaging/agent.toml loads, passes check-config and documents every option of model.py."""
+"""The shipped packaging/agent.toml documents every option of model.py, is refused as shipped only for its
+placeholder identities, and loads once they are set."""
 
 from __future__ import annotations
 
@@ -11,27 +12,48 @@ from agent.config.check_cmd import run as check_run
 from agent.config.loader import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "packaging" / "agent.toml"
+PLACEHOLDERS = ('site = "my-site"', 'rack = "my-rack"')
+
+
+def _named_example(tmp_path: Path) -> Path:
+    """The example with a real site and rack, as an operator writes it on the first day."""
+    text = EXAMPLE.read_text()
+    for placeholder in PLACEHOLDERS:
+        assert placeholder in text
+    path = tmp_path / "agent.toml"
+    path.write_text(text.replace('"my-site"', '"fra1"').replace('"my-rack"', '"r07"'))
+    return path
 NOT_OPTIONS = {("Config", "source"), ("Config", "warnings")}  # set by the loader, not by the file
 SECTION_OF_FIELD = {"pdus": "pdu", "cracs": "crac", "dcgms": "dcgm"}
 
 
-def test_example_loads_with_documented_defaults() -> None:
-    config = load_config(EXAMPLE)
+def test_example_loads_with_documented_defaults(tmp_path: Path) -> None:
+    config = load_config(_named_example(tmp_path))
     assert config.warnings == ()
     # Apart from the placeholders of the required keys, the example states the code's defaults.
     assert config.mqtt == model.MqttSection()
     assert config.nvml == model.NvmlSection()
     assert config.stages == model.StagesSection()
     assert config.engine == model.EngineSection()
-    assert config.agent == model.AgentSection(site="my-site", rack="my-rack")
+    assert config.agent == model.AgentSection(site="fra1", rack="r07")
     assert config.pdus == () and config.cracs == ()
 
 
-def test_example_passes_check_config(capsys) -> None:
+def test_example_passes_check_config_once_named(tmp_path: Path, capsys) -> None:
     import argparse
 
-    assert check_run(argparse.Namespace(file=EXAMPLE, conf_d=None)) == 0
+    assert check_run(argparse.Namespace(file=_named_example(tmp_path), conf_d=None)) == 0
     assert capsys.readouterr().out.strip() == "OK"
+
+
+def test_example_as_shipped_is_refused_for_its_placeholders(capsys) -> None:
+    """Two agents left on my-site/my-rack share one MQTT client id and knock each other off the broker."""
+    import argparse
+
+    assert check_run(argparse.Namespace(file=EXAMPLE, conf_d=None)) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["agent.site", "agent.rack"]
+    assert all("placeholder" in line for line in lines)
 
 
 def test_every_model_field_appears_in_the_example() -> None:

@@ -23,6 +23,7 @@ from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
 from agent.live.demo.session import (
     FAULT_AFTER_H,
     FAULT_WARMUP_H,
+    HEALTHY_WARMUP_H,
     DemoOptions,
     build_scenario,
     header_lines,
@@ -97,10 +98,34 @@ def test_a_fault_starts_shortly_after_the_replayed_warm_up(fault: str) -> None:
     assert any("replayed" in line for line in header_lines(opts, intervals_for(60), note))
 
 
-def test_without_a_fault_the_run_starts_from_scratch_now() -> None:
-    scenario, note = build_scenario(DemoOptions(days=1), 1.8e9)
-    assert scenario.faults == () and note == "" and scenario.start_ts == 1.8e9
-    assert any("no warm-up" in line for line in header_lines(DemoOptions(), intervals_for(60), note))
+def test_without_a_fault_a_short_healthy_warm_up_is_replayed() -> None:
+    """So that the default run shows predictions: from scratch they came after ~2.3 simulated hours."""
+    opts = DemoOptions(days=1)
+    scenario, note = build_scenario(opts, 1.8e9)
+    assert opts.effective_warmup_h == HEALTHY_WARMUP_H >= 2.5
+    assert scenario.faults == () and note == "" and scenario.start_ts == 1.8e9 - HEALTHY_WARMUP_H * 3600
+    assert any("replayed" in line for line in header_lines(opts, intervals_for(60), note))
+
+
+def test_warmup_zero_starts_from_scratch_now() -> None:
+    opts = DemoOptions(days=1, warmup_h=0.0)
+    scenario, note = build_scenario(opts, 1.8e9)
+    assert scenario.start_ts == 1.8e9
+    assert any("no warm-up" in line for line in header_lines(opts, intervals_for(60), note))
+
+
+def test_demo_help_and_docs_state_the_warm_ups_the_code_uses() -> None:
+    import argparse
+
+    from agent.live import demo_cmd
+
+    parser = argparse.ArgumentParser()
+    demo_cmd.configure(parser)
+    help_text = " ".join(parser.format_help().split())
+    assert f"default {FAULT_WARMUP_H:g} with --fault, else {HEALTHY_WARMUP_H:g}" in help_text
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "demo.md").read_text().split())
+    assert f"first {FAULT_WARMUP_H:g} simulated hours" in docs
+    assert f"replays {HEALTHY_WARMUP_H:g} healthy simulated hours" in docs
 
 
 def test_concat_chunks_fills_columns_a_chunk_lacks_with_nan() -> None:

@@ -128,6 +128,9 @@ def test_demo_runs_for_its_duration_and_shows_devices_summaries_and_baselines(
     stages = baselines[-1].split("baselines now for: ", 1)[1].split(", ")
     assert len(stages) >= 2, baselines[-1]  # which ones depends on the engine's stage handling
     assert "would publish" in summaries[-1]  # no broker: shows what it would publish
+    # The default warm-up makes the run predict: a from-scratch run of 120 s ended before the first.
+    predicting = [s for s in summaries if "warm true" in s and " expected —" not in s]
+    assert predicting and predicting[0] == summaries[0], summaries[0]
     assert lines[-1].startswith("rackwatt demo: duration of 40 s reached")
     assert "temporary files removed" in lines[-1]
     assert _no_temp_dirs_left(tmp_path)
