@@ -22,5 +22,7 @@ def promtool_problems(text: str) -> str:
     """``promtool check metrics`` on an exposition: its complaints ('' when clean)."""
     if shutil.which("promtool") is None:
         pytest.fail("promtool is not installed (Debian package prometheus; run .ci/setup)")
-    done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
     return (done.stdout + done.stderr).strip() if done.returncode else ""

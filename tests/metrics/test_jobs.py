@@ -8,7 +8,10 @@ from agent.metrics.jobs import JOULES_PER_KWH, NO_JOB, JobEnergyLedger
 
 
 def summary(job: str | None, **stages: tuple[float, float]) -> dict[str, object]:
-    return {"job": job, "energy_kwh": {s: {"it": it, "cooling": c, "gpu": 0.0} for s, (it, c) in stages.items()}}
+    return {
+        "job": job,
+        "energy_kwh": {s: {"it": it, "cooling": c, "gpu": 0.0} for s, (it, c) in stages.items()},
+    }
 
 
 def test_each_window_is_credited_to_the_job_of_its_summary() -> None:
@@ -27,7 +30,9 @@ def test_a_stage_counter_that_went_down_was_reset_and_counts_in_full() -> None:
     ledger = JobEnergyLedger(max_jobs=2)
     ledger.start_from(summary("a", fb=(5.0, 2.0)))
     ledger.observe_summary(summary("a", fb=(0.5, 0.1)))  # the slot was reused for a new stage name
-    assert ledger.totals_j()["a"] == pytest.approx({"it": 0.5 * JOULES_PER_KWH, "cooling": 0.1 * JOULES_PER_KWH})
+    assert ledger.totals_j()["a"] == pytest.approx(
+        {"it": 0.5 * JOULES_PER_KWH, "cooling": 0.1 * JOULES_PER_KWH}
+    )
 
 
 def test_only_the_most_recently_seen_jobs_are_kept_and_nothing_is_folded() -> None:

@@ -75,18 +75,42 @@ def test_a_running_agent_serves_its_status_and_stops_serving_when_it_stops(tmp_p
     url = f"http://127.0.0.1:{port}/metrics"
     text = while_running(agent, lambda: asyncio.to_thread(fetch, url))
     got = samples(text)
-    up = ("rackwatt_device_up", frozenset({"site": "s1", "rack": "r1", "node": "gw1", "device": "pdu.a"}.items()))
+    up = (
+        "rackwatt_device_up",
+        frozenset({"site": "s1", "rack": "r1", "node": "gw1", "device": "pdu.a"}.items()),
+    )
     assert got[up] == 1.0
-    assert not any(name.startswith("python_") or name.startswith("process_") for name, _ in got)  # own registry
+    assert not any(
+        name.startswith("python_") or name.startswith("process_") for name, _ in got
+    )  # own registry
     with pytest.raises(urllib.error.URLError):
         fetch(url)
 
 
 def test_https_with_the_configured_certificate(tmp_path: Path) -> None:
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", "m.key",
-         "-out", "m.crt", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
-        cwd=tmp_path, check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            "m.key",
+            "-out",
+            "m.crt",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     (tmp_path / "m.key").chmod(0o600)
     agent = agent_with(tmp_path, cert_file=tmp_path / "m.crt", key_file=tmp_path / "m.key")
@@ -123,7 +147,7 @@ def test_a_port_already_taken_is_one_clear_line_and_the_agent_runs_on(
 
             assert while_running(agent, check) > 0  # kept ticking
     (line,) = [r for r in caplog.records if r.name == "rackwatt.metrics"]
-    assert "cannot serve on 127.0.0.1:" in line.getMessage() and "running without /metrics" in line.getMessage()
+    assert (
+        "cannot serve on 127.0.0.1:" in line.getMessage() and "running without /metrics" in line.getMessage()
+    )
     assert line.exc_info is None
-
-
