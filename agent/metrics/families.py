@@ -209,7 +209,10 @@ def _drift(fs: FamilySet, snap: RackSnapshot) -> None:
                 d.since_ts,
                 cause=cause,
             )
-    for (cause, state), n in sorted(snap.drift_events.items()):
+    # every cause and state from 0, so the first event is an increase Prometheus can see
+    events = {(cause, state): 0 for cause in snap.drifts for state in ("onset", "cleared")}
+    events.update(snap.drift_events)
+    for (cause, state), n in sorted(events.items()):
         fs.counter(
             "drift_events", "Drift events published since the agent started.", n, cause=cause, state=state
         )
