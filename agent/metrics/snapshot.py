@@ -63,6 +63,20 @@ def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
     return out
 
 
+def active_drift_list(engine: Any) -> list[dict[str, Any]]:
+    """The engine's active incidents as the status payload's ``drifts`` (cause, since, onset, stage)."""
+    incidents = getattr(getattr(engine, "drift", None), "incidents", None) or {}
+    return [
+        {
+            "cause": cause,
+            "since": _finite(getattr(i, "since_ts", None)),
+            "onset": _finite(getattr(i, "onset_ts", None)),
+            "stage": getattr(i, "stage", None) or None,
+        }
+        for cause, i in sorted(incidents.items())
+    ]
+
+
 def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
