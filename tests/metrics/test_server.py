@@ -41,7 +41,7 @@ def while_running(agent: LiveAgent, check: Callable[[], Awaitable[Any]]) -> Any:
         task = asyncio.create_task(agent.run())
         try:
             for _ in range(100):
-                if agent.poller is not None and agent.poller.health_dict():
+                if agent.poller is not None and any(h["ok"] for h in agent.poller.health_dict().values()):
                     break
                 await asyncio.sleep(0.05)
             return await check()
