@@ -143,9 +143,8 @@ class AgentOutputs:
             body["spool"] = self.spool.stats()
         if self.intake is not None:
             body["hints"] = dict(self.intake.counters)
-        drifts = active_drift_list(getattr(self.engine, "engine", None))
-        if drifts:  # so a watcher that missed the onset event still sees it (rackwatt watch)
-            body["drifts"] = drifts
+        # active drifts, so a watcher that missed the onset event still sees them (rackwatt watch)
+        body["drifts"] = active_drift_list(getattr(self.engine, "engine", None))
         if self.stage_now is not None:
             body["stage"] = {
                 "stage": self.stage_now.stage,
