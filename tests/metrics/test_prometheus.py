@@ -41,9 +41,17 @@ def test_every_dashboard_query_returns_data_from_two_scraped_agents(
     broker = make_broker()
     ports = {"r01": free_port(), "r02": free_port()}
     common = ["--speed", SPEED, "--mqtt", f"127.0.0.1:{broker.port}", "--site", "dc9"]
-    start_demo(*common, "--rack", "r01", "--warmup", "3", "--metrics", f"127.0.0.1:{ports['r01']}")
+    start_demo(*common, "--rack", "r01", "--warmup", "1", "--metrics", f"127.0.0.1:{ports['r01']}")
     faulty = start_demo(
-        *common, "--rack", "r02", "--fault", "hotspot", "--metrics", f"127.0.0.1:{ports['r02']}"
+        *common,
+        "--rack",
+        "r02",
+        "--fault",
+        "hotspot",
+        "--warmup",
+        "8",
+        "--metrics",
+        f"127.0.0.1:{ports['r02']}",
     )
     prom = start_prometheus([f"127.0.0.1:{p}" for p in ports.values()])
     wait_until(prom.ready, 30, "prometheus to be ready", step_s=0.3)
