@@ -44,10 +44,14 @@ def node_name(configured: str) -> str:
     return configured or socket.gethostname()
 
 
+def _incidents(engine: Any) -> dict[str, Any]:
+    """cause → the drift monitor's active incident (none without an engine or a detector)."""
+    return dict(getattr(getattr(engine, "drift", None), "incidents", None) or {})
+
+
 def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
     """cause → state, from the engine's own incidents (they survive a restart; events do not)."""
-    monitor = getattr(engine, "drift", None)
-    incidents = getattr(monitor, "incidents", None) or {}
+    incidents = _incidents(engine)
     out: dict[str, DriftState] = {}
     for cause in dict.fromkeys((*CAUSES, *incidents)):
         incident = incidents.get(cause)
@@ -65,7 +69,7 @@ def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
 
 def active_drift_list(engine: Any) -> list[dict[str, Any]]:
     """The engine's active incidents as the status payload's ``drifts`` (cause, since, onset, stage)."""
-    incidents = getattr(getattr(engine, "drift", None), "incidents", None) or {}
+    incidents = _incidents(engine)
     return [
         {
             "cause": cause,
