@@ -68,6 +68,7 @@ class Feed:
 
         self.messages: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
         self.note = "connecting"
+        self.connected = False
         root = f"{args.topic_root.rstrip('/')}/{args.site}"
         self._filters = [(f"{root}/+/{kind}", 1) for kind in KINDS]
         self.client = mqtt.Client(
@@ -75,13 +76,21 @@ class Feed:
         )
         self.client.suppress_exceptions = True
         if args.username:
-            password = args.password_file.read_text().strip() if args.password_file else None
+            password = None
+            if args.password_file:
+                try:
+                    password = args.password_file.read_text().strip()
+                except OSError as exc:
+                    raise OSError(
+                        f"cannot read --password-file {args.password_file}: {exc.strerror}"
+                    ) from None
             self.client.username_pw_set(args.username, password)
         if args.ca_file:
             self.client.tls_set(ca_certs=str(args.ca_file))
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
+        self.client.on_connect_fail = self._on_connect_fail
         self.client.on_message = self._on_message
         self.endpoint = f"{args.mqtt.host}:{args.mqtt.port}"
         self.client.connect_async(args.mqtt.host, args.mqtt.port, keepalive=30)
@@ -91,11 +100,14 @@ class Feed:
         if reason.is_failure:
             self.note = f"broker refused the login: {reason} (check --username/--password-file)"
             return
-        self.note = "connected"
+        self.note, self.connected = "connected", True
         client.subscribe(self._filters)
 
+    def _on_connect_fail(self, client: Any, userdata: Any) -> None:
+        self.note = "cannot reach the broker; retrying"
+
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        self.note = f"disconnected ({reason}); reconnecting"
+        self.note, self.connected = f"disconnected ({reason}); reconnecting", False
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         self.messages.put((msg.topic, msg.payload, time.time()))
@@ -161,7 +173,9 @@ def _loop(args: argparse.Namespace, feed: Feed, out: TextIO) -> int:
                         f"rackwatt watch: no rack of site {args.site} seen on {feed.endpoint} ({feed.note})\n"
                     )
             out.flush()
-            if args.once or (args.duration is not None and time.monotonic() - started >= args.duration):
+            if args.once:
+                return 0 if feed.connected else 1
+            if args.duration is not None and time.monotonic() - started >= args.duration:
                 return 0
     finally:
         if screen is not None:
