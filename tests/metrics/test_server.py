@@ -151,3 +151,96 @@ def test_a_port_already_taken_is_one_clear_line_and_the_agent_runs_on(
         "cannot serve on 127.0.0.1:" in line.getMessage() and "running without /metrics" in line.getMessage()
     )
     assert line.exc_info is None
+
+
+def _openssl(tmp_path: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True, timeout=60)
+
+
+def test_with_client_ca_file_a_scraper_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    _openssl(
+        tmp_path,
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-subj",
+        "/CN=scraper-ca",
+    )
+    _openssl(
+        tmp_path,
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "prom.key",
+        "-out",
+        "prom.csr",
+        "-subj",
+        "/CN=prometheus",
+    )
+    _openssl(
+        tmp_path,
+        "x509",
+        "-req",
+        "-in",
+        "prom.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        "prom.crt",
+    )
+    _openssl(
+        tmp_path,
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-keyout",
+        "m.key",
+        "-out",
+        "m.crt",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+    )
+    (tmp_path / "m.key").chmod(0o600)
+    agent = agent_with(
+        tmp_path,
+        cert_file=tmp_path / "m.crt",
+        key_file=tmp_path / "m.key",
+        client_ca_file=tmp_path / "ca.crt",
+    )
+    url = f"https://127.0.0.1:{agent.config.metrics.port}/metrics"
+    with_cert = ssl.create_default_context(cafile=str(tmp_path / "m.crt"))
+    with_cert.load_cert_chain(str(tmp_path / "prom.crt"), str(tmp_path / "prom.key"))
+    without_cert = ssl.create_default_context(cafile=str(tmp_path / "m.crt"))
+
+    async def check() -> tuple[str, bool]:
+        text = await asyncio.to_thread(fetch, url, with_cert)
+        refused = False
+        try:
+            await asyncio.to_thread(fetch, url, without_cert)
+        except (urllib.error.URLError, ConnectionError, OSError, ssl.SSLError):
+            refused = True
+        return text, refused
+
+    text, refused = while_running(agent, check)
+    assert "rackwatt_device_up" in text and refused
