@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stage": ("agent.stages.stage_cmd", "send a stage hint to the local agent (for shell hooks)"),
     "accept": ("agent.engine.accept_cmd", "accept an active deviation as the new normal"),
     "check-config": ("agent.config.check_cmd", "validate a configuration file: prints OK or every error"),
+    "watch": ("agent.watch.watch_cmd", "a live table of every rack of a site, from the site broker"),
 }
 
 

@@ -141,6 +141,22 @@ class EngineSection:
 
 
 @dataclass(frozen=True)
+class MetricsSection:
+    """``/metrics`` for Prometheus (docs/metrics.md): off unless enabled, loopback unless told."""
+
+    enabled: bool = False
+    address: str = "127.0.0.1"  # loopback: a scraper elsewhere needs it said (or a reverse proxy)
+    port: int = 9860
+    cert_file: Path | None = None  # with key_file: serve HTTPS
+    key_file: Path | None = None
+    client_ca_file: Path | None = None  # set: scrapers must present a certificate signed by this CA
+    node: str = ""  # the `node` label; empty: this host's name
+    row: str = ""  # where the rack stands, for fleet dashboards (rackwatt_info labels)
+    hall: str = ""
+    max_jobs: int = 8  # job ids kept as label values (the most recently seen); see docs/metrics.md
+
+
+@dataclass(frozen=True)
 class Config:
     agent: AgentSection
     mqtt: MqttSection = field(default_factory=MqttSection)
@@ -150,5 +166,6 @@ class Config:
     dcgms: tuple[DcgmSection, ...] = ()  # GPU nodes' dcgm-exporters, in rack GPU order
     stages: StagesSection = field(default_factory=StagesSection)
     engine: EngineSection = field(default_factory=EngineSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
     source: Path | None = None  # the file it was loaded from, for messages
     warnings: tuple[str, ...] = ()  # non-fatal findings of the loader (e.g. a secret file others can read)

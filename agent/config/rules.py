@@ -18,6 +18,7 @@ from agent.config.model import (
     AgentSection,
     CracConfig,
     EngineSection,
+    MetricsSection,
     ModbusRegister,
     MqttSection,
     NvmlSection,
@@ -34,7 +35,7 @@ from drivers.dcgm_exporter.http_get import parse_url
 ID_PATTERN = r"[a-z0-9_]+"
 # Keys holding files: secrets (warn when others can read them) and other files that must exist.
 SECRET_FILE_KEYS = ("community_file", "auth_key_file", "priv_key_file", "password_file", "key_file")
-OTHER_FILE_KEYS = ("ca_file", "cert_file")
+OTHER_FILE_KEYS = ("ca_file", "cert_file", "client_ca_file")
 NAME_PATTERN = r"[a-z][a-z0-9_]*"
 
 
@@ -322,6 +323,18 @@ ENGINE = Spec(
     }
 )
 
+METRICS = Spec(
+    checks={
+        "address": [not_empty],
+        "port": [PORT],
+        "node": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
+        "row": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
+        "hall": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
+        "max_jobs": [between(1, 100)],
+    },
+    on_value=check_file,
+)
+
 
 # -- rules between keys ------------------------------------------------------------------------
 def check_pdu(ctx: Context, path: KeyPath, pdu: PduConfig) -> None:
@@ -404,6 +417,15 @@ def check_mqtt(ctx: Context, path: KeyPath, mqtt: MqttSection) -> None:
         ctx.error((*path, "username"), "required when password_file is set")
 
 
+def check_metrics(ctx: Context, path: KeyPath, metrics: MetricsSection) -> None:
+    if (metrics.cert_file is None) != (metrics.key_file is None):
+        missing = "key_file" if metrics.key_file is None else "cert_file"
+        ctx.error((*path, missing), "HTTPS needs both cert_file and key_file")
+    if metrics.client_ca_file is not None and metrics.cert_file is None:
+        ctx.error((*path, "cert_file"),
+                  "required when client_ca_file is set (client certificates need HTTPS)")
+
+
 def _unique_signals(ctx: Context, path: KeyPath, signals: list[str]) -> None:
     for index, signal in enumerate(signals):
         if signal in signals[:index]:
@@ -434,4 +456,5 @@ SECTIONS: dict[str, tuple[type, bool, str, Spec, Callable[[Context, KeyPath, Any
     "dcgm": (DcgmSection, True, "dcgms", DCGM, check_dcgm),
     "stages": (StagesSection, False, "stages", STAGES, None),
     "engine": (EngineSection, False, "engine", ENGINE, None),
+    "metrics": (MetricsSection, False, "metrics", METRICS, check_metrics),
 }

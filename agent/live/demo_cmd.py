@@ -12,9 +12,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 
-from agent.live.demo.session import FAULT_CHOICES, FAULT_WARMUP_H, HEALTHY_WARMUP_H, DemoOptions, run_demo
+from agent.live.demo.session import (
+    FAULT_CHOICES,
+    FAULT_WARMUP_H,
+    HEALTHY_WARMUP_H,
+    RACK,
+    SITE,
+    DemoOptions,
+    run_demo,
+)
 from agent.live.demo.setup import MqttTarget, broker_answers
 
 DEFAULT_SPEED = 60.0
@@ -105,6 +114,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "lighter demo intervals: more CPU, and the engine sees small faults sooner",
     )
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+    parser.add_argument("--site", type=_name, default=SITE, help=f"the site name (default {SITE})")
+    parser.add_argument("--rack", type=_name, default=RACK,
+                        help=f"the rack name (default {RACK}); several demos on one broker need their own")
+    parser.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
+                        help="serve Prometheus /metrics there (docs/metrics.md)")
+
+
+def _name(text: str) -> str:
+    """Site and rack names go into MQTT topics: the config's own rule."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
+        raise argparse.ArgumentTypeError(f"letters, digits, _ . - only (used in MQTT topics), got {text!r}")
+    return text
 
 
 def interactive_terminal() -> bool:
@@ -128,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         hints=not args.no_hints,
         interactive=interactive_terminal() and not args.plain,
         fine_polling=args.fine_polling,
+        site=args.site,
+        rack=args.rack,
+        metrics=args.metrics,
     )
     try:
         return asyncio.run(run_demo(opts, sys.stdout))

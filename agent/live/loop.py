@@ -29,6 +29,7 @@ from agent.live.outputs import AgentOutputs, MessageObserver
 from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
 from agent.live.spool import Spool
+from agent.metrics import serve_metrics
 from agent.trace.model import TraceChunk
 from drivers.base import Driver
 
@@ -248,7 +249,8 @@ class LiveAgent(AgentOutputs):
             )
         sdnotify.ready(f"polling {len(drivers)} device(s)")
         try:
-            await self._tick_loop()
+            async with serve_metrics(self):
+                await self._tick_loop()
         finally:
             await self._shutdown()
         return 0

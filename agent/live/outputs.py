@@ -18,6 +18,7 @@ from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
 from agent.live.spool import Spool
 from agent.live.topics import SCHEMA_VERSION, Topics
+from agent.metrics.snapshot import active_drift_list
 
 log = logging.getLogger("rackwatt.agent")
 
@@ -145,6 +146,8 @@ class AgentOutputs:
             body["spool"] = self.spool.stats()
         if self.intake is not None:
             body["hints"] = dict(self.intake.counters)
+        # active drifts, so a watcher that missed the onset event still sees them (rackwatt watch)
+        body["drifts"] = active_drift_list(getattr(self.engine, "engine", None))
         if self.stage_now is not None:
             body["stage"] = {
                 "stage": self.stage_now.stage,
@@ -158,6 +161,7 @@ class AgentOutputs:
         return (
             tuple(sorted(d for d, h in devices.items() if h["ok"])),
             self.engine_errors > 0,
+            tuple(d["cause"] for d in active_drift_list(getattr(self.engine, "engine", None))),
             self.reloads,
             self.reload_failures,
         )

@@ -87,6 +87,7 @@ def test_every_default_in_the_example_matches_the_code() -> None:
         "dcgm": model.DcgmSection,
         "stages": model.StagesSection,
         "engine": model.EngineSection,
+        "metrics": model.MetricsSection,
     }
     current = None
     checked = 0

@@ -64,6 +64,9 @@ class DemoOptions:
     interactive: bool = False
     refresh_s: float = 1.0
     fine_polling: bool = False  # poll at a real rack's intervals (more CPU, more sensitive)
+    site: str = SITE
+    rack: str = RACK  # several demos on one broker need their own rack names (rackwatt watch)
+    metrics: MqttTarget | None = None  # serve /metrics there (docs/metrics.md)
 
     @property
     def effective_warmup_h(self) -> float:
@@ -198,13 +201,14 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     ports = pick_ports()
     path, community = write_config(
         workdir,
-        site=SITE,
-        rack=RACK,
+        site=opts.site,
+        rack=opts.rack,
         ports=ports,
         crac_id=scenario.rack.cooling.crac_id,
         crac_share=scenario.rack.cooling.share,
         intervals=intervals,
         mqtt=opts.mqtt,
+        metrics=opts.metrics,
     )
     config = load_demo_config(path)
     state.header = header_lines(opts, intervals, fault_note)

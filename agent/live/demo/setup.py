@@ -82,6 +82,7 @@ def write_config(
     crac_share: float,
     intervals: Intervals,
     mqtt: MqttTarget | None,
+    metrics: MqttTarget | None = None,
 ) -> tuple[Path, str]:
     """Write agent.toml and the community file into ``workdir``; return (path, community)."""
     community = "demo-" + secrets.token_hex(6)
@@ -112,6 +113,9 @@ def write_config(
         "enabled = true",
         f"interval_s = {intervals.nvml_s}",
     ]
+    if metrics is not None:  # rackwatt demo --metrics HOST:PORT (docs/metrics.md)
+        lines += ["", "[metrics]", "enabled = true", f"address = {_q(metrics.host)}",
+                  f"port = {metrics.port}"]
     for feed, vendor in PDU_VENDORS.items():
         lines += [
             "",

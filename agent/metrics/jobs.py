@@ -1,0 +1,80 @@
+"""Facility energy by training job, with a bounded set of job ids as label values.
+
+Why bounded: every job id becomes a Prometheus series per part (IT, cooling); a rack that runs a
+new job every hour for a year would otherwise grow a series per job forever. The ledger keeps the
+``max_jobs`` most recently seen job ids; a job pushed out stops being exported (its history stays
+in Prometheus, which has already scraped it) and its total is *not* folded into another label,
+because a sudden jump in another series would show as energy that was never used. Energy with no
+job id is counted under ``NO_JOB``.
+
+Where the energy comes from: the deltas of the engine's per-stage energy counters between two
+summaries (one at every window close), credited to the job the summary names. A job change in
+the middle of a window credits that window's energy to the job running at its end: the error is
+bounded by one window (``[engine] window_s``, 15 min by default) per job change.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+NO_JOB = "none"
+PARTS = ("it", "cooling")  # facility energy = IT + the rack's attributed cooling energy
+JOULES_PER_KWH = 3.6e6
+
+
+def stage_energy_kwh(summary: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """(stage, part) → cumulative kWh from a summary payload's ``energy_kwh``."""
+    out: dict[tuple[str, str], float] = {}
+    energy = summary.get("energy_kwh")
+    if not isinstance(energy, Mapping):
+        return out
+    for stage, parts in energy.items():
+        if not isinstance(parts, Mapping):
+            continue
+        for part in PARTS:
+            value = parts.get(part)
+            if isinstance(value, int | float) and value >= 0:
+                out[(str(stage), part)] = float(value)
+    return out
+
+
+class JobEnergyLedger:
+    """Cumulative joules per (job id, part) for the ``max_jobs`` most recently seen jobs."""
+
+    def __init__(self, max_jobs: int) -> None:
+        if max_jobs < 1:
+            raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
+        self.max_jobs = max_jobs
+        self._totals_j: OrderedDict[str, dict[str, float]] = OrderedDict()
+        self._last_kwh: dict[tuple[str, str], float] | None = None
+
+    def start_from(self, summary: Mapping[str, Any] | None) -> None:
+        """The counters' reference at start: energy accounted before it belongs to no job here."""
+        self._last_kwh = stage_energy_kwh(summary) if summary else {}
+
+    def observe_summary(self, summary: Mapping[str, Any]) -> None:
+        now = stage_energy_kwh(summary)
+        last, self._last_kwh = self._last_kwh, now
+        if last is None:
+            return  # the first summary only sets the reference
+        job = str(summary.get("job") or NO_JOB)
+        added = {part: 0.0 for part in PARTS}
+        for key, kwh in now.items():
+            before = last.get(key, 0.0)
+            # a counter below its last value was reset (the stage's slot was reused): all of it is new
+            added[key[1]] += kwh - before if kwh >= before else kwh
+        self._credit(job, added)
+
+    def _credit(self, job: str, added_kwh: Mapping[str, float]) -> None:
+        totals = self._totals_j.pop(job, None) or {part: 0.0 for part in PARTS}
+        for part, kwh in added_kwh.items():
+            totals[part] += kwh * JOULES_PER_KWH
+        self._totals_j[job] = totals  # most recently seen last
+        while len(self._totals_j) > self.max_jobs:
+            self._totals_j.popitem(last=False)
+
+    def totals_j(self) -> dict[str, dict[str, float]]:
+        """job id → part → joules (a copy), oldest first."""
+        return {job: dict(parts) for job, parts in self._totals_j.items()}

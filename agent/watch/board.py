@@ -1,0 +1,203 @@
+"""What a site's MQTT topics say about each of its racks: the state ``rackwatt watch`` shows.
+
+Pure state, no I/O: ``SiteBoard.receive(topic, payload, received_ts)`` takes the messages of
+``<root>/<site>/+/{status,summary,event}`` (docs/mqtt.md) and ``rows(now)`` reads them as one
+``RackRow`` per rack. Active drifts come from the ``event`` topic (onset adds, cleared removes)
+and from the retained ``status``, which lists them (``drifts``) and is republished within 5 s of
+a change: a watcher started after an onset still sees the drift, without its deviation until
+the next onset (only the event carries that).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("status", "summary", "event")
+
+
+@dataclass(frozen=True)
+class ActiveDrift:
+    cause: str
+    since_ts: float  # the estimated start the onset gave (else the onset's time)
+    deviation_pct: float | None
+    stage: str | None
+
+
+@dataclass
+class RackState:
+    rack: str
+    state: str = ""  # online / offline (from the retained status)
+    offline_reason: str = ""
+    stage: str | None = None
+    job: str | None = None
+    facility_w: float | None = None
+    expected_w: float | None = None
+    warm: bool = False
+    held: tuple[str, ...] = ()
+    spool_pending: int | None = None
+    devices_down: tuple[str, ...] = ()
+    summary_ts: float | None = None  # the agent's clock
+    last_seen: float = math.nan  # when the watcher last received anything from it (its own clock)
+    drifts: dict[str, ActiveDrift] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RackRow:
+    """One line of the table; ``as_json`` is what ``--json`` prints."""
+
+    rack: str
+    state: str
+    stage: str | None
+    facility_kw: float | None
+    expected_kw: float | None
+    deviation_pct: float | None
+    drifts: tuple[ActiveDrift, ...]
+    held: tuple[str, ...]
+    spool_pending: int | None
+    devices_down: tuple[str, ...]
+    last_seen_s: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "rack": self.rack,
+            "state": self.state,
+            "stage": self.stage,
+            "facility_kw": self.facility_kw,
+            "expected_kw": self.expected_kw,
+            "deviation_pct": self.deviation_pct,
+            "drifts": [
+                {"cause": d.cause, "since": d.since_ts, "deviation_pct": d.deviation_pct, "stage": d.stage}
+                for d in self.drifts
+            ],
+            "held": list(self.held),
+            "spool_pending": self.spool_pending,
+            "devices_down": list(self.devices_down),
+            "last_seen_s": self.last_seen_s,
+        }
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _from_status(d: dict[str, Any], seen: ActiveDrift | None) -> ActiveDrift:
+    """A drift the status lists; its deviation only an onset event carries (kept if one was seen)."""
+    since = _num(d.get("since")) or _num(d.get("onset")) or math.nan
+    stage = d.get("stage") if isinstance(d.get("stage"), str) else None
+    return ActiveDrift(str(d["cause"]), since, seen.deviation_pct if seen else None, stage)
+
+
+def _sum(*values: Any) -> float | None:
+    nums = [_num(v) for v in values]
+    return None if any(n is None for n in nums) else sum(n for n in nums if n is not None)
+
+
+class SiteBoard:
+    """Every rack seen under one site; ``ignored`` counts messages that were not readable."""
+
+    def __init__(self, topic_root: str, site: str) -> None:
+        self.prefix = f"{topic_root.rstrip('/')}/{site}/"
+        self.racks: dict[str, RackState] = {}
+        self.ignored = 0
+
+    def receive(self, topic: str, payload: bytes, received_ts: float) -> bool:
+        """Take one message; False (and counted) when it is not one this board reads."""
+        if not topic.startswith(self.prefix):
+            return False
+        rack, _, kind = topic[len(self.prefix) :].partition("/")
+        if not rack or kind not in KINDS:
+            return False
+        try:
+            body = json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            self.ignored += 1
+            return False
+        state = self.racks.setdefault(rack, RackState(rack))
+        state.last_seen = received_ts
+        getattr(self, f"_{kind}")(state, body)
+        return True
+
+    @staticmethod
+    def _status(state: RackState, body: dict[str, Any]) -> None:
+        state.state = str(body.get("state") or "")
+        state.offline_reason = str(body.get("reason") or "") if state.state == "offline" else ""
+        spool = body.get("spool")
+        if isinstance(spool, dict) and isinstance(spool.get("pending"), int):
+            state.spool_pending = int(spool["pending"])
+        drifts = body.get("drifts")
+        if state.state == "online" and isinstance(drifts, list):  # the agent's own list: it wins
+            state.drifts = {
+                str(d["cause"]): _from_status(d, state.drifts.get(str(d["cause"])))
+                for d in drifts
+                if isinstance(d, dict) and d.get("cause")
+            }
+        devices = body.get("devices")
+        if isinstance(devices, dict):
+            state.devices_down = tuple(
+                sorted(d for d, h in devices.items() if isinstance(h, dict) and not h.get("ok", True))
+            )
+
+    @staticmethod
+    def _summary(state: RackState, body: dict[str, Any]) -> None:
+        p = _dict(body.get("power_w"))
+        state.facility_w = _sum(p.get("it"), p.get("cooling"))
+        state.expected_w = _sum(p.get("it_expected"), p.get("cooling_expected"))
+        state.stage = body.get("stage") if isinstance(body.get("stage"), str) else None
+        state.job = body.get("job") if isinstance(body.get("job"), str) else None
+        state.warm = bool(body.get("warm"))
+        held = body.get("held")
+        state.held = tuple(str(h) for h in held) if isinstance(held, list) else ()
+        state.summary_ts = _num(body.get("ts"))
+        if not state.state:
+            state.state = "online"  # a summary before any status: it is publishing
+
+    @staticmethod
+    def _event(state: RackState, body: dict[str, Any]) -> None:
+        if body.get("kind") != "drift":
+            return
+        cause = str(body.get("cause") or "unknown")
+        if body.get("state") == "cleared":
+            state.drifts.pop(cause, None)
+            return
+        if body.get("state") != "onset":
+            return
+        detail = _dict(body.get("detail"))
+        since = _num(detail.get("since")) or _num(body.get("ts")) or math.nan
+        stage = body.get("stage") if isinstance(body.get("stage"), str) else None
+        state.drifts[cause] = ActiveDrift(cause, since, _num(body.get("deviation_pct")), stage)
+
+    def rows(self, now: float) -> list[RackRow]:
+        """One row per rack, by rack name (``table.sort_rows`` orders them otherwise)."""
+        out = []
+        for rack in sorted(self.racks):
+            s = self.racks[rack]
+            dev = None
+            if s.facility_w is not None and s.expected_w:
+                dev = round(100.0 * (s.facility_w / s.expected_w - 1.0), 1)
+            out.append(
+                RackRow(
+                    rack=rack,
+                    state=s.state + (f" ({s.offline_reason})" if s.offline_reason else ""),
+                    stage=s.stage,
+                    facility_kw=round(s.facility_w / 1000.0, 2) if s.facility_w is not None else None,
+                    expected_kw=round(s.expected_w / 1000.0, 2) if s.expected_w is not None else None,
+                    deviation_pct=dev,
+                    drifts=tuple(sorted(s.drifts.values(), key=lambda d: d.since_ts)),
+                    held=s.held,
+                    spool_pending=s.spool_pending,
+                    devices_down=s.devices_down,
+                    last_seen_s=round(max(0.0, now - s.last_seen), 1) if math.isfinite(s.last_seen) else None,
+                )
+            )
+        return out

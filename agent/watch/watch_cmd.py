@@ -1,0 +1,182 @@
+"""``rackwatt watch``: every rack of a site, live, from the site broker's MQTT topics.
+
+Subscribes to ``<root>/<site>/+/status``, ``.../summary`` and ``.../event`` (docs/mqtt.md) as a
+read-only client and shows one row per rack: stage, facility kW against the expectation, the
+deviation, active drifts and since when, the spool backlog, when it was last heard from. On a
+terminal the table is redrawn in place; otherwise a plain line per rack whenever its row
+changes; ``--json`` prints the whole table as one JSON line per refresh, for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.live.demo_cmd import _host_port, _positive, interactive_terminal
+from agent.watch.board import KINDS, SiteBoard
+from agent.watch.table import SORT_KEYS, change_key, json_line, plain_line, sort_rows, table_lines
+
+DEFAULT_INTERVAL_S = 2.0  # a summary comes every 2 min (or a window close): faster redraws add nothing
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site", required=True, help="the site whose racks to show")
+    parser.add_argument(
+        "--mqtt",
+        type=_host_port,
+        metavar="HOST:PORT",
+        default=_host_port("localhost:1883"),
+        help="the site broker (default localhost:1883)",
+    )
+    parser.add_argument("--topic-root", default="rackwatt/v1", help="[mqtt] topic_root of the agents")
+    parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
+    parser.add_argument("--username", help="broker user name")
+    parser.add_argument("--password-file", type=Path, help="file holding the broker password")
+    parser.add_argument(
+        "--sort",
+        choices=sorted(SORT_KEYS),
+        default="rack",
+        help="row order: rack (default), deviation, drift, power or seen (longest silent first)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=_positive,
+        default=DEFAULT_INTERVAL_S,
+        metavar="S",
+        help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON line with every rack per refresh")
+    parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+    parser.add_argument("--duration", type=_positive, metavar="S", help="stop after S seconds")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print once, one refresh interval after connecting (retained status arrives), and exit",
+    )
+
+
+class Feed:
+    """A read-only MQTT client; messages land in a thread-safe queue for the main loop."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.client import CallbackAPIVersion
+
+        self.messages: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
+        self.note = "connecting"
+        self.connected = False
+        root = f"{args.topic_root.rstrip('/')}/{args.site}"
+        self._filters = [(f"{root}/+/{kind}", 1) for kind in KINDS]
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311, clean_session=True
+        )
+        self.client.suppress_exceptions = True
+        if args.username:
+            password = None
+            if args.password_file:
+                try:
+                    password = args.password_file.read_text().strip()
+                except OSError as exc:
+                    raise OSError(
+                        f"cannot read --password-file {args.password_file}: {exc.strerror}"
+                    ) from None
+            self.client.username_pw_set(args.username, password)
+        if args.ca_file:
+            self.client.tls_set(ca_certs=str(args.ca_file))
+        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_connect_fail = self._on_connect_fail
+        self.client.on_message = self._on_message
+        self.endpoint = f"{args.mqtt.host}:{args.mqtt.port}"
+        self.client.connect_async(args.mqtt.host, args.mqtt.port, keepalive=30)
+        self.client.loop_start()
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self.note = f"broker refused the login: {reason} (check --username/--password-file)"
+            return
+        self.note, self.connected = "connected", True
+        client.subscribe(self._filters)
+
+    def _on_connect_fail(self, client: Any, userdata: Any) -> None:
+        self.note = "cannot reach the broker; retrying"
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self.note, self.connected = f"disconnected ({reason}); reconnecting", False
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        self.messages.put((msg.topic, msg.payload, time.time()))
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        feed = Feed(args)
+    except OSError as exc:  # a password or CA file that cannot be read
+        print(f"rackwatt watch: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _loop(args, feed, sys.stdout)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        feed.close()
+
+
+def _loop(args: argparse.Namespace, feed: Feed, out: TextIO) -> int:
+    from agent.live.demo.view import AnsiScreen
+
+    board = SiteBoard(args.topic_root, args.site)
+    screen = AnsiScreen(out) if interactive_terminal() and not (args.plain or args.json) else None
+    printed: dict[str, Any] = {}
+    started = time.monotonic()
+    next_refresh = started + args.interval
+    try:
+        while True:
+            timeout = max(0.0, next_refresh - time.monotonic())
+            try:
+                topic, payload, received = feed.messages.get(timeout=timeout)
+                board.receive(topic, payload, received)
+                continue
+            except queue.Empty:
+                pass
+            next_refresh = time.monotonic() + args.interval
+            now = time.time()
+            rows = sort_rows(board.rows(now), args.sort)
+            if args.json:
+                out.write(json_line(args.site, rows, now) + "\n")
+            elif screen is not None:
+                header = (
+                    f"rackwatt watch — site {args.site} on {feed.endpoint} ({feed.note}); "
+                    f"{len(rows)} rack(s), sorted by {args.sort}; "
+                    f"{time.strftime('%H:%M:%SZ', time.gmtime(now))}"
+                )
+                if board.ignored:
+                    header += f"; {board.ignored} unreadable message(s) ignored"
+                screen.draw(table_lines(rows, header))
+            else:
+                for row in rows:
+                    key = change_key(row)
+                    if printed.get(row.rack) != key or args.once:
+                        printed[row.rack] = key
+                        out.write(plain_line(row, now) + "\n")
+                if not rows and args.once:
+                    out.write(
+                        f"rackwatt watch: no rack of site {args.site} seen on {feed.endpoint} ({feed.note})\n"
+                    )
+            out.flush()
+            if args.once:
+                return 0 if feed.connected else 1
+            if args.duration is not None and time.monotonic() - started >= args.duration:
+                return 0
+    finally:
+        if screen is not None:
+            screen.close()
