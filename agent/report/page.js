@@ -194,6 +194,16 @@
     legend(s, [{ label: "measured min–max envelope", colour: "rgba(96,125,139,0.4)" }, DRIFT_LEGEND,
       { label: "▲▼ clipped glitch", colour: "#d32f2f" }]);
 
+    // The step in the operator's terms: how far measured is from what the baseline expects, per window.
+    const sd = section("Deviation from the expectation",
+      "(measured − expected) / expected facility energy per window, in %: a drift shows as a step at its start. Large values in the first hours: the baseline is still warming up.");
+    const da = D.deviation_axis;
+    plot(sd, { height: 200, scales: { x: { time: true }, y: da ? { range: [da.min, da.max] } : {} },
+      hooks: { draw: [driftOverlay] },
+      axes: [timeAxis(), { label: "deviation (%)" }],
+      series: [timeSeries(), { label: "facility deviation", stroke: "#6a1b9a", width: 1.5, paths: stepped(), value: (u, v) => fmt(v, 2) + " %" }],
+    }, [w.x, w.deviation_pct]);
+
     const s2 = section("IT and cooling", "Window means: PDU power (IT, left axis) and the rack's share of cooling power (right axis); solid measured, dashed expected.");
     const kwAxis = (label, extra) => Object.assign({ label: label, values: (u, v) => v.map((x) => (x / 1000).toFixed(1)) }, extra);
     plot(s2, { scales: { x: { time: true } }, hooks: { draw: [driftOverlay] }, series: [timeSeries(),

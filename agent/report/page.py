@@ -53,19 +53,29 @@ def page_title(data: ReportData, fallback: str) -> str:
     return f"rackwatt report: {fallback}"
 
 
-def robust_range(series: list[np.ndarray], x: list[np.ndarray]) -> dict[str, Any] | None:
+def robust_range(
+    series: list[np.ndarray],
+    x: list[np.ndarray],
+    floor: float | None = 0.0,
+    min_margin: float = 1.0,
+    percentiles: tuple[float, float] = AXIS_PERCENTILES,
+) -> dict[str, Any] | None:
     """The power axis from robust percentiles of every plotted value, and the points beyond it.
 
     ``series[i]`` is drawn at ``x[i]``; returns ``min``/``max`` of the axis and, for the values
-    outside it, their times and the extreme value, so the page can mark them as clipped.
+    outside it, their times and the extreme value, so the page can mark them as clipped. The axis
+    does not go below ``floor`` (power: 0 W) unless the data does; ``min_margin`` is in the
+    data's unit (1 W; 0.5 % for a deviation, so a flat line is not drawn on the frame).
     """
     finite = [v[np.isfinite(v)] for v in series]
     values = np.concatenate(finite) if finite else np.array([])
     if values.size == 0:
         return None
-    low, high = (float(v) for v in np.percentile(values, AXIS_PERCENTILES))
-    margin = max(AXIS_MARGIN * (high - low), 0.01 * abs(high), 1.0)
-    axis_min, axis_max = max(0.0, low - margin) if low >= 0 else low - margin, high + margin
+    low, high = (float(v) for v in np.percentile(values, percentiles))
+    margin = max(AXIS_MARGIN * (high - low), 0.01 * abs(high), min_margin)
+    axis_min, axis_max = low - margin, high + margin
+    if floor is not None and low >= floor:
+        axis_min = max(floor, axis_min)
     above: set[float] = set()
     below: set[float] = set()
     for values_i, x_i in zip(series, x, strict=True):
@@ -134,6 +144,15 @@ def _kwh_to_mean_w(
             out.append(None)
         else:
             out.append(value * 3.6e6 / (t1 - t0))
+    return out
+
+
+def _deviation_pct(measured: list[float | None], expected: list[float | None]) -> list[float | None]:
+    """(measured − expected) / expected per window, in %: a drift's step in the operator's terms
+    ("x % above what the baseline expects"), readable where stage swings hide it in kW."""
+    out: list[float | None] = []
+    for m, e in zip(measured, expected, strict=True):
+        out.append(None if m is None or e is None or e <= 0 else 100.0 * (m - e) / e)
     return out
 
 
@@ -218,6 +237,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "it_predicted_w": _kwh_to_mean_w(w["it_predicted_kwh"], w["start"], w["end"]),
             "cooling_measured_w": _kwh_to_mean_w(w["cooling_measured_kwh"], w["start"], w["end"]),
             "cooling_predicted_w": _kwh_to_mean_w(w["cooling_predicted_kwh"], w["start"], w["end"]),
+            "deviation_pct": _deviation_pct(w["measured_kwh"], w["predicted_kwh"]),
         },
         "envelope": None
         if data.trace is None
@@ -228,6 +248,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "mean": data.trace.facility_mean_w,
         },
         "power_axis": _power_axis(data),
+        "deviation_axis": _deviation_axis(w),
         "drifts": drift_periods(data.events, data.axis.end),
         "playbook": playbook_sections(sorted({str(e.get("cause")) for e in data.events})),
         "definitions": {"non_compute": NON_COMPUTE_DEFINITION},
@@ -267,15 +288,34 @@ def build_payload(data: ReportData) -> dict[str, Any]:
 
 def _power_axis(data: ReportData) -> dict[str, Any] | None:
     w = data.windows
-    starts = np.array([np.nan if v is None else v for v in w["start"]], dtype=float)
-    series = [_kwh_to_mean_w(w[key], w["start"], w["end"]) for key in ("measured_kwh", "predicted_kwh")]
-    values = [np.array([np.nan if v is None else v for v in s], dtype=float) for s in series]
+    starts = _floats(w["start"])
+    values = [_floats(_kwh_to_mean_w(w[k], w["start"], w["end"])) for k in ("measured_kwh", "predicted_kwh")]
     xs = [starts, starts]
     if data.trace is not None:
         centres = data.axis.centers()
         values += [data.trace.facility_max_w, data.trace.facility_min_w]
         xs += [centres, centres]
     return robust_range(values, xs)
+
+
+# The deviation axis always spans at least ±1 %: the baseline's usual window error (P95 ~1 %,
+# docs/engine.md) must not be zoomed up to look like a step. It is not clipped: a window mean
+# already dilutes a one-sample glitch (50 kW for 1 s of 900 s moves it by ~0.2 %), and with a
+# few hundred windows a percentile would cut off the very step being looked for.
+DEVIATION_AXIS_MIN_PCT = 1.0
+
+
+def _floats(values: list[float | None]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
+    deviation = _floats(_deviation_pct(w["measured_kwh"], w["predicted_kwh"]))
+    axis = robust_range([deviation], [_floats(w["start"])], floor=None, min_margin=0.5, percentiles=(0, 100))
+    if axis is not None:
+        axis["min"] = min(axis["min"], -DEVIATION_AXIS_MIN_PCT)
+        axis["max"] = max(axis["max"], DEVIATION_AXIS_MIN_PCT)
+    return axis
 
 
 def render_page(data: ReportData, title: str) -> str:

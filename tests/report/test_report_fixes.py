@@ -132,7 +132,7 @@ def test_rendered_page_utc_axes_grouped_legends_labels_and_anchors(
     synthetic_report(tmp_path / "r.jsonl", hours=30)
     rendered = chromium.dump_dom(render_html(tmp_path / "r.jsonl", None, tmp_path / "r.html"))
     dom = rendered.dom
-    assert 'data-charts="5"' in dom, rendered.log[-3000:]
+    assert 'data-charts="6"' in dom, rendered.log[-3000:]
     labels = dict(re.findall(r'aria-label="([^";]+); ([^"]*)"', dom))
     power = labels["Facility power: measured vs the baseline's expectation"]
     assert "x: time (UTC)" in power and "y: facility power (kW)" in power
@@ -149,3 +149,19 @@ def test_rendered_page_utc_axes_grouped_legends_labels_and_anchors(
         assert target.startswith("#") and f'id="{target[1:]}"' in dom, target
     assert 'id="playbook-cooling"' in dom and "Check first" in dom
     assert "<dt>non-compute energy</dt>" in dom
+
+
+def test_deviation_shows_the_step_unclipped(tmp_path: Path) -> None:
+    synthetic_report(tmp_path / "r.jsonl", hours=10)
+
+    def step(obj: dict) -> dict:  # type: ignore[type-arg]
+        late = obj["type"] == "window" and obj["start"] > 1_764_000_000 + 5 * 3600
+        if late and obj["predicted_kwh"] is not None:
+            obj["measured_kwh"] = obj["predicted_kwh"] * 1.06
+        return obj
+
+    _rewrite(tmp_path / "r.jsonl", step)
+    payload = build_payload(load_report(tmp_path / "r.jsonl"))
+    deviation = [v for v in payload["windows"]["deviation_pct"] if v is not None]
+    assert max(deviation) == pytest.approx(6.0, abs=1e-3)
+    assert payload["deviation_axis"]["max"] > 6.0 and payload["deviation_axis"]["min"] <= -1.0
