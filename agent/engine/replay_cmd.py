@@ -59,15 +59,12 @@ class Progress:
         self.started = time.monotonic()
         self.last = 0.0
         self.rows = 0
-        self.first_ts = math.nan
         self.last_ts = math.nan
 
     def update(self, rows: int, ts: float, pos: int | None) -> None:
         self.rows = rows
         if math.isfinite(ts):
             self.last_ts = ts
-            if not math.isfinite(self.first_ts):
-                self.first_ts = ts
         now = time.monotonic()
         if not self.enabled or now - self.last < self.REDRAW_S:
             return
@@ -84,8 +81,8 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
         elif finished:
-            span = f" ({_utc(self.first_ts)} → {_utc(self.last_ts)})" if math.isfinite(self.first_ts) else ""
-            self.stream.write(f"rackwatt replay: {self.rows:,} rows{span} in {_duration(elapsed)}\n")
+            until = f" up to {_utc(self.last_ts)}" if math.isfinite(self.last_ts) else ""
+            self.stream.write(f"rackwatt replay: {self.rows:,} rows{until} in {_duration(elapsed)}\n")
         self.stream.flush()
 
 
