@@ -2,8 +2,9 @@
 
 Streams the trace chunk by chunk (files larger than memory are fine) through the same
 ``Engine.process`` the live agent calls every tick, and writes the report records as JSON Lines
-(docs/spec/report-format.md) as they are produced. A progress line is drawn on stderr only when
-stderr is a terminal. ``--state-in``/``--state-out`` continue from / keep what was learned.
+(docs/spec/report-format.md) as they are produced. Progress goes to stderr: percent and ETA on a
+terminal, one summary line at the end otherwise. ``--state-in``/``--state-out`` continue from /
+keep what was learned.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def clean_json(obj: Any) -> Any:
 
 
 class Progress:
-    """A one-line progress indicator on stderr, drawn only when stderr is a terminal."""
+    """Replay progress on stderr: on a terminal, a line redrawn in place with percent and ETA;
+    otherwise (a log, a pipe) nothing until one summary line at the end, so logs stay short."""
+
+    REDRAW_S = 0.2  # redraw at most 5×/s: fast enough to look live, cheap next to the replay
 
     def __init__(self, stream: TextIO, total_bytes: int) -> None:
         self.stream = stream
@@ -54,21 +58,44 @@ class Progress:
         self.total = max(total_bytes, 1)
         self.started = time.monotonic()
         self.last = 0.0
+        self.rows = 0
+        self.last_ts = math.nan
 
     def update(self, rows: int, ts: float, pos: int | None) -> None:
+        self.rows = rows
+        if math.isfinite(ts):
+            self.last_ts = ts
         now = time.monotonic()
-        if not self.enabled or now - self.last < 0.2:
+        if not self.enabled or now - self.last < self.REDRAW_S:
             return
         self.last = now
-        pct = f"{100.0 * pos / self.total:5.1f} % " if pos is not None else ""
-        stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if math.isfinite(ts) else ""
-        self.stream.write(f"\r{pct}{rows:,} rows  {stamp}  {now - self.started:5.1f} s ")
+        elapsed = now - self.started
+        done = min(pos / self.total, 1.0) if pos is not None else None
+        pct = f"{100.0 * done:5.1f} %  " if done is not None else ""
+        eta = f"  ETA {_duration(elapsed * (1.0 - done) / done)}" if done else ""
+        self.stream.write(f"\r{pct}{rows:,} rows  {_utc(ts)}  {_duration(elapsed)}{eta}   ")
         self.stream.flush()
 
-    def done(self) -> None:
+    def done(self, finished: bool = True) -> None:
+        elapsed = time.monotonic() - self.started
         if self.enabled:
             self.stream.write("\n")
-            self.stream.flush()
+        elif finished:
+            until = f" up to {_utc(self.last_ts)}" if math.isfinite(self.last_ts) else ""
+            self.stream.write(f"rackwatt replay: {self.rows:,} rows{until} in {_duration(elapsed)}\n")
+        self.stream.flush()
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts)) if math.isfinite(ts) else ""
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
 
 
 def _engine_config(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -138,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             _write(out, engine.finish())
         tmp.replace(args.report)
     except (OSError, ValueError) as exc:
-        progress.done()
+        progress.done(finished=False)
         tmp.unlink(missing_ok=True)  # never leave half a report behind
         print(f"rackwatt replay: {exc}", file=sys.stderr)
         return 1

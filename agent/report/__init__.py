@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.report.data import ReportInputError, load_report, load_trace_series
-from agent.report.page import render_page
+from agent.report.page import page_title, render_page
 
 __all__ = ["ReportInputError", "render_html"]
 
@@ -15,7 +15,7 @@ def render_html(report_path: Path, trace_path: Path | None, out_path: Path, titl
     data = load_report(Path(report_path))
     if trace_path is not None:
         data.trace = load_trace_series(Path(trace_path), data)
-    page = render_page(data, title or f"rackwatt report: {Path(report_path).name}")
+    page = render_page(data, title or page_title(data, Path(report_path).name))
     out_path = Path(out_path)
     tmp = out_path.with_name(out_path.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")

@@ -152,6 +152,7 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
     summary_step = max(1, summary_count // max_baseline_points)
     last_summary: dict[str, Any] | None = None
     summary_index = 0
+    meta: dict[str, str] = {}
     off_counts: dict[str, tuple[str, int]] = {}
     for _, obj in iter_report(path):
         kind = obj["type"]
@@ -180,6 +181,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
         elif kind == "summary":
             payload = obj.get("payload") or {}
             last_summary = payload
+            if not meta:
+                meta = _site_rack(obj)
             _count_off(off_counts, payload)
             if summary_index % summary_step == 0:
                 for name, (level, low, high) in _stage_levels(payload).items():
@@ -192,8 +195,21 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
     detections_off = {name: (why, n / max(summary_index, 1)) for name, (why, n) in off_counts.items()}
     return ReportData(
         axis, stages, stage_time[:, : len(stages)], inferred_time, windows, events, baselines, last_summary,
-        detections_off,
+        detections_off, meta,
     )
+
+
+def _site_rack(summary: dict[str, Any]) -> dict[str, str]:
+    """Site and rack of a summary line: its payload's fields (summary.schema.json), else the
+    topic's ``<root>/<site>/<rack>/summary`` (docs/mqtt.md)."""
+    payload = summary.get("payload") or {}
+    site, rack = payload.get("site"), payload.get("rack")
+    if isinstance(site, str) and isinstance(rack, str) and site and rack:
+        return {"site": site, "rack": rack}
+    parts = str(summary.get("topic") or "").split("/")
+    if len(parts) >= 3 and parts[-1] == "summary" and parts[-3] and parts[-2]:
+        return {"site": parts[-3], "rack": parts[-2]}
+    return {}
 
 
 def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> None:
@@ -263,6 +279,8 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
     first_day = {"facility_j": 0.0, "gpu_j": 0.0}
     holder = FacilityHold()
     reader = open_trace(trace_path)
+    if not data.meta:  # a report without summaries: the trace's metadata names the rack
+        data.meta = {"site": reader.meta.site, "rack": reader.meta.rack}
     shares = dict(reader.meta.crac_shares)
     for chunk in reader:
         facility_w = holder.facility_power(chunk, shares)

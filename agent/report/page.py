@@ -16,6 +16,7 @@ import numpy as np
 
 from agent import __version__
 from agent.report.data import NON_COMPUTE_STAGES, ReportData, dominant_stages, window_errors
+from agent.report.playbook import playbook_sections
 
 STAGE_COLOURS = {
     "idle": "#9e9e9e",
@@ -26,6 +27,93 @@ STAGE_COLOURS = {
     "eval": "#00acc1",
 }
 EXTRA_COLOURS = ["#e64a19", "#6d4c41", "#5c6bc0", "#c0ca33", "#d81b60", "#00897b", "#546e7a", "#fb8c00"]
+
+
+# Robust power axis. A glitch (one wrong sample, a device's bad reading) fills one time bucket of
+# ~3000; a real change (a stage, a fault step) lasts far longer than 0.5 % of the run (15 min of
+# 2 days). Scaling on the 0.5th-99.5th percentiles of the plotted buckets therefore ignores up to
+# 15 glitch buckets while keeping every lasting level in view; what lies beyond is clipped and
+# marked. The margin keeps the extreme kept values off the frame.
+AXIS_PERCENTILES = (0.5, 99.5)
+AXIS_MARGIN = 0.08  # of the kept span, each side
+
+NON_COMPUTE_DEFINITION = (
+    "Non-compute energy: the share of the facility energy (PDU power plus the rack's share of "
+    "cooling power) spent while the rack was in a stage that does no training computation: "
+    + ", ".join(NON_COMPUTE_STAGES)
+    + "."
+)
+
+
+def page_title(data: ReportData, fallback: str) -> str:
+    """``site / rack`` from the summaries or the trace metadata; the file name only if neither says."""
+    site, rack = data.meta.get("site"), data.meta.get("rack")
+    if site and rack:
+        return f"rackwatt report: {site} / {rack}"
+    return f"rackwatt report: {fallback}"
+
+
+def robust_range(
+    series: list[np.ndarray],
+    x: list[np.ndarray],
+    floor: float | None = 0.0,
+    min_margin: float = 1.0,
+    percentiles: tuple[float, float] = AXIS_PERCENTILES,
+) -> dict[str, Any] | None:
+    """The power axis from robust percentiles of every plotted value, and the points beyond it.
+
+    ``series[i]`` is drawn at ``x[i]``; returns ``min``/``max`` of the axis and, for the values
+    outside it, their times and the extreme value, so the page can mark them as clipped. The axis
+    does not go below ``floor`` (power: 0 W) unless the data does; ``min_margin`` is in the
+    data's unit (1 W; 0.5 % for a deviation, so a flat line is not drawn on the frame).
+    """
+    finite = [v[np.isfinite(v)] for v in series]
+    values = np.concatenate(finite) if finite else np.array([])
+    if values.size == 0:
+        return None
+    low, high = (float(v) for v in np.percentile(values, percentiles))
+    margin = max(AXIS_MARGIN * (high - low), 0.01 * abs(high), min_margin)
+    axis_min, axis_max = low - margin, high + margin
+    if floor is not None and low >= floor:
+        axis_min = max(floor, axis_min)
+    above: set[float] = set()
+    below: set[float] = set()
+    for values_i, x_i in zip(series, x, strict=True):
+        with np.errstate(invalid="ignore"):
+            above.update(float(t) for t in x_i[values_i > axis_max])
+            below.update(float(t) for t in x_i[values_i < axis_min])
+    return {
+        "min": axis_min,
+        "max": axis_max,
+        "clipped_above": sorted(above),
+        "clipped_below": sorted(below),
+        "peak": float(values.max()),
+        "trough": float(values.min()),
+    }
+
+
+def drift_periods(events: list[dict[str, Any]], end: float) -> list[dict[str, Any]]:
+    """Each onset as a period: from its estimated start (``detail.since``, where the evidence
+    began; the onset's time is only when it was confirmed) to its ``cleared`` event, or to the
+    end of the report while still active."""
+    periods: list[dict[str, Any]] = []
+    open_by_cause: dict[str, dict[str, Any]] = {}
+    for event in sorted(events, key=lambda e: float(e.get("ts") or 0.0)):
+        ts, cause = event.get("ts"), str(event.get("cause"))
+        if not isinstance(ts, int | float):
+            continue
+        detail = event.get("detail") or {}
+        if event.get("state") == "onset":
+            since = detail.get("since")
+            start = float(since) if isinstance(since, int | float) and since <= ts else float(ts)
+            period = {"cause": cause, "stage": event.get("stage"), "start": start, "confirmed": float(ts),
+                      "end": end, "active": True, "deviation_pct": event.get("deviation_pct")}
+            periods.append(period)
+            open_by_cause[cause] = period
+        elif event.get("state") == "cleared" and cause in open_by_cause:
+            period = open_by_cause.pop(cause)
+            period["end"], period["active"] = max(float(ts), period["start"]), False
+    return periods
 
 
 def _vendor(name: str) -> str:
@@ -56,6 +144,15 @@ def _kwh_to_mean_w(
             out.append(None)
         else:
             out.append(value * 3.6e6 / (t1 - t0))
+    return out
+
+
+def _deviation_pct(measured: list[float | None], expected: list[float | None]) -> list[float | None]:
+    """(measured − expected) / expected per window, in %: a drift's step in the operator's terms
+    ("x % above what the baseline expects"), readable where stage swings hide it in kW."""
+    out: list[float | None] = []
+    for m, e in zip(measured, expected, strict=True):
+        out.append(None if m is None or e is None or e <= 0 else 100.0 * (m - e) / e)
     return out
 
 
@@ -140,6 +237,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "it_predicted_w": _kwh_to_mean_w(w["it_predicted_kwh"], w["start"], w["end"]),
             "cooling_measured_w": _kwh_to_mean_w(w["cooling_measured_kwh"], w["start"], w["end"]),
             "cooling_predicted_w": _kwh_to_mean_w(w["cooling_predicted_kwh"], w["start"], w["end"]),
+            "deviation_pct": _deviation_pct(w["measured_kwh"], w["predicted_kwh"]),
         },
         "envelope": None
         if data.trace is None
@@ -149,6 +247,11 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "max": data.trace.facility_max_w,
             "mean": data.trace.facility_mean_w,
         },
+        "power_axis": _power_axis(data),
+        "deviation_axis": _deviation_axis(w),
+        "drifts": drift_periods(data.events, data.axis.end),
+        "playbook": playbook_sections(sorted({str(e.get("cause")) for e in data.events})),
+        "definitions": {"non_compute": NON_COMPUTE_DEFINITION},
         "baselines": data.baselines,
         "errors": {
             "edges": edges,
@@ -166,7 +269,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
                 "stage": e.get("stage"),
                 "deviation_pct": e.get("deviation_pct"),
                 "explanation": (e.get("detail") or {}).get("explanation", ""),
-                "playbook": (e.get("detail") or {}).get("playbook", f"drift-playbook.md#{e.get('cause')}"),
+                "since": (e.get("detail") or {}).get("since"),
             }
             for e in data.events
         ],
@@ -181,6 +284,38 @@ def build_payload(data: ReportData) -> dict[str, Any]:
         },
     }
     return _clean(payload)
+
+
+def _power_axis(data: ReportData) -> dict[str, Any] | None:
+    w = data.windows
+    starts = _floats(w["start"])
+    values = [_floats(_kwh_to_mean_w(w[k], w["start"], w["end"])) for k in ("measured_kwh", "predicted_kwh")]
+    xs = [starts, starts]
+    if data.trace is not None:
+        centres = data.axis.centers()
+        values += [data.trace.facility_max_w, data.trace.facility_min_w]
+        xs += [centres, centres]
+    return robust_range(values, xs)
+
+
+# The deviation axis always spans at least ±1 %: the baseline's usual window error (P95 ~1 %,
+# docs/engine.md) must not be zoomed up to look like a step. It is not clipped: a window mean
+# already dilutes a one-sample glitch (50 kW for 1 s of 900 s moves it by ~0.2 %), and with a
+# few hundred windows a percentile would cut off the very step being looked for.
+DEVIATION_AXIS_MIN_PCT = 1.0
+
+
+def _floats(values: list[float | None]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
+    deviation = _floats(_deviation_pct(w["measured_kwh"], w["predicted_kwh"]))
+    axis = robust_range([deviation], [_floats(w["start"])], floor=None, min_margin=0.5, percentiles=(0, 100))
+    if axis is not None:
+        axis["min"] = min(axis["min"], -DEVIATION_AXIS_MIN_PCT)
+        axis["max"] = max(axis["max"], DEVIATION_AXIS_MIN_PCT)
+    return axis
 
 
 def render_page(data: ReportData, title: str) -> str:

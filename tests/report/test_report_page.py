@@ -92,9 +92,10 @@ def synthetic_report(
 def test_page_is_self_contained(tmp_path: Path) -> None:
     synthetic_report(tmp_path / "r.jsonl")
     page = render_html(tmp_path / "r.jsonl", None, tmp_path / "r.html").read_text()
-    # No external resource of any kind: every src/href is inline or a relative playbook link.
+    # No external resource of any kind: every src is inline, every href an anchor in the page.
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "@import" not in page and "fetch(" not in page.split("uPlot")[-1]
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', page.split("rackwatt-data")[0]))
     assert page.count("<script") == 3  # uPlot, the data, the page script
     # A hostile explanation cannot break out of the data script element.
     assert "</script> </script>" not in page
@@ -120,7 +121,7 @@ def test_page_renders_in_chromium_without_errors(tmp_path: Path, chromium) -> No
     synthetic_report(tmp_path / "r.jsonl")
     page = render_html(tmp_path / "r.jsonl", None, tmp_path / "r.html")
     rendered = chromium.dump_dom(page)
-    assert 'data-charts="5"' in rendered.dom, rendered.log[-3000:]
+    assert 'data-charts="6"' in rendered.dom, rendered.log[-3000:]
     assert rendered.dom.count("<canvas") >= 5
     console_errors = [
         line
@@ -162,7 +163,7 @@ def test_replay_html_shortcut_on_a_twin_trace(tmp_path: Path, chromium) -> None:
     envelope_min = [v for v in payload["envelope"]["min"] if v is not None]
     assert envelope_max and min(envelope_max) >= max(0.0, min(envelope_min))
     rendered = chromium.dump_dom(page)
-    assert 'data-charts="5"' in rendered.dom, rendered.log[-3000:]
+    assert 'data-charts="6"' in rendered.dom, rendered.log[-3000:]
 
 
 @pytest.mark.slow

@@ -1,0 +1,95 @@
+"""The drift playbook's per-cause sections, as HTML to embed in the report page.
+
+Why embedded: a report is mailed, archived and opened far from the repository, so a link to
+``docs/drift-playbook.md`` is dead next to it. The playbook ships as package data
+(``agent/report/drift-playbook.md``, a copy of ``docs/drift-playbook.md`` that a test keeps
+identical) and each event's cause gets its section inlined. Only the little Markdown the
+playbook uses is rendered (paragraphs, numbered and bulleted lists, bold, code); links become
+their text, since their targets are not in the page.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from importlib import resources
+
+PLAYBOOK_RESOURCE = "drift-playbook.md"
+
+
+def playbook_text() -> str:
+    return resources.files("agent.report").joinpath(PLAYBOOK_RESOURCE).read_text(encoding="utf-8")
+
+
+def sections_by_heading(markdown: str) -> dict[str, str]:
+    """``## name`` → the Markdown body under it (up to the next ``##``)."""
+    sections: dict[str, str] = {}
+    current: str | None = None
+    body: list[str] = []
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            if current is not None:
+                sections[current] = "\n".join(body).strip()
+            current, body = line[3:].strip(), []
+        elif current is not None:
+            body.append(line)
+    if current is not None:
+        sections[current] = "\n".join(body).strip()
+    return sections
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text, quote=False)
+    out = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", out)  # a link's target is not in the page
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def markdown_to_html(markdown: str) -> str:
+    """Paragraphs and lists; a list item's continuation lines are indented."""
+    blocks: list[str] = []
+    paragraph: list[str] = []
+    items: list[str] = []
+    list_tag = ""
+
+    def flush_paragraph() -> None:
+        if paragraph:
+            blocks.append("<p>" + _inline(" ".join(paragraph)) + "</p>")
+            paragraph.clear()
+
+    def flush_list() -> None:
+        nonlocal list_tag
+        if items:
+            listed = "".join(f"<li>{_inline(i)}</li>" for i in items)
+            blocks.append(f"<{list_tag}>{listed}</{list_tag}>")
+            items.clear()
+        list_tag = ""
+
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        numbered = re.match(r"^\d+\.\s+(.*)", line)
+        bullet = re.match(r"^[-*]\s+(.*)", line)
+        if not line:
+            flush_paragraph()
+            flush_list()
+        elif numbered or bullet:
+            flush_paragraph()
+            tag = "ol" if numbered else "ul"
+            if list_tag and list_tag != tag:
+                flush_list()
+            list_tag = tag
+            items.append((numbered or bullet).group(1))  # type: ignore[union-attr]
+        elif items and raw.startswith(" "):
+            items[-1] += " " + line
+        else:
+            flush_list()
+            paragraph.append(line)
+    flush_paragraph()
+    flush_list()
+    return "".join(blocks)
+
+
+def playbook_sections(causes: list[str]) -> dict[str, str]:
+    """HTML of the playbook section for each cause that has one."""
+    sections = sections_by_heading(playbook_text())
+    return {cause: markdown_to_html(sections[cause]) for cause in causes if cause in sections}
