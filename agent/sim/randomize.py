@@ -244,7 +244,10 @@ def random_plan(
         first_idle_min=(2.0, 10.0),
     )
     if family == "single":
-        kind = names[int(rng.integers(len(names)))]
+        # A rack that only serves has no training level to place its power against: seen alone
+        # it is indistinguishable from flat training, so single-job racks train.
+        trainers = [k.name for k in kinds if not k.steady]
+        kind = trainers[int(rng.integers(len(trainers)))]
         return WorkloadPlan(profiles=(kind,), job_h=(2.0, 12.0), idle_gap_min=(2.0, 20.0), **common)  # type: ignore[arg-type]
     return WorkloadPlan(
         profiles=tuple(names),
