@@ -34,10 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.sim.randomize import FAMILIES, REPORT_SEED_BASE, random_scenario  # noqa: E402
-from agent.sim.twin import scenario_truth, simulate  # noqa: E402
-from agent.stages.infer import StageInferrer  # noqa: E402
-from agent.trace.model import CANONICAL_STAGES, TraceChunk  # noqa: E402
+from agent.sim.randomize import FAMILIES, REPORT_SEED_BASE, random_scenario
+from agent.sim.twin import scenario_truth, simulate
+from agent.stages.infer import StageInferrer
+from agent.trace.model import CANONICAL_STAGES, TraceChunk
 
 TARGET_OVERALL = 0.95
 TARGET_STAGE = 0.85

@@ -29,14 +29,15 @@ from agent.trace.model import TraceChunk
 # - idle: at the floor, nothing running.
 # - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
 #   against 65 W idle: lift ≈ log 1.7), the node's CPUs and storage busy.
-# - forward_backward: the job's training level; grad_sync: the low half of the step
-#   alternation. Neither has an opinion on the alternation's absence: at 1-s sampling a step of
-#   tenths of a second reads flat.
+# - forward_backward: the job's training level, with or without a visible step alternation (at
+#   1-s sampling a step of tenths of a second reads flat); grad_sync: the low half of the
+#   alternation, so it expects one.
 # - grad_sync~stall: a collective stall, every rank spinning in NCCL: 100 % utilisation at a
 #   little above idle power (H100 ~155 W).
 # - checkpoint: every rank copies its shard out (memory busy, SMs idle); checkpoint~spin: one
 #   rank writes while the others spin in a collective: the writer flag.
-# - eval: forward passes only, steady below the training level, no step alternation.
+# - eval: forward passes only, steady below the training level (no swing); the last minute's
+#   alternation is no evidence against it, since an eval starts where training stops.
 # The low stages have no opinion on the alternation: checkpoints every step or two and input
 # stalls alternate with 1–3 s training bursts, and the low side of that is not grad_sync.
 # Utilisation has a wide scale: on its own it tells a spinning rank from a computing one no
@@ -44,11 +45,11 @@ from agent.trace.model import TraceChunk
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, 0.0),
-    "data_load": (0.08, 0.50, 0.02, 0.02, 0.0, 0.65, _NAN, _NAN, _NAN),
+    "data_load": (0.08, 0.50, 0.02, 0.01, 0.0, 0.65, _NAN, _NAN, _NAN),
     "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN),
-    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, _NAN),
-    "checkpoint": (0.13, 0.70, 0.03, 0.15, 0.0, 0.55, _NAN, _NAN, _NAN),
-    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, 0.0),
+    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0),
+    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN),
+    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN),
     "grad_sync~stall": (0.15, 0.80, 1.00, 0.01, 0.0, _NAN, _NAN, _NAN, _NAN),
     "checkpoint~spin": (0.15, 0.80, 0.97, 0.01, 1.0, 0.55, _NAN, _NAN, _NAN),
 }
