@@ -21,19 +21,24 @@ from agent.trace.model import TraceChunk
 # so what is learned on one GPU model carries over to another:
 # - level: median GPU power placed between the rack's idle floor (0) and its job's training level (1);
 # - lift: log of median GPU power over the idle floor (contexts up, spinning ranks: low but not idle);
-# - util, mem_util: median NVML utilisation and memory (copy) utilisation, 0–1;
+# - util: median NVML utilisation, 0–1;
+# - copy: median memory utilisation minus median utilisation: memory busy while the SMs are not
+#   is a copy (a checkpoint reading GPU memory out); computing stages read memory to compute;
 # - writer: one or a few GPUs nearly unused while most are busy (a rank writing a checkpoint while
 #   the others spin in a collective), 1 or 0;
 # - node_frac: node (PDU minus GPU) power placed in its learned range;
 # - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
-# - alternating: whether the alternation was seen within the last ALT_S seconds.
+# - alternating: whether the alternation was seen within the last ALT_S seconds;
+# - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S: a job that
+#   trains in visible steps has stopped stepping (an eval, a stall), whatever its power.
 FEATURES: tuple[str, ...] = (
-    "level", "lift", "util", "mem_util", "writer", "node_frac", "swing", "step_pos", "alternating"
+    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped"
 )
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
-ALT_S = 60.0  # a training step lasts seconds: a minute without alternation is not training
+ALT_S = 30.0  # a training step lasts seconds (≤ ~15 s): twice that without alternation is no step
+STEP_MEMORY_S = 1800.0  # evals and stalls last minutes: a job stepping half an hour ago is this job
 N_FEATURES = len(FEATURES)
 
 MAX_GPU_POWER_W = 1500.0  # beyond this a GPU reading is a glitch (engine.max_gpu_power_w)
@@ -119,6 +124,8 @@ class FeatureExtractor:
     _peak_ts: float = float("nan")
     _floor_w: float = float("nan")
     _floor_ts: float = float("nan")
+    _busy_s: float = 0.0  # seconds of busy rows seen: the clock the training level forgets on
+    _last_ts: float = float("nan")
     _last_swing_ts: float = float("-inf")
     _node_lo_w: float = float("nan")
     _node_hi_w: float = float("nan")
@@ -165,7 +172,7 @@ class FeatureExtractor:
                 writer = (lowest < _WRITER_UTIL) & (_nanmedian(util) > _PEERS_UTIL) & (util.shape[1] > 1)
                 feats[:, 4] = np.where(np.isnan(lowest), np.nan, writer.astype(float))
             if mem.shape[1]:
-                feats[:, 3] = _nanmedian(mem) / 100.0
+                feats[:, 3] = _nanmedian(mem) / 100.0 - med_util
             if power.shape[1]:
                 mean_w = _nanmedian(power)  # robust to one GPU's glitch
                 limit = self._matrix(chunk, ".power_limit_w", "gpu.", 50.0, MAX_GPU_POWER_W)
@@ -185,7 +192,7 @@ class FeatureExtractor:
                     node_w = np.where(plausible, node_w, np.nan)
                     feats[:, 5] = self._node_frac(ts, node_w)
                 feats[:, 6], feats[:, 7] = self._swing(feats[:, 0])
-                feats[:, 8] = self._alternating(ts, feats[:, 6])
+                feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6])
         return feats
 
     def _references(
@@ -194,34 +201,41 @@ class FeatureExtractor:
         """Idle floor and training level per row, in W, both learned from the rack itself.
 
         Floor: a slowly forgetting minimum of the median GPU power over rows with no utilisation;
-        training level: a forgetting maximum over busy rows (2-h half-life, so it follows the
-        job). Utilisation only gates what may teach each reference. Until one of them has been
-        seen it is inferred from the other (``TRAIN_OVER_IDLE``) or from the power limit.
+        training level: a forgetting maximum over busy rows (2-h half-life of busy time, so it
+        follows the job and survives idle gaps). Utilisation only gates what may teach each
+        reference. Until one of them has been seen it is inferred from the other
+        (``TRAIN_OVER_IDLE``) or from the power limit.
         """
         unknown_util = np.isnan(util)
         low = np.where(unknown_util | (util <= _IDLE_UTIL), mean_w, np.nan)
         busy = np.where(unknown_util | (util >= _BUSY_UTIL), mean_w, np.nan)
         floor = _decaying_extreme(ts, low, self._floor_w, self._floor_ts, _FLOOR_HALFLIFE_S, upper=False)
-        peak = _decaying_extreme(ts, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)
-        for arr, attr in ((floor, "_floor"), (peak, "_peak")):
+        # the training level forgets over busy time only: an idle night does not erase it
+        step = np.diff(ts, prepend=self._last_ts if np.isfinite(self._last_ts) else ts[0])
+        busy_step = np.where(np.isnan(busy), 0.0, np.clip(step, 0.0, self.max_hold_s))
+        busy_clock = self._busy_s + np.cumsum(busy_step)
+        self._busy_s, self._last_ts = float(busy_clock[-1]), float(ts[-1])
+        peak = _decaying_extreme(busy_clock, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)
+        for arr, clock, attr in ((floor, ts, "_floor"), (peak, busy_clock, "_peak")):
             if np.isfinite(arr).any():
                 last = int(np.flatnonzero(np.isfinite(arr))[-1])
                 setattr(self, attr + "_w", float(arr[last]))
-                setattr(self, attr + "_ts", float(ts[last]))
+                setattr(self, attr + "_ts", float(clock[last]))
         train = np.fmax(peak, LIMIT_TRAIN_FRAC * limit_w)
         train = np.where(np.isnan(train), floor * TRAIN_OVER_IDLE, train)
         floor = np.where(np.isnan(floor), train / TRAIN_OVER_IDLE, np.fmin(floor, MAX_FLOOR_FRAC * train))
-        # neither seen yet (no power at all): the row's own power stands for the floor
-        floor = np.where(np.isnan(floor), mean_w, floor)
-        train = np.where(np.isnan(train), floor * TRAIN_OVER_IDLE, np.maximum(train, floor * 1.5))
+        # neither seen yet: the level is unknown (NaN), not guessed from the row itself
+        train = np.maximum(train, floor * 1.5)
         return np.maximum(floor, 1.0), train
 
-    def _alternating(self, ts: np.ndarray, swing: np.ndarray) -> np.ndarray:
-        """1 where the step alternation was seen within the last ALT_S seconds, else 0."""
+    def _alternating(self, ts: np.ndarray, swing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: alternation seen within ALT_S (1/0), and seen within STEP_MEMORY_S but not
+        within ALT_S (1/0)."""
         seen = np.where(swing >= _SWING_MIN, ts, -np.inf)
         last = np.maximum.accumulate(np.concatenate(([self._last_swing_ts], seen)))[1:]
         self._last_swing_ts = float(last[-1])
-        return (ts - last <= ALT_S).astype(float)
+        age = ts - last
+        return (age <= ALT_S).astype(float), ((age > ALT_S) & (age <= STEP_MEMORY_S)).astype(float)
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this
@@ -281,6 +295,8 @@ class FeatureExtractor:
             "peak_ts": self._peak_ts,
             "floor_w": self._floor_w,
             "floor_ts": self._floor_ts,
+            "busy_s": self._busy_s,
+            "last_ts": self._last_ts,
             "last_swing_ts": self._last_swing_ts if np.isfinite(self._last_swing_ts) else float("nan"),
             "node_lo_w": self._node_lo_w,
             "node_hi_w": self._node_hi_w,
@@ -292,6 +308,8 @@ class FeatureExtractor:
         self._peak_ts = float(state.get("peak_ts", float("nan")))
         self._floor_w = float(state.get("floor_w", float("nan")))
         self._floor_ts = float(state.get("floor_ts", float("nan")))
+        self._busy_s = float(state.get("busy_s", 0.0))
+        self._last_ts = float(state.get("last_ts", float("nan")))
         last = float(state.get("last_swing_ts", float("nan")))
         self._last_swing_ts = last if np.isfinite(last) else float("-inf")
         self._node_lo_w = float(state.get("node_lo_w", float("nan")))

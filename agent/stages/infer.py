@@ -23,18 +23,19 @@ import numpy as np
 from agent.stages.features import FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
 from agent.trace.model import TraceChunk
 
-# Physics priors in feature space (level, lift, util, mem_util, writer, node_frac, swing,
-# step_pos, alternating); NaN = no opinion. A stage may have more than one signature (a
+# Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
+# step_pos, alternating, unstepped); NaN = no opinion. A stage may have more than one signature (a
 # prototype "<stage>~<variant>"), as real racks show:
 # - idle: at the floor, nothing running.
 # - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
 #   against 65 W idle: lift ≈ log 1.7), the node's CPUs and storage busy.
 # - forward_backward: the job's training level, with or without a visible step alternation (at
-#   1-s sampling a step of tenths of a second reads flat); grad_sync: the low half of the
-#   alternation, so it expects one.
+#   1-s sampling a step of tenths of a second reads flat), but not a job that stepped visibly
+#   minutes ago and no longer does (unstepped); grad_sync: the low half of the alternation.
 # - grad_sync~stall: a collective stall, every rank spinning in NCCL: 100 % utilisation at a
 #   little above idle power (H100 ~155 W).
-# - checkpoint: every rank copies its shard out (memory busy, SMs idle); checkpoint~spin: one
+# - checkpoint: every rank copies its shard out (memory busy, SMs idle: copy > 0), where a data
+#   stall or a start-up leaves memory as idle as the SMs; checkpoint~spin: one
 #   rank writes while the others spin in a collective: the writer flag.
 # - eval: forward passes only, steady below the training level (no swing); the last minute's
 #   alternation is no evidence against it, since an eval starts where training stops.
@@ -44,17 +45,17 @@ from agent.trace.model import TraceChunk
 # better than power does, so it only separates signatures that power leaves alike.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
-    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, 0.0),
-    "data_load": (0.08, 0.50, 0.02, 0.01, 0.0, 0.65, _NAN, _NAN, _NAN),
-    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN),
-    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0),
-    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN),
-    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN),
-    "grad_sync~stall": (0.15, 0.80, 1.00, 0.01, 0.0, _NAN, _NAN, _NAN, _NAN),
-    "checkpoint~spin": (0.15, 0.80, 0.97, 0.01, 1.0, 0.55, _NAN, _NAN, _NAN),
+    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN),
+    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN),
+    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0),
+    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0),
+    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN),
+    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN),
+    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.06, 0.10, 0.40, 0.20, 0.25, 0.30])
+PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30])
 VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
@@ -296,7 +297,9 @@ class StageInferrer:
             blend = np.where(np.isnan(prior), np.nan, blend)  # "no opinion" stays so
             mean[i] = np.where(np.isnan(mean[i]), prior, blend)
             scale[i] = w * scale[i] + (1 - w) * PRIOR_SCALE
-        scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.25)
+        # a short labelled period understates how far a stage wanders (its job's reference moves
+        # with time): keep at least half the prior spread
+        scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.5)
         return mean, scale
 
     # ------------------------------------------------------------------ classification
