@@ -67,6 +67,9 @@ MAX_STAGES = 16  # canonical stages and their variants plus up to 8 custom label
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
 STATE_VERSION = 2  # 2: scale-free features relative to the job's own level, signature variants
+# Versions an engine state may still hold: they are read as "nothing learned", so the rest of a
+# saved engine (baselines, drift) is not refused for the inferrer's sake.
+_FORMER_VERSIONS = (1,)
 LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
 LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
 STEADY_BLOCK_ROWS = 96
@@ -143,6 +146,8 @@ class StageInferrer:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a snapshot from ``save_state``; a foreign or corrupt one raises ValueError."""
+        if state.get("version") in _FORMER_VERSIONS:
+            return  # learned on other features: nothing carries over, the priors start afresh
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"stage inferrer state: unsupported version {state.get('version')!r}")
         stages = [str(s) for s in state["stages"]][:MAX_STAGES]

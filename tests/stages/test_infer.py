@@ -233,6 +233,15 @@ def test_custom_labels_are_capped() -> None:
     assert len(inferrer.stages) < MAX_STAGES
 
 
+def test_a_former_state_version_starts_afresh() -> None:
+    # learned on other features: nothing carries, and the engine state around it is not refused
+    inferrer = StageInferrer()
+    inferrer.load_state({"version": 1, "stages": ["idle"], "mean": [[0.1] * 7], "var": [[0.01] * 7]})
+    fresh = StageInferrer().centroids()
+    assert inferrer.centroids().keys() == fresh.keys()
+    assert all(np.allclose(inferrer.centroids()[k], v, equal_nan=True) for k, v in fresh.items())
+
+
 def test_foreign_state_is_refused() -> None:
     with pytest.raises(ValueError, match="version"):
         StageInferrer().load_state({"version": 99})
