@@ -212,7 +212,7 @@ class FeatureExtractor:
         floor = _decaying_extreme(ts, low, self._floor_w, self._floor_ts, _FLOOR_HALFLIFE_S, upper=False)
         # the training level forgets over busy time only: an idle night does not erase it
         step = np.diff(ts, prepend=self._last_ts if np.isfinite(self._last_ts) else ts[0])
-        busy_step = np.where(np.isnan(busy), 0.0, np.clip(step, 0.0, self.max_hold_s))
+        busy_step = np.where(np.isnan(busy), 0.0, np.maximum(step, 0.0))  # a busy row's gap counts
         busy_clock = self._busy_s + np.cumsum(busy_step)
         self._busy_s, self._last_ts = float(busy_clock[-1]), float(ts[-1])
         peak = _decaying_extreme(busy_clock, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)

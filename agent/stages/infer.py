@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.stages.features import FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
+from agent.stages.features import ALT_S, FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
 from agent.trace.model import TraceChunk
 
 # Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
@@ -73,6 +73,9 @@ _FORMER_VERSIONS = (1,)
 LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
 LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
 STEADY_BLOCK_ROWS = 96
+# rows (≈ seconds) a learning block needs before its features are those of a full pass: the
+# alternation window and the time since the last alternation
+LOOKBACK_ROWS = max(SWING_ROWS, int(ALT_S) + 1)
 
 
 def stage_of(slot: str) -> str:
@@ -198,7 +201,7 @@ class StageInferrer:
         consecutive rows): ``STEADY_BLOCK_ROWS`` at the start of every run of a steady stage
         (data_load, eval, checkpoint …: rare, and where the node-power range is learned), one every
         ``LEARN_EVERY_ROWS`` rows through training, and one ending at the chunk's end (so the
-        extractor's carried values are those of the chunk's end). The first ``SWING_ROWS`` rows
+        extractor's carried values are those of the chunk's end). The first ``LOOKBACK_ROWS`` rows
         of a block, whose look-back reaches into skipped rows, teach nothing. Each learned row
         of a stage counts for that stage's rows in the chunk. Small chunks are learned whole.
         """
@@ -209,12 +212,18 @@ class StageInferrer:
         labels = np.asarray(hint_stage, dtype=object)
         run_start = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1))
         spans = [
-            (max(int(i) - SWING_ROWS, 0), int(i) + STEADY_BLOCK_ROWS)
+            (max(int(i) - LOOKBACK_ROWS, 0), int(i) + STEADY_BLOCK_ROWS)
             for i in run_start
             if labels[i] not in FAST_ALTERNATING
         ]
-        spans += [(a, a + LEARN_BLOCK_ROWS) for a in range(0, n - LEARN_BLOCK_ROWS, LEARN_EVERY_ROWS)]
-        spans.append((n - LEARN_BLOCK_ROWS, n))
+        regular_spans = [(a, a + LEARN_BLOCK_ROWS) for a in range(0, n - LEARN_BLOCK_ROWS, LEARN_EVERY_ROWS)]
+        regular_spans.append((n - LEARN_BLOCK_ROWS, n))
+        spans += regular_spans
+        # training rows teach from the regular blocks only: those just after a steady run (a
+        # stall's end) are not typical of training and would be over-weighted
+        regular = np.zeros(n, dtype=bool)
+        for a, b in regular_spans:
+            regular[a:b] = True
         blocks: list[list[int]] = []
         for a, b_end in sorted(spans):  # merge overlapping blocks
             b = min(b_end, n)
@@ -225,7 +234,8 @@ class StageInferrer:
         # one extraction over the blocks laid end to end (per-call overhead dominates small blocks);
         # the gaps between them are seen as time gaps, and each block's first rows do not teach
         idx = np.concatenate([np.arange(a, b) for a, b in blocks])
-        teach = np.concatenate([np.arange(b - a) >= SWING_ROWS for a, b in blocks])
+        teach = np.concatenate([np.arange(b - a) >= LOOKBACK_ROWS for a, b in blocks])
+        teach &= regular[idx] | ~np.isin(labels[idx], list(FAST_ALTERNATING))
         feats = self.features.extract(chunk.take(idx))[teach]
         learned = labels[idx[teach]]
         for stage in set(learned.tolist()):
