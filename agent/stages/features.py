@@ -29,8 +29,8 @@ from agent.trace.model import TraceChunk
 # - node_frac: node (PDU minus GPU) power placed in its learned range;
 # - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
 # - alternating: whether the alternation was seen within the last ALT_S seconds;
-# - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S: a job that
-#   trains in visible steps has stopped stepping (an eval, a stall), whatever its power.
+# - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S, and the GPUs
+#   went straight on without a low spell: a job that trains in visible steps is evaluating.
 FEATURES: tuple[str, ...] = (
     "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped"
 )
@@ -38,6 +38,7 @@ SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_s
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
 ALT_S = 30.0  # a training step lasts seconds (≤ ~15 s): twice that without alternation is no step
+LOW_LEVEL = 0.3  # below a third of the training level: no stage computes (idle, loading, writing, spinning)
 STEP_MEMORY_S = 1800.0  # evals and stalls last minutes: a job stepping half an hour ago is this job
 N_FEATURES = len(FEATURES)
 
@@ -127,6 +128,7 @@ class FeatureExtractor:
     _busy_s: float = 0.0  # seconds of busy rows seen: the clock the training level forgets on
     _last_ts: float = float("nan")
     _last_swing_ts: float = float("-inf")
+    _last_low_ts: float = float("-inf")
     _node_lo_w: float = float("nan")
     _node_hi_w: float = float("nan")
     _node_ts: float = float("nan")
@@ -192,7 +194,7 @@ class FeatureExtractor:
                     node_w = np.where(plausible, node_w, np.nan)
                     feats[:, 5] = self._node_frac(ts, node_w)
                 feats[:, 6], feats[:, 7] = self._swing(feats[:, 0])
-                feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6])
+                feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6], feats[:, 0])
         return feats
 
     def _references(
@@ -228,14 +230,23 @@ class FeatureExtractor:
         train = np.maximum(train, floor * 1.5)
         return np.maximum(floor, 1.0), train
 
-    def _alternating(self, ts: np.ndarray, swing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per row: alternation seen within ALT_S (1/0), and seen within STEP_MEMORY_S but not
-        within ALT_S (1/0)."""
+    def _alternating(
+        self, ts: np.ndarray, swing: np.ndarray, level: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: alternation seen within ALT_S (1/0); and "unstepped" (1/0): seen within
+        STEP_MEMORY_S but not within ALT_S, with the GPUs never low (under LOW_LEVEL) since. A
+        job that stepped and went straight on at a steady level is evaluating; one that went
+        low in between (a stall, a checkpoint, another job's start-up) may come back training
+        flat."""
         seen = np.where(swing >= _SWING_MIN, ts, -np.inf)
         last = np.maximum.accumulate(np.concatenate(([self._last_swing_ts], seen)))[1:]
-        self._last_swing_ts = float(last[-1])
+        low = np.where(level < LOW_LEVEL, ts, -np.inf)
+        last_low = np.maximum.accumulate(np.concatenate(([self._last_low_ts], low)))[1:]
+        self._last_swing_ts, self._last_low_ts = float(last[-1]), float(last_low[-1])
         age = ts - last
-        return (age <= ALT_S).astype(float), ((age > ALT_S) & (age <= STEP_MEMORY_S)).astype(float)
+        straight_on = last_low < last
+        unstepped = (age > ALT_S) & (age <= STEP_MEMORY_S) & straight_on
+        return (age <= ALT_S).astype(float), unstepped.astype(float)
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this
@@ -298,6 +309,7 @@ class FeatureExtractor:
             "busy_s": self._busy_s,
             "last_ts": self._last_ts,
             "last_swing_ts": self._last_swing_ts if np.isfinite(self._last_swing_ts) else float("nan"),
+            "last_low_ts": self._last_low_ts if np.isfinite(self._last_low_ts) else float("nan"),
             "node_lo_w": self._node_lo_w,
             "node_hi_w": self._node_hi_w,
             "node_ts": self._node_ts,
@@ -312,6 +324,8 @@ class FeatureExtractor:
         self._last_ts = float(state.get("last_ts", float("nan")))
         last = float(state.get("last_swing_ts", float("nan")))
         self._last_swing_ts = last if np.isfinite(last) else float("-inf")
+        low = float(state.get("last_low_ts", float("nan")))
+        self._last_low_ts = low if np.isfinite(low) else float("-inf")
         self._node_lo_w = float(state.get("node_lo_w", float("nan")))
         self._node_hi_w = float(state.get("node_hi_w", float("nan")))
         self._node_ts = float(state.get("node_ts", float("nan")))
