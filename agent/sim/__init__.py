@@ -19,6 +19,8 @@ Stable API (used by tests, benchmarks, replay and the live demo)::
     twin.gpu_values()               # {0: {"power_w": …, "energy_j": …, "power_limit_w": 700.0, …}, …}
     twin.pdu_values("a")            # feed a + "inlet.<pos>.temp_c"; twin.crac_values() for the cooling unit
 
+    sc = random_scenario(10003, "churn", days=0.25)   # a randomised rack (agent.sim.randomize)
+
 ``device_values()`` are the clean instantaneous values; the trace adds sampling, misses, outages
 and glitches on top. ``make_scenario(..., start_ts=time.time())`` places a run at wall-clock time.
 
@@ -29,11 +31,13 @@ gpu_driver). The same scenario (name, days, seed, gpus, faults) always yields th
 """
 
 from agent.sim.faults import FAULT_KINDS, FaultSpec
+from agent.sim.randomize import FAMILIES, random_scenario
 from agent.sim.scenarios import SCENARIOS, Scenario, make_scenario
 from agent.sim.twin import RackTwin, columns, decimals, scenario_truth, simulate, trace_meta
 from agent.trace.model import TraceChunk, TraceMeta
 
 __all__ = [
+    "FAMILIES",
     "FAULT_KINDS",
     "SCENARIOS",
     "FaultSpec",
@@ -44,6 +48,7 @@ __all__ = [
     "columns",
     "decimals",
     "make_scenario",
+    "random_scenario",
     "scenario_truth",
     "simulate",
     "trace_meta",

@@ -28,6 +28,17 @@ class JobProfile:
     fb_s: tuple[float, float]  # forward_backward duration range of one step, s
     grad_sync_s: tuple[float, float]  # grad_sync duration range of one step, s
     work_rate: float  # nominal throughput (samples/s) of a job of this kind on this rack
+    # Per-GPU signatures seen on real racks (the defaults keep every GPU at the stage's level):
+    # "all": every rank writes its own shard of a checkpoint; "rank0": one rank writes while the
+    # others spin in an NCCL collective (100 % utilisation at little power) until it is done.
+    checkpoint_writers: str = "all"
+    spin_power_frac: float = 0.22  # board power of a rank spinning in a collective, fraction of TDP
+    spin_util_pct: float = 100.0  # NVML counts a spinning NCCL kernel as busy
+    collective_stall_every_min: float = 0.0  # mean interval of collective stalls (all ranks spin); 0 = none
+    collective_stall_s: tuple[float, float] = (3.0, 30.0)
+    checkpoint_every_steps: int = 0  # > 0: a short checkpoint after every this many steps
+    frequent_checkpoint_s: tuple[float, float] = (4.0, 15.0)
+    steady: bool = False  # inference-like: no training steps; forward passes at the eval level
 
 
 #                     idle  data_load fwd_bwd grad_sync ckpt  eval
@@ -117,6 +128,7 @@ class PduParams:
     pf_low: float = 0.95  # power factor at light load
     pf_high: float = 0.99  # at half load and above
     energy_start_kwh: tuple[float, float] = (20000.0, 45000.0)  # meter reading at t0 (random in range)
+    energy_wrap_kwh: float = 0.0  # > 0: the meter's register rolls over at this reading (0 = never)
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,8 @@ class SamplingParams:
     glitch_prob: float = 2e-5  # a single cell with a sentinel or spike
     outage_per_h: float = 0.03  # chance per hour that a network device stops answering for a while
     outage_s: tuple[float, float] = (30.0, 300.0)  # how long such an outage lasts
+    omit: tuple[str, ...] = ()  # optional signals this rack does not have: "inlet", "crac.cooling_w", …
+    resolution: tuple[tuple[str, int], ...] = ()  # (kind.field, decimals) overrides, e.g. a coarse BMS
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,15 @@ from agent.sim import cooling as cool
 from agent.sim.faults import combined
 from agent.sim.lag import first_order_lag
 from agent.sim.params import (
+    CHECKPOINT,
     EVAL,
     FORWARD_BACKWARD,
     GRAD_SYNC,
     IDLE,
     INLET_POSITIONS,
-    PROFILE_NAMES,
-    PROFILES,
 )
 from agent.sim.scenarios import Scenario
-from agent.sim.stages import Timeline, build_timeline
+from agent.sim.stages import V_SPIN, Timeline, build_timeline, profile_table
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
@@ -127,18 +126,22 @@ class RackPhysics:
 
     def _tables(self) -> None:
         gp = self.rp.gpu
-        n_prof = len(PROFILE_NAMES)
+        table = profile_table(self.scenario.plan)
+        n_prof = len(table)
         self.power_level = np.zeros((n_prof, 6))
         self.util_level = np.zeros((n_prof, 6))
         self.mem_level = np.zeros((n_prof, 6))
         self.node_extra = np.zeros((n_prof, 6))
-        for i, name in enumerate(PROFILE_NAMES):
-            p = PROFILES[name]
+        for i, p in enumerate(table):
             self.power_level[i] = np.asarray(p.power_frac) * gp.tdp_w
             self.util_level[i] = p.util_pct
             self.mem_level[i] = p.mem_util_pct
             self.node_extra[i] = p.node_extra_w
         self.power_level[:, IDLE] = gp.idle_w
+        # per-GPU signatures: which kinds checkpoint from one rank, and how a spinning rank looks
+        self.rank0_writes = np.array([p.checkpoint_writers == "rank0" for p in table])
+        self.spin_w = np.array([p.spin_power_frac * gp.tdp_w for p in table])
+        self.spin_util = np.array([p.spin_util_pct for p in table])
 
     def _initial_state(self) -> PhysicsState:
         g, nodes = self.rp.gpus, self.rp.nodes
@@ -196,21 +199,16 @@ class RackPhysics:
         level = gp.idle_w + (level - gp.idle_w) * ratio**gp.work_rate_exponent
         ageing = combined(self.scenario.faults, "gpu_ageing", t)[:, None] * k.ageing_weight[None, :]
         ageing = ageing + combined(self.scenario.faults, "gpu_driver", t)[:, None]
-        power = level[:, None] * k.gpu_unit[None, :] * (1.0 + ageing)
+        level_g, util_g, mem_g = self._per_gpu(stage, prof, tl.variant[s0:s1], level)
+        power = level_g * k.gpu_unit[None, :] * (1.0 + ageing)
         power = power * (1.0 + gp.noise_frac * gpu_noise)
         cap_noise = self.rng(chunk, S_CAP).standard_normal((CHUNK_S, g))[off : off + n]
         cap_w = gp.tdp_w * 1.02 * (1.0 + GPU_CAP_READING_NOISE_FRAC * np.clip(cap_noise, -3.0, 3.0))
         power = np.clip(np.minimum(power, cap_w), 0.85 * gp.idle_w, None)
         out["gpu_power_w"] = power
 
-        util = (
-            self.util_level[prof, stage][:, None]
-            + 0.5 * np.sqrt(self.util_level[prof, stage])[:, None] * (util_noise[:, :g])
-        )
-        mem = (
-            self.mem_level[prof, stage][:, None]
-            + 0.4 * np.sqrt(self.mem_level[prof, stage])[:, None] * (util_noise[:, g:])
-        )
+        util = util_g + 0.5 * np.sqrt(util_g) * util_noise[:, :g]
+        mem = mem_g + 0.4 * np.sqrt(mem_g) * util_noise[:, g:]
         out["gpu_util_pct"] = np.clip(np.round(util), 0, 100)
         out["gpu_mem_util_pct"] = np.clip(np.round(mem), 0, 100)
         clock = gp.clock_max_mhz - gp.clock_throttle_mhz_per_w * np.maximum(
@@ -236,6 +234,31 @@ class RackPhysics:
         out["work_rate"] = np.where(job >= 0, reported, np.nan)
         out["stage"] = stage
         out["job"] = job
+        if tl.labelled.size:
+            out["labelled"] = tl.labelled[s0:s1]
+
+    def _per_gpu(
+        self, stage: np.ndarray, prof: np.ndarray, variant: np.ndarray, level: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-GPU power level, utilisation and memory utilisation (rows × GPUs) before noise.
+
+        Every GPU shows the stage's level, except where a job kind has a per-rank signature: a
+        checkpoint written by rank 0 (GPU 0: the job spans the rack) while every other rank
+        spins in a collective, and a collective stall (``V_SPIN``) in which every rank spins.
+        """
+        g = self.rp.gpus
+        shape = (len(stage), g)
+        level_g = np.broadcast_to(level[:, None], shape).copy()
+        util_g = np.broadcast_to(self.util_level[prof, stage][:, None], shape).copy()
+        mem_g = np.broadcast_to(self.mem_level[prof, stage][:, None], shape).copy()
+        peers = (stage == CHECKPOINT) & self.rank0_writes[prof]
+        spin = (variant == V_SPIN) if variant.size else np.zeros(len(stage), bool)
+        for rows, first in ((peers, 1), (spin, 0)):
+            if rows.any():
+                level_g[rows, first:] = self.spin_w[prof[rows]][:, None]
+                util_g[rows, first:] = self.spin_util[prof[rows]][:, None]
+                mem_g[rows, first:] = 1.0  # a polling kernel barely touches memory
+        return level_g, util_g, mem_g
 
     # --- nodes, PDU feeds, inlets, cooling ----------------------------------------------------
     def _rack(self, s0: int, s1: int, t: np.ndarray, ts: np.ndarray, out: dict[str, np.ndarray]) -> None:
@@ -354,7 +377,7 @@ class RackPhysics:
         out["pdu_current_a"] = feeds / (volts * pf)
         energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / 3.6e6
         self.state.pdu_energy_kwh = energy[-1].copy()
-        out["pdu_energy_kwh"] = energy
+        out["pdu_energy_kwh"] = np.mod(energy, pp.energy_wrap_kwh) if pp.energy_wrap_kwh > 0 else energy
 
 
 def _interp_rows(x: float, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:

@@ -44,6 +44,15 @@ def crac_fields(rack: RackParams) -> tuple[str, ...]:
     return (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS
 
 
+def omitted(name: str, omit: tuple[str, ...]) -> bool:
+    """Whether column ``name`` is one the rack lacks: ``omit`` holds device kinds ("inlet"),
+    ``kind.field`` pairs ("crac.cooling_w", "pdu.energy_kwh") or plain columns ("work_rate")."""
+    if not omit:
+        return False
+    parts = name.split(".")
+    return name in omit or parts[0] in omit or f"{parts[0]}.{parts[-1]}" in omit
+
+
 def trace_columns(rack: RackParams) -> list[str]:
     """The header of a twin trace, in order."""
     cols = ["ts", "stage", "job", "work_rate"]
@@ -51,16 +60,26 @@ def trace_columns(rack: RackParams) -> list[str]:
     cols += [f"pdu.{p}.{f}" for p in rack.pdu_ids for f in PDU_FIELDS]
     cols += [f"crac.{rack.cooling.crac_id}.{f}" for f in crac_fields(rack)]
     cols += [f"inlet.{pos}.temp_c" for pos in INLET_POSITIONS]
-    return cols
+    return [c for c in cols if not omitted(c, rack.sampling.omit)]
 
 
-def column_decimals(columns: list[str]) -> dict[str, int]:
+def places_of(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> int:
+    """Decimal places a device reports column ``name`` with (``kind.field`` overrides first)."""
+    parts = name.split(".")
+    key = f"{parts[0]}.{parts[-1]}"
+    for k, v in overrides:
+        if k == key:
+            return v
+    return RESOLUTION[parts[0]][parts[-1]]
+
+
+def column_decimals(columns: list[str], overrides: tuple[tuple[str, int], ...] = ()) -> dict[str, int]:
     """Per-column resolution for the trace writer (matches what ``to_chunk`` rounds to)."""
     out: dict[str, int] = {"work_rate": 1}
     for name in columns:
         parts = name.split(".")
         if len(parts) == 3 and parts[0] in RESOLUTION and parts[2] in RESOLUTION[parts[0]]:
-            out[name] = RESOLUTION[parts[0]][parts[2]]
+            out[name] = places_of(name, overrides)
     return out
 
 
@@ -112,6 +131,8 @@ class Sampler:
         pdu_phase = {p: (sp.pdu_b_offset_s if j else 0) for j, p in enumerate(rack.pdu_ids)}
         down = self._outage_masks(t)
         for name, col in values.items():
+            if omitted(name, sp.omit):
+                continue
             parts = name.split(".")
             kind = parts[0]
             if kind == "gpu":
@@ -128,15 +149,21 @@ class Sampler:
             device = f"pdu.{parts[1]}" if kind == "pdu" else kind
             if device in down:
                 ok = ok & ~down[device]
-            places = RESOLUTION[kind][parts[2]]
-            numeric[name] = np.where(ok, np.round(col, places), np.nan)
+            numeric[name] = np.where(ok, np.round(col, places_of(name, sp.resolution)), np.nan)
         self._glitch(numeric, glitch_u, glitch_kind, glitch_col, spike)
 
         job = clean["job"]
         if hints:
+            labelled = clean.get("labelled")
             numeric["work_rate"] = np.round(values["work_rate"], 1)
             stage = self._stage_labels[clean["stage"]]
             job_labels = self._job_labels[job]
+            if labelled is not None and not labelled.all():  # jobs that report nothing
+                numeric["work_rate"] = np.where(labelled, numeric["work_rate"], np.nan)
+                stage = np.where(labelled, stage, "").astype(object)
+                job_labels = np.where(labelled, job_labels, "").astype(object)
+            if omitted("work_rate", sp.omit):
+                del numeric["work_rate"]
         else:
             numeric["work_rate"] = np.full(n, np.nan)
             stage = np.full(n, "", dtype=object)
@@ -191,6 +218,6 @@ class Sampler:
             arr = numeric[name]
             if np.isnan(arr[r]):
                 continue
-            places = RESOLUTION[name.split(".")[0]][name.rsplit(".", 1)[-1]]
+            places = places_of(name, self.rack.sampling.resolution)
             spiked = round(float(arr[r]) * float(spike[r, s]), places)
             arr[r] = (-1.0, 65535.0, spiked)[int(kind[r, s])]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from agent.sim.faults import SHAPES
+from agent.sim.randomize import FAMILIES, random_scenario
 from agent.sim.scenarios import SCENARIOS, make_scenario
 from agent.sim.twin import columns, decimals, scenario_truth, simulate, trace_meta
 from agent.trace.writer import TraceWriter
@@ -32,22 +33,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-outdoor-sensor", action="store_true",
         help="leave out the cooling unit's outdoor air temperature (a unit without that probe)",
     )
+    parser.add_argument(
+        "--randomize", action="store_true",
+        help="draw the rack, its instruments and its jobs from wide ranges (seed decides; see docs/twin.md)",
+    )
+    parser.add_argument(
+        "--family", choices=list(FAMILIES), default="single",
+        help="with --randomize: single (one job kind, restarts) or churn (short mixed jobs)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        scenario = make_scenario(
-            args.scenario,
-            days=args.days,
-            seed=args.seed,
-            gpus=args.gpus,
-            hints=not args.no_hints,
-            fault_magnitude_pct=args.fault_magnitude,
-            fault_shape=args.fault_shape,
-            fault_start_h=args.fault_start_h,
-            outdoor_sensor=not args.no_outdoor_sensor,
-        )
+        if args.randomize:
+            scenario = random_scenario(args.seed, args.family, days=args.days, hints=not args.no_hints)
+        else:
+            scenario = make_scenario(
+                args.scenario,
+                days=args.days,
+                seed=args.seed,
+                gpus=args.gpus,
+                hints=not args.no_hints,
+                fault_magnitude_pct=args.fault_magnitude,
+                fault_shape=args.fault_shape,
+                fault_start_h=args.fault_start_h,
+                outdoor_sensor=not args.no_outdoor_sensor,
+            )
     except ValueError as exc:
         print(f"rackwatt sim: {exc}", file=sys.stderr)
         return 2

@@ -23,10 +23,13 @@ from agent.sim.params import (
     FORWARD_BACKWARD,
     GRAD_SYNC,
     IDLE,
-    PROFILE_NAMES,
     PROFILES,
     STAGES,
+    JobProfile,
 )
+
+# Per-second variant of a stage, where one stage has more than one per-GPU signature.
+V_PLAIN, V_SPIN = 0, 1  # V_SPIN: a collective stall, every rank spinning in NCCL (grad_sync)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ class WorkloadPlan:
     change_to: str = "moe"
     step_block_min: float = 60.0  # lag_steps: length of each clean level
     first_idle_min: tuple[float, float] = (3.0, 8.0)
+    job_kinds: tuple[JobProfile, ...] = ()  # a randomised rack's own kinds, found by name before PROFILES
+    maintenance: tuple[tuple[float, float], ...] = ()  # (start_h, minutes): rack drained (driver update …)
+    labelled_prob: float = 1.0  # chance that a job reports its stages at all (hints)
+
+
+def profile_table(plan: WorkloadPlan) -> tuple[JobProfile, ...]:
+    """The job kinds a timeline's ``profile`` codes index: the built-in ones, then the plan's own."""
+    return (*PROFILES.values(), *plan.job_kinds)
 
 
 @dataclass
@@ -69,6 +80,8 @@ class Timeline:
     profile: np.ndarray  # int8 index into PROFILE_NAMES per second (last job's kind when idle)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
+    variant: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # V_* per second
+    labelled: np.ndarray = field(default_factory=lambda: np.ones(0, bool))  # the job reports its stage
 
     def job_ids(self) -> list[str]:
         return [str(j["id"]) for j in self.jobs]
@@ -85,17 +98,29 @@ class _Builder:
         self.jobs_of: list[int] = []
         self.rates: list[float] = []
         self.profiles: list[int] = []
+        self.variants: list[int] = []
+        self.labelled: list[bool] = []
         self.jobs: list[dict[str, Any]] = []
         self.last_profile = 0
+        self.job_labelled = True
+        self.table = profile_table(plan)
+        self.names = [p.name for p in self.table]
 
-    def add(self, stage: int, dur_s: float, job: int, rate: float) -> None:
+    def add(self, stage: int, dur_s: float, job: int, rate: float, variant: int = V_PLAIN) -> None:
         d = max(1, round(dur_s))
         self.stages.append(stage)
         self.durs.append(d)
         self.jobs_of.append(job)
         self.rates.append(rate)
         self.profiles.append(self.last_profile)
+        self.variants.append(variant)
+        self.labelled.append(self.job_labelled or job < 0)
         self.t += d
+
+    def maintenance_after(self, t: float) -> tuple[float, float] | None:
+        """The next maintenance window (start_s, end_s) that has not ended by ``t``."""
+        spans = sorted((h * 3600.0, h * 3600.0 + m * 60.0) for h, m in self.plan.maintenance)
+        return next(((a, e) for a, e in spans if e > t), None)
 
     def uniform(self, lo_hi: tuple[float, float], scale: float = 1.0) -> float:
         return float(self.rng.uniform(lo_hi[0], lo_hi[1])) * scale
@@ -116,12 +141,14 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
     job = np.repeat(np.asarray(b.jobs_of, dtype=np.int32), durs)[:total_s]
     rate = np.repeat(np.asarray(b.rates, dtype=np.float64), durs)[:total_s]
     profile = np.repeat(np.asarray(b.profiles, dtype=np.int8), durs)[:total_s]
+    variant = np.repeat(np.asarray(b.variants, dtype=np.int8), durs)[:total_s]
+    labelled = np.repeat(np.asarray(b.labelled, dtype=bool), durs)[:total_s]
     for info in b.jobs:
         info["end_s"] = min(info["end_s"], total_s)
     plateau = []
     if plan.plateau_start_h is not None and plan.plateau_start_h * 3600 < total_s:
         plateau.append((int(plan.plateau_start_h * 3600), total_s))
-    return Timeline(stage, job, rate, profile, b.jobs, plateau)
+    return Timeline(stage, job, rate, profile, b.jobs, plateau, variant, labelled)
 
 
 def _idle_gap(b: _Builder, first: bool) -> None:
@@ -133,6 +160,9 @@ def _idle_gap(b: _Builder, first: bool) -> None:
     else:
         minutes = b.uniform(p.idle_gap_min)
     b.add(IDLE, minutes * 60.0, -1, math.nan)
+    window = b.maintenance_after(b.t) if p.maintenance else None
+    if window is not None and window[0] <= b.t:  # drained for maintenance: idle until it is over
+        b.add(IDLE, window[1] - b.t, -1, math.nan)
 
 
 def _job(b: _Builder) -> None:
@@ -140,15 +170,23 @@ def _job(b: _Builder) -> None:
     change_s = None if p.workload_change_h is None else p.workload_change_h * 3600.0
     changed = change_s is not None and b.t >= change_s
     name = p.change_to if changed else str(b.rng.choice(list(p.profiles)))
-    profile = PROFILES[name]
-    b.last_profile = PROFILE_NAMES.index(name)
+    if name not in b.names:
+        raise ValueError(f"workload plan: unknown job kind {name!r}")
+    b.last_profile = b.names.index(name)
+    profile = b.table[b.last_profile]
     index = len(b.jobs)
     start = b.t
     end = start + b.uniform(p.job_h, 3600.0)
     ends_at_change = change_s is not None and start < change_s < end
     if ends_at_change and change_s is not None:
         end = change_s
-    preempted = not ends_at_change and bool(b.rng.random() < p.preempt_prob)
+    window = b.maintenance_after(start) if p.maintenance else None
+    drained = window is not None and window[0] < end
+    if window is not None and drained:  # the job is stopped when the rack is drained
+        end = max(start + 60.0, window[0])
+    preempted = drained or (not ends_at_change and bool(b.rng.random() < p.preempt_prob))
+    if p.labelled_prob < 1.0:
+        b.job_labelled = bool(b.rng.random() < p.labelled_prob)
     rate_factor = 1.0 + float(b.rng.normal(0.0, p.job_rate_spread))
     info: dict[str, Any] = {
         "id": f"j{index:03d}",
@@ -166,6 +204,11 @@ def _job(b: _Builder) -> None:
     next_stall = b.t + b.rng.exponential(p.stall_every_min * 60.0)
     next_reload = math.inf
     plateau_s = math.inf if p.plateau_start_h is None else p.plateau_start_h * 3600.0
+    if profile.steady:  # a server keeps no optimiser state to checkpoint and runs no evals
+        next_ckpt = next_eval = math.inf
+    spin_every_s = profile.collective_stall_every_min * 60.0
+    next_spin = b.t + b.rng.exponential(spin_every_s) if spin_every_s > 0 else math.inf
+    steps = 0
     while b.t < end and b.t < b.total_s:
         in_plateau = b.t >= plateau_s
         rate = profile.work_rate * rate_factor * (p.plateau_rate_factor if in_plateau else 1.0)
@@ -187,22 +230,31 @@ def _job(b: _Builder) -> None:
             b.add(DATA_LOAD, b.uniform(p.stall_s), index, 0.0)
             mean = p.plateau_stall_every_min if in_plateau else p.stall_every_min
             next_stall = b.t + b.rng.exponential(mean * 60.0)
+        elif b.t >= next_spin:  # a collective stall: every rank waits in NCCL for a straggler
+            b.add(GRAD_SYNC, b.uniform(profile.collective_stall_s), index, rate, V_SPIN)
+            next_spin = b.t + b.rng.exponential(spin_every_s)
+        elif profile.steady:  # inference-like: forward passes only, in blocks between stalls
+            b.add(EVAL, min(end - b.t, b.uniform((120.0, 600.0))), index, rate)
         elif profile.grad_sync_s[1] <= 0:  # lag_steps-like profile: one long level
             b.add(FORWARD_BACKWARD, min(end - b.t, 600.0), index, rate)
         else:
             b.add(FORWARD_BACKWARD, b.uniform(profile.fb_s), index, rate)
             b.add(GRAD_SYNC, b.uniform(profile.grad_sync_s), index, rate)
+            steps += 1
+            if profile.checkpoint_every_steps and steps % profile.checkpoint_every_steps == 0:
+                b.add(CHECKPOINT, b.uniform(profile.frequent_checkpoint_s), index, 0.0)
     info["end_s"] = b.t
-    if not preempted:
+    if not preempted and not profile.steady:
         b.add(CHECKPOINT, b.uniform(p.checkpoint_min, 60.0), index, 0.0)
         info["end_s"] = b.t
+    b.job_labelled = True
 
 
 def _lag_steps(b: _Builder) -> None:
     """Clean load steps: idle → forward_backward → eval → forward_backward → idle …, one job."""
     block_s = b.plan.step_block_min * 60.0
     profile = PROFILES["step_load"]
-    b.last_profile = PROFILE_NAMES.index("step_load")
+    b.last_profile = b.names.index("step_load")
     b.jobs.append(
         {
             "id": "j000",
@@ -235,4 +287,7 @@ def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
     return out
 
 
-__all__ = ["GRAD_SYNC", "Timeline", "WorkloadPlan", "build_timeline", "segments"]
+__all__ = [
+    "GRAD_SYNC", "V_PLAIN", "V_SPIN", "Timeline", "WorkloadPlan", "build_timeline", "profile_table",
+    "segments",
+]

@@ -27,7 +27,7 @@ def columns(scenario: Scenario) -> list[str]:
 
 def decimals(scenario: Scenario) -> dict[str, int]:
     """Per-column resolution to hand to ``TraceWriter``."""
-    return column_decimals(columns(scenario))
+    return column_decimals(columns(scenario), scenario.rack.sampling.resolution)
 
 
 def _driver_resets(scenario: Scenario) -> list[int]:

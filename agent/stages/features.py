@@ -17,19 +17,50 @@ import numpy as np
 
 from agent.trace.model import TraceChunk
 
-# Feature order of the matrix returned by FeatureExtractor.extract.
-FEATURES: tuple[str, ...] = ("power_frac", "util", "mem_util", "spread", "node_frac", "swing", "step_pos")
+# Feature order of the matrix returned by FeatureExtractor.extract. Every feature is scale-free,
+# so what is learned on one GPU model carries over to another:
+# - level: median GPU power placed between the rack's idle floor (0) and its job's training level (1);
+# - lift: log of median GPU power over the idle floor (contexts up, spinning ranks: low but not idle);
+# - util: median NVML utilisation, 0–1;
+# - copy: median memory utilisation minus median utilisation: memory busy while the SMs are not
+#   is a copy (a checkpoint reading GPU memory out); computing stages read memory to compute;
+# - writer: one or a few GPUs nearly unused while most are busy (a rank writing a checkpoint while
+#   the others spin in a collective), 1 or 0;
+# - node_frac: node (PDU minus GPU) power placed in its learned range;
+# - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
+# - alternating: whether the alternation was seen within the last ALT_S seconds;
+# - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S, and the GPUs
+#   went straight on without a low spell: a job that trains in visible steps is evaluating.
+FEATURES: tuple[str, ...] = (
+    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped"
+)
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
-_SWING_MIN = 0.08  # below this range of power_frac there is no alternation to place a row in
+_SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
+ALT_S = 30.0  # a training step lasts seconds (≤ ~15 s): twice that without alternation is no step
+LOW_LEVEL = 0.3  # below a third of the training level: no stage computes (idle, loading, writing, spinning)
+STEP_MEMORY_S = 1800.0  # evals and stalls last minutes: a job stepping half an hour ago is this job
 N_FEATURES = len(FEATURES)
 
 MAX_GPU_POWER_W = 1500.0  # beyond this a GPU reading is a glitch (engine.max_gpu_power_w)
 MAX_PDU_POWER_W = 100000.0
 MAX_NODE_W_PER_GPU = 600.0  # CPUs, fans, NICs, storage and PSU losses per GPU, generous
-_DEFAULT_POWER_REF_W = 400.0  # floor of the learned GPU power reference before any busy period
-_PEAK_HALFLIFE_S = 7 * 86400.0  # how slowly the learned peak GPU power forgets
+_TRAIN_HALFLIFE_S = 2 * 3600.0  # the training level follows the job: a new job's level within hours
+_FLOOR_HALFLIFE_S = 86400.0  # the idle floor is a property of the hardware: it forgets slowly
 _NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range forgets
+# Datacentre GPUs idle at 7–15 % of TDP and train at 55–100 %: training ≈ 4–14 × idle. Until
+# both have been seen, the one missing is taken as TRAIN_OVER_IDLE times (or over) the other,
+# and a floor above MAX_FLOOR_FRAC of the training level is not an idle floor.
+TRAIN_OVER_IDLE = 7.0
+MAX_FLOOR_FRAC = 0.3
+LIMIT_TRAIN_FRAC = 0.9  # with an NVML power limit known, training runs near it until seen
+# Gates for learning the references (not stage signals): an idle GPU shows no utilisation, a
+# training one most of it.
+_IDLE_UTIL = 0.10
+_BUSY_UTIL = 0.50
+# writer: at least one GPU under _WRITER_UTIL while the median is over _PEERS_UTIL
+_WRITER_UTIL = 25.0
+_PEERS_UTIL = 75.0
 
 
 def hold_last(
@@ -77,10 +108,14 @@ class _Group:
 
 @dataclass
 class FeatureExtractor:
-    """Turns chunks into an (n, N_FEATURES) float matrix; NaN where a feature is unknown."""
+    """Turns chunks into an (n, N_FEATURES) float matrix; NaN where a feature is unknown.
+
+    ``gpus``: the GPU indices to look at (one node, one job's GPUs); None = every GPU of the rack.
+    """
 
     max_hold_s: float = 30.0
-    power_ref_w: float | None = None  # GPU power limit when known; else learned peak
+    power_ref_w: float | None = None  # GPU power limit when known (as NVML's power_limit_w)
+    gpus: tuple[int, ...] | None = None
     _groups: dict[str, _Group] = field(default_factory=dict)
     _layout_key: tuple[str, ...] = ()
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -88,6 +123,12 @@ class FeatureExtractor:
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
+    _floor_w: float = float("nan")
+    _floor_ts: float = float("nan")
+    _busy_s: float = 0.0  # seconds of busy rows seen: the clock the training level forgets on
+    _last_ts: float = float("nan")
+    _last_swing_ts: float = float("-inf")
+    _last_low_ts: float = float("-inf")
     _node_lo_w: float = float("nan")
     _node_hi_w: float = float("nan")
     _node_ts: float = float("nan")
@@ -97,10 +138,10 @@ class FeatureExtractor:
         family = prefix + "*" + suffix
         names = self._layout.get(family)
         if names is None:
-            names = tuple(
-                f"{prefix}{key}{suffix}"
-                for key in sorted(chunk.columns_matching(prefix, suffix), key=_natural)
-            )
+            keys = sorted(chunk.columns_matching(prefix, suffix), key=_natural)
+            if prefix == "gpu." and self.gpus is not None:
+                keys = [k for k in keys if k.isdigit() and int(k) in self.gpus]
+            names = tuple(f"{prefix}{key}{suffix}" for key in keys)
             self._layout[family] = names
         if not names:
             return np.full((len(chunk), 0), np.nan)
@@ -124,16 +165,26 @@ class FeatureExtractor:
         util = self._matrix(chunk, ".util_pct", "gpu.", 0.0, 100.0)
         mem = self._matrix(chunk, ".mem_util_pct", "gpu.", 0.0, 100.0)
         pdu = self._matrix(chunk, ".power_w", "pdu.", 1.0, MAX_PDU_POWER_W)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med_util = _nanmedian(util) / 100.0 if util.shape[1] else np.full(n, np.nan)
+            if util.shape[1]:
+                feats[:, 2] = med_util
+                lowest = np.nanmin(util, axis=1)
+                writer = (lowest < _WRITER_UTIL) & (_nanmedian(util) > _PEERS_UTIL) & (util.shape[1] > 1)
+                feats[:, 4] = np.where(np.isnan(lowest), np.nan, writer.astype(float))
+            if mem.shape[1]:
+                feats[:, 3] = _nanmedian(mem) / 100.0 - med_util
             if power.shape[1]:
                 mean_w = _nanmedian(power)  # robust to one GPU's glitch
-                ref = self._power_ref(ts, mean_w)
                 limit = self._matrix(chunk, ".power_limit_w", "gpu.", 50.0, MAX_GPU_POWER_W)
-                if limit.shape[1]:  # the enforced limit (NVML) when the trace has it
-                    ref = np.where(np.isnan(limit).all(axis=1), ref, _nanmedian(limit))
-                feats[:, 0] = mean_w / ref
-                std_w = _nanstd(power)
-                feats[:, 3] = np.clip(std_w / np.maximum(mean_w, 1.0), 0.0, 1.0)
+                limit_w = _nanmedian(limit) if limit.shape[1] else np.full(n, np.nan)
+                if self.power_ref_w:
+                    limit_w = np.where(np.isnan(limit_w), float(self.power_ref_w), limit_w)
+                floor, train = self._references(ts, mean_w, med_util, limit_w)
+                level = (mean_w - floor) / np.maximum(train - floor, 1.0)
+                feats[:, 0] = np.clip(level, -0.3, 1.5)
+                feats[:, 1] = np.clip(np.log(np.maximum(mean_w, 1.0) / floor), -1.0, 3.0)
                 if pdu.shape[1]:
                     # every feed and every GPU must be known, or the difference is meaningless
                     # median × count: one GPU's spike must not move the node estimate
@@ -141,16 +192,64 @@ class FeatureExtractor:
                     # a PDU sentinel or spike gives an impossible node power: treat as missing
                     plausible = (node_w >= 0.0) & (node_w <= MAX_NODE_W_PER_GPU * power.shape[1])
                     node_w = np.where(plausible, node_w, np.nan)
-                    feats[:, 4] = self._node_frac(ts, node_w)
-                feats[:, 5], feats[:, 6] = self._swing(feats[:, 0])
-            if util.shape[1]:
-                feats[:, 1] = _nanmedian(util) / 100.0
-            if mem.shape[1]:
-                feats[:, 2] = _nanmedian(mem) / 100.0
+                    feats[:, 5] = self._node_frac(ts, node_w)
+                feats[:, 6], feats[:, 7] = self._swing(feats[:, 0])
+                feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6], feats[:, 0])
         return feats
 
+    def _references(
+        self, ts: np.ndarray, mean_w: np.ndarray, util: np.ndarray, limit_w: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Idle floor and training level per row, in W, both learned from the rack itself.
+
+        Floor: a slowly forgetting minimum of the median GPU power over rows with no utilisation;
+        training level: a forgetting maximum over busy rows (2-h half-life of busy time, so it
+        follows the job and survives idle gaps). Utilisation only gates what may teach each
+        reference. Until one of them has been seen it is inferred from the other
+        (``TRAIN_OVER_IDLE``) or from the power limit.
+        """
+        unknown_util = np.isnan(util)
+        low = np.where(unknown_util | (util <= _IDLE_UTIL), mean_w, np.nan)
+        busy = np.where(unknown_util | (util >= _BUSY_UTIL), mean_w, np.nan)
+        floor = _decaying_extreme(ts, low, self._floor_w, self._floor_ts, _FLOOR_HALFLIFE_S, upper=False)
+        # the training level forgets over busy time only: an idle night does not erase it
+        step = np.diff(ts, prepend=self._last_ts if np.isfinite(self._last_ts) else ts[0])
+        busy_step = np.where(np.isnan(busy), 0.0, np.maximum(step, 0.0))  # a busy row's gap counts
+        busy_clock = self._busy_s + np.cumsum(busy_step)
+        self._busy_s, self._last_ts = float(busy_clock[-1]), float(ts[-1])
+        peak = _decaying_extreme(busy_clock, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)
+        for arr, clock, attr in ((floor, ts, "_floor"), (peak, busy_clock, "_peak")):
+            if np.isfinite(arr).any():
+                last = int(np.flatnonzero(np.isfinite(arr))[-1])
+                setattr(self, attr + "_w", float(arr[last]))
+                setattr(self, attr + "_ts", float(clock[last]))
+        train = np.fmax(peak, LIMIT_TRAIN_FRAC * limit_w)
+        train = np.where(np.isnan(train), floor * TRAIN_OVER_IDLE, train)
+        floor = np.where(np.isnan(floor), train / TRAIN_OVER_IDLE, np.fmin(floor, MAX_FLOOR_FRAC * train))
+        # neither seen yet: the level is unknown (NaN), not guessed from the row itself
+        train = np.maximum(train, floor * 1.5)
+        return np.maximum(floor, 1.0), train
+
+    def _alternating(
+        self, ts: np.ndarray, swing: np.ndarray, level: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: alternation seen within ALT_S (1/0); and "unstepped" (1/0): seen within
+        STEP_MEMORY_S but not within ALT_S, with the GPUs never low (under LOW_LEVEL) since. A
+        job that stepped and went straight on at a steady level is evaluating; one that went
+        low in between (a stall, a checkpoint, another job's start-up) may come back training
+        flat."""
+        seen = np.where(swing >= _SWING_MIN, ts, -np.inf)
+        last = np.maximum.accumulate(np.concatenate(([self._last_swing_ts], seen)))[1:]
+        low = np.where(level < LOW_LEVEL, ts, -np.inf)
+        last_low = np.maximum.accumulate(np.concatenate(([self._last_low_ts], low)))[1:]
+        self._last_swing_ts, self._last_low_ts = float(last[-1]), float(last_low[-1])
+        age = ts - last
+        straight_on = last_low < last
+        unstepped = (age > ALT_S) & (age <= STEP_MEMORY_S) & straight_on
+        return (age <= ALT_S).astype(float), unstepped.astype(float)
+
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Range of an alternating power_frac over the previous SWING_ROWS rows, and where this
+        """Range of an alternating level over the previous SWING_ROWS rows, and where this
         row sits in it (0 low, 1 high).
 
         A training step alternates forward/backward (high) and grad_sync (lower) every few
@@ -180,18 +279,6 @@ class FeatureExtractor:
         pos = np.where(swing >= _SWING_MIN, pos, np.nan)
         return swing, pos
 
-    def _power_ref(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
-        """GPU power reference per row: the configured limit, or a slowly forgetting peak of the
-        median GPU power (at least 400 W, so an idle rack does not look busy). A trace's
-        ``gpu.<i>.power_limit_w`` columns, when present, take precedence (see ``extract``)."""
-        if self.power_ref_w:
-            return np.full(ts.shape, float(self.power_ref_w))
-        peak = _decaying_extreme(ts, mean_w, self._peak_w, self._peak_ts, _PEAK_HALFLIFE_S, upper=True)
-        if np.isfinite(peak).any():
-            last = int(np.flatnonzero(np.isfinite(peak))[-1])
-            self._peak_w, self._peak_ts = float(peak[last]), float(ts[last])
-        return np.maximum(np.nan_to_num(peak, nan=0.0), _DEFAULT_POWER_REF_W)
-
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
 
@@ -217,6 +304,12 @@ class FeatureExtractor:
         return {
             "peak_w": self._peak_w,
             "peak_ts": self._peak_ts,
+            "floor_w": self._floor_w,
+            "floor_ts": self._floor_ts,
+            "busy_s": self._busy_s,
+            "last_ts": self._last_ts,
+            "last_swing_ts": self._last_swing_ts if np.isfinite(self._last_swing_ts) else float("nan"),
+            "last_low_ts": self._last_low_ts if np.isfinite(self._last_low_ts) else float("nan"),
             "node_lo_w": self._node_lo_w,
             "node_hi_w": self._node_hi_w,
             "node_ts": self._node_ts,
@@ -225,6 +318,14 @@ class FeatureExtractor:
     def load(self, state: dict[str, float]) -> None:
         self._peak_w = float(state.get("peak_w", 0.0))
         self._peak_ts = float(state.get("peak_ts", float("nan")))
+        self._floor_w = float(state.get("floor_w", float("nan")))
+        self._floor_ts = float(state.get("floor_ts", float("nan")))
+        self._busy_s = float(state.get("busy_s", 0.0))
+        self._last_ts = float(state.get("last_ts", float("nan")))
+        last = float(state.get("last_swing_ts", float("nan")))
+        self._last_swing_ts = last if np.isfinite(last) else float("-inf")
+        low = float(state.get("last_low_ts", float("nan")))
+        self._last_low_ts = low if np.isfinite(low) else float("-inf")
         self._node_lo_w = float(state.get("node_lo_w", float("nan")))
         self._node_hi_w = float(state.get("node_hi_w", float("nan")))
         self._node_ts = float(state.get("node_ts", float("nan")))

@@ -20,38 +20,67 @@ from typing import Any
 
 import numpy as np
 
-from agent.stages.features import FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
-from agent.trace.model import CANONICAL_STAGES, TraceChunk
+from agent.stages.features import ALT_S, FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
+from agent.trace.model import TraceChunk
 
-# Physics priors in feature space: (power_frac, util, mem_util, spread, node_frac, swing,
-# step_pos); NaN = no opinion. Levels: forward_backward near the power limit with ~95 % SM
-# utilisation; grad_sync about half (NCCL kernels keep SMs partly busy, memory active); eval
-# between them and steady; data_load and checkpoint low GPU power with the node (CPU, storage)
-# busy, checkpoint reading GPU memory out (memory utilisation above compute); idle lowest.
-# Alternation (swing) is evidence for training, but its absence (a step's first seconds) is not
-# evidence against it: training stages have no opinion on swing, steady stages expect none. Node
-# power lags GPU steps by a PDU interval, so alternating stages have no opinion on it either.
+# Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
+# step_pos, alternating, unstepped); NaN = no opinion. A stage may have more than one signature (a
+# prototype "<stage>~<variant>"), as real racks show:
+# - idle: at the floor, nothing running.
+# - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
+#   against 65 W idle: lift ≈ log 1.7), the node's CPUs and storage busy.
+# - forward_backward: the job's training level, with or without a visible step alternation (at
+#   1-s sampling a step of tenths of a second reads flat), but not a job that stepped visibly
+#   minutes ago and no longer does (unstepped); grad_sync: the low half of the alternation.
+# - grad_sync~stall: a collective stall, every rank spinning in NCCL: 100 % utilisation at a
+#   little above idle power (H100 ~155 W).
+# - checkpoint: every rank copies its shard out (memory busy, SMs idle: copy > 0), where a data
+#   stall or a start-up leaves memory as idle as the SMs; checkpoint~spin: one
+#   rank writes while the others spin in a collective: the writer flag.
+# - eval: forward passes only, steady below the training level (no swing); the last minute's
+#   alternation is no evidence against it, since an eval starts where training stops.
+# The low stages have no opinion on the alternation: checkpoints every step or two and input
+# stalls alternate with 1–3 s training bursts, and the low side of that is not grad_sync.
+# Utilisation has a wide scale: on its own it tells a spinning rank from a computing one no
+# better than power does, so it only separates signatures that power leaves alike.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
-    "idle": (0.10, 0.00, 0.00, 0.03, 0.15, 0.0, _NAN),
-    "data_load": (0.18, 0.13, 0.08, 0.03, 0.65, 0.0, _NAN),
-    "forward_backward": (0.90, 0.93, 0.45, 0.03, _NAN, _NAN, 1.0),
-    "grad_sync": (0.55, 0.56, 0.32, 0.03, _NAN, _NAN, 0.0),
-    "checkpoint": (0.16, 0.06, 0.15, 0.03, 0.55, 0.0, _NAN),
-    "eval": (0.72, 0.78, 0.36, 0.03, 0.50, 0.0, _NAN),
+    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN),
+    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN),
+    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0),
+    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0),
+    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN),
+    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN),
+    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.10, 0.06, 0.06, 0.05, 0.40, 0.20, 0.25])
+PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30])
+VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
+# Evals last minutes; a step's ramp or a 1–3 s burst of training between frequent checkpoints
+# passes through eval's level for a second or two. An eval is believed after this long only.
+SLOW_ENTRY_S = {"eval": 20.0}
 _NO_OPINION_COST = 1.0
-MAX_STAGES = 16  # canonical stages plus up to 10 custom labels learned from hints
+MAX_STAGES = 16  # canonical stages and their variants plus up to 8 custom labels learned from hints
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: scale-free features relative to the job's own level, signature variants
+# Versions an engine state may still hold: they are read as "nothing learned", so the rest of a
+# saved engine (baselines, drift) is not refused for the inferrer's sake.
+_FORMER_VERSIONS = (1,)
 LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
 LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
 STEADY_BLOCK_ROWS = 96
+# rows (≈ seconds) a learning block needs before its features are those of a full pass: the
+# alternation window and the time since the last alternation
+LOOKBACK_ROWS = max(SWING_ROWS, int(ALT_S) + 1)
+
+
+def stage_of(slot: str) -> str:
+    """The stage a prototype slot stands for ("checkpoint~spin" → "checkpoint")."""
+    return slot.split(VARIANT_SEP, 1)[0]
 
 
 class StageInferrer:
@@ -64,16 +93,18 @@ class StageInferrer:
         strong_margin: float = 50.0,
         power_ref_w: float | None = None,
         max_hold_s: float = 30.0,
+        gpus: tuple[int, ...] | None = None,
     ):
+        """``gpus``: infer from these GPU indices only (one node, one job); None = the whole rack."""
         self.dwell_s = dwell_s
         self.margin = margin  # squared-z distance by which a new stage must win on two rows
         self.strong_margin = strong_margin  # … or on one row
-        self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w)
-        self._stages: list[str] = list(CANONICAL_STAGES)
+        self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w, gpus=gpus)
+        self._stages: list[str] = list(PRIOR_CENTROIDS)  # prototype slots
         self._mean = np.zeros((MAX_STAGES, N_FEATURES))
         self._var = np.zeros((MAX_STAGES, N_FEATURES))
         self._count = np.zeros(MAX_STAGES)
-        for i, name in enumerate(CANONICAL_STAGES):
+        for i, name in enumerate(self._stages):
             self._mean[i] = PRIOR_CENTROIDS[name]
             self._var[i] = PRIOR_SCALE**2
         # causal hysteresis filter state
@@ -118,6 +149,8 @@ class StageInferrer:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a snapshot from ``save_state``; a foreign or corrupt one raises ValueError."""
+        if state.get("version") in _FORMER_VERSIONS:
+            return  # learned on other features: nothing carries over, the priors start afresh
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"stage inferrer state: unsupported version {state.get('version')!r}")
         stages = [str(s) for s in state["stages"]][:MAX_STAGES]
@@ -138,10 +171,11 @@ class StageInferrer:
 
     @property
     def stages(self) -> tuple[str, ...]:
-        return tuple(self._stages)
+        """The stages it can infer (variants folded into their stage)."""
+        return tuple(dict.fromkeys(stage_of(s) for s in self._stages))
 
     def centroids(self) -> dict[str, tuple[float, ...]]:
-        """The effective centroid of each stage (prior blended with learned), for status pages."""
+        """The effective centroid of each prototype (prior blended with learned), for status pages."""
         eff, _ = self._effective()
         return {s: tuple(float(v) for v in eff[i]) for i, s in enumerate(self._stages)}
 
@@ -167,7 +201,7 @@ class StageInferrer:
         consecutive rows): ``STEADY_BLOCK_ROWS`` at the start of every run of a steady stage
         (data_load, eval, checkpoint …: rare, and where the node-power range is learned), one every
         ``LEARN_EVERY_ROWS`` rows through training, and one ending at the chunk's end (so the
-        extractor's carried values are those of the chunk's end). The first ``SWING_ROWS`` rows
+        extractor's carried values are those of the chunk's end). The first ``LOOKBACK_ROWS`` rows
         of a block, whose look-back reaches into skipped rows, teach nothing. Each learned row
         of a stage counts for that stage's rows in the chunk. Small chunks are learned whole.
         """
@@ -178,12 +212,18 @@ class StageInferrer:
         labels = np.asarray(hint_stage, dtype=object)
         run_start = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1))
         spans = [
-            (max(int(i) - SWING_ROWS, 0), int(i) + STEADY_BLOCK_ROWS)
+            (max(int(i) - LOOKBACK_ROWS, 0), int(i) + STEADY_BLOCK_ROWS)
             for i in run_start
             if labels[i] not in FAST_ALTERNATING
         ]
-        spans += [(a, a + LEARN_BLOCK_ROWS) for a in range(0, n - LEARN_BLOCK_ROWS, LEARN_EVERY_ROWS)]
-        spans.append((n - LEARN_BLOCK_ROWS, n))
+        regular_spans = [(a, a + LEARN_BLOCK_ROWS) for a in range(0, n - LEARN_BLOCK_ROWS, LEARN_EVERY_ROWS)]
+        regular_spans.append((n - LEARN_BLOCK_ROWS, n))
+        spans += regular_spans
+        # training rows teach from the regular blocks only: those just after a steady run (a
+        # stall's end) are not typical of training and would be over-weighted
+        regular = np.zeros(n, dtype=bool)
+        for a, b in regular_spans:
+            regular[a:b] = True
         blocks: list[list[int]] = []
         for a, b_end in sorted(spans):  # merge overlapping blocks
             b = min(b_end, n)
@@ -194,7 +234,8 @@ class StageInferrer:
         # one extraction over the blocks laid end to end (per-call overhead dominates small blocks);
         # the gaps between them are seen as time gaps, and each block's first rows do not teach
         idx = np.concatenate([np.arange(a, b) for a, b in blocks])
-        teach = np.concatenate([np.arange(b - a) >= SWING_ROWS for a, b in blocks])
+        teach = np.concatenate([np.arange(b - a) >= LOOKBACK_ROWS for a, b in blocks])
+        teach &= regular[idx] | ~np.isin(labels[idx], list(FAST_ALTERNATING))
         feats = self.features.extract(chunk.take(idx))[teach]
         learned = labels[idx[teach]]
         for stage in set(learned.tolist()):
@@ -209,29 +250,43 @@ class StageInferrer:
         priors and learned means moves as it would with every row.
         """
         for stage in set(labels.tolist()):
+            rows_all = feats[labels == stage]
+            for slot, rows in self._by_variant(str(stage), rows_all):
+                self._learn_slot(slot, rows, weight)
+
+    def _by_variant(self, stage: str, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Labelled rows of ``stage`` split among its prototype slots, each to the nearest."""
+        slots = [i for i, s in enumerate(self._stages) if stage_of(s) == stage]
+        if not slots:
             slot = self._slot(stage)
-            if slot is None:
+            return [] if slot is None else [(slot, rows)]
+        if len(slots) == 1:
+            return [(slots[0], rows)]
+        dist = self._distances(rows)[:, slots]
+        nearest = np.argmin(dist, axis=1)
+        return [(slots[k], rows[nearest == k]) for k in range(len(slots)) if np.any(nearest == k)]
+
+    def _learn_slot(self, slot: int, rows: np.ndarray, weight: float) -> None:
+        """One prototype slot's running mean and variance (EWMA with a floor rate)."""
+        for j in range(N_FEATURES):
+            col = rows[:, j]
+            col = col[np.isfinite(col)]
+            if col.size == 0:
                 continue
-            rows = feats[labels == stage]
-            for j in range(N_FEATURES):
-                col = rows[:, j]
-                col = col[np.isfinite(col)]
-                if col.size == 0:
-                    continue
-                n0 = self._count[slot]
-                m = float(col.mean())
-                v = float(col.var())
-                size = col.size * weight
-                rate = max(size / (n0 + size), _MIN_LEARN_RATE * min(size, 100))
-                rate = min(rate, 1.0)
-                old_m = self._mean[slot, j]
-                if not np.isfinite(old_m):
-                    old_m = m
-                new_m = old_m + rate * (m - old_m)
-                new_v = (1 - rate) * (self._var[slot, j] + rate * (m - old_m) ** 2) + rate * v
-                self._mean[slot, j] = new_m
-                self._var[slot, j] = new_v
-            self._count[slot] += rows.shape[0] * weight
+            n0 = self._count[slot]
+            m = float(col.mean())
+            v = float(col.var())
+            size = col.size * weight
+            rate = max(size / (n0 + size), _MIN_LEARN_RATE * min(size, 100))
+            rate = min(rate, 1.0)
+            old_m = self._mean[slot, j]
+            if not np.isfinite(old_m):
+                old_m = m
+            new_m = old_m + rate * (m - old_m)
+            new_v = (1 - rate) * (self._var[slot, j] + rate * (m - old_m) ** 2) + rate * v
+            self._mean[slot, j] = new_m
+            self._var[slot, j] = new_v
+        self._count[slot] += rows.shape[0] * weight
 
     def _effective(self) -> tuple[np.ndarray, np.ndarray]:
         """Centroids and scales: priors for canonical stages, blended toward learned values.
@@ -257,7 +312,9 @@ class StageInferrer:
             blend = np.where(np.isnan(prior), np.nan, blend)  # "no opinion" stays so
             mean[i] = np.where(np.isnan(mean[i]), prior, blend)
             scale[i] = w * scale[i] + (1 - w) * PRIOR_SCALE
-        scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.25)
+        # a short labelled period understates how far a stage wanders (its job's reference moves
+        # with time): keep at least half the prior spread
+        scale = np.maximum(np.nan_to_num(scale, nan=1.0), PRIOR_SCALE * 0.5)
         return mean, scale
 
     # ------------------------------------------------------------------ classification
@@ -269,10 +326,23 @@ class StageInferrer:
         on costs a flat 1 (about one standard deviation).
         """
         n = feats.shape[0]
+        out_stages = self.stages
         if n == 0:
-            return np.zeros(0, dtype=int), np.zeros((0, len(self._stages)))
+            return np.zeros(0, dtype=int), np.zeros((0, len(out_stages)))
+        slot_dist = self._distances(feats)
+        # a stage is as near as its nearest signature
+        dist = np.full((n, len(out_stages)), np.inf)
+        for i, slot in enumerate(self._stages):
+            j = out_stages.index(stage_of(slot))
+            dist[:, j] = np.minimum(dist[:, j], slot_dist[:, i])
+        best = np.argmin(dist, axis=1)
+        best[~np.isfinite(feats).any(axis=1)] = -1
+        return best, dist
+
+    def _distances(self, feats: np.ndarray) -> np.ndarray:
+        """(rows, slots) distance of each row to each prototype slot."""
         mean, scale = self._effective()
-        usable = np.isfinite(mean[:, :3]).all(axis=1)
+        usable = np.isfinite(mean[:, 0])
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
         row_known = np.isfinite(feats)[:, None, :]
         both = row_known & np.isfinite(mean)[None, :, :]
@@ -281,9 +351,7 @@ class StageInferrer:
         dist += np.where(row_known & ~both, _NO_OPINION_COST, 0.0).sum(axis=2)
         dist += np.where(row_known, log_term[None, :, :], 0.0).sum(axis=2)
         dist[:, ~usable] = np.inf
-        best = np.argmin(dist, axis=1)
-        best[~np.isfinite(feats).any(axis=1)] = -1
-        return best, dist
+        return np.asarray(dist)
 
     def _dwell(
         self, ts: np.ndarray, raw: np.ndarray, dist: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
@@ -298,8 +366,9 @@ class StageInferrer:
         """
         n = raw.shape[0]
         out = np.empty(n, dtype=object)
-        names = [*self._stages, "unknown"]
-        index = {name: i for i, name in enumerate(self._stages)}
+        stages = self.stages
+        names = [*stages, "unknown"]
+        index = {name: i for i, name in enumerate(stages)}
         labels = np.where(hinted, -2, raw)
         if n == 0:
             return out
@@ -325,10 +394,11 @@ class StageInferrer:
                 self._candidate_since = float(ts[a])
                 self._decisive_last = False
             fast = name in FAST_ALTERNATING and self._current in FAST_ALTERNATING
-            switch_at = self._candidate_since + (0.0 if fast else self.dwell_s)
+            slow = SLOW_ENTRY_S.get(name)
+            switch_at = self._candidate_since + (0.0 if fast else slow or self.dwell_s)
             k = a + int(np.searchsorted(ts[a:b], switch_at, side="left"))
             cur = index.get(self._current)
-            if k > a and code >= 0 and cur is not None:
+            if k > a and code >= 0 and cur is not None and slow is None:
                 gap = dist[a:k, cur] - dist[a:k, code]
                 decisive = gap > self.margin
                 # two decisive rows in a row (one may be the previous chunk's last), or one

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import synth
 
-from agent.stages.infer import LEARN_EVERY_ROWS, StageInferrer
+from agent.stages.infer import LEARN_EVERY_ROWS, PRIOR_SCALE, StageInferrer
 from agent.trace.model import TraceChunk
 
 
@@ -73,9 +73,16 @@ def test_sampled_learning_matches_learning_every_row(day: TraceChunk) -> None:
         a_, b_ = np.array(cs[stage]), np.array(cf[stage])
         both = np.isfinite(a_) & np.isfinite(b_)
         assert (np.isfinite(a_) == np.isfinite(b_)).all(), stage
-        assert np.abs(a_[both] - b_[both]).max() < 0.03, (stage, a_, b_)
+        # within a third of a stage's typical spread: the references the features are placed
+        # against (idle floor, node range) are extremes, and a sample sees fewer extremes
+        tolerance = (0.3 * PRIOR_SCALE)[both]
+        assert (np.abs(a_[both] - b_[both]) < tolerance).all(), (stage, a_, b_)
     rest = _take(day, n_hint, len(day), hints=False)
     got_s, _ = sampled.infer_chunk(rest, rest.stage)
     got_f, _ = full.infer_chunk(rest, rest.stage)
-    assert np.mean(got_s == got_f) >= 0.99
+    # the two learn slightly different checkpoint/data_load centroids (see the tolerance above):
+    # they may disagree on a few rows, but learning from samples must not infer worse
+    assert np.mean(got_s == got_f) >= 0.98
+    truth = day.stage[n_hint:]
+    assert np.mean(got_s == truth) >= np.mean(got_f == truth) - 0.005
     assert np.mean(got_s == day.stage[n_hint:]) >= 0.8  # and inference still works
