@@ -6,7 +6,8 @@
 # from the binaries by packaging/elfdeps.py), so one .deb per architecture installs offline on
 # Debian 12 and 13 and Ubuntu 22.04 and 24.04 whatever python they have, or none.
 # Nothing is run for the target architecture, so arm64 builds on amd64. Usage:
-#   packaging/build-deb.sh [--arch amd64|arm64] [--deb-version V] [--out DIR]
+#   packaging/build-deb.sh [--arch amd64|arm64] [--deb-version V] [--out DIR] [--fast]
+# --fast compresses with gzip -1 instead of xz -6 (tests: ~10x faster to build, 1.5x bigger).
 # --deb-version overrides the Debian version only (e.g. a rebuild "0.1.0-2"); the Python
 # package version always comes from agent/__init__.py. Needs network (deb.debian.org, PyPI)
 # unless the cache (RACKWATT_CACHE, default ~/.cache/rackwatt) already holds both downloads.
@@ -17,11 +18,13 @@ repo=$(pwd)
 arch=$(dpkg --print-architecture)
 out="$repo/packaging/build"
 deb_version=""
+compression=(-Zxz -z6)
 while [ $# -gt 0 ]; do
   case "$1" in
     --arch) arch="$2"; shift 2 ;;
     --deb-version) deb_version="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --fast) compression=(-Zgzip -z1); shift ;;
     *) echo "build-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -168,5 +171,5 @@ chmod 0644 "$stage/DEBIAN/md5sums" "$stage/DEBIAN/conffiles" "$stage/DEBIAN/cont
 find "$stage" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}" {} +
 
 deb="$out/rackwatt_${deb_version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb" >/dev/null
+dpkg-deb --root-owner-group "${compression[@]}" --build "$stage" "$deb" >/dev/null
 echo "$deb"
