@@ -135,10 +135,10 @@ system_depends=$("$host_python" packaging/elfdeps.py "$stage" --arch "$arch")
 install -D -m 0755 packaging/debian/rackwatt.sh "$stage/usr/bin/rackwatt"
 install -D -m 0644 packaging/agent.toml "$stage/etc/rackwatt/agent.toml"
 install -d -m 0755 "$stage/etc/rackwatt/conf.d"
-install -D -m 0644 systemd/rackwatt.service "$stage/lib/systemd/system/rackwatt.service"
+install -D -m 0644 systemd/rackwatt.service "$stage/usr/lib/systemd/system/rackwatt.service"
 doc="$stage/usr/share/doc/rackwatt"
 install -D -m 0644 README.md "$doc/README.md"
-for page in docs/*.md; do install -D -m 0644 "$page" "$doc/$page"; done
+find docs -type f | while read -r page; do install -D -m 0644 "$page" "$doc/$page"; done   # playbook included
 install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 {
   echo "# What this package bundles under /usr/lib/rackwatt (for security tracking)."
