@@ -124,7 +124,14 @@ rm -f "$site/example.py"                                # stray file shipped by 
 find "$site" -name direct_url.json -delete              # records the build path
 find "$site" -name .DS_Store -delete                    # shipped by pysnmp's wheel
 find "$site" -path '*/tests' -type d -prune -exec rm -rf {} +   # test suites of bundled packages
+# numpy's C-API headers and static libraries serve only building against numpy.
+rm -rf "$site/numpy/_core/include" "$site/numpy/_core/lib" "$site/numpy/random/lib"
 find "$prefix" -name '*.so*' -type f -exec chmod 0644 {} +  # never strip: auditwheel-patched libraries break
+# Modules are only imported, never run as scripts: no exec bit, and each "#!" line (naming
+# /usr/bin/python3.11 or /usr/local/bin/python, which are not ours) becomes a plain comment, so
+# line numbers and a line-2 coding declaration stay as they were.
+find "$prefix/lib" -name '*.py' -type f -exec chmod 0644 {} + \
+  -exec sed -i '1s|^#!.*|# (script line removed: run by /usr/lib/rackwatt/bin/python3.11)|' {} +
 find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
 find "$stage" -name '*.pyc' -delete
 
