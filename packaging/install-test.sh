@@ -6,25 +6,33 @@
 # replay as user rackwatt, md5sums, an upgrade to a rebuilt higher version that keeps
 # configuration and state, remove (keeps them), purge (leaves nothing). Needs root (chroot,
 # unshare) and, for the first run of a suite, the Debian mirror.
-#   packaging/install-test.sh SUITE OLD.deb NEW.deb TRACE.csv
-#   packaging/install-test.sh --prepare SUITE      # only build the cached root
+#   packaging/install-test.sh [--arch A] SUITE OLD.deb NEW.deb TRACE.csv
+#   packaging/install-test.sh [--arch A] --prepare SUITE      # only build the cached root
+# --arch (default: this machine's) other than the host's needs binfmt_misc with qemu registered.
 set -euo pipefail
 prepare_only=no
-if [ "${1:-}" = "--prepare" ]; then prepare_only=yes; shift; fi
+arch=$(dpkg --print-architecture)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prepare) prepare_only=yes; shift ;;
+    --arch) arch=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 suite=$1
 cache="${RACKWATT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rackwatt}"
-base="$cache/root-$suite-minbase.tar"
+base="$cache/root-$suite-$arch-minbase.tar"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 work=$(mktemp -d)
 root="$work/root"
 trap 'rm -rf "$work"' EXIT
-step() { echo "install-test[$suite]: $*" >&2; }
+step() { echo "install-test[$suite]: $*" >&2; }  # (arch in the base line)
 fail() { echo "install-test[$suite]: FAILED: $*" >&2; exit 1; }
 
 if [ ! -f "$base" ]; then
   step "building the cached minbase root (once): debootstrap --variant=minbase $suite"
   mkdir -p "$cache"
-  debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
+  debootstrap --arch="$arch" --variant=minbase "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; fail "debootstrap $suite"; }
   chroot "$root" apt-get clean
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
@@ -43,7 +51,7 @@ chmod 0644 "$root/tmp/trace.csv"
 isolated=(unshare --net --pid --fork --mount-proc="$root/proc")
 offline() { "${isolated[@]}" chroot "$root" "$@"; }
 as_rackwatt() { "${isolated[@]}" chroot --userspec=rackwatt:rackwatt "$root" env HOME=/var/lib/rackwatt "$@"; }
-step "base: $(offline sh -c '. /etc/os-release; echo "$PRETTY_NAME"'), $(offline dpkg-query -W -f='${Package}\n' | wc -l) packages, $(offline sh -c 'command -v python3 || echo "no python3"')"
+step "base: $(offline sh -c '. /etc/os-release; echo "$PRETTY_NAME"') $arch, $(offline dpkg-query -W -f='${Package}\n' | wc -l) packages, $(offline sh -c 'command -v python3 || echo "no python3"')"
 
 step "dpkg -i (offline, nothing pre-installed)"
 offline dpkg -i /tmp/old.deb >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg -i"; }
