@@ -283,3 +283,21 @@ def test_install_upgrade_purge_on_minimal_debian(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"install-test[{suite}]: OK" in result.stderr
     assert "poll: 2 device(s) ok" in result.stderr
+
+
+@pytest.mark.slow
+@needs_build_tools
+@pytest.mark.skipif(os.geteuid() != 0, reason="booting systemd in namespaces needs root")
+@pytest.mark.skipif(shutil.which("debootstrap") is None or shutil.which("nsenter") is None,
+                    reason="needs debootstrap and nsenter")
+def test_under_a_real_systemd_start_reload_watchdog(two_debs: tuple[Path, Path]) -> None:
+    result = subprocess.run(
+        [str(PACKAGING / "systemd-test.sh"), str(two_debs[0])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for step in ("start (Type=notify", "reload the agent rejects fails systemctl reload",
+                 "killed by the watchdog and restarted", "systemd-test: OK"):
+        assert step in result.stderr, step
