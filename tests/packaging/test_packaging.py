@@ -218,10 +218,10 @@ def test_arm64_package_holds_only_aarch64_binaries(tmp_path: Path) -> None:
         return  # the contents check above is the whole test without user-mode emulation
     # qemu user-mode emulation needs no binfmt_misc: run the arm64 interpreter directly, with an
     # arm64 C library from Debian as its root for the dynamic loader.
+    cache = Path(os.environ.get("RACKWATT_CACHE") or Path.home() / ".cache" / "rackwatt")
     libc_debs = subprocess.run(
-        [str(PACKAGING / "fetch-debs.sh"), "arm64", "bookworm", str(tmp_path / "libc"),
-         "libc6", "libgcc-s1", "libstdc++6"], capture_output=True, text=True, timeout=300,
-        env={**os.environ, "RACKWATT_CACHE": str(tmp_path)})
+        [str(PACKAGING / "fetch-debs.sh"), "arm64", "bookworm", str(cache / "debian-bookworm-arm64-libc"),
+         "libc6", "libgcc-s1", "libstdc++6"], capture_output=True, text=True, timeout=300)
     assert libc_debs.returncode == 0, libc_debs.stderr[-2000:]
     for libc_deb in Path(libc_debs.stdout.strip()).glob("*.deb"):
         _extract(libc_deb, root)
