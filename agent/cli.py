@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("agent.engine.replay_cmd", "run the engine over a trace and write a JSON Lines report"),
     "report": ("agent.report.report_cmd", "render a replay report (and trace) as one offline HTML page"),
     "sim": ("agent.sim.sim_cmd", "simulate a rack (the twin) and write trace.csv and truth.json"),
+    "reload": ("agent.live.reload_cmd", "make the running agent re-read its configuration (ExecReload)"),
     "stage": ("agent.stages.stage_cmd", "send a stage hint to the local agent (for shell hooks)"),
     "accept": ("agent.engine.accept_cmd", "accept an active deviation as the new normal"),
     "check-config": ("agent.config.check_cmd", "validate a configuration file: prints OK or every error"),

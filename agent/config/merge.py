@@ -8,6 +8,7 @@ replace the earlier item that has the same ``id``; any other value replaces the 
 from __future__ import annotations
 
 import re
+import tomllib  # stdlib from Python 3.11, the oldest supported (pyproject.toml requires-python)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,6 @@ from typing import Any
 from agent.config.errors import ConfigIssue
 from agent.config.limits import MAX_DROPINS, MAX_FILE_BYTES, read_bounded, shape_problem
 from agent.config.toml_lines import KeyPath, locate_keys
-
-try:  # Python >= 3.11 (the supported versions); tomli is the same parser for older interpreters
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
 
 ARRAY_SECTIONS = ("pdu", "crac")  # arrays of tables whose items are identified by `id`
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config.model import Config
-from agent.live import sdnotify
+from agent.live import reload_ack, sdnotify
 from agent.live.clock import Clock, WallClock
 from agent.live.engine_link import EngineLink
 from agent.live.frames import FrameBuilder, Row
@@ -383,6 +383,7 @@ class LiveAgent(AgentOutputs):
         path = self.config_path
         if path is None:
             log.error("reload: no configuration file to reload from")
+            reload_ack.report(False, "no configuration file to reload from")
             return
         sdnotify.reloading()
         try:
@@ -399,6 +400,7 @@ class LiveAgent(AgentOutputs):
                 )
                 for issue in issues:
                     log.error("reload: %s", issue)
+                reload_ack.report(False, f"{path}: {len(issues)} problem(s), first: {issues[0]}")
                 return
             old, self.config = self.config, new
             assert self.poller is not None
@@ -423,6 +425,7 @@ class LiveAgent(AgentOutputs):
                 )
             self.reloads += 1
             log.info("reload: %s applied: %d device(s)", path, len(drivers))
+            reload_ack.report(True, f"{path} applied: {len(drivers)} device(s)")
         finally:
             sdnotify.ready()
 
