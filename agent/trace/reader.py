@@ -24,9 +24,8 @@ from typing import BinaryIO
 import numpy as np
 
 from agent.trace.cells import classify, delimiters, parse_cells
-from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
+from agent.trace.model import STAGE_LABEL_RULE, TEXT_COLUMNS, TraceChunk, TraceMeta, is_stage_label
 
-STAGE_LABEL = re.compile(r"[a-z][a-z0-9_]*")
 _CRAC_SHARE = re.compile(r"crac\.([^.]*)\.share")
 _CRAC_ID = re.compile(r"[a-z0-9_]+")
 PARSE_BLOCK_ROWS = 4096  # rows parsed at once: cache-sized temporaries (measured faster than whole chunks)
@@ -266,11 +265,11 @@ class TraceReader:
             labels = [cell.decode("utf-8", errors="replace") for cell in cells]
             problem = (row, f"{name}: not UTF-8 text")
         if name == "stage":
-            bad = {label for label in set(labels) if label and not STAGE_LABEL.fullmatch(label)}
+            bad = {label for label in set(labels) if label and not is_stage_label(label)}
             if bad:
                 row = next(i for i, label in enumerate(labels) if label in bad)
                 if problem is None or row < problem[0]:
-                    problem = (row, f"bad stage label {labels[row]!r}: must match [a-z][a-z0-9_]*")
+                    problem = (row, f"bad stage label {labels[row][:80]!r}: must {STAGE_LABEL_RULE}")
         out = np.empty(len(labels), dtype=object)
         out[:] = labels
         return out, problem
