@@ -96,7 +96,9 @@ def save_engine(engine: Engine) -> bytes:
         "jobs": engine.buf.jobs[: engine.buf.n],
         "pending_job": r._pending_job,
         "open_job": r._open_job,
-        "dropped_rows": r.dropped_rows,
+        "row_times": r.times.state(),
+        "gaps": r.gaps,
+        "rewarms": engine.rewarms,
     }
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(engine.stage_source.state())
@@ -153,7 +155,8 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         jobs = list(misc.get("jobs") or [])
         engine.buf.jobs[: len(jobs)] = jobs
         r._pending_job, r._open_job = str(misc.get("pending_job", "")), str(misc.get("open_job", ""))
-        r.dropped_rows = int(misc.get("dropped_rows", 0))
+        r.times.load(misc.get("row_times") or {"out_of_order_rows": misc.get("dropped_rows", 0)})
+        r.gaps, engine.rewarms = int(misc.get("gaps", 0)), int(misc.get("rewarms", 0))
         engine.stage_source.load(_unblob(a["stages"]) or {})
         drift = _unblob(a["drift"])
         if drift is not None and engine.drift is not None:
