@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.engine.engine import Engine
+from agent.engine.engine import GAP_WINDOWS, Engine
 from agent.engine.output_file import open_text_output, write_output, writes_in_place
 from agent.engine.rackinfo import rack_info
 from agent.engine.row_times import MAX_AHEAD_S, TS_FLOOR_S, RowTimes
@@ -199,7 +199,10 @@ def skipped_rows_lines(times: RowTimes, gaps: int) -> list[str]:
             f"and were skipped{where(times.bad_ts_lines, times.bad_ts_rows)}"
         )
     if gaps:
-        out.append(f"{gaps} gaps without rows (longer than the gap limit) were each taken as a fresh start")
+        out.append(
+            f"{gaps} gap(s) of over {GAP_WINDOWS} windows without rows: each closed the open window and "
+            "started again after it (a 'gap' line in the report)"
+        )
     return out
 
 

@@ -130,3 +130,27 @@ def test_regular_files_are_replaced_whole_and_symlinks_kept(tmp_path: Path) -> N
     write_output(tmp_path / "new.state", b"RWST")
     assert (tmp_path / "new.state").read_bytes() == b"RWST"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "new.state", "real.jsonl"]
+
+
+def test_a_trace_with_a_gap_replays_marks_it_and_renders(
+    clean_lines: list[str], tmp_path: Path, spec_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    lines = list(clean_lines)
+    d = _data_start(lines)
+    cut = d + len(lines[d:]) // 2
+    for i in range(cut, len(lines)):  # the second half six hours later: the agent was off
+        ts, rest = lines[i].split(",", 1)
+        lines[i] = f"{float(ts) + 6 * 3600:.3f},{rest}"
+    path, report, page = tmp_path / "gap.csv", tmp_path / "r.jsonl", tmp_path / "r.html"
+    path.write_text("".join(lines))
+    assert main(["replay", str(path), "--report", str(report), "--html", str(page)]) == 0
+    assert "1 gap(s) of over 4 windows without rows" in capsys.readouterr().err
+    records = [json.loads(line) for line in report.read_text().splitlines()]
+    validator = jsonschema.Draft202012Validator(json.loads((spec_dir / "report.schema.json").read_text()))
+    for rec in records:
+        validator.validate(rec)
+    (gap,) = [r for r in records if r["type"] == "gap"]
+    assert gap["end"] - gap["start"] > 6 * 3600
+    assert _summary(report)["hygiene"]["gaps"] == 1
+    assert "rackwatt-data" in page.read_text()
