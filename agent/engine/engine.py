@@ -237,10 +237,12 @@ class Engine:
         """Forget the learned model (response, baselines, drift): it may no longer describe the rack
         (parts swapped, another season). Kept: the row and stage bookkeeping, ``seq`` (subscribers
         deduplicate on it) and the energy totals."""
-        fresh = Engine(
-            self.config, self.rack, site=self.site, rack_name=self.rack_name, topic_root=self.topic_root
-        )
         kept = {"rows", "slots", "stage_source", "segments", "seq", "energy_kwh", "rewarms"}
+        identity = ("config", "rack", "site", "rack_name", "topic_root")
+        config, rack, site, rack_name, topic_root = (getattr(self, k) for k in identity)
+        for name in [n for n in vars(self) if n not in kept]:
+            delattr(self, name)  # the old model's arrays go before the new ones exist: no double peak
+        fresh = Engine(config, rack, site=site, rack_name=rack_name, topic_root=topic_root)
         for name, value in vars(fresh).items():
             if name not in kept:
                 setattr(self, name, value)
