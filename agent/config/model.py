@@ -138,6 +138,10 @@ class EngineSection:
     accept_after_h: float | None = 72.0  # an unacknowledged deviation becomes the new normal after this
     max_gpu_power_w: float = 1500.0  # input hygiene: physical maxima
     max_crac_power_w: float = 200000.0
+    # Rows resuming after a gap longer than this (a state restored from long ago, an agent powered
+    # off for weeks) re-warm: the learned model is forgotten. 7 × the default forgetting half-life:
+    # had the rack kept running, what was learned before would weigh under 1 % (0.5**7) by now.
+    max_state_age_h: float | None = 168.0
 
 
 @dataclass(frozen=True)

@@ -320,6 +320,7 @@ ENGINE = Spec(
         "accept_after_h": [positive],
         "max_gpu_power_w": [positive],
         "max_crac_power_w": [positive],
+        "max_state_age_h": [positive],
     }
 )
 

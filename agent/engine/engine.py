@@ -43,7 +43,7 @@ from agent.engine.response import (
     stage_it_features,
     stage_it_ridge,
 )
-from agent.engine.rows import RowBinner
+from agent.engine.rows import RowBinner, Stretch
 from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
@@ -67,6 +67,11 @@ USE_GPU_TEMP = False
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
+# A stretch of more than this many windows without a single row is a discontinuity (the agent or
+# its clock stopped: a device outage leaves the other devices' rows flowing). At the default
+# 900 s window that is an hour, by when the slowest cooling-lag candidate (1200 s) has forgotten
+# all but exp(-3600 / 1200) = 5 % of the heat before it: nothing worth carrying across.
+GAP_WINDOWS = 4
 
 
 def _make_drift_monitor(config: EngineSection, bin_s: float) -> Any:
@@ -105,7 +110,9 @@ class Engine:
         self.slots = StageSlots()
         self.stage_source = StageSource()
         self.segments = Segments()
-        self.rows = RowBinner(self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify)
+        self.rows = RowBinner(
+            self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify, gap_s=GAP_WINDOWS * window_s
+        )
         self.lag = LagBank(self.bin_s, N_SLOTS, self.bins_per_window)
         K = self.lag.K
         self.fan_lag = SingleLag(self.bin_s, FAN_LAG_S, self.bins_per_window)
@@ -143,20 +150,19 @@ class Engine:
         self.last_window: dict[str, Any] = {}
         self.last_sample: ComponentSample | None = None
         self.last_ts = math.nan
+        self.rewarms = 0  # times the model was forgotten after a gap longer than max_state_age_h
 
     # ================================================================== public API
     def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
         """Consume rows; return the report records they completed (time ordered)."""
-        bins, rows = self.rows.push(chunk)
-        return self._after_rows(bins, rows)
+        return self._on_stretches(self.rows.push(chunk))
 
     def finish(self) -> list[dict[str, Any]]:
         """End of input: flush the look-ahead buffer, the partial bin and window, the last segment."""
         empty = TraceChunk(
             ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object)
         )
-        bins, rows = self.rows.push(empty, flush=True)
-        out = self._after_rows(bins, rows)
+        out = self._on_stretches(self.rows.push(empty, flush=True))
         out += self._on_bins(self.rows.close_open_bin())
         if self.buf.n:
             out += self._close_window()
@@ -224,6 +230,45 @@ class Engine:
             self.energy_kwh[i] = 0.0
         self.slots.evicted.clear()
         return slots, inferred, hinted
+
+    def _on_stretches(self, stretches: list[Stretch]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for part in stretches:
+            out += self._after_rows(part.bins, part.rows)
+            if part.gap is not None:
+                out += self._on_bins(part.closed) if part.closed is not None else []
+                out += self._on_gap(*part.gap)
+        return out
+
+    def _on_gap(self, last_ts: float, next_ts: float) -> list[dict[str, Any]]:
+        """A discontinuity: close what is open, mark the gap, start the timeline again after it
+        (and re-warm when what was learned is older than ``max_state_age_h``)."""
+        out = self._close_window() if self.buf.n else []
+        self.window_idx = -1
+        out += self.segments.close(last_ts, self.slots)
+        self.lag.started = False  # the lag filters restart from the heat after the gap
+        self.fan_lag.y = math.nan
+        self.last_g[:] = math.nan
+        out.append({"type": "gap", "start": last_ts, "end": next_ts})
+        max_age_h = self.config.max_state_age_h
+        if max_age_h is not None and next_ts - last_ts > max_age_h * 3600.0:
+            self._rewarm()
+        return out
+
+    def _rewarm(self) -> None:
+        """Forget the learned model (response, baselines, drift): it may no longer describe the rack
+        (parts swapped, another season). Kept: the row and stage bookkeeping, ``seq`` (subscribers
+        deduplicate on it) and the energy totals."""
+        kept = {"rows", "slots", "stage_source", "segments", "seq", "energy_kwh", "rewarms"}
+        identity = ("config", "rack", "site", "rack_name", "topic_root")
+        config, rack, site, rack_name, topic_root = (getattr(self, k) for k in identity)
+        for name in [n for n in vars(self) if n not in kept]:
+            delattr(self, name)  # the old model's arrays go before the new ones exist: no double peak
+        fresh = Engine(config, rack, site=site, rack_name=rack_name, topic_root=topic_root)
+        for name, value in vars(fresh).items():
+            if name not in kept:
+                setattr(self, name, value)
+        self.rewarms += 1
 
     def _after_rows(self, bins: BinBatch, rows: Any) -> list[dict[str, Any]]:
         out = self.segments.feed(rows.ts, rows.slot, rows.inferred, self.slots)

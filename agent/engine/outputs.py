@@ -65,7 +65,9 @@ def _hygiene(engine: Engine) -> dict[str, Any]:
         "rejected": {r: int(t) for r, t in zip(RULES, totals, strict=True) if t},
         "by_signal": counts,
         "malformed_hints": engine.stage_source.malformed_hints,
-        "out_of_order_rows": engine.rows.dropped_rows,
+        "out_of_order_rows": engine.rows.times.out_of_order_rows,
+        "bad_ts_rows": engine.rows.times.bad_ts_rows,
+        "gaps": engine.rows.gaps,
     }
 
 

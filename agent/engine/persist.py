@@ -17,6 +17,7 @@ import numpy as np
 from agent.engine.frames import widen_saved_sums
 from agent.engine.stage_slots import N_SLOTS
 from agent.engine.state import StateError, pack, unpack
+from agent.engine.state_checks import check_magnitudes, index, scale, timestamp
 
 if TYPE_CHECKING:
     from agent.engine.engine import Engine
@@ -98,7 +99,9 @@ def save_engine(engine: Engine) -> bytes:
         "jobs": engine.buf.jobs[: engine.buf.n],
         "pending_job": r._pending_job,
         "open_job": r._open_job,
-        "dropped_rows": r.dropped_rows,
+        "row_times": r.times.state(),
+        "gaps": r.gaps,
+        "rewarms": engine.rewarms,
         "job_rates": engine.job_rates.state(),
     }
     arrays["misc"] = _blob(misc)
@@ -122,17 +125,21 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         r.signals.ensure(names)
         if r.signals.names != names:
             raise StateError("state signal table does not match")
+        check_magnitudes(a)
         r.signals.load_arrays(a)
-        engine.scale_w, engine.wr_scale = float(s[2]), float(s[3])
-        engine.window_idx, engine.warm, engine.window_warm = int(s[4]), bool(s[5]), bool(s[6])
-        engine.seq, engine.best, engine.scored = int(s[7]), int(s[8]), bool(s[9])
-        r.t0, r._pending_ts, r._pending_slot, r._pending_hint = (
-            float(s[10]),
-            float(s[11]),
-            int(s[12]),
-            bool(s[13]),
-        )
-        r._open_bin, engine.last_ts = int(s[14]), float(s[15])
+        big = 2**53  # floats count integers exactly up to here
+        engine.scale_w, engine.wr_scale = scale(s[2], "GPU power scale"), scale(s[3], "work-rate scale")
+        engine.window_idx = index(s[4], -1, big, "window index")
+        engine.warm, engine.window_warm = bool(s[5]), bool(s[6])
+        engine.seq = index(s[7], 0, big, "seq")
+        engine.best = index(s[8], 0, engine.lag.K, "selected lag candidate")
+        engine.scored = bool(s[9])
+        r.t0, r._pending_ts = timestamp(s[10], "first row time"), timestamp(s[11], "pending row time")
+        r._pending_slot, r._pending_hint = index(s[12], 0, N_SLOTS, "pending stage slot"), bool(s[13])
+        r._open_bin, engine.last_ts = index(s[14], -1, big, "open bin"), timestamp(s[15], "last sample time")
+        index(a["wb_n"][0], 0, engine.buf.n_bins + 1, "bins in the open window")
+        timestamp(a["seg"][0], "segment start")
+        index(a["seg"][1], -1, 2 * N_SLOTS, "segment stage key")
         engine.g_lo_w, engine.g_hi_w = float(s[16]), float(s[17])
         engine.t_lo_c, engine.t_hi_c, engine.last_temp_c = float(s[18]), float(s[19]), float(s[20])
         r._open_sums[...] = widen_saved_sums(a["open_sums"], trailing=3 * N_SLOTS)
@@ -159,13 +166,14 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         jobs = list(misc.get("jobs") or [])
         engine.buf.jobs[: len(jobs)] = jobs
         r._pending_job, r._open_job = str(misc.get("pending_job", "")), str(misc.get("open_job", ""))
-        r.dropped_rows = int(misc.get("dropped_rows", 0))
+        r.times.load(misc.get("row_times") or {"out_of_order_rows": misc.get("dropped_rows", 0)})
+        r.gaps, engine.rewarms = int(misc.get("gaps", 0)), int(misc.get("rewarms", 0))
         engine.job_rates.load(misc.get("job_rates") or {})
         engine.stage_source.load(_unblob(a["stages"]) or {})
         drift = _unblob(a["drift"])
         if drift is not None and engine.drift is not None:
             engine.drift.load_state(drift)
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, ArithmeticError) as exc:
         if isinstance(exc, StateError):
             raise
         raise StateError(f"engine state does not fit this build ({exc})") from exc

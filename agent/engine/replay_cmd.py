@@ -5,6 +5,10 @@ Streams the trace chunk by chunk (files larger than memory are fine) through the
 (docs/spec/report-format.md) as they are produced. Progress goes to stderr: percent and ETA on a
 terminal, one summary line at the end otherwise. ``--state-in``/``--state-out`` continue from /
 keep what was learned.
+
+Duplicated or out-of-order rows are skipped, counted (the summary's ``hygiene``) and their first
+file lines named on stderr; ``--strict`` refuses such a trace instead. Outputs are written with
+``output_file``: atomically onto regular files, directly onto ``-``, devices and FIFOs.
 """
 
 from __future__ import annotations
@@ -18,19 +22,32 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.engine.engine import Engine
+from agent.engine.engine import GAP_WINDOWS, Engine
+from agent.engine.output_file import open_text_output, write_output, writes_in_place
 from agent.engine.rackinfo import rack_info
-from agent.engine.state import StateError, read_or_quarantine, write_atomic
+from agent.engine.row_times import MAX_AHEAD_S, TS_FLOOR_S, RowTimes
+from agent.engine.state import StateError, read_or_quarantine
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", type=Path, metavar="TRACE", help="trace CSV (docs/spec/trace-format.md)")
-    parser.add_argument("--report", type=Path, required=True, metavar="OUT.jsonl", help="report to write")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        required=True,
+        metavar="OUT.jsonl",
+        help="report to write ('-': standard output)",
+    )
     parser.add_argument("--config", type=Path, metavar="F", help="agent TOML; overrides the trace metadata")
     parser.add_argument("--window", type=float, metavar="S", help="window length, seconds (default 900)")
     parser.add_argument("--state-in", type=Path, metavar="F", help="start from this engine state file")
     parser.add_argument("--state-out", type=Path, metavar="F", help="write the engine state here at the end")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="also render the HTML report")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a trace whose ts does not strictly increase (default: skip those rows)",
+    )
 
 
 def clean_json(obj: Any) -> Any:
@@ -140,9 +157,15 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("rackwatt replay: the trace reader is not available in this build", file=sys.stderr)
         return 2
+    if args.html is not None and writes_in_place(args.report):
+        print(
+            f"rackwatt replay: --html reads the report back: --report must be a file, not {args.report}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config, engine_cfg = _engine_config(args)
-        reader = open_trace(args.trace)
+        reader = open_trace(args.trace, strict=args.strict)
         engine = _build_engine(args, reader.meta, config, engine_cfg)
     except (OSError, ValueError) as exc:
         print(f"rackwatt replay: {exc}", file=sys.stderr)
@@ -153,9 +176,8 @@ def run(args: argparse.Namespace) -> int:
         size = 0
     progress = Progress(sys.stderr, size)
     rows = 0
-    tmp = args.report.with_name(args.report.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as out:
+        with open_text_output(args.report) as out:  # a regular file appears only when complete
             for chunk in reader:
                 rows += len(chunk)
                 _write(out, engine.process(chunk))
@@ -163,31 +185,52 @@ def run(args: argparse.Namespace) -> int:
                     rows, float(chunk.ts[-1]) if len(chunk) else math.nan, getattr(reader, "position", None)
                 )
             _write(out, engine.finish())
-        tmp.replace(args.report)
     except (OSError, ValueError) as exc:
         progress.done(finished=False)
-        tmp.unlink(missing_ok=True)  # never leave half a report behind
         print(f"rackwatt replay: {exc}", file=sys.stderr)
         return 1
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     progress.done()
-    if engine.rows.dropped_rows:
-        print(
-            f"rackwatt replay: {engine.rows.dropped_rows} rows were not later than the row before them "
-            "(or than the end of --state-in) and were skipped",
-            file=sys.stderr,
-        )
+    for line in skipped_rows_lines(engine.rows.times, engine.rows.gaps):
+        print(f"rackwatt replay: {line}", file=sys.stderr)
     if args.state_out is not None:
         try:
-            write_atomic(args.state_out, engine.save_state())
+            write_output(args.state_out, engine.save_state())
         except OSError as exc:
             print(f"rackwatt replay: writing state {args.state_out}: {exc.strerror or exc}", file=sys.stderr)
             return 1
     if args.html is not None:
         return _render_html(args)
     return 0
+
+
+def skipped_rows_lines(times: RowTimes, gaps: int) -> list[str]:
+    """What the operator is told about rows the engine did not use (one line per kind)."""
+
+    def where(lines: list[int], count: int) -> str:
+        if not lines:
+            return ""
+        more = ", …" if count > len(lines) else ""
+        return f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}{more})"
+
+    out = []
+    if times.out_of_order_rows:
+        out.append(
+            f"{times.out_of_order_rows} rows were not later than the row before them (duplicated or out of "
+            f"order, or before the end of --state-in) and were skipped"
+            f"{where(times.out_of_order_lines, times.out_of_order_rows)}; --strict refuses such a trace"
+        )
+    if times.bad_ts_rows:
+        out.append(
+            f"{times.bad_ts_rows} rows had a ts that is not a time a clock that was set can show (before "
+            f"{time.strftime('%Y-%m-%d', time.gmtime(TS_FLOOR_S))} or over {MAX_AHEAD_S / 3600:g} h ahead) "
+            f"and were skipped{where(times.bad_ts_lines, times.bad_ts_rows)}"
+        )
+    if gaps:
+        out.append(
+            f"{gaps} gap(s) of over {GAP_WINDOWS} windows without rows: each closed the open window and "
+            "started again after it (a 'gap' line in the report)"
+        )
+    return out
 
 
 def _write(out: TextIO, records: list[dict[str, Any]]) -> None:

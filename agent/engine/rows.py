@@ -6,16 +6,24 @@ Flow per call: append the chunk to the look-ahead buffer → emit the rows older
 total, PDU total, cooling share total, inlet mean/spread, …) → pieces split at bin edges →
 ``np.add.reduceat`` into bins. The last emitted row stays pending: its value holds until the
 next row's timestamp, which only the next call knows.
+
+Rows first pass ``RowTimes`` (sane timestamps, moving forward). A gap between rows longer than
+``gap_s`` is a discontinuity, never integrated: the rows before it are emitted, the open bin is
+closed, and the rows after it start again as if they were the first (bins keep their grid, so
+nothing is allocated for the time in between). Each stretch between gaps is one ``Stretch``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from agent.engine.frames import N_FIELDS, BinBatch, F, RackInfo, RowBatch, Signals, split_pieces
+from agent.engine.row_times import RowTimes
 from agent.trace.model import TraceChunk
 
 EMIT_BATCH_S = 15.0  # rows leave the look-ahead buffer in batches spanning at least this long
@@ -23,6 +31,18 @@ MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is rea
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
 """chunk of emitted rows (cleaned) → (stage slot per row, inferred per row, has-hint per row)."""
+
+
+@dataclass
+class Stretch:
+    """What one ``push`` produced up to a gap (or the end of the rows given): completed bins and
+    emitted rows; when a gap follows (``gap`` = last row before it, first row after it), also the
+    open bin it closed (``closed``, partial)."""
+
+    bins: BinBatch
+    rows: RowBatch
+    closed: BinBatch | None = None
+    gap: tuple[float, float] | None = None
 
 
 def _nan_mean_rows(m: np.ndarray) -> np.ndarray:
@@ -38,8 +58,20 @@ def _nan_mean_rows(m: np.ndarray) -> np.ndarray:
 class RowBinner:
     """Turns rows into completed bins; fixed state (the buffer is at most ``lookahead_s`` of rows)."""
 
-    def __init__(self, rack: RackInfo, bin_s: float, n_slots: int, lookahead_s: float, classify: Classifier):
+    def __init__(
+        self,
+        rack: RackInfo,
+        bin_s: float,
+        n_slots: int,
+        lookahead_s: float,
+        classify: Classifier,
+        gap_s: float = math.inf,
+        wall_clock: Callable[[], float] = time.time,
+    ):
         self.rack = rack
+        self.gap_s = gap_s
+        self.times = RowTimes(wall_clock)
+        self.gaps = 0  # discontinuities so far
         self.bin_s = bin_s
         self.n_slots = n_slots
         self.lookahead_s = lookahead_s
@@ -56,18 +88,41 @@ class RowBinner:
         self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
         self._last_gpu_w = math.nan
-        self.dropped_rows = 0  # rows not after the previous one (clock steps, a replay over old data)
         # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
         # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
 
     # ----------------------------------------------------------------------------- public
-    def push(self, chunk: TraceChunk, flush: bool = False) -> tuple[BinBatch, RowBatch]:
+    def push(self, chunk: TraceChunk, flush: bool = False) -> list[Stretch]:
+        """Rows in → one ``Stretch`` per gap crossed, then the stretch after the last gap."""
         buf = self._append(chunk)
+        out: list[Stretch] = []
+        if buf is not None and len(buf) and math.isnan(self.t0):
+            self.t0 = float(buf.ts[0])
+        while buf is not None and len(buf):
+            g = self._first_gap(buf)
+            if g is None:
+                break
+            before = float(buf.ts[g - 1]) if g else self._pending_ts
+            bins, rows = self._emit(buf.take(slice(0, g)), g) if g else self._empty()
+            out.append(Stretch(bins, rows, self.close_open_bin(), (before, float(buf.ts[g]))))
+            self._pending_ts = math.nan  # the next row starts again, as the very first one did
+            self.gaps += 1
+            buf = buf.take(slice(g, len(buf)))
+        self._buf = None
+        out.append(Stretch(*self._push_continuous(buf, flush)))
+        return out
+
+    def _first_gap(self, buf: TraceChunk) -> int | None:
+        """Index of the first row more than ``gap_s`` after the row before it (or the pending row)."""
+        prev = np.concatenate(([self._pending_ts], buf.ts[:-1]))
+        with np.errstate(invalid="ignore"):
+            far = np.flatnonzero(buf.ts - prev > self.gap_s)
+        return int(far[0]) if far.size else None
+
+    def _push_continuous(self, buf: TraceChunk | None, flush: bool) -> tuple[BinBatch, RowBatch]:
         if buf is None or len(buf) == 0:
             return self._empty()
-        if math.isnan(self.t0):
-            self.t0 = float(buf.ts[0])
         cutoff = buf.ts[-1] - self.lookahead_s
         if not flush and cutoff - buf.ts[0] < EMIT_BATCH_S:
             # live ticks: wait until a batch of rows can go (same result, far fewer numpy calls)
@@ -100,14 +155,10 @@ class RowBinner:
     # ----------------------------------------------------------------------------- internals
     def _append(self, chunk: TraceChunk) -> TraceChunk | None:
         if len(chunk):
-            self.signals.ensure(list(chunk.numeric))
             last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts
-            # rows must move forward in time: a row at or before one already seen is dropped, counted
-            prior = np.maximum.accumulate(np.concatenate(([-np.inf if math.isnan(last) else last], chunk.ts)))
-            keep = chunk.ts > prior[:-1]
-            if not keep.all():
-                self.dropped_rows += int((~keep).sum())
-                chunk = chunk.take(keep)
+            chunk = self.times.admit(chunk, float(last))
+            if len(chunk):
+                self.signals.ensure(list(chunk.numeric))
         if self._buf is None:
             return chunk if len(chunk) else None
         if not len(chunk):

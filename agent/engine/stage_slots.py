@@ -4,25 +4,23 @@ Slots: a fixed table of ``N_SLOTS`` stage names. Slot 0 is ``unknown`` (no label
 infer from), the canonical stages follow, custom labels take the remaining slots; when all are
 taken, the least recently used custom label is evicted (its statistics are reset by the owner).
 
-The stage of a row: a valid hint (``[a-z][a-z0-9_]*``) wins; otherwise the stage inferrer
+The stage of a row: a valid hint (``agent.trace.model.is_stage_label``) wins; otherwise the stage inferrer
 (``agent.stages.infer.StageInferrer``) labels the row from GPU telemetry. ``infer_stages`` is
 the one place that knows which inferrer is used.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from agent.trace.model import CANONICAL_STAGES, TraceChunk
+from agent.trace.model import CANONICAL_STAGES, STAGE_LABEL_MAX_CHARS, TraceChunk, is_stage_label
 
 N_SLOTS = 16
 UNKNOWN = "unknown"
-LABEL_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-NAME_WIDTH = 32
+NAME_WIDTH = STAGE_LABEL_MAX_CHARS  # a slot keeps every accepted label whole (never truncates)
 
 
 class StageSlots:
@@ -42,7 +40,7 @@ class StageSlots:
         self._index = {str(n): i for i, n in enumerate(self.names) if n}
 
     def slot(self, name: str, ts: float) -> int:
-        if not name:
+        if not name or not is_stage_label(name):  # callers pass valid labels; never store a cut one
             return 0
         i = self._index.get(name)
         if i is None:
@@ -53,7 +51,7 @@ class StageSlots:
                 custom = np.arange(1 + len(CANONICAL_STAGES), N_SLOTS)
                 i = int(custom[np.argmin(self.last_used[custom])])
                 self.evicted.append(i)
-            self.names[i] = name[:NAME_WIDTH]
+            self.names[i] = name
             self._reindex()
         self.last_used[i] = ts
         return i
@@ -96,7 +94,7 @@ def valid_hints(stage: np.ndarray) -> tuple[np.ndarray, int]:
     """Hint labels with malformed ones blanked, and how many rows were malformed."""
     if not stage.size:
         return stage, 0
-    ok = map_runs(stage, lambda u: bool(u == "" or LABEL_RE.match(u)), bool)
+    ok = map_runs(stage, lambda u: u == "" or is_stage_label(u), bool)
     if ok.all():
         return stage, 0
     return np.where(ok, stage, "").astype(object), int((~ok).sum())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.engine.output_file import write_output
 from agent.report.data import ReportInputError, load_report, load_trace_series
 from agent.report.page import page_title, render_page
 
@@ -17,7 +18,5 @@ def render_html(report_path: Path, trace_path: Path | None, out_path: Path, titl
         data.trace = load_trace_series(Path(trace_path), data)
     page = render_page(data, title or page_title(data, Path(report_path).name))
     out_path = Path(out_path)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out_path)
+    write_output(out_path, page.encode("utf-8"))  # atomic onto a file; a device or FIFO is written directly
     return out_path

@@ -266,6 +266,7 @@ def window_errors(windows: dict[str, list[float | None]]) -> np.ndarray:
 
 def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
     """Facility power envelope, energy by stage and per-window GPU energy, from the trace."""
+    from agent.engine.row_times import RowTimes
     from agent.trace.reader import open_trace  # the reader is only needed when a trace is given
 
     axis = data.axis
@@ -278,11 +279,16 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
     energy_by_stage: dict[str, float] = {}
     first_day = {"facility_j": 0.0, "gpu_j": 0.0}
     holder = FacilityHold()
-    reader = open_trace(trace_path)
+    reader = open_trace(trace_path, strict=False)
     if not data.meta:  # a report without summaries: the trace's metadata names the rack
         data.meta = {"site": reader.meta.site, "rack": reader.meta.rack}
     shares = dict(reader.meta.crac_shares)
-    for chunk in reader:
+    times, last_ts = RowTimes(), float("nan")  # the rows the engine used: same rule, same rows
+    for raw in reader:
+        chunk = times.admit(raw, last_ts)
+        if not len(chunk):
+            continue
+        last_ts = float(chunk.ts[-1])
         facility_w = holder.facility_power(chunk, shares)
         gpu_w = _gpu_total(chunk)
         dt = np.diff(chunk.ts, append=chunk.ts[-1] + (holder.interval_s or 1.0))

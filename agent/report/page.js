@@ -93,6 +93,16 @@
   }
   const DRIFT_LEGEND = { label: "confirmed drift: shaded from its estimated start to its clearing; dashed: confirmed", colour: "rgba(198,40,40,0.35)" };
 
+  // Input the engine did not use: duplicated/out-of-order rows, impossible timestamps, restarts after gaps.
+  function skipped(inp) {
+    if (!inp) return "";
+    const parts = [];
+    if (inp.out_of_order_rows) parts.push(inp.out_of_order_rows + " duplicated or out-of-order rows skipped");
+    if (inp.bad_ts_rows) parts.push(inp.bad_ts_rows + " rows with an impossible ts skipped");
+    if (inp.gaps) parts.push(inp.gaps + " gap(s) without rows");
+    return parts.length ? "<span class=\"bad\">" + esc(parts.join(" · ")) + "</span>" : "";
+  }
+
   // Headline: the three questions, answered at a glance.
   const ep = D.errors.engine_pct, sp = D.errors.static_pct;
   const onsets = D.events.filter((e) => e.state === "onset" && e.cause !== "workload");
@@ -113,7 +123,7 @@
     (onsets.length ? onsets.length + " drift onset(s), first " + esc(when(onsets[0].ts)) + " (" + esc(onsets[0].cause) + ")" +
       (active.length ? "; active since " + esc(when(active[0].start)) + " (estimated start)" : "")
       : (off.length ? "no drift detected by the detections that ran" : "no drift detected")) + "</span>" +
-    (off.length ? "<span class=\"warn\">off: " + esc(offText) + "</span>" : "");
+    (off.length ? "<span class=\"warn\">off: " + esc(offText) + "</span>" : "") + skipped(D.input);
 
   // 1. Stage timeline: one coloured band per bucket (dominant stage); inferred stages paler.
   {

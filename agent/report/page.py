@@ -172,6 +172,14 @@ def _histogram(errors: np.ndarray, edges: np.ndarray) -> list[int]:
     return np.histogram(clipped, bins=edges)[0].tolist()
 
 
+def _skipped_input(last_summary: dict[str, Any]) -> dict[str, int]:
+    """Rows the engine did not use and gaps it restarted after (the last summary's ``hygiene``)."""
+    hygiene = last_summary.get("hygiene")
+    hygiene = hygiene if isinstance(hygiene, dict) else {}
+    keys = ("out_of_order_rows", "bad_ts_rows", "gaps")
+    return {k: int(v) if isinstance(v := hygiene.get(k), (int, float)) else 0 for k in keys}
+
+
 def build_payload(data: ReportData) -> dict[str, Any]:
     """Everything the page's script needs, as plain JSON."""
     w = data.windows
@@ -278,6 +286,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             for name, (why, share) in sorted(data.detections_off.items())
         ],
         "table": table,
+        "input": _skipped_input(last),
         "energy": {
             "total_kwh": total_energy or None,
             "non_compute_share": (non_compute / total_energy) if total_energy else None,

@@ -20,14 +20,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent.trace.model import STAGE_LABEL_MAX_CHARS, is_stage_label
+
 MAX_DATAGRAM_BYTES = 1024
-MAX_LABEL_CHARS = 64
+MAX_LABEL_CHARS = STAGE_LABEL_MAX_CHARS  # the one stage-label rule: agent.trace.model
 MAX_JOB_CHARS = 128
 MAX_WORK_RATE = 1e12
 MIN_TS = 946684800.0  # 2000-01-01: anything earlier is a clock that was never set
 MAX_FUTURE_S = 60.0  # a ts further ahead of the agent's clock than this is rejected
 
-LABEL_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 JOB_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]*\Z")
 
 HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts"})
@@ -80,7 +81,7 @@ class Command:
 
 def valid_label(label: object) -> bool:
     """True for a stage label the agent accepts: ``[a-z][a-z0-9_]*``, at most 64 characters."""
-    return isinstance(label, str) and len(label) <= MAX_LABEL_CHARS and LABEL_RE.match(label) is not None
+    return is_stage_label(label)
 
 
 def check_label(label: object, what: str = "stage") -> str:
@@ -88,7 +89,7 @@ def check_label(label: object, what: str = "stage") -> str:
         raise HintError("bad_label", f"{what}: expected a string, got {type(label).__name__}")
     if len(label) > MAX_LABEL_CHARS:
         raise HintError("bad_label", f"{what}: longer than {MAX_LABEL_CHARS} characters")
-    if not LABEL_RE.match(label):
+    if not is_stage_label(label):
         raise HintError("bad_label", f"{what}: {label[:MAX_LABEL_CHARS]!r} does not match [a-z][a-z0-9_]*")
     return label
 

@@ -6,6 +6,7 @@ Numeric columns are float64 arrays where NaN means "not sampled at this row" (ne
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,19 @@ CANONICAL_STAGES: tuple[str, ...] = (
     "eval",
 )
 TEXT_COLUMNS: tuple[str, ...] = ("stage", "job")
+
+# The stage-label rule, owned here and used by the trace reader, the hint parser and the engine's
+# stage slots (the stdlib-only ``agent.stages.client`` keeps a copy; a test holds them equal).
+# 64 characters: the limit the hint protocol publishes (agent/schemas/hint.schema.json) and what a
+# slot stores whole, so a label is either refused everywhere or kept exactly everywhere.
+STAGE_LABEL_MAX_CHARS = 64
+STAGE_LABEL_RULE = f"match [a-z][a-z0-9_]*, at most {STAGE_LABEL_MAX_CHARS} characters"
+_STAGE_LABEL_RE = re.compile(rf"[a-z][a-z0-9_]{{0,{STAGE_LABEL_MAX_CHARS - 1}}}")
+
+
+def is_stage_label(label: object) -> bool:
+    """True for a label every part of the agent accepts and keeps whole."""
+    return isinstance(label, str) and _STAGE_LABEL_RE.fullmatch(label) is not None
 
 
 @dataclass

@@ -8,7 +8,9 @@ per numeric cell. Iterating again re-reads the file from the first data row.
 Rules: the header must name ``ts``; ``stage`` and ``job`` are text, every other column (known or
 not) is numeric; an empty cell or ``nan`` is NaN; ``ts`` is present and strictly increasing.
 Cells are not quoted (the writer never needs quotes). Any violation raises ``TraceFormatError``
-naming the file line and the reason.
+naming the file line and the reason. With ``strict=False`` rows whose ``ts`` does not increase
+(a logger's duplicated or reordered rows) are passed on as they are: the engine's ``RowTimes``
+drops and counts them, so one hiccup does not cost the whole replay.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ from typing import BinaryIO
 import numpy as np
 
 from agent.trace.cells import classify, delimiters, parse_cells
-from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
+from agent.trace.model import STAGE_LABEL_RULE, TEXT_COLUMNS, TraceChunk, TraceMeta, is_stage_label
 
-STAGE_LABEL = re.compile(r"[a-z][a-z0-9_]*")
 _CRAC_SHARE = re.compile(r"crac\.([^.]*)\.share")
 _CRAC_ID = re.compile(r"[a-z0-9_]+")
 PARSE_BLOCK_ROWS = 4096  # rows parsed at once: cache-sized temporaries (measured faster than whole chunks)
@@ -42,18 +43,19 @@ class TraceFormatError(ValueError):
         super().__init__(f"{self.path}: line {line}: {reason}")
 
 
-def open_trace(path: Path | str, chunk_rows: int = 65536) -> TraceReader:
+def open_trace(path: Path | str, chunk_rows: int = 65536, strict: bool = True) -> TraceReader:
     """A reader over ``path``: ``.meta``, ``.columns``, and iteration yielding ``TraceChunk``s."""
-    return TraceReader(path, chunk_rows)
+    return TraceReader(path, chunk_rows, strict)
 
 
 class TraceReader:
     """Metadata and header of a trace, and an iterator over its data in chunks."""
 
-    def __init__(self, path: Path | str, chunk_rows: int = 65536) -> None:
+    def __init__(self, path: Path | str, chunk_rows: int = 65536, strict: bool = True) -> None:
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
         self.path = Path(path)
+        self.strict = strict  # False: rows whose ts does not increase are passed on, not refused
         self.chunk_rows = chunk_rows
         self.meta = TraceMeta()
         self.columns: list[str] = []
@@ -225,7 +227,7 @@ class TraceReader:
         table = values.reshape(rows, ncols)
         ts = table[:, self._ts_index]
         checked_rows = min([row for row, _ in problems], default=rows)  # ts after a bad cell is unknown
-        problem = self._ts_problem(ts[:checked_rows], last_ts)
+        problem = self._ts_problem(ts[:checked_rows], last_ts, self.strict)
         if problem:
             problems.append(problem)
         if problems:
@@ -266,11 +268,11 @@ class TraceReader:
             labels = [cell.decode("utf-8", errors="replace") for cell in cells]
             problem = (row, f"{name}: not UTF-8 text")
         if name == "stage":
-            bad = {label for label in set(labels) if label and not STAGE_LABEL.fullmatch(label)}
+            bad = {label for label in set(labels) if label and not is_stage_label(label)}
             if bad:
                 row = next(i for i, label in enumerate(labels) if label in bad)
                 if problem is None or row < problem[0]:
-                    problem = (row, f"bad stage label {labels[row]!r}: must match [a-z][a-z0-9_]*")
+                    problem = (row, f"bad stage label {labels[row][:80]!r}: must {STAGE_LABEL_RULE}")
         out = np.empty(len(labels), dtype=object)
         out[:] = labels
         return out, problem
@@ -301,10 +303,13 @@ class TraceReader:
         return None
 
     @staticmethod
-    def _ts_problem(ts: np.ndarray, last_ts: float) -> tuple[int, str] | None:
-        """The first row whose ts is missing or not above the previous row's."""
+    def _ts_problem(ts: np.ndarray, last_ts: float, strict: bool = True) -> tuple[int, str] | None:
+        """The first row whose ts is missing or (``strict``) not above the previous row's."""
         if not ts.size:
             return None
+        if not strict:
+            missing = np.flatnonzero(np.isnan(ts))
+            return (int(missing[0]), "ts is empty or nan (every row needs a ts)") if missing.size else None
         previous = np.concatenate(([last_ts], ts[:-1]))
         bad = np.flatnonzero(np.isnan(ts) | (ts <= previous) | np.isnan(previous))
         if not bad.size:

@@ -214,7 +214,7 @@ def test_rows_that_do_not_move_forward_are_dropped_and_counted() -> None:
     chunks = synth.chunks(1 / 24, seed=6, chunk_rows=600)
     again = synth.rechunk([chunks[2]], 100)[0]  # 100 rows the engine has already seen
     eng, recs = run_engine([*chunks[:4], again, *chunks[4:]])
-    assert eng.rows.dropped_rows == len(again)
+    assert eng.rows.times.out_of_order_rows == len(again)
     assert recs[-1]["payload"]["hygiene"]["out_of_order_rows"] == len(again)
     segs = [r for r in recs if r["type"] == "segment"]
     assert all(b["start"] == a["end"] for a, b in itertools.pairwise(segs))

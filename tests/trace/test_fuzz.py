@@ -4,7 +4,6 @@ reader (csv splitting + float()), or raise TraceFormatError naming a line — ne
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.trace import reader as reader_module
+from agent.trace.model import is_stage_label
 from agent.trace.reader import TraceFormatError, open_trace
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "docs" / "spec" / "sample-trace.csv").read_bytes()
@@ -44,7 +44,6 @@ PIECES = [
     b"x",
     "\ufeff".encode(),
 ]
-STAGE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def _mutate(data: bytes, draw: st.DataObject) -> bytes:
@@ -103,7 +102,7 @@ def _reference(raw: bytes, columns: list[str], data_line: int) -> list[list[obje
                     text = cell.decode("utf-8")
                 except UnicodeDecodeError:
                     return line_no
-                if name == "stage" and text and not STAGE.fullmatch(text):
+                if name == "stage" and text and not is_stage_label(text):
                     return line_no
                 row.append(text)
             else:

@@ -51,14 +51,14 @@ CASES = [
         HEAD + "1,idle,j,1,\n2,Forward,j,1,\n",
         100,
         4,
-        "bad stage label 'Forward': must match [a-z][a-z0-9_]*",
+        "bad stage label 'Forward': must match [a-z][a-z0-9_]*, at most 64 characters",
     ),
     (
         "stage with space",
         HEAD + "1,grad sync,j,1,\n",
         100,
         3,
-        "bad stage label 'grad sync': must match [a-z][a-z0-9_]*",
+        "bad stage label 'grad sync': must match [a-z][a-z0-9_]*, at most 64 characters",
     ),
     (
         "earliest problem wins",
