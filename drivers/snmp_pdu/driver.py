@@ -32,8 +32,11 @@ FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor p
 def _read_secret(path: Path) -> str:
     """The secret in ``path`` (community or USM key); one place to swap the implementation."""
     from agent.config.secrets import read_secret
+    from agent.live.logsetup import register_secret
 
-    return read_secret(path)
+    secret = read_secret(path)
+    register_secret(secret)  # a community or key never reaches a log line, whatever logs it
+    return secret
 
 
 class SnmpPduDriver:
