@@ -51,9 +51,11 @@ log = logging.getLogger("rackwatt.mqtt")
 InboundHandler = Callable[[bytes], None]
 
 
-# Sessions the broker closed, in a row, sooner than one keepalive after CONNACK (nothing on our
-# side can have gone silent that fast) before we say another client uses our client id: one is a
-# broker restart, three in a row is a pattern.
+# Two clients with one client id take the session from each other: each is closed as soon as the
+# other reconnects, which paho does after its minimum delay (its backoff resets on every successful
+# connect). So a session the broker ends within 2 × reconnect_min_s + 1 s of CONNACK (and within
+# one keepalive, before anything of ours could have timed out) is "short"; one is chance (a broker
+# restart), three in a row is the pattern.
 TAKEOVER_SHORT_SESSIONS = 3
 
 
@@ -364,7 +366,8 @@ class MqttPublisher:
         started = self._session_started
         lasted_s = time.monotonic() - started if started is not None else float("inf")
         taken_over = "taken over" in reason.lower()  # MQTT 5 reason code 142, where a broker says so
-        if lasted_s < self.cfg.keepalive_s or taken_over:
+        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
+        if lasted_s < short_s or taken_over:
             self._short_sessions += 1
         else:
             self._short_sessions = 0
