@@ -124,7 +124,9 @@ class Receiver:
             callback_api_version=CallbackAPIVersion.VERSION2, client_id="soak-receiver", clean_session=False
         )
         self.client.reconnect_delay_set(1, 1)
-        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe("rackwatt/#", qos=1)
+        self.control: dict[int, int] = {}  # the reference publisher's seqs → times received
+        topics = [("rackwatt/#", 1), ("soak-control/#", 1)]
+        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topics)
         self.client.on_message = self._on_message
         self.client.connect("127.0.0.1", port, keepalive=30)
         self.client.loop_start()
@@ -135,6 +137,10 @@ class Receiver:
             payload = json.loads(msg.payload)
         except ValueError:
             return
+        if msg.topic.startswith("soak-control/"):
+            with self._lock:
+                self.control[payload["seq"]] = self.control.get(payload["seq"], 0) + 1
+            return
         if payload.get("type") == "status":
             return
         seq = payload.get("seq")
@@ -144,6 +150,52 @@ class Receiver:
                 self.seqs[seq] = self.seqs.get(seq, 0) + 1
 
     def stop(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class ControlPublisher:
+    """The reference: a bare paho client publishing QoS 1 at the agent's rate through the same
+    restarts. What it loses after PUBACK is the broker's (or the receiver's) loss, not the agent's."""
+
+    def __init__(self, port: int, period_s: float) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.client import CallbackAPIVersion
+
+        self.period_s = period_s
+        self.acked: set[int] = set()
+        self.sent = 0
+        self._mids: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id="soak-control", clean_session=False
+        )
+        self.client.reconnect_delay_set(1, 2)
+        self.client.on_publish = self._on_publish
+        self.client.connect_async("127.0.0.1", port, keepalive=10)
+        self.client.loop_start()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _on_publish(self, client: Any, userdata: Any, mid: int, rc: Any, props: Any) -> None:
+        with self._lock:
+            seq = self._mids.pop(mid, None)
+            if seq is not None:
+                self.acked.add(seq)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sent += 1
+            with self._lock:
+                info = self.client.publish("soak-control/x", json.dumps({"seq": self.sent}), qos=1)
+                self._mids[info.mid] = self.sent
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=5)
+
+    def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
 
@@ -292,6 +344,7 @@ def run_soak(args: argparse.Namespace) -> int:
     broker = Broker(tmp)
     broker.start()
     receiver = Receiver(broker.port)
+    control = ControlPublisher(broker.port, args.control_period_s)
     opts = {
         "speed": args.speed, "days": args.days, "seed": args.seed, "port": broker.port,
         "state_dir": str(tmp / "state"), "flap_hours": args.flap_hours, "flap_minutes": args.flap_minutes,
@@ -325,6 +378,7 @@ def run_soak(args: argparse.Namespace) -> int:
                 broker.restart()
                 next_restart = time.monotonic() + restart_real_s
         wall_s = time.monotonic() - started
+        control.stop()
         reader.join(timeout=10)
         final = next((line for line in lines if line.get("final")), None)
         if final is None or agent.returncode != 0:
@@ -332,14 +386,23 @@ def run_soak(args: argparse.Namespace) -> int:
             raise SystemExit(f"soak: the agent failed (exit {agent.returncode})")
         deadline = time.monotonic() + 30
         expected = final["last_seq"] - final["left_in_spool"] - final["dropped"]
-        while len(receiver.seqs) < expected and time.monotonic() < deadline:
+        while (len(receiver.seqs) < expected or len(receiver.control) < len(control.acked)) and (
+            time.monotonic() < deadline
+        ):
             time.sleep(0.2)
     finally:
         if agent.poll() is None:
             agent.kill()
+        control.stop()
+        control.close()
         receiver.stop()
         broker.stop()
     report(args, final, samples, receiver, broker.restarts, wall_s, log_path)
+    acked = control.acked
+    got = set(receiver.control)
+    print(f"\nreference (bare paho QoS 1 client, same broker, same restarts): {control.sent} sent, "
+          f"{len(acked)} acknowledged, {len(acked & got)} of those received, "
+          f"**{len(acked - got)} lost after the broker's PUBACK**")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
@@ -412,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flap-hours", type=float, default=5.0, help="cooling unit failure period, sim h")
     parser.add_argument("--flap-minutes", type=float, default=20.0, help="how long it stays down, sim min")
     parser.add_argument("--seed", type=int, default=0, help="the twin's seed")
+    parser.add_argument("--control-period-s", type=float, default=0.03,
+                        help="real seconds between the reference publisher's messages (≈ the agent's rate)")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
     if args.role == "agent":

@@ -278,6 +278,7 @@ class MqttPublisher:
         if client is None:
             return
         self._cycling = True
+        self.connected = False  # the pump sends nothing into a session that is closing
         try:
             client.disconnect()  # clean: the broker discards the old will without publishing it
             await self._join_network_thread(client)
