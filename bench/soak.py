@@ -166,6 +166,7 @@ class ControlPublisher:
         self.acked: set[int] = set()
         self.sent = 0
         self._mids: dict[int, int] = {}
+        self._early: set[int] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.client = mqtt.Client(
@@ -181,15 +182,22 @@ class ControlPublisher:
     def _on_publish(self, client: Any, userdata: Any, mid: int, rc: Any, props: Any) -> None:
         with self._lock:
             seq = self._mids.pop(mid, None)
-            if seq is not None:
+            if seq is None:
+                self._early.add(mid)  # PUBACK before publish() returned its mid to us
+            else:
                 self.acked.add(seq)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             self.sent += 1
+            # never hold our lock across publish(): paho calls on_publish holding its own
+            info = self.client.publish("soak-control/x", json.dumps({"seq": self.sent}), qos=1)
             with self._lock:
-                info = self.client.publish("soak-control/x", json.dumps({"seq": self.sent}), qos=1)
-                self._mids[info.mid] = self.sent
+                if info.mid in self._early:
+                    self._early.discard(info.mid)
+                    self.acked.add(self.sent)
+                else:
+                    self._mids[info.mid] = self.sent
 
     def stop(self) -> None:
         self._stop.set()
@@ -332,6 +340,7 @@ def role_agent(argv: list[str]) -> int:
         "published": publisher_stats.get("published", 0),
         "connects": publisher_stats.get("connects", 0),
         "flap_failures": crac.failures,
+        "polls": {d: h["polls"] for d, h in (agent.poller.health_dict() if agent.poller else {}).items()},
     }), flush=True)
     return code
 
@@ -424,6 +433,12 @@ def report(
           f"seed {args.seed}); broker restarted {restarts}× (every {args.restart_hours:g} sim h); "
           f"cooling unit down {args.flap_minutes:g} min every {args.flap_hours:g} sim h "
           f"({final['flap_failures']} failed polls); {final['connects']} MQTT connects")
+    polls = final.get("polls", {})
+    if polls:
+        sim_polls = final["sim_days"] * 86400 / INTERVAL_S
+        done = ", ".join(f"{d} {n}" for d, n in polls.items())
+        print(f"polls done per device (of {sim_polls:.0f} at the {INTERVAL_S:g} s interval; the loop "
+              f"skips slots it cannot keep up with at this speed): {done}")
     print()
     print("| simulated days | RSS min MB | RSS max MB | RSS last MB |")
     print("|---|---|---|---|")
