@@ -27,6 +27,7 @@ reason (``tls_probe``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -116,6 +117,7 @@ class MqttPublisher:
         self._cycling = False  # a deliberate reconnect to refresh the will is under way
         self._session_started: float | None = None
         self._short_sessions = 0
+        self._short_ends: collections.deque[float] = collections.deque(maxlen=TAKEOVER_SHORT_SESSIONS)
         self.takeover_suspected = False
         self._diagnosing = False
         self._will_task: asyncio.Task[None] | None = None
@@ -368,13 +370,22 @@ class MqttPublisher:
         lasted_s = time.monotonic() - started if started is not None else float("inf")
         taken_over = "taken over" in reason.lower()  # MQTT 5 reason code 142, where a broker says so
         short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
+        now = time.monotonic()
         if lasted_s < short_s or taken_over:
             self._short_sessions += 1
+            self._short_ends.append(now)
         else:
             self._short_sessions = 0
+            self._short_ends.clear()
             self.takeover_suspected = False
         n = self._short_sessions
-        if taken_over or n >= TAKEOVER_SHORT_SESSIONS:
+        # a fight is back to back: the short sessions follow each other within one reconnect delay
+        # each; short sessions spread out in time are a flaky link or a restarting broker instead
+        back_to_back = (
+            len(self._short_ends) == TAKEOVER_SHORT_SESSIONS
+            and self._short_ends[-1] - self._short_ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s
+        )
+        if taken_over or (n >= TAKEOVER_SHORT_SESSIONS and back_to_back):
             self.takeover_suspected = True
             self.last_error = f"client id {self.client_id!r} in use by another client"
             if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
