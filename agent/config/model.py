@@ -126,6 +126,10 @@ class StagesSection:
     mqtt_hints: bool = True  # subscribe to <root>/<site>/<rack>/hint on the site broker
     hint_ttl_s: float = 600.0  # a hint older than this expires to "unknown"
     rate_limit_per_s: float = 50.0  # per source; excess hints are dropped and counted
+    # who may send commands (`rackwatt accept`) over the Unix socket; None → root and the agent's
+    # own user / the agent's own group (names or numbers). UDP never carries commands.
+    command_uids: tuple[int, ...] | None = None
+    command_groups: tuple[str, ...] | None = None
     inference: bool = True
 
 

@@ -2,7 +2,8 @@
 
 Two routes, tried in this order:
 1. **Running agent**: one JSON datagram on the agent's local stage-hint socket (the Unix socket of
-   ``[stages] socket_path``, else UDP ``127.0.0.1:[stages] udp_port``):
+   ``[stages] socket_path``; never UDP, which carries no sender identity) from a uid or group
+   ``[stages] command_uids``/``command_groups`` permit (default root and the agent's group):
    ``{"command": "accept", "cause": "cooling", "ts": 1764400000.0}`` — ``cause`` left out means
    all. The agent's hint listener hands it to ``DriftMonitor.accept``, which publishes the
    ``cleared`` event with ``detail.accepted = true``.
@@ -26,7 +27,7 @@ from typing import Any
 from agent.config.loader import DEFAULT_CONFIG_PATH
 from agent.engine.drift.attribution import CAUSES
 from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
-from agent.stages.send import send_udp, send_unix
+from agent.stages.send import send_unix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,14 +69,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"accept {cause}: sent to the running agent ({socket_path})")
             return 0
         reason = f"no agent listening on {socket_path} ({error})"
-    elif stages.udp_port is not None:
-        error = send_udp(data, stages.udp_port)
-        if not error:
-            print(f"accept {cause}: sent to the running agent (udp 127.0.0.1:{stages.udp_port})")
-            return 0
-        reason = f"no agent on udp 127.0.0.1:{stages.udp_port} ({error})"
-    else:
-        reason = "no stage-hint socket configured"
+    else:  # UDP carries no sender identity, so the agent takes commands only on the Unix socket
+        reason = "no stage-hint Unix socket configured (UDP carries hints only)"
     try:
         state_file = find_state_file(config.agent.state_dir)
     except StateFileError as exc:

@@ -3,30 +3,86 @@
 Under systemd (``JOURNAL_STREAM`` set) lines carry no timestamp (journald adds its own) and start
 with a ``<N>`` syslog priority prefix, which journald turns into the entry's priority. Elsewhere
 lines start with an ISO timestamp. Secrets read by the agent (``register_secret``) are replaced by
-``***`` in every line, whatever logged them.
+``***`` in every line, whatever logged them, whatever their length.
+
+Third-party libraries (paho, pymodbus, pysnmp, pyasn1) log at error priority during ordinary
+reconnects and on garbage replies ("Client is not connected", "Failed to connect", pyasn1
+tracebacks), without saying which device. The agent's own lines report every such failure with
+the device's or broker's host:port, so library lines are demoted (``library_priority``): error →
+info, warning → debug, and their tracebacks folded to one line. Their original level stays in the
+text (``pymodbus ERROR: …``) for whoever runs ``--verbose``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 _SECRETS: set[str] = set()
+_scrubber: re.Pattern[str] | None = None
 _PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+# A secret this long or longer is scrubbed wherever it occurs. A shorter one would also match
+# inside ordinary words ("pw" in "pwd"), so it is scrubbed where it stands alone, between
+# non-alphanumerics (key=pw, "pw", user:pw@host): the only places it can be told apart as a secret.
+SUBSTRING_MIN_CHARS = 4
+LIBRARY_LOGGERS = ("paho", "rackwatt.mqtt.paho", "pymodbus", "pysnmp", "pyasn1")
+_DEMOTED = {logging.CRITICAL: logging.WARNING, logging.ERROR: logging.INFO, logging.WARNING: logging.DEBUG}
 
 
 def register_secret(secret: str) -> None:
-    """Never print ``secret``: every log line is scrubbed of it (short strings are ignored)."""
-    if len(secret) >= 4:
-        _SECRETS.add(secret)
+    """Never print ``secret``: every log line is scrubbed of it, whatever its length."""
+    global _scrubber
+    if not secret or secret in _SECRETS:
+        return
+    _SECRETS.add(secret)
+    parts = []
+    for known in sorted(_SECRETS, key=len, reverse=True):  # longest first: no partial scrubs
+        escaped = re.escape(known)
+        if len(known) >= SUBSTRING_MIN_CHARS:
+            parts.append(escaped)
+        else:
+            parts.append(rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])")
+    _scrubber = re.compile("|".join(parts))
 
 
 def scrub(text: str) -> str:
-    for secret in _SECRETS:
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
+    if _scrubber is None:
+        return text
+    return _scrubber.sub("***", text)
+
+
+def library_priority(record: logging.LogRecord) -> logging.LogRecord:
+    """Demote a third-party library's record (see the module docstring); others pass unchanged."""
+    name = record.name
+    if not any(name == lib or name.startswith(lib + ".") for lib in LIBRARY_LOGGERS):
+        return record
+    level = _DEMOTED.get(record.levelno, record.levelno)
+    text = f"{name} {record.levelname}: {record.getMessage()}"
+    if record.exc_info and record.exc_info[1] is not None:
+        exc = record.exc_info[1]
+        text += f" ({type(exc).__name__}: {exc})"
+    demoted = logging.makeLogRecord(record.__dict__)
+    demoted.msg, demoted.args = text, None
+    demoted.exc_info, demoted.exc_text, demoted.stack_info = None, None, None
+    demoted.levelno, demoted.levelname = level, logging.getLevelName(level)
+    return demoted
+
+
+class _AgentHandler(logging.StreamHandler):
+    """stderr handler that applies ``library_priority``, then the threshold to the demoted level
+    (a copy is demoted, so other handlers, e.g. pytest's, see the library's record unchanged)."""
+
+    def __init__(self, stream: object, threshold: int) -> None:
+        super().__init__(stream)
+        self.threshold = threshold
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        record = library_priority(record)
+        if record.levelno < self.threshold:
+            return False
+        return bool(super().handle(record))
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -47,12 +103,13 @@ class _OneLineFormatter(logging.Formatter):
 def setup_logging(verbose: bool = False, stream: object = None) -> None:
     """Configure the root logger once for a command (idempotent: replaces earlier handlers)."""
     journald = bool(os.environ.get("JOURNAL_STREAM"))
-    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
+    handler = _AgentHandler(stream or sys.stderr, logging.DEBUG if verbose else logging.INFO)
     handler.setFormatter(_OneLineFormatter(journald))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    for noisy in ("pymodbus", "pysnmp", "asyncio", "rackwatt.mqtt.paho"):
+    # below warning a library only chatters; from warning up it is shown, demoted (library_priority)
+    for noisy in (*LIBRARY_LOGGERS, "asyncio"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -158,6 +158,7 @@ class LiveAgent(AgentOutputs):
 
     def _build_stages(self) -> None:
         from agent.stages.intake import HintIntake
+        from agent.stages.listener import command_policy
         from agent.stages.timeline import StageTimeline
 
         st = self.config.stages
@@ -167,6 +168,7 @@ class LiveAgent(AgentOutputs):
             rate_limit_per_s=st.rate_limit_per_s,
             on_command=self._on_command,
             clock=self.clock.time,
+            command_policy=command_policy(st),
         )
 
     async def _start_listener(self) -> None:
@@ -431,6 +433,7 @@ class LiveAgent(AgentOutputs):
 
     def _build_stages_keep_timeline(self) -> None:
         from agent.stages.intake import HintIntake
+        from agent.stages.listener import command_policy
 
         timeline = self.timeline
         timeline.ttl_s = self.config.stages.hint_ttl_s
@@ -439,6 +442,7 @@ class LiveAgent(AgentOutputs):
             rate_limit_per_s=self.config.stages.rate_limit_per_s,
             on_command=self._on_command,
             clock=self.clock.time,
+            command_policy=command_policy(self.config.stages),
         )
 
     async def _shutdown(self) -> None:

@@ -154,4 +154,6 @@ class Poller:
 def _failed(driver: Driver, start_ts: float, started: float, why: str) -> PollResult:
     """A poll that produced nothing: no signals (missing, never zero), and why."""
     elapsed_ms = (time.monotonic() - started) * 1000
-    return PollResult(driver.device, start_ts, {}, False, elapsed_ms, error=f"{driver.device}: {why}")
+    # drivers of network devices name themselves with host:port (``where``): say which device it was
+    where = getattr(driver, "where", None) or driver.device
+    return PollResult(driver.device, start_ts, {}, False, elapsed_ms, error=f"{where}: {why}")

@@ -12,11 +12,22 @@ window: everything else waits in the spool, on disk, and is sent in ``seq`` orde
 connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
 disappears; a clean stop publishes ``offline`` itself. A status carries ``seq`` = the last data
 ``seq`` assigned so far, so a subscriber can also spot lost messages at the tail.
+
+The broker holds the will registered in CONNECT; MQTT cannot update it in a session. So the will
+is re-set (paho ``will_set``) before every reconnect, and a session whose will lags the current
+``seq`` is cycled (clean DISCONNECT, CONNECT with a current will) once ``will_refresh_s`` has
+passed and nothing is in flight. The session is persistent (``clean_session=False``): QoS 1
+commands and hints sent during that gap, or while the agent is down, wait at the broker.
+
+What the broker does is logged as what it is: a session the broker keeps closing right after
+connecting is another client using our client id; a failed TLS connect is diagnosed with the ssl
+reason (``tls_probe``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -33,11 +44,20 @@ from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret
 from agent.live.logsetup import register_secret
 from agent.live.spool import Spool
+from agent.live.tls_probe import tls_failure
 from agent.live.topics import SCHEMA_VERSION, Topics
 
 log = logging.getLogger("rackwatt.mqtt")
 
 InboundHandler = Callable[[bytes], None]
+
+
+# Two clients with one client id take the session from each other: each is closed as soon as the
+# other reconnects, which paho does after its minimum delay (its backoff resets on every successful
+# connect). So a session the broker ends within 2 × reconnect_min_s + 1 s of CONNACK (and within
+# one keepalive, before anything of ours could have timed out) is "short"; one is chance (a broker
+# restart), three in a row is the pattern.
+TAKEOVER_SHORT_SESSIONS = 3
 
 
 class MqttConfigError(ValueError):
@@ -63,6 +83,7 @@ class MqttPublisher:
         delayed_after_s: float = 5.0,
         reconnect_min_s: int = 1,
         reconnect_max_s: int = 60,
+        will_refresh_s: float = 600.0,
     ) -> None:
         self.cfg = cfg
         self.site, self.rack = site, rack
@@ -89,6 +110,17 @@ class MqttPublisher:
         self.published = 0  # PUBACKs received for spooled messages
         self.last_error: str | None = None
         self._stopping = False
+        self.client_id = cfg.client_id or f"rackwatt-{site}-{rack}"
+        self.will_refresh_s = will_refresh_s
+        self.will_seq = 0  # the seq in the will the broker holds now
+        self._will_set_mono = time.monotonic()
+        self._cycling = False  # a deliberate reconnect to refresh the will is under way
+        self._session_started: float | None = None
+        self._short_sessions = 0
+        self._short_ends: collections.deque[float] = collections.deque(maxlen=TAKEOVER_SHORT_SESSIONS)
+        self.takeover_suspected = False
+        self._diagnosing = False
+        self._will_task: asyncio.Task[None] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -97,12 +129,11 @@ class MqttPublisher:
     # ---- setup -----------------------------------------------------------------------------
     def _build_client(self) -> mqtt.Client:
         cfg = self.cfg
-        client_id = cfg.client_id or f"rackwatt-{self.site}-{self.rack}"
         client = mqtt.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=client_id,
+            client_id=self.client_id,
             protocol=mqtt.MQTTv311,
-            clean_session=True,
+            clean_session=False,
         )
         client.suppress_exceptions = True
         client.enable_logger(logging.getLogger("rackwatt.mqtt.paho"))
@@ -130,7 +161,7 @@ class MqttPublisher:
                     f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
                     f"key_file={cfg.key_file}): {exc}"
                 ) from None
-        client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
+        self._set_will(client)
         client.on_connect = self._cb_connect
         client.on_connect_fail = self._cb_connect_fail
         client.on_disconnect = self._cb_disconnect
@@ -145,6 +176,7 @@ class MqttPublisher:
         self._client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
         self._client.loop_start()
         self._pump_task = asyncio.create_task(self._pump(), name="mqtt-pump")
+        self._will_task = asyncio.create_task(self._keep_will_current(), name="mqtt-will")
         log.info(
             "mqtt: connecting to %s (tls=%s, user=%s)",
             self.endpoint,
@@ -210,6 +242,7 @@ class MqttPublisher:
         self.connects += 1
         self.failures = 0
         self.last_error = None
+        self._session_started = time.monotonic()
         log.info("mqtt: connected to %s; %d message(s) waiting in the spool", self.endpoint, len(self.spool))
         client = self._client
         assert client is not None
@@ -219,33 +252,152 @@ class MqttPublisher:
         self.publish_status()
         self._wake.set()
 
+    def _set_will(self, client: mqtt.Client) -> None:
+        self.will_seq = self.spool.last_seq
+        self._will_set_mono = time.monotonic()
+        client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
+
     def _refresh_will(self) -> None:
         """The next CONNECT carries a will with the current ``seq`` watermark."""
         if self._client is not None and not self._stopping:
-            self._client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
+            self._set_will(self._client)
+
+    async def _keep_will_current(self) -> None:
+        """Cycle the session when the broker's will lags ``seq`` (see the module docstring)."""
+        step_s = max(0.05, min(5.0, self.will_refresh_s / 4))
+        while not self._stopping:
+            await asyncio.sleep(step_s)
+            stale = self.spool.last_seq > self.will_seq
+            due = time.monotonic() - self._will_set_mono >= self.will_refresh_s
+            if stale and due and self.connected and not self._inflight and not self._control_mids:
+                try:
+                    await self._cycle_session()
+                except Exception:  # the session goes on with the older will
+                    log.exception("mqtt: refreshing the last will failed")
+
+    async def _cycle_session(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        self._cycling = True
+        self.connected = False  # the pump sends nothing into a session that is closing
+        try:
+            client.disconnect()  # clean: the broker discards the old will without publishing it
+            await self._join_network_thread(client)
+            if self._stopping:
+                return
+            self._set_will(client)
+            client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
+            client.loop_start()
+        finally:
+            self._cycling = False
+        log.debug("mqtt: session renewed so the last will carries seq %d", self.will_seq)
+
+    async def _join_network_thread(self, client: mqtt.Client, timeout_s: float = 5.0) -> bool:
+        """``loop_stop()`` joins paho's thread without a timeout: run it aside, wait bounded."""
+        stopper = threading.Thread(target=client.loop_stop, name="mqtt-stop", daemon=True)
+        stopper.start()
+        deadline = time.monotonic() + timeout_s
+        while stopper.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return not stopper.is_alive()
 
     def _on_connect_fail(self) -> None:
         self._refresh_will()
         self.failures += 1
         self.connected = False
-        self.last_error = "unreachable"
+        if self.last_error is None or not self.last_error.startswith("tls:"):
+            self.last_error = "unreachable"
         if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8…: one line per doubling, not a flood
-            log.warning(
-                "mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
-                self.endpoint,
-                self.failures,
-                self._next_delay_s(),
+            if self.cfg.ca_file is not None and not self._diagnosing and self._loop is not None:
+                self._diagnosing = True
+                self._loop.create_task(self._report_connect_fail(self.failures, self._next_delay_s()))
+            else:
+                self._log_unreachable(self.failures, self._next_delay_s())
+
+    def _log_unreachable(self, attempt: int, delay_s: int) -> None:
+        log.warning(
+            "mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
+            self.endpoint,
+            attempt,
+            delay_s,
+        )
+
+    async def _report_connect_fail(self, attempt: int, delay_s: int) -> None:
+        """With TLS on, say why the handshake fails (paho does not tell); else "cannot reach"."""
+        cfg = self.cfg
+        assert cfg.ca_file is not None
+        try:
+            reason = await asyncio.to_thread(
+                tls_failure, cfg.host, cfg.port, cfg.ca_file, cfg.cert_file, cfg.key_file
             )
+        except Exception as exc:  # the diagnosis must never take the publisher down
+            reason = None
+            log.debug("mqtt: TLS diagnosis failed: %s", exc)
+        finally:
+            self._diagnosing = False
+        if reason is None:
+            self._log_unreachable(attempt, delay_s)
+            return
+        self.last_error = f"tls: {reason}"
+        log.error(
+            "mqtt: TLS connection to broker %s failed (attempt %d): %s; spooling to disk, retrying in %d s",
+            self.endpoint,
+            attempt,
+            reason,
+            delay_s,
+        )
 
     def _on_disconnect(self, reason: str) -> None:
-        self._refresh_will()
         was = self.connected
         self.connected = False
-        if was and not self._stopping:
-            log.warning(
-                "mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason
-            )
-            self.last_error = f"disconnected: {reason}"
+        if self._cycling or self._stopping:
+            return
+        self._refresh_will()
+        if not was:
+            return
+        self._note_session_end(reason)
+        if self.takeover_suspected:
+            return  # said once per doubling in _note_session_end; not one warning per takeover
+        log.warning(
+            "mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason
+        )
+        self.last_error = f"disconnected: {reason}"
+
+    def _note_session_end(self, reason: str) -> None:
+        """Spot another client with our client id: the broker closes each session right away."""
+        started = self._session_started
+        lasted_s = time.monotonic() - started if started is not None else float("inf")
+        taken_over = "taken over" in reason.lower()  # MQTT 5 reason code 142, where a broker says so
+        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
+        now = time.monotonic()
+        if lasted_s < short_s or taken_over:
+            self._short_sessions += 1
+            self._short_ends.append(now)
+        else:
+            self._short_sessions = 0
+            self._short_ends.clear()
+            self.takeover_suspected = False
+        n = self._short_sessions
+        # a fight is back to back: the short sessions follow each other within one reconnect delay
+        # each; short sessions spread out in time are a flaky link or a restarting broker instead
+        back_to_back = (
+            len(self._short_ends) == TAKEOVER_SHORT_SESSIONS
+            and self._short_ends[-1] - self._short_ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s
+        )
+        if taken_over or (n >= TAKEOVER_SHORT_SESSIONS and back_to_back):
+            self.takeover_suspected = True
+            self.last_error = f"client id {self.client_id!r} in use by another client"
+            if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
+                log.error(
+                    "mqtt: broker %s closed our session right after connecting %d times in a row "
+                    "(%s): another agent uses client id %r; give each agent its own mqtt.client_id "
+                    "(or a distinct agent.site/agent.rack)",
+                    self.endpoint,
+                    n,
+                    reason,
+                    self.client_id,
+                )
 
     def _on_puback(self, mid: int, failed: bool) -> None:
         waiter = self._control_mids.pop(mid, None)
@@ -419,19 +571,14 @@ class MqttPublisher:
                     log.warning("mqtt: broker did not acknowledge the offline status in time")
         self._stopping = True
         self._wake.set()
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump_task
+        for task in (self._pump_task, self._will_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         client.disable_logger()  # paho logs a spurious "not connected" error while its thread winds down
         client.disconnect()
-        # loop_stop() joins paho's thread without a timeout: do it in a daemon thread, wait a bounded time.
-        stopper = threading.Thread(target=client.loop_stop, name="mqtt-stop", daemon=True)
-        stopper.start()
-        deadline = time.monotonic() + 5.0
-        while stopper.is_alive() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        if stopper.is_alive():
+        if not await self._join_network_thread(client):
             log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
         log.info(

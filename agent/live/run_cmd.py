@@ -87,7 +87,13 @@ async def serve(agent: LiveAgent) -> int:
             loop.remove_signal_handler(sig)
 
 
+PRIVATE_UMASK = 0o077  # state, spool and their directories: the agent's user only (0600 / 0700)
+
+
 def run(args: argparse.Namespace) -> int:
+    # Set here, not only in the unit, so a run outside systemd is as private; a stricter umask
+    # the operator chose is kept (the bits are or-ed).
+    os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
     skip_unused_imports()
     setup_logging(args.verbose)
     config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)

@@ -78,6 +78,12 @@ def _ack_bytes(seq: int) -> bytes:
     return ACK.pack(seq, zlib.crc32(seq_bytes))
 
 
+def _private(path: str, flags: int) -> int:
+    """``open(..., opener=_private)``: a new spool file is 0600 whatever the umask (it holds the
+    rack's data, which the broker's ACL keeps from other users too)."""
+    return os.open(path, flags, 0o600)
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -115,7 +121,7 @@ class Spool:
 
     # ---- loading ---------------------------------------------------------------------------
     def _load(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths = []
         for path in self.directory.glob("seg-*.log"):
             try:
@@ -257,7 +263,7 @@ class Spool:
         blob = HEADER.pack(MAGIC, len(body), zlib.crc32(body)) + body
         self._make_room(len(blob))
         seg = self._segment_for_append(seq, len(blob))
-        with open(seg.path, "ab") as f:
+        with open(seg.path, "ab", opener=_private) as f:
             offset = f.tell()
             f.write(blob)
             f.flush()
@@ -275,7 +281,7 @@ class Spool:
             if seg.size == 0 or seg.size + size <= self.segment_bytes:
                 return seg
         seg = _Segment(seq, self.directory / f"seg-{seq:012d}.log")
-        seg.path.touch()
+        seg.path.touch(mode=0o600)
         _fsync_dir(self.directory)
         self._segments[seq] = seg
         if active is not None and not self._segments[active].live:
@@ -313,7 +319,7 @@ class Spool:
         if not seg.live and seg.first_seq != self._active_first():
             self._delete_segment(seg)
             return
-        with open(seg.ack_path, "ab") as f:
+        with open(seg.ack_path, "ab", opener=_private) as f:
             f.write(_ack_bytes(seq))
             f.flush()
             os.fsync(f.fileno())
@@ -341,7 +347,7 @@ class Spool:
         data = seg.path.read_bytes()
         tmp = seg.path.with_name(seg.path.name + ".tmp")
         new_offsets: dict[int, int] = {}
-        with open(tmp, "wb") as f:
+        with open(tmp, "wb", opener=_private) as f:
             for seq in sorted(seg.live):
                 entry = self._pending[seq]
                 new_offsets[seq] = f.tell()

@@ -46,6 +46,7 @@ DROP_REASONS: tuple[str, ...] = (
     "bad_ts",
     "stale",
     "flood",
+    "unauthorized",  # a command from a transport or sender that may not give commands
 )
 
 

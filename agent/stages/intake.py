@@ -6,7 +6,13 @@ dropped and counted under its reason (``counters``, shown in the status and summ
 limit comes first so a flood costs one dictionary lookup per datagram, never a JSON parse.
 
 Fixed memory: at most ``max_senders`` token buckets (least recently seen evicted) plus a global
-bucket, so a flood from many ports cannot grow the table.
+bucket, so a flood from many ports cannot grow the table. Buckets are per sender: a Unix peer by
+its kernel-verified uid and pid, a UDP peer by address, so one local flooder only spends its own
+allowance (and at most that share of the global one).
+
+Commands (``accept``) change what the engine reports, so they are taken only from the Unix socket
+and only from a sender the ``CommandPolicy`` permits; any other is dropped as ``unauthorized``.
+(``cmd/accept`` over MQTT is a separate path, guarded by the broker's ACL.)
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from agent.stages.hints import DROP_REASONS, MAX_DATAGRAM_BYTES, Command, HintError, parse_datagram
+from agent.stages.peers import CommandPolicy, PeerCred
 from agent.stages.timeline import StageTimeline
 
 log = logging.getLogger(__name__)
@@ -54,6 +61,7 @@ class HintIntake:
         on_command: Callable[[Command], None] | None = None,
         clock: Callable[[], float] = time.time,
         max_senders: int = 256,
+        command_policy: CommandPolicy | None = None,
     ):
         if rate_limit_per_s <= 0:
             raise ValueError(f"stages.rate_limit_per_s must be > 0, got {rate_limit_per_s}")
@@ -62,6 +70,8 @@ class HintIntake:
         self.on_command = on_command
         self.clock = clock
         self.max_senders = max_senders
+        self.command_policy = command_policy or CommandPolicy.from_config(None, None)
+        self._kernel_drops: dict[str, int] = {}  # per transport, as the kernel counts them
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
         # all senders together may use a few times one sender's allowance
         self._global = TokenBucket(rate_limit_per_s * 4, rate_limit_per_s * 4, clock())
@@ -73,10 +83,26 @@ class HintIntake:
         """Accepted hints, commands and drops by reason (a copy, JSON-ready)."""
         counts = dict(self._counts)
         counts["expired"] = self.timeline.expired
+        for source, drops in self._kernel_drops.items():
+            counts[f"kernel_drops_{source}"] = drops
         return counts
 
-    def receive(self, data: bytes, source: str, sender: str = "") -> bool:
-        """Handle one datagram from ``source`` (transport) / ``sender`` (peer). True if used."""
+    def note_kernel_drops(self, source: str, total: int) -> None:
+        """The kernel's running count of datagrams it dropped on ``source``'s full receive queue."""
+        previous = self._kernel_drops.get(source, 0)
+        if total > previous:
+            self._kernel_drops[source] = total
+            if previous == 0 or total // 1000 > previous // 1000:
+                log.warning(
+                    "stage hints: the kernel dropped %d datagram(s) on the %s socket so far "
+                    "(receive queue full: a sender floods it)", total, source
+                )
+
+    def receive(self, data: bytes, source: str, sender: str = "", peer: PeerCred | None = None) -> bool:
+        """Handle one datagram from ``source`` (transport) / ``sender`` (peer). True if used.
+
+        ``peer`` is the kernel-verified identity of a Unix-socket sender; commands need one.
+        """
         now = self.clock()
         key = f"{source}:{sender}"
         if not self._allow(key, now):
@@ -94,6 +120,14 @@ class HintIntake:
             self._drop("malformed", f"{key}: {type(exc).__name__}: {exc}")
             return False
         if isinstance(message, Command):
+            if source != "unix" or not self.command_policy.permits(peer):
+                who = f"uid {peer.uid}" if peer is not None else f"{source} sender {sender or '?'}"
+                self._drop(
+                    "unauthorized",
+                    f"{key}: command {message.name!r} from {who} refused "
+                    f"(commands are taken only over the Unix socket from {self.command_policy.describe()})",
+                )
+                return False
             self._counts["commands"] += 1
             if self.on_command is not None:
                 try:

@@ -1,10 +1,14 @@
-"""Asyncio datagram endpoints for stage hints: a Unix socket path and UDP on 127.0.0.1.
+"""The stage-hint sockets: a Unix datagram socket path and UDP on 127.0.0.1.
 
-Each datagram goes to ``HintIntake.receive`` (rate limit, parse, count, apply). asyncio reads one
-datagram per readiness callback, and the intake does bounded work per datagram (a bucket lookup,
-at most 1 KiB of JSON), so a flood interleaves with the agent's other tasks instead of stalling
-them. The Unix socket is created with mode 0660 (group-writable: put training users in the
-agent's group); a stale socket file left by a crash is replaced. UDP binds loopback only.
+Each datagram goes to ``HintIntake.receive`` (rate limit, parse, count, apply) together with who
+sent it: on the Unix socket the kernel-verified pid/uid/gid (``SO_PASSCRED``, see ``peers``),
+which keys the sender's rate bucket and decides whether it may send commands; on UDP only the
+address (hints only: a command over UDP is refused and counted). The UDP socket asks the kernel
+for its receive-queue drop counter (``SO_RXQ_OVFL``), shown as ``kernel_drops_udp`` in
+``status.hints``. Reads are bounded per readiness callback and the intake does bounded work per
+datagram (a bucket lookup, at most 1 KiB of JSON), so a flood interleaves with the agent's other
+tasks instead of stalling them. The Unix socket is created with mode 0660 (group-writable: put
+training users in the agent's group); a stale socket file left by a crash is replaced.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from agent.config.model import StagesSection
 from agent.stages.hints import MAX_DATAGRAM_BYTES, Command
 from agent.stages.intake import HintIntake
+from agent.stages.peers import SO_RXQ_OVFL, CommandPolicy, ancillary_space, parse_ancillary
 from agent.stages.timeline import StageTimeline
 
 log = logging.getLogger(__name__)
@@ -29,20 +34,36 @@ log = logging.getLogger(__name__)
 SOCKET_MODE = 0o660
 
 
-class _HintProtocol(asyncio.DatagramProtocol):
-    def __init__(self, intake: HintIntake, source: str):
+class _DatagramReader:
+    """Reads one bound datagram socket with ``recvmsg`` (asyncio's datagram endpoints drop the
+    ancillary data that carries the sender's credentials and the kernel's drop counter)."""
+
+    # bounded work per readiness callback, so a flood interleaves with the agent's other tasks
+    MAX_READS_PER_WAKE = 32
+
+    def __init__(self, sock: socket.socket, intake: HintIntake, source: str):
+        self.sock = sock
         self.intake = intake
         self.source = source
+        self._anc_size = ancillary_space()
 
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        sender = _sender_key(addr)
-        try:
-            self.intake.receive(data, self.source, sender)
-        except Exception:  # the intake never raises; belt and braces for the event loop
-            log.exception("stage hint listener: unexpected error")
-
-    def error_received(self, exc: Exception) -> None:
-        log.debug("stage hint listener (%s): %s", self.source, exc)
+    def on_readable(self) -> None:
+        for _ in range(self.MAX_READS_PER_WAKE):
+            try:
+                data, ancdata, _flags, addr = self.sock.recvmsg(MAX_DATAGRAM_BYTES + 1, self._anc_size)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. ECONNREFUSED surfaced by an ICMP error: nothing to read
+                log.debug("stage hint listener (%s): %s", self.source, exc)
+                return
+            try:
+                peer, drops = parse_ancillary(ancdata)
+                if drops is not None:
+                    self.intake.note_kernel_drops(self.source, drops)
+                sender = peer.key if peer is not None else _sender_key(addr)
+                self.intake.receive(data, self.source, sender, peer=peer)
+            except Exception:  # the intake never raises; belt and braces for the event loop
+                log.exception("stage hint listener: unexpected error")
 
 
 def _sender_key(addr: Any) -> str:
@@ -51,39 +72,43 @@ def _sender_key(addr: Any) -> str:
     if isinstance(addr, bytes):
         return addr.hex()[:64]
     if isinstance(addr, str):
-        return addr.replace("\0", "@")[:108]
-    return ""
+        return addr.replace("\0", "@")[:108] or "unbound"
+    return "unbound"
 
 
 class HintListener:
-    """Owns the datagram endpoints; ``start()`` binds them, ``stop()`` closes them."""
+    """Owns the datagram sockets; ``start()`` binds them, ``stop()`` closes them."""
 
     def __init__(self, intake: HintIntake, socket_path: Path | None, udp_port: int | None):
         self.intake = intake
         self.socket_path = socket_path
         self.udp_port = udp_port
-        self._transports: list[asyncio.BaseTransport] = []
+        self._socks: list[socket.socket] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.udp_address: tuple[str, int] | None = None
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         if self.socket_path is not None:
-            sock = bind_unix_datagram(self.socket_path)
-            transport, _ = await loop.create_datagram_endpoint(
-                lambda: _HintProtocol(self.intake, "unix"), sock=sock
-            )
-            self._transports.append(transport)
+            self._serve(bind_unix_datagram(self.socket_path), "unix")
         if self.udp_port is not None:
-            transport, _ = await loop.create_datagram_endpoint(
-                lambda: _HintProtocol(self.intake, "udp"), local_addr=("127.0.0.1", self.udp_port)
-            )
-            self.udp_address = transport.get_extra_info("sockname")
-            self._transports.append(transport)
+            sock = bind_udp_loopback(self.udp_port)
+            self.udp_address = sock.getsockname()
+            self._serve(sock, "udp")
+
+    def _serve(self, sock: socket.socket, source: str) -> None:
+        assert self._loop is not None
+        reader = _DatagramReader(sock, self.intake, source)
+        self._loop.add_reader(sock.fileno(), reader.on_readable)
+        self._socks.append(sock)
 
     async def stop(self) -> None:
-        for transport in self._transports:
-            transport.close()
-        self._transports.clear()
+        for sock in self._socks:
+            if self._loop is not None and not self._loop.is_closed():
+                with contextlib.suppress(ValueError, OSError):
+                    self._loop.remove_reader(sock.fileno())
+            sock.close()
+        self._socks.clear()
         await asyncio.sleep(0)
         if self.socket_path is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -96,6 +121,20 @@ class HintListener:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def bind_udp_loopback(port: int) -> socket.socket:
+    """A UDP socket on 127.0.0.1:port that reports the kernel's receive-queue drops."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with contextlib.suppress(OSError):  # not Linux: drops stay uncounted, hints still work
+            sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def bind_unix_datagram(path: Path) -> socket.socket:
@@ -118,6 +157,7 @@ def bind_unix_datagram(path: Path) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * MAX_DATAGRAM_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # sender's pid/uid/gid per datagram
         old_umask = os.umask(0o117)
         try:
             sock.bind(str(path))
@@ -143,6 +183,16 @@ def _socket_alive(path: Path) -> bool:
         probe.close()
 
 
+def command_policy(stages: StagesSection) -> CommandPolicy:
+    """The configured command policy; an unknown group name leaves only the uids (fails closed)."""
+    try:
+        return CommandPolicy.from_config(stages.command_uids, stages.command_groups)
+    except ValueError as exc:
+        policy = CommandPolicy.from_config(stages.command_uids, [])
+        log.error("%s; commands are taken only from %s", exc, policy.describe())
+        return policy
+
+
 def build_stage_input(
     stages: StagesSection, on_command: Callable[[Command], None] | None = None
 ) -> tuple[StageTimeline, HintIntake, HintListener]:
@@ -152,6 +202,11 @@ def build_stage_input(
     "mqtt", client_id)``, asks ``timeline.current(ts)`` each tick and shows ``intake.counters``.
     """
     timeline = StageTimeline(ttl_s=stages.hint_ttl_s)
-    intake = HintIntake(timeline, rate_limit_per_s=stages.rate_limit_per_s, on_command=on_command)
+    intake = HintIntake(
+        timeline,
+        rate_limit_per_s=stages.rate_limit_per_s,
+        on_command=on_command,
+        command_policy=command_policy(stages),
+    )
     listener = HintListener(intake, stages.socket_path, stages.udp_port)
     return timeline, intake, listener

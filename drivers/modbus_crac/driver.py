@@ -3,9 +3,14 @@
 ``__init__`` validates and plans with no I/O (profile + configured registers → batched requests);
 ``poll`` reads each batch once and never raises. What can go wrong, and what happens:
 
-* "illegal address" (exception 2/3) on a batch: split it into one request per point; a point the
-  unit still rejects is *absent*: its signal is missing and it is probed again after
-  ``reprobe_after_polls`` polls (optional registers such as Liebert "Instantaneous Power").
+* "illegal address" (exception 2/3) on a batch while other requests of the poll answer: split it
+  into one request per point; a point the unit still rejects is *absent* (optional registers such
+  as Liebert "Instantaneous Power"): its signal is missing and it is probed again on a doubling
+  backoff, 1, 2, 4 … polls, capped at ``reprobe_after_polls`` (see ``AbsentPoint``).
+* "illegal address" on *every* request of a poll: the unit is not serving its map right now
+  (restarting, a gateway in front of a booting unit). Nothing is marked absent or re-planned and
+  every point is asked again at the next poll, so its data is back within one poll interval of
+  the unit answering normally again.
 * "busy" / "acknowledge" (exception 6/5): retry the request once after ``busy_retry_s``; if still
   busy, that batch's signals are missing this poll and the poll goes on.
 * other exceptions (4 device failure, …): that batch's signals missing, noted in ``error``.
@@ -50,6 +55,26 @@ BUSY_CODES = frozenset({5, 6})  # try again later
 UNREACHABLE_CODES = frozenset({10, 11})  # the gateway cannot reach the unit: the whole poll fails
 
 
+class AbsentPoint:
+    """Re-probe schedule of one point the unit rejects while it answers for others.
+
+    Principle: the wait before asking again doubles with each refusal and never exceeds how long
+    the point has already been refused (1, 2, 4 … polls), so a point that comes back is seen
+    again within about as long as it was gone; the cap bounds what a truly absent point costs
+    for ever: one extra request every ``cap`` polls.
+    """
+
+    __slots__ = ("polls_left", "wait_polls")
+
+    def __init__(self) -> None:
+        self.wait_polls = 1
+        self.polls_left = 1
+
+    def refused_again(self, cap: int) -> None:
+        self.wait_polls = min(cap, self.wait_polls * 2)
+        self.polls_left = self.wait_polls
+
+
 class UnitUnreachable(Exception):
     """The unit (or its gateway) cannot be talked to this poll."""
 
@@ -83,8 +108,8 @@ class CracModbusDriver:
         self.batches: list[Batch] = plan_batches(
             self.points, self.profile.max_registers, self.profile.bridge_gap
         )
-        self.absent: dict[str, int] = {}  # signal → polls left before it is probed again
-        self.reprobe_after_polls = reprobe_after_polls
+        self.absent: dict[str, AbsentPoint] = {}  # signal → its re-probe schedule
+        self.reprobe_after_polls = max(1, reprobe_after_polls)
         self.busy_retry_s = busy_retry_s
         cooling_kind = cfg.cooling_kind or self.profile.cooling_kind
         if cooling_kind not in COOLING_KINDS:
@@ -193,23 +218,63 @@ class CracModbusDriver:
         """This poll's batches: absent points wait out their re-probe countdown."""
         due = []
         for batch in self.batches:
-            if len(batch.points) == 1 and batch.points[0].signal in self.absent:
-                signal = batch.points[0].signal
-                self.absent[signal] -= 1
-                if self.absent[signal] > 0:
+            absent = self.absent.get(batch.points[0].signal) if len(batch.points) == 1 else None
+            if absent is not None:
+                absent.polls_left -= 1
+                if absent.polls_left > 0:
                     continue
-                del self.absent[signal]
             due.append(batch)
         return due
 
     async def _read_all(self, values: dict[str, float], problems: list[str]) -> None:
         modbus = await self._connected()
+        refused: list[tuple[Batch, int]] = []  # illegal-address answers, judged once the poll is read
+        answered = 0
         for batch in self._due():
-            await self._read_batch(modbus, batch, values, problems)
+            code = await self._read_batch(modbus, batch, values, problems)
+            if code is None:
+                answered += 1
+            elif code in ABSENT_CODES:
+                refused.append((batch, code))
+        if refused and not answered:
+            code = refused[0][1]
+            problems.append(
+                f"every request refused with {exception_text(code)}: the unit is not serving its "
+                "register map (restarting?); asking for every point again next poll"
+            )
+            return
+        for batch, code in refused:
+            await self._isolate_absent(modbus, batch, code, values, problems)
+
+    async def _isolate_absent(
+        self, modbus: ReadOnlyModbus, batch: Batch, code: int, values: dict[str, float], problems: list[str]
+    ) -> None:
+        """While the unit answers other requests, an illegal-address batch holds an absent point."""
+        if len(batch.points) == 1:
+            self._mark_absent(batch.points[0].signal, code)
+            return
+        singles = single_batches(batch)
+        index = self.batches.index(batch)
+        self.batches[index : index + 1] = singles
+        for single in singles:
+            single_code = await self._read_batch(modbus, single, values, problems)
+            if single_code in ABSENT_CODES:
+                self._mark_absent(single.points[0].signal, single_code)
+
+    def _mark_absent(self, signal: str, code: int) -> None:
+        absent = self.absent.get(signal)
+        if absent is None:
+            self.absent[signal] = absent = AbsentPoint()
+            log.info("%s: %s absent (%s); probing again after 1, 2, 4 … up to %d polls",
+                     self.where, signal, exception_text(code), self.reprobe_after_polls)
+        else:
+            absent.refused_again(self.reprobe_after_polls)
 
     async def _read_batch(
         self, modbus: ReadOnlyModbus, batch: Batch, values: dict[str, float], problems: list[str]
-    ) -> None:
+    ) -> int | None:
+        """Read one batch into ``values``; returns None when it answered, else the exception code
+        of an illegal-address refusal (for the caller to judge) or -1 for a problem already noted."""
         reply = await modbus.read(batch.function_code, batch.start, batch.count, self.cfg.unit_id)
         if reply.exception_code in BUSY_CODES:
             await asyncio.sleep(self.busy_retry_s)
@@ -217,25 +282,17 @@ class CracModbusDriver:
         what = f"FC{batch.function_code} {batch.start}+{batch.count}"
         if reply.values is not None:
             for point in batch.points:
+                if self.absent.pop(point.signal, None) is not None:
+                    log.info("%s: %s answers again", self.where, point.signal)
                 value = decode_value(point, batch.words_of(point, reply.values))
                 if value is not None:
                     values[point.signal] = value
-            return
+            return None
         code = reply.exception_code
         if code in ABSENT_CODES:
-            if len(batch.points) > 1:
-                singles = single_batches(batch)
-                index = self.batches.index(batch)
-                self.batches[index : index + 1] = singles
-                for single in singles:
-                    await self._read_batch(modbus, single, values, problems)
-            else:
-                signal = batch.points[0].signal
-                log.info("%s: %s absent (%s); probing again in %d polls",
-                         self.where, signal, exception_text(code), self.reprobe_after_polls)
-                self.absent[signal] = self.reprobe_after_polls
-            return
+            return code
         if code in UNREACHABLE_CODES:
             raise UnitUnreachable(f"{what}: {exception_text(code)}")
         signals = ", ".join(point.signal for point in batch.points)
         problems.append(f"{what} ({signals}): {exception_text(code)}; missing this poll")
+        return -1

@@ -46,8 +46,11 @@ DISCOVERY_DEADLINE_S = 30.0
 def _read_secret(path: Path) -> str:
     """The secret in ``path`` (community or USM key); one place to swap the implementation."""
     from agent.config.secrets import read_secret
+    from agent.live.logsetup import register_secret
 
-    return read_secret(path)
+    secret = read_secret(path)
+    register_secret(secret)  # a community or key never reaches a log line, whatever logs it
+    return secret
 
 
 def meta_value(value: int | float | str | Oid) -> int | str:

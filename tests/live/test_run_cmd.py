@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -119,6 +120,10 @@ def test_sighup_with_a_bad_config_keeps_running_and_sd_notify(
         notify.close()
     log = log_path.read_text()
     assert "Traceback" not in log, log[-3000:]
+    # issue 18 #7: state and spool private outside systemd too (the test's umask is 022)
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode)
+             for p in (tmp_path / "state").rglob("*")}
+    assert modes and all(m == (0o700 if (tmp_path / p).is_dir() else 0o600) for p, m in modes.items()), modes
     # journald format: priority prefix, no timestamp.
     first = log.splitlines()[0]
     assert first.startswith("<") and not first[3:7].isdigit(), first

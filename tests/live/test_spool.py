@@ -104,3 +104,22 @@ def test_garbage_files_never_crash_the_loader(tmp_path: Path) -> None:
     spool = Spool(tmp_path, max_bytes=1 << 20)
     assert len(spool) == 0
     assert spool.append("event", "t", {}).seq >= 1
+
+
+def test_spool_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Issue 18 #7: 0600 files and a 0700 directory even under a permissive umask (outside systemd)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        spool = Spool(tmp_path / "spool", max_bytes=1 << 20, segment_bytes=600)
+        for seq in _fill(spool, 20):
+            spool.ack(seq)
+        _fill(spool, 3)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "spool").st_mode) == 0o700
+    files = list((tmp_path / "spool").iterdir())
+    assert files
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}

@@ -120,6 +120,7 @@ class _BrokenDriver(FakeDriver):
 def test_poller_bounds_each_poll_and_survives_driver_bugs() -> None:
     async def scenario() -> Poller:
         slow = _SlowDriver("pdu.slow", interval_s=0.2)
+        slow.where = "pdu 'slow' (10.0.3.7:161)"  # type: ignore[attr-defined]
         poller = Poller([slow, _BrokenDriver("crac.bug", 0.2), FakeDriver("pdu.ok", 0.05)], ScaledClock(1.0))
         poller.start()
         await asyncio.sleep(0.6)
@@ -129,6 +130,7 @@ def test_poller_bounds_each_poll_and_survives_driver_bugs() -> None:
     poller = asyncio.run(scenario())
     health = poller.health_dict()
     assert "deadline of 0.16 s" in health["pdu.slow"]["error"]
+    assert health["pdu.slow"]["error"].startswith("pdu 'slow' (10.0.3.7:161): ")  # names host:port
     assert "RuntimeError: driver bug" in health["crac.bug"]["error"]
     assert health["pdu.ok"]["ok"] and health["pdu.ok"]["polls"] >= 5
     assert all(d.closed for d in poller.drivers)  # type: ignore[attr-defined]

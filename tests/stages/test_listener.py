@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import stat
@@ -159,3 +160,86 @@ def test_client_to_listener_survives_an_agent_restart(sock_dir: Path) -> None:
         client.close()
 
     asyncio.run(asyncio.wait_for(main(), 15))
+
+
+ACCEPT = b'{"command": "accept", "cause": "power_chain"}'
+SEND_AS_OTHER_USER = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "for d in sys.argv[2:]: s.sendto(d.encode(), sys.argv[1])\n"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to send as another user")
+def test_accept_needs_a_permitted_unix_peer_and_is_refused_over_udp(sock_dir: Path) -> None:
+    """`nobody` can reach a too-open socket, but its accept is refused; its hint still counts."""
+    import subprocess
+    import sys
+
+    path = sock_dir / "stage.sock"
+    port = free_port(socket.SOCK_DGRAM)
+    commands: list[object] = []
+
+    async def main() -> dict[str, int]:
+        _timeline, intake, listener = build_stage_input(
+            StagesSection(socket_path=path, udp_port=port), on_command=commands.append
+        )
+        async with listener:
+            os.chmod(sock_dir, 0o755)
+            os.chmod(path, 0o666)  # a misconfigured socket: any local user can write to it
+            proc = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-c", SEND_AS_OTHER_USER, str(path), ACCEPT.decode(), '{"stage":"eval"}'],
+                user=65534, group=65534, capture_output=True, timeout=20,
+            )
+            assert proc.returncode == 0, proc.stderr
+            await _wait_for(lambda: intake.counters["accepted"] == 1)
+            assert intake.counters["unauthorized"] == 1 and not commands
+            assert "uid 65534" in intake.last_error
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(ACCEPT, ("127.0.0.1", port))
+            await _wait_for(lambda: intake.counters["unauthorized"] == 2)
+            assert not commands
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:  # root, unbound: permitted
+                s.sendto(ACCEPT, str(path))
+            await _wait_for(lambda: len(commands) == 1)
+            return intake.counters
+
+    counters = asyncio.run(asyncio.wait_for(main(), 30))
+    assert counters["commands"] == 1 and counters["unauthorized"] == 2
+
+
+def _proc_udp_drops(port: int) -> int:
+    """The kernel's drop count for the UDP socket on 127.0.0.1:port (/proc/net/udp, last column)."""
+    local = f"0100007F:{port:04X}"
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == local:
+                return int(fields[-1])
+    raise AssertionError(f"no UDP socket on {local}")
+
+
+@pytest.mark.skipif(not Path("/proc/net/udp").exists(), reason="Linux /proc needed to cross-check")
+def test_kernel_drops_on_the_udp_socket_are_counted(sock_dir: Path) -> None:
+    """Datagrams the kernel dropped while the agent was busy show up in the hint counters."""
+    port = free_port(socket.SOCK_DGRAM)
+
+    async def main() -> tuple[int, int]:
+        _timeline, intake, listener = build_stage_input(StagesSection(socket_path=None, udp_port=port))
+        async with listener:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.setblocking(False)
+                for _ in range(20000):  # the event loop is not reading: the queue overflows
+                    with contextlib.suppress(BlockingIOError):
+                        s.sendto(b'{"stage": "eval"}', ("127.0.0.1", port))
+            kernel = _proc_udp_drops(port)
+            assert kernel > 0
+            await _drained(intake)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # carries the final count
+                s.sendto(b'{"stage": "eval"}', ("127.0.0.1", port))
+            await _wait_for(lambda: intake.counters.get("kernel_drops_udp", 0) >= kernel)
+            return intake.counters["kernel_drops_udp"], kernel
+
+    seen, kernel = asyncio.run(asyncio.wait_for(main(), 30))
+    assert seen == kernel

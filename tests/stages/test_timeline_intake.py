@@ -8,6 +8,7 @@ import pytest
 
 from agent.stages.hints import Command, Hint
 from agent.stages.intake import HintIntake
+from agent.stages.peers import CommandPolicy, PeerCred
 from agent.stages.timeline import StageTimeline
 
 T0 = 1_764_400_000.0
@@ -95,9 +96,66 @@ def test_commands_are_dispatched_and_handler_errors_contained() -> None:
         raise RuntimeError("handler bug")
 
     intake = HintIntake(StageTimeline(), on_command=handler, clock=FakeClock())
-    assert intake.receive(b'{"command": "accept", "cause": "cooling"}', "unix")
+    root = PeerCred(pid=1, uid=0, gid=0)
+    assert intake.receive(b'{"command": "accept", "cause": "cooling"}', "unix", root.key, peer=root)
     assert seen and seen[0].cause == "cooling"
     assert intake.counters["commands"] == 1
+
+
+ACCEPT = b'{"command": "accept", "cause": "power_chain"}'
+
+
+def test_commands_need_the_unix_socket_and_a_permitted_sender() -> None:
+    seen: list[Command] = []
+    policy = CommandPolicy(uids={0}, gids={997})
+    intake = HintIntake(StageTimeline(), on_command=seen.append, clock=FakeClock(), command_policy=policy)
+    nobody = PeerCred(pid=40, uid=65534, gid=65534)
+    member = PeerCred(pid=41, uid=1000, gid=997)
+    assert not intake.receive(ACCEPT, "udp", "127.0.0.1:5000")  # UDP: no identity, hints only
+    assert not intake.receive(ACCEPT, "mqtt", "broker")  # the hint topic is not cmd/accept
+    assert not intake.receive(ACCEPT, "unix", "unbound")  # no credentials
+    assert not intake.receive(ACCEPT, "unix", nobody.key, peer=nobody)
+    assert intake.counters["unauthorized"] == 4 and not seen
+    assert "uid 65534" in intake.last_error
+    assert intake.receive(ACCEPT, "unix", member.key, peer=member)
+    assert [c.cause for c in seen] == ["power_chain"]
+    # a refused sender's hints still count: only commands need permission
+    assert intake.receive(b'{"stage": "eval"}', "unix", nobody.key, peer=nobody)
+
+
+def test_command_policy_defaults_and_group_names() -> None:
+    import grp
+    import os
+
+    policy = CommandPolicy.from_config(None, None)
+    assert policy.permits(PeerCred(pid=1, uid=0, gid=12345))
+    assert policy.permits(PeerCred(pid=1, uid=54321, gid=os.getegid()))
+    assert not policy.permits(PeerCred(pid=1, uid=54321, gid=54321))
+    assert not policy.permits(None)
+    root_group = grp.getgrgid(0).gr_name
+    assert CommandPolicy.from_config([], [root_group]).gids == {0}
+    with pytest.raises(ValueError, match="no such group 'no-such-group-x'"):
+        CommandPolicy.from_config(None, ["no-such-group-x"])
+
+
+def test_each_unix_process_has_its_own_bucket() -> None:
+    """One flooding process must not get another process's hints dropped as flood."""
+    clock = FakeClock()
+    intake = HintIntake(StageTimeline(), rate_limit_per_s=10, clock=clock)
+    flooder = PeerCred(pid=50, uid=65534, gid=65534)
+    job = PeerCred(pid=51, uid=1000, gid=1000)
+    for _ in range(1000):
+        intake.receive(b'{"stage": "eval"}', "unix", flooder.key, peer=flooder)
+    assert intake.counters["flood"] >= 990
+    assert intake.receive(b'{"stage": "checkpoint"}', "unix", job.key, peer=job)
+
+
+def test_kernel_drops_are_shown_as_a_counter() -> None:
+    intake = HintIntake(StageTimeline(), clock=FakeClock())
+    assert not any(k.startswith("kernel_drops") for k in intake.counters)
+    intake.note_kernel_drops("udp", 7)
+    intake.note_kernel_drops("udp", 3)  # the kernel's count never goes back; a stale value is ignored
+    assert intake.counters["kernel_drops_udp"] == 7
 
 
 def test_bad_settings_are_refused() -> None:

@@ -122,32 +122,88 @@ def test_word_order_mismatch_is_visible() -> None:
     run(body)
 
 
-def test_missing_register_costs_only_its_signal_and_is_reprobed() -> None:
+COMPRESSOR2 = (4, 30669 - 30001, 1)  # liebert_icom compressor2_pct: FC 4, one register
+
+
+def test_missing_register_costs_only_its_signal_and_is_reprobed_on_a_doubling_backoff() -> None:
     values = VALUES["liebert_icom"]
 
-    async def body() -> None:
+    async def body() -> tuple[list[bool], list[int]]:
         port = free_port()
         omit = {"compressor2_pct"}
+        asked: list[bool] = []
+        counts: list[int] = []
         async with CoolingUnitServer("liebert_icom", lambda: values, port=port, omit=omit) as server:
-            driver = CracModbusDriver(cfg(port, "liebert_icom"), reprobe_after_polls=2)
-            first = await driver.poll()
-            n_first = len(server.requests)
-            second = await driver.poll()
-            n_second = len(server.requests) - n_first
-            third = await driver.poll()
-            third_requests = server.requests[n_first + n_second :]
+            driver = CracModbusDriver(cfg(port, "liebert_icom"), reprobe_after_polls=4)
+            for _ in range(16):
+                before = len(server.requests)
+                result = await driver.poll()
+                assert result.ok and "crac.u1.compressor2_pct" not in result.signals
+                assert result.signals["crac.u1.compressor_pct"] == pytest.approx(55.0)
+                new = server.requests[before:]
+                asked.append(COMPRESSOR2 in [(r.function_code, r.address, r.count) for r in new])
+                counts.append(len(new))
             await driver.close()
-        for result in (first, second, third):
-            assert result.ok and "crac.u1.compressor2_pct" not in result.signals
-            assert result.signals["crac.u1.compressor_pct"] == pytest.approx(55.0)
-        # first poll: the batch failed, then one request per point; second skips the absent point
-        assert n_first == len(driver.batches) + 1
-        assert n_second == len(driver.batches) - 1
-        # after reprobe_after_polls the absent point is asked again, and found absent again
-        assert (4, 30669 - 30001, 1) in [(r.function_code, r.address, r.count) for r in third_requests]
-        assert driver.absent == {"compressor2_pct": 2}
+        return asked, counts
 
-    run(body)
+    asked, counts = run(body)
+    # asked at poll 0 (found absent), then after waits of 1, 2, 4, 4, 4 polls (capped at 4)
+    assert [i for i, a in enumerate(asked) if a] == [0, 1, 3, 7, 11, 15]
+    # poll 0: the batch, then one request per point; a poll that skips the point costs one less
+    assert counts[0] == counts[1] + 1 and counts[2] == counts[1] - 1
+
+
+def test_cooling_unit_data_returns_within_one_poll_after_a_burst_of_illegal_address() -> None:
+    """Issue 18 #6: a unit that answered exception 2 to everything for a while, then normally."""
+    values = VALUES["liebert_icom"]
+
+    async def body() -> list[int]:
+        port = free_port()
+        exceptions: dict[str, int] = {}
+        seen: list[int] = []
+        async with CoolingUnitServer("liebert_icom", lambda: values, port=port, exceptions=exceptions):
+            driver = CracModbusDriver(cfg(port, "liebert_icom"), reprobe_after_polls=30)
+            planned = len(driver.batches)
+            assert len((await driver.poll()).signals) == len(values)
+            exceptions.update(dict.fromkeys(values, 2))  # the burst: every register "illegal address"
+            for _ in range(5):
+                result = await driver.poll()
+                assert not result.ok and not result.signals
+                assert "every request refused with exception 2" in (result.error or "")
+                assert "127.0.0.1:" in (result.error or "")
+            exceptions.clear()  # the unit answers normally again
+            for _ in range(3):
+                seen.append(len((await driver.poll()).signals))
+            assert len(driver.batches) == planned and not driver.absent  # nothing re-planned
+            await driver.close()
+        return seen
+
+    assert run(body) == [len(values)] * 3
+
+
+def test_a_point_absent_for_a_while_is_back_within_about_as_long() -> None:
+    """While other points answer, a refused point backs off; once it answers it is read every poll."""
+    values = VALUES["liebert_icom"]
+
+    async def body() -> list[bool]:
+        port = free_port()
+        exceptions = {"power_w": 2}
+        got: list[bool] = []
+        async with CoolingUnitServer("liebert_icom", lambda: values, port=port, exceptions=exceptions):
+            driver = CracModbusDriver(cfg(port, "liebert_icom"), reprobe_after_polls=30)
+            for _ in range(4):  # absent for 4 polls: probes at 0, 1, 3 → next at 7
+                await driver.poll()
+            exceptions.clear()
+            for _ in range(8):
+                result = await driver.poll()
+                got.append("crac.u1.power_w" in result.signals and not result.estimated)
+            await driver.close()
+        return got
+
+    got = run(body)
+    first = got.index(True)
+    assert first <= 4  # gone 4 polls, back within 4 polls
+    assert all(got[first:])  # and then every poll
 
 
 def test_absent_power_register_falls_back_to_an_estimate() -> None:
