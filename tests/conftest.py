@@ -55,3 +55,27 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 @pytest.fixture
 def spec_dir() -> Path:
     return SPEC_DIR
+
+
+def start_peak_rss() -> int:
+    """Reset this process's resident-set high-water mark and return its current RSS in bytes.
+
+    ``ru_maxrss`` only ever rises, so a bound measured against it depends on what ran before in
+    the same pytest process; Linux resets the mark (VmHWM) on writing 5 to /proc/self/clear_refs.
+    """
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_bytes("VmRSS")
+
+
+def peak_rss() -> int:
+    """This process's resident-set high-water mark (bytes) since the last ``start_peak_rss``."""
+    return _status_bytes("VmHWM")
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")

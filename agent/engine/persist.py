@@ -121,7 +121,12 @@ def load_engine(engine: Engine, blob: bytes) -> None:
         if not math.isclose(s[0], engine.window_s) or not math.isclose(s[1], engine.bin_s):
             raise StateError(f"state was learned with window {s[0]:g} s; this run uses {engine.window_s:g} s")
         r = engine.rows
-        names = [str(n) for n in a["signal_names"] if str(n)]
+        raw_names = np.asarray(a["signal_names"])
+        # signal names are ASCII ([a-z0-9_.]); a damaged blob can hold code points Python cannot
+        # even represent, which crash str operations instead of failing a comparison
+        if raw_names.dtype.kind != "U" or (raw_names.view(np.uint32) >= 128).any():
+            raise StateError("state signal names are not ASCII (damaged state)")
+        names = [str(n) for n in raw_names if str(n)]
         r.signals.ensure(names)
         if r.signals.names != names:
             raise StateError("state signal table does not match")

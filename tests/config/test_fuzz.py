@@ -10,7 +10,6 @@ TOML tokens. Examples are bounded so the whole module runs in well under a minut
 from __future__ import annotations
 
 import re
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
+from tests.conftest import peak_rss, start_peak_rss
 
 EXAMPLE = (Path(__file__).resolve().parents[2] / "packaging" / "agent.toml").read_text()
 NAMED = EXAMPLE.replace('"my-site"', '"fra1"').replace('"my-rack"', '"r07"')
@@ -71,13 +71,8 @@ CASE_SECONDS = 2.0
 CASE_BYTES = 200 << 20
 
 
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-# The process's high-water mark only rises: staying within 200 MB of where this module started
-# bounds the peak of every case (tracemalloc would, too, but slows the loader about fivefold).
-_BASELINE_RSS = _peak_rss_bytes()
+# Each case's resident-set peak is measured from a reset high-water mark (tests/conftest.py;
+# tracemalloc would bound it too, but slows the loader about fivefold).
 _STRING_VALUE = re.compile(r'= "([^"\n]*)"')
 
 
@@ -133,6 +128,7 @@ def _check(text: str) -> None:
             secret = Path(folder) / name
             secret.write_text("secret\n")
             secret.chmod(0o600)
+        baseline = start_peak_rss()
         started = time.perf_counter()
         try:
             config = load_config(path)
@@ -149,7 +145,7 @@ def _check(text: str) -> None:
         finally:
             elapsed = time.perf_counter() - started
         assert elapsed < CASE_SECONDS, f"{elapsed:.2f} s for a {len(text)}-character file"
-        grown = _peak_rss_bytes() - _BASELINE_RSS
+        grown = peak_rss() - baseline
         assert grown < CASE_BYTES, f"peak RSS grew {grown >> 20} MB (a {len(text)}-character file)"
 
 

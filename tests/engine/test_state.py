@@ -104,3 +104,15 @@ def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
     _, out_upgraded = run_engine(chunks[len(chunks) // 2 :], upgraded)
     assert [r for r in out_new if r["type"] == "window"] == [r for r in out_upgraded if r["type"] == "window"]
     assert any(r["type"] == "window" for r in out_new)
+
+
+def test_signal_names_outside_unicode_are_refused_not_crashed() -> None:
+    """A damaged blob with a valid checksum can hold code points Python cannot represent; found by
+    tests/trace/test_fuzz_inputs.py as a SystemError in str.split."""
+    engine, _ = run_engine(synth.chunks(0.05, seed=2, chunk_rows=2000))
+    arrays = unpack(engine.save_state())
+    codes = arrays["signal_names"].view(np.uint32).copy()
+    codes[4] = 0x1000037  # beyond U+10FFFF, in the first name
+    arrays["signal_names"] = codes.view(arrays["signal_names"].dtype)
+    with pytest.raises(StateError, match="not ASCII"):
+        Engine.load_state(pack(arrays), None, rack_info(synth.meta()))

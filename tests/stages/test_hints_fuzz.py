@@ -5,13 +5,13 @@ within 2 s and 200 MB per case (issue 18's bound for untrusted input)."""
 from __future__ import annotations
 
 import json
-import resource
 import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.stages.hints import DROP_REASONS, Command, Hint, HintError, parse_datagram
+from tests.conftest import peak_rss, start_peak_rss
 
 NOW = 1_764_400_000.0
 CASE_SECONDS = 2.0
@@ -34,14 +34,8 @@ JSON_VALUES = st.recursive(
 )
 
 
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-_BASELINE_RSS = _peak_rss_bytes()
-
-
 def _check(data: bytes) -> None:
+    baseline = start_peak_rss()
     started = time.perf_counter()
     try:
         message = parse_datagram(data, "fuzz", now=NOW)
@@ -50,7 +44,7 @@ def _check(data: bytes) -> None:
     else:
         assert isinstance(message, Hint | Command)
     assert time.perf_counter() - started < CASE_SECONDS
-    assert _peak_rss_bytes() - _BASELINE_RSS < CASE_BYTES
+    assert peak_rss() - baseline < CASE_BYTES
 
 
 BOUNDED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
