@@ -13,6 +13,7 @@ moved aside as ``<name>.corrupt-<unix ts>`` with a clear message, and is also a 
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import zlib
@@ -41,6 +42,9 @@ def pack(arrays: dict[str, np.ndarray]) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
+_PLAIN_DTYPE = re.compile(r"[<>|=][fiubU][0-9]{1,3}")
+
+
 def unpack(blob: bytes) -> dict[str, np.ndarray]:
     if len(blob) < 16 or blob[:4] != MAGIC:
         raise StateError("not a rackwatt state file (bad magic)")
@@ -58,7 +62,12 @@ def unpack(blob: bytes) -> dict[str, np.ndarray]:
             name = body[pos + 2 : pos + 2 + ln].decode()
             pos += 2 + ln
             (ld,) = struct.unpack_from("<B", body, pos)
-            dtype = np.dtype(body[pos + 1 : pos + 1 + ld].decode())
+            dtype_text = body[pos + 1 : pos + 1 + ld].decode()
+            # only the plain array types pack() writes: numpy would parse anything else as a
+            # dtype spec (a damaged one raised SyntaxError from numpy's own parser)
+            if not _PLAIN_DTYPE.fullmatch(dtype_text):
+                raise ValueError(f"array {name!r} has dtype {dtype_text[:20]!r}")
+            dtype = np.dtype(dtype_text)
             pos += 1 + ld
             (ndim,) = struct.unpack_from("<B", body, pos)
             shape = struct.unpack_from(f"<{ndim}Q", body, pos + 1)

@@ -116,3 +116,18 @@ def test_signal_names_outside_unicode_are_refused_not_crashed() -> None:
     arrays["signal_names"] = codes.view(arrays["signal_names"].dtype)
     with pytest.raises(StateError, match="not ASCII"):
         Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
+
+
+def test_a_dtype_that_is_not_a_plain_array_type_is_refused() -> None:
+    """numpy parses a dtype string as a spec: a damaged '<f8' read as '08' raised SyntaxError from
+    numpy's parser (found by tests/trace/test_fuzz_inputs.py)."""
+    import struct
+    import zlib
+
+    blob = pack({"a": np.zeros(2)})
+    body = bytearray(blob[:-4])
+    at = bytes(body).index(b"<f8")
+    body[at : at + 3] = b"008"
+    damaged = bytes(body) + struct.pack("<I", zlib.crc32(bytes(body)))
+    with pytest.raises(StateError, match="dtype"):
+        unpack(damaged)
