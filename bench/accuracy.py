@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
+from agent.report.data import FacilityHold
 from agent.sim.scenarios import make_scenario
 from agent.sim.twin import scenario_truth, simulate, trace_meta
 from agent.trace.model import TraceChunk
@@ -78,20 +79,6 @@ def _stage_mean_reference(truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndar
     return out
 
 
-def _facility_w(chunk: TraceChunk, meta_share: dict[str, float]) -> np.ndarray:
-    """Facility power per row, each signal held forward inside the chunk (the reference only)."""
-    total = np.zeros(len(chunk))
-    for name, values in chunk.numeric.items():
-        if name.endswith(".power_w") and (name.startswith("pdu.") or name.startswith("crac.")):
-            held = values.copy()
-            idx = np.where(np.isfinite(held), np.arange(held.size), 0)
-            np.maximum.accumulate(idx, out=idx)
-            held = held[idx]
-            share = meta_share.get(name.split(".")[1], 1.0) if name.startswith("crac.") else 1.0
-            total += share * np.nan_to_num(held)
-    return total
-
-
 def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = False,
             no_labels: bool = False) -> dict:
     scenario = make_scenario(name, days=days, seed=seed)
@@ -100,10 +87,10 @@ def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = F
     records: list[dict] = []
     t_engine = 0.0
     truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    shares = dict(meta.crac_shares)
+    facility = FacilityHold()  # the report's reading of trace-format.md's facility power
     for chunk in simulate(scenario):
         if no_gpu:
-            truth_rows.append((chunk.ts, chunk.stage, _facility_w(chunk, shares)))
+            truth_rows.append((chunk.ts, chunk.stage, facility.facility_power(chunk, meta.crac_shares)))
         chunk = _strip(chunk, no_gpu, no_labels)
         t = time.perf_counter()
         records += engine.process(chunk)

@@ -80,6 +80,28 @@ def _gpu_values(gpus: int) -> Callable[[], dict[int, dict[str, float]]]:
     return values
 
 
+def twin_reader(twin: Any, now: Callable[[], float]) -> Callable[..., Callable[[], dict[str, float]]]:
+    """``reader(*prefixes)`` → a poll function giving the twin's signals under those prefixes at
+    ``now()``; the twin is advanced and flattened once per second for all devices."""
+    memo: dict[str, Any] = {"ts": None, "flat": {}}
+
+    def flat() -> dict[str, float]:
+        twin.advance_to(max(twin.ts, now()))
+        if memo["ts"] != twin.ts:
+            out: dict[str, float] = {}
+            for device, fields in twin.device_values().items():
+                if device != "job":
+                    prefix = "inlet" if device == "inlet" else device
+                    out.update({f"{prefix}.{k}": float(v) for k, v in fields.items() if math.isfinite(v)})
+            memo["ts"], memo["flat"] = twin.ts, out
+        return dict(memo["flat"])
+
+    def reader(*prefixes: str) -> Callable[[], dict[str, float]]:
+        return lambda: {k: v for k, v in flat().items() if k.startswith(prefixes)}
+
+    return reader
+
+
 def role_devices(argv: list[str]) -> int:
     """2 SNMP PDUs (apc_rpdu2, 24 outlets) and 1 Modbus cooling unit (liebert_icom) from the twin."""
     from agent.sim.devices.modbus_server import CoolingUnitServer
@@ -206,22 +228,7 @@ def role_accelerated(argv: list[str]) -> int:
     twin = RackTwin(scenario)
     crac_id = scenario.rack.cooling.crac_id
 
-    memo: dict[str, Any] = {"ts": None, "flat": {}}
-
-    def flat() -> dict[str, float]:
-        """Every twin signal at the current second, computed once per second for all devices."""
-        twin.advance_to(max(twin.ts, clock.time()))
-        if memo["ts"] != twin.ts:
-            out: dict[str, float] = {}
-            for device, fields in twin.device_values().items():
-                if device != "job":
-                    prefix = "inlet" if device == "inlet" else device
-                    out.update({f"{prefix}.{k}": float(v) for k, v in fields.items() if math.isfinite(v)})
-            memo["ts"], memo["flat"] = twin.ts, out
-        return dict(memo["flat"])
-
-    def reader(*prefixes: str) -> Callable[[], dict[str, float]]:
-        return lambda: {k: v for k, v in flat().items() if k.startswith(prefixes)}
+    reader = twin_reader(twin, clock.time)
 
     pdu_ids = scenario.rack.pdu_ids
     drivers: list[Any] = [
@@ -273,7 +280,7 @@ def role_accelerated(argv: list[str]) -> int:
         nonlocal last, last_sent
         if agent.intake is None:
             return
-        flat()  # moves the twin to now
+        twin.advance_to(max(twin.ts, clock.time()))  # moves the twin to now
         stage_job = stage_fn()
         if stage_job != last or t - last_sent > 300:
             hint = {"stage": stage_job[0], "ts": t} | ({"job": stage_job[1]} if stage_job[1] else {})

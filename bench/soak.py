@@ -239,7 +239,7 @@ class FlappingDriver:
 
 
 def role_agent(argv: list[str]) -> int:
-    from footprint_roles import TwinDriver
+    from footprint_roles import TwinDriver, twin_reader
 
     from agent.config.model import (
         AgentSection,
@@ -264,21 +264,7 @@ def role_agent(argv: list[str]) -> int:
     scenario = make_scenario("steady", days=days + 0.5, gpus=8, start_ts=start, seed=opts["seed"])
     twin = RackTwin(scenario)
     crac_id = scenario.rack.cooling.crac_id
-    memo: dict[str, Any] = {"ts": None, "flat": {}}
-
-    def flat() -> dict[str, float]:
-        twin.advance_to(max(twin.ts, clock.time()))
-        if memo["ts"] != twin.ts:
-            out: dict[str, float] = {}
-            for device, fields in twin.device_values().items():
-                if device != "job":
-                    prefix = "inlet" if device == "inlet" else device
-                    out.update({f"{prefix}.{k}": float(v) for k, v in fields.items() if math.isfinite(v)})
-            memo["ts"], memo["flat"] = twin.ts, out
-        return dict(memo["flat"])
-
-    def reader(*prefixes: str) -> Callable[[], dict[str, float]]:
-        return lambda: {k: v for k, v in flat().items() if k.startswith(prefixes)}
+    reader = twin_reader(twin, clock.time)
 
     pdu_ids = scenario.rack.pdu_ids
     drivers: list[Any] = [
@@ -315,7 +301,7 @@ def role_agent(argv: list[str]) -> int:
         while clock.time() - start < days * 86400:
             t = clock.time()
             if agent.intake is not None:
-                flat()
+                twin.advance_to(max(twin.ts, clock.time()))  # moves the twin to now
                 stage_job = twin.stage()
                 if stage_job != last or t - last_sent > 300:
                     hint = {"stage": stage_job[0], "ts": t} | ({"job": stage_job[1]} if stage_job[1] else {})

@@ -381,16 +381,19 @@ class Engine:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
 
+    @staticmethod
+    def _bin_work_rate(sums: np.ndarray) -> np.ndarray:
+        """Each bin's mean reported work rate (nan where none was reported)."""
+        known = sums[:, F["wr_s"]] > 0
+        return np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), np.nan)
+
     def job_rate_n(self, sums: np.ndarray, jobs: list[str]) -> np.ndarray:
         """The bins' work rate relative to their own job's peak (0 where none was reported)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            wr = np.where(sums[:, F["wr_s"]] > 0, sums[:, F["wr_ws"]] / sums[:, F["wr_s"]], np.nan)
-        return self.job_rates.normalised(list(jobs), wr)
+        return self.job_rates.normalised(list(jobs), self._bin_work_rate(sums))
 
     def _work_rate_n(self, sums: np.ndarray) -> np.ndarray:
-        """The bin's mean work rate over the job's scale (0 where none was reported)."""
-        known = sums[:, F["wr_s"]] > 0
-        wr = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), 0.0)
+        """The bin's mean work rate over the rack-wide scale (0 where none was reported)."""
+        wr = np.nan_to_num(self._bin_work_rate(sums))
         return wr / self.wr_scale if math.isfinite(self.wr_scale) else np.zeros_like(wr)
 
     def _gpu_temp(self, sums: np.ndarray) -> np.ndarray:
