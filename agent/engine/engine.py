@@ -25,6 +25,7 @@ from agent.config.model import EngineSection
 from agent.engine import outputs
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.components import ComponentSample
+from agent.engine.energy_ledger import EnergyLedger
 from agent.engine.frames import BinBatch, F, RackInfo
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -147,6 +148,7 @@ class Engine:
         self.seq = 0
         self.last_g = np.array([math.nan, math.nan, math.nan])
         self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu
+        self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
         self.last_window: dict[str, Any] = {}
         self.last_sample: ComponentSample | None = None
         self.last_ts = math.nan
@@ -259,7 +261,7 @@ class Engine:
         """Forget the learned model (response, baselines, drift): it may no longer describe the rack
         (parts swapped, another season). Kept: the row and stage bookkeeping, ``seq`` (subscribers
         deduplicate on it) and the energy totals."""
-        kept = {"rows", "slots", "stage_source", "segments", "seq", "energy_kwh", "rewarms"}
+        kept = {"rows", "slots", "stage_source", "segments", "seq", "energy_kwh", "ledger", "rewarms"}
         identity = ("config", "rack", "site", "rack_name", "topic_root")
         config, rack, site, rack_name, topic_root = (getattr(self, k) for k in identity)
         for name in [n for n in vars(self) if n not in kept]:
@@ -346,6 +348,7 @@ class Engine:
             bins.stage_gpu_ws[a:b],
         )
         self._attribute_energy(sums, frac, hl_s, cos_t, sin_t, scale)
+        self.ledger.add(start, sums, bins.job[a:b])
         out: list[dict[str, Any]] = []
         g_per = self.bins_per_drift
         for j in range(j0, self.buf.n):
