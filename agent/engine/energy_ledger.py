@@ -93,7 +93,9 @@ class EnergyLedger:
         order = np.r_[k : self.capacity, 0:k]
         return self._rows[order], [self._jobs[i] for i in order]
 
-    def interval(self, t0: float, t1: float, job: str | None = None, cooling_measured: bool = True) -> IntervalEnergy:
+    def interval(
+        self, t0: float, t1: float, job: str | None = None, cooling_measured: bool = True
+    ) -> IntervalEnergy:
         """What was accounted for [t0, t1] (for ``job`` only when given).
 
         ``cooling_measured`` False: the rack has no cooling-unit power telemetry, so its cooling
@@ -111,16 +113,26 @@ class EnergyLedger:
             why.update(dict.fromkeys(parts, "the rack agent has accounted no energy since it started"))
             return blank
         if until < t1:
-            why.update(dict.fromkeys(parts, (
-                f"not yet accounted: the rack agent has accounted up to {t1 - until:.0f} s before the "
-                "window's end (bins close after a short look-ahead; ask again shortly)"
-            )))
+            why.update(
+                dict.fromkeys(
+                    parts,
+                    (
+                        f"not yet accounted: the rack agent has accounted up to {t1 - until:.0f} s before "
+                        "the window's end (bins close after a short look-ahead; ask again shortly)"
+                    ),
+                )
+            )
             return blank
         if since > t0:
-            why.update(dict.fromkeys(parts, (
-                f"the rack agent's ledger starts {since - t0:.0f} s after the window's start "
-                "(it restarted, or the window is older than its horizon)"
-            )))
+            why.update(
+                dict.fromkeys(
+                    parts,
+                    (
+                        f"the rack agent's ledger starts {since - t0:.0f} s after the window's start "
+                        "(it restarted, or the window is older than its horizon)"
+                    ),
+                )
+            )
             return blank
         rows, jobs = self._held()
         start = rows[:, _C["start"]]
@@ -129,7 +141,9 @@ class EnergyLedger:
         if job is not None:
             weight = weight * np.array([j == job for j in jobs], dtype=float)
             if not weight.any():
-                why.update(dict.fromkeys(parts, f"the rack agent attributed no bin in this window to job {job!r}"))
+                why.update(
+                    dict.fromkeys(parts, f"the rack agent attributed no bin in this window to job {job!r}")
+                )
                 return blank
         need_s = MIN_KNOWN * float((overlap if job is None else weight * self.bin_s).sum())
 

@@ -157,6 +157,7 @@ class LiveAgent(AgentOutputs):
             self.engine.load(self.state_path)
 
     def _build_stages(self) -> None:
+        from agent.stages.energy_query import engine_answerer
         from agent.stages.intake import HintIntake
         from agent.stages.listener import command_policy
         from agent.stages.timeline import StageTimeline
@@ -169,6 +170,7 @@ class LiveAgent(AgentOutputs):
             on_command=self._on_command,
             clock=self.clock.time,
             command_policy=command_policy(st),
+            on_query=engine_answerer(lambda: self.engine, self.clock.time),  # rackwatt_client windows
         )
 
     async def _start_listener(self) -> None:
@@ -432,6 +434,7 @@ class LiveAgent(AgentOutputs):
             sdnotify.ready()
 
     def _build_stages_keep_timeline(self) -> None:
+        from agent.stages.energy_query import engine_answerer
         from agent.stages.intake import HintIntake
         from agent.stages.listener import command_policy
 
@@ -443,6 +446,7 @@ class LiveAgent(AgentOutputs):
             on_command=self._on_command,
             clock=self.clock.time,
             command_policy=command_policy(self.config.stages),
+            on_query=engine_answerer(lambda: self.engine, self.clock.time),  # rackwatt_client windows
         )
 
     async def _shutdown(self) -> None:

@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from agent.stages.energy_query import Query, parse_query
 from agent.stages.hints import DROP_REASONS, MAX_DATAGRAM_BYTES, Command, HintError, parse_datagram
 from agent.stages.peers import CommandPolicy, PeerCred
 from agent.stages.timeline import StageTimeline
@@ -62,12 +63,14 @@ class HintIntake:
         clock: Callable[[], float] = time.time,
         max_senders: int = 256,
         command_policy: CommandPolicy | None = None,
+        on_query: Callable[[Query], bytes] | None = None,
     ):
         if rate_limit_per_s <= 0:
             raise ValueError(f"stages.rate_limit_per_s must be > 0, got {rate_limit_per_s}")
         self.timeline = timeline
         self.rate_limit_per_s = rate_limit_per_s
         self.on_command = on_command
+        self.on_query = on_query  # energy queries (energy_query.py): Query → reply datagram
         self.clock = clock
         self.max_senders = max_senders
         self.command_policy = command_policy or CommandPolicy.from_config(None, None)
@@ -75,7 +78,7 @@ class HintIntake:
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
         # all senders together may use a few times one sender's allowance
         self._global = TokenBucket(rate_limit_per_s * 4, rate_limit_per_s * 4, clock())
-        self._counts: dict[str, int] = dict.fromkeys(("accepted", "commands", *DROP_REASONS), 0)
+        self._counts: dict[str, int] = dict.fromkeys(("accepted", "commands", "queries", *DROP_REASONS), 0)
         self.last_error = ""  # the latest drop's message, for `status`
 
     @property
@@ -98,10 +101,18 @@ class HintIntake:
                     "(receive queue full: a sender floods it)", total, source
                 )
 
-    def receive(self, data: bytes, source: str, sender: str = "", peer: PeerCred | None = None) -> bool:
+    def receive(
+        self,
+        data: bytes,
+        source: str,
+        sender: str = "",
+        peer: PeerCred | None = None,
+        reply: Callable[[bytes], None] | None = None,
+    ) -> bool:
         """Handle one datagram from ``source`` (transport) / ``sender`` (peer). True if used.
 
         ``peer`` is the kernel-verified identity of a Unix-socket sender; commands need one.
+        ``reply`` sends a datagram back to the sender (Unix socket only): energy queries need it.
         """
         now = self.clock()
         key = f"{source}:{sender}"
@@ -111,6 +122,13 @@ class HintIntake:
         if len(data) > MAX_DATAGRAM_BYTES:
             self._drop("too_large", f"{key}: datagram of {len(data)} bytes")
             return False
+        try:
+            query = parse_query(data)
+        except HintError as exc:
+            self._drop(exc.reason, f"{key}: {exc}")
+            return False
+        if query is not None:
+            return self._answer(query, key, source, peer, reply)
         try:
             message = parse_datagram(data, source, now)
         except HintError as exc:
@@ -141,6 +159,28 @@ class HintIntake:
             return False
         self.timeline.apply(message)
         self._counts["accepted"] += 1
+        return True
+
+    def _answer(
+        self,
+        query: Query,
+        key: str,
+        source: str,
+        peer: PeerCred | None,
+        reply: Callable[[bytes], None] | None,
+    ) -> bool:
+        """Answer an energy query over the Unix socket (the only transport with a reply path and a
+        kernel-verified sender); any other is dropped as ``unauthorized``."""
+        if source != "unix" or peer is None or reply is None or self.on_query is None:
+            why = "no query handler" if self.on_query is None else "queries only over the Unix socket"
+            self._drop("unauthorized", f"{key}: energy query refused ({why})")
+            return False
+        try:
+            reply(self.on_query(query))
+        except Exception as exc:  # the sender left, or an engine without a ledger: never the loop's problem
+            log.debug("stage intake: energy query from %s not answered: %s", key, exc)
+            return False
+        self._counts["queries"] += 1
         return True
 
     def _allow(self, key: str, now: float) -> bool:

@@ -61,9 +61,22 @@ class _DatagramReader:
                 if drops is not None:
                     self.intake.note_kernel_drops(self.source, drops)
                 sender = peer.key if peer is not None else _sender_key(addr)
-                self.intake.receive(data, self.source, sender, peer=peer)
+                self.intake.receive(data, self.source, sender, peer=peer, reply=self._reply_to(addr))
             except Exception:  # the intake never raises; belt and braces for the event loop
                 log.exception("stage hint listener: unexpected error")
+
+
+    def _reply_to(self, addr: Any) -> Callable[[bytes], None] | None:
+        """Sends a reply to a bound Unix sender (energy queries); None where there is no address."""
+        if self.source != "unix" or not addr:
+            return None
+        return lambda data: self._send_reply(data, addr)
+
+    def _send_reply(self, data: bytes, addr: Any) -> None:
+        try:
+            self.sock.sendto(data, addr)
+        except OSError as exc:  # the asker is gone, or its queue is full: it times out on its side
+            log.debug("stage hint listener: reply to %r not sent: %s", addr, exc)
 
 
 def _sender_key(addr: Any) -> str:

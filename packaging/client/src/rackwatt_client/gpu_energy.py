@@ -61,7 +61,9 @@ class GpuEnergyMeter:
             return None
 
 
-def window_energy_j(begin: dict[int, int] | None, end: dict[int, int] | None) -> tuple[float | None, str | None]:
+def window_energy_j(
+    begin: dict[int, int] | None, end: dict[int, int] | None
+) -> tuple[float | None, str | None]:
     """(J, None) between two readings, or (None, why)."""
     if begin is None or end is None:
         return None, "no GPU energy reading at the window's " + ("start" if begin is None else "end")

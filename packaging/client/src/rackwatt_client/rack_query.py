@@ -81,7 +81,9 @@ class RackQuery:
             sock.sendto(encode_query(qid, t0, t1, job), self.socket_path)
         except OSError as exc:
             self.close()
-            raise RackUnavailable(f"the rack agent's socket {self.socket_path} is not answering ({exc})") from None
+            raise RackUnavailable(
+                f"the rack agent's socket {self.socket_path} is not answering ({exc})"
+            ) from None
         deadline = time.monotonic() + self.timeout_s
         while True:
             remaining = deadline - time.monotonic()

@@ -79,7 +79,7 @@ class EnergyClient:
 
     @property
     def job(self) -> str | None:
-        """The job id: given here, else the stage client's (``begin(…, job=)``, RACKWATT_JOB, SLURM_JOB_ID)."""
+        """The job id: given here, else the stage client's (``begin(job=)``, RACKWATT_JOB, SLURM_JOB_ID)."""
         return self._job or self._stage.job
 
     def begin_window(self, name: str) -> None:

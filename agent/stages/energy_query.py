@@ -1,0 +1,123 @@
+"""The energy query on the stage socket: a job asks what the rack agent accounted for its window.
+
+The wire format is the client's (``rackwatt_client.rack_query``, its one owner): a request names
+``t0``/``t1`` on the agent's clock (omitted ``t1``: now) and optionally a ``job``; the reply carries
+the agent's ``now`` and, for a window, ``energy`` from the engine's ``EnergyLedger``. Only the Unix
+socket answers: a reply goes to the sender's autobound address, and the kernel says who asked
+(UDP carries no identity, and a reply to a forged source would be a reflector). Anyone who may
+write to the socket may ask: the figures are the rack's energy, which the agent also publishes.
+
+Parsing is strict and cheap like the hints' (``HintError`` with a counter reason); answering reads
+the ledger only, so a query costs a few microseconds of the agent's event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
+
+from agent.stages.hints import JOB_RE, MAX_JOB_CHARS, MIN_TS, HintError
+
+MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
+
+
+@dataclass(frozen=True)
+class Query:
+    """One energy query: ``t0`` None asks only for the clock; ``t1`` None means now."""
+
+    qid: int
+    t0: float | None
+    t1: float | None
+    job: str | None
+
+
+def parse_query(data: bytes) -> Query | None:
+    """The query in ``data``, None when ``data`` is not a query; raises HintError naming what is wrong."""
+    if b'"query"' not in data:  # the cheap test: hints and commands never carry this key
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None  # not JSON: the hint parser says so, under its own reason
+    if not isinstance(obj, dict) or "query" not in obj:
+        return None
+    unknown = set(obj) - FIELDS
+    if unknown:
+        raise HintError("unknown_field", f"unknown field(s) in query: {', '.join(sorted(unknown))[:120]}")
+    if obj["query"] != QUERY:
+        raise HintError("unknown_field", f"unknown query {str(obj['query'])[:40]!r}; known: [{QUERY!r}]")
+    qid = obj.get("id")
+    if isinstance(qid, bool) or not isinstance(qid, int) or not 0 <= qid < 2**53:
+        raise HintError("bad_value", "id: expected a non-negative integer")
+    t0, t1 = _time(obj.get("t0"), "t0"), _time(obj.get("t1"), "t1")
+    if t1 is not None and t0 is None:
+        raise HintError("bad_value", "t1 given without t0")
+    if t0 is not None and t1 is not None and not 0 <= t1 - t0 <= MAX_WINDOW_S:
+        raise HintError("bad_value", f"t1 - t0 must be within [0, {MAX_WINDOW_S:g}] s, got {t1 - t0:g}")
+    job = obj.get("job")
+    if job is not None and (
+        not isinstance(job, str) or not job or len(job) > MAX_JOB_CHARS or not JOB_RE.match(job)
+    ):
+        raise HintError(
+            "bad_value", f"job: expected an id of up to {MAX_JOB_CHARS} characters [A-Za-z0-9._:/@+=-]"
+        )
+    return Query(qid, t0, t1, job)
+
+
+def _time(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise HintError("bad_ts", f"{what}: expected Unix seconds")
+    if value < MIN_TS:
+        raise HintError("bad_ts", f"{what}: {value} is before 2000 (not Unix seconds)")
+    return float(value)
+
+
+def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
+    """The reply to ``query`` from ``engine``'s ledger (an ``error`` reply without one)."""
+    reply: dict[str, Any] = {"v": VERSION, "id": query.qid, "now": round(now, 3)}
+    if query.t0 is None:
+        return reply
+    ledger = getattr(engine, "ledger", None)
+    if ledger is None:
+        reply["error"] = "this agent has no engine accounting energy (see its log)"
+        return reply
+    t1 = now if query.t1 is None else query.t1
+    found = ledger.interval(query.t0, t1, job=query.job, cooling_measured=_cooling_measured(engine))
+    until = ledger.accounted_until
+    reply["energy"] = {
+        "t0": found.t0,
+        "t1": found.t1,
+        "job": found.job,
+        "it_j": found.it_j,
+        "cooling_j": found.cooling_j,
+        "facility_j": found.facility_j,
+        "gpu_j": found.gpu_j,
+        "why": found.why,
+        "pending": until is None or until < t1,
+    }
+    return reply
+
+
+def _cooling_measured(engine: Any) -> bool:
+    """Does the rack have cooling-unit power telemetry? (Without it the engine counts cooling as 0 W.)"""
+    signals = getattr(getattr(engine, "rows", None), "signals", None)
+    indices = getattr(signals, "indices", None)
+    return bool(indices("crac.", ".power_w")) if indices is not None else True
+
+
+def engine_answerer(engine: Callable[[], Any], clock: Callable[[], float]) -> Callable[[Query], bytes]:
+    """What the hint intake calls for a query: the encoded reply, from the current engine."""
+
+    def reply(query: Query) -> bytes:
+        link = engine()
+        body = answer(query, clock(), getattr(link, "engine", link))
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+    return reply
