@@ -175,12 +175,12 @@ class HintIntake:
             why = "no query handler" if self.on_query is None else "queries only over the Unix socket"
             self._drop("unauthorized", f"{key}: energy query refused ({why})")
             return False
+        self._counts["queries"] += 1
         try:
             reply(self.on_query(query))
         except Exception as exc:  # the sender left, or an engine without a ledger: never the loop's problem
             log.debug("stage intake: energy query from %s not answered: %s", key, exc)
             return False
-        self._counts["queries"] += 1
         return True
 
     def _allow(self, key: str, now: float) -> bool:

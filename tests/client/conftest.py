@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.client.client_peers import FakeNvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
@@ -22,33 +23,6 @@ def sock_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-class FakeNvml(types.ModuleType):
-    """The few pynvml calls the client makes; ``energy_mj`` per GPU is what the test sets."""
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, energy_mj: list[int], supported: bool = True) -> None:
-        super().__init__("pynvml")
-        self.energy_mj = energy_mj
-        self.supported = supported
-        self.inits = 0
-
-    def nvmlInit(self) -> None:
-        self.inits += 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.energy_mj)
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
-        if not self.supported:
-            raise FakeNvml.NVMLError("Not Supported")
-        return self.energy_mj[handle]
 
 
 @pytest.fixture
