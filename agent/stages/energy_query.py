@@ -81,7 +81,7 @@ def _time(value: object, what: str) -> float | None:
 
 def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
     """The reply to ``query`` from ``engine``'s ledger (an ``error`` reply without one)."""
-    reply: dict[str, Any] = {"v": VERSION, "id": query.qid, "now": round(now, 3)}
+    reply: dict[str, Any] = {"v": VERSION, "id": query.qid, "now": now}  # full precision: short windows
     if query.t0 is None:
         return reply
     ledger = getattr(engine, "ledger", None)
