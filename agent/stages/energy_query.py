@@ -91,6 +91,7 @@ def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
     t1 = now if query.t1 is None else query.t1
     found = ledger.interval(query.t0, t1, job=query.job, cooling_measured=_cooling_measured(engine))
     until = ledger.accounted_until
+    reply["accounted_until"] = until
     reply["energy"] = {
         "t0": found.t0,
         "t1": found.t1,

@@ -6,7 +6,7 @@ The wire format (one JSON object per datagram, both ways; the agent's side is
 request ``{"query": "energy", "id": 7, "t0": 1764400000.0, "t1": 1764400600.0, "job": "run-3"}``
   ``t0`` omitted: only the agent's clock is asked for (``now``); ``t1`` omitted: the window ends
   now on the agent's clock; ``job`` omitted: the whole rack.
-reply ``{"v": 1, "id": 7, "now": …, "energy": {"t0", "t1", "job", "it_j", "cooling_j",
+reply ``{"v": 1, "id": 7, "now": …, "accounted_until": …, "energy": {"t0", "t1", "job", "it_j", "cooling_j",
   "facility_j", "gpu_j", "why": {part: reason}, "pending": bool}}`` or ``{"v": 1, "id": 7,
   "error": "…"}``.
 
