@@ -56,7 +56,7 @@ class EnergyLedger:
         self.bin_s = float(bin_s)
         self.capacity = int(capacity if capacity is not None else max(1, round(HORIZON_S / self.bin_s)))
         self._rows = np.zeros((self.capacity, len(_COLS)))
-        self._jobs: list[str] = [""] * self.capacity
+        self._jobs = np.full(self.capacity, "", dtype=object)
         self._n = 0  # bins ever added; the newest is at (_n - 1) % capacity
 
     @property
@@ -85,13 +85,14 @@ class EnergyLedger:
             self._jobs[k] = str(jobs[i] or "")
             self._n += 1
 
-    def _held(self) -> tuple[np.ndarray, list[str]]:
-        n = min(self._n, self.capacity)
-        if self._n <= self.capacity:
-            return self._rows[:n], self._jobs[:n]
-        k = self._n % self.capacity
-        order = np.r_[k : self.capacity, 0:k]
-        return self._rows[order], [self._jobs[i] for i in order]
+    def _rows_touching(self, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
+        """The held bins that may overlap [t0, t1], oldest first (only those are copied)."""
+        held = min(self._n, self.capacity)
+        first = 0 if self._n <= self.capacity else self._n % self.capacity  # the oldest bin's slot
+        starts = np.roll(self._rows[:held, _C["start"]], -first)
+        lo, hi = np.searchsorted(starts, [t0 - self.bin_s, t1])
+        slots = (np.arange(lo, hi) + first) % self.capacity
+        return self._rows[slots], self._jobs[slots]
 
     def interval(
         self, t0: float, t1: float, job: str | None = None, cooling_measured: bool = True
@@ -134,12 +135,12 @@ class EnergyLedger:
                 )
             )
             return blank
-        rows, jobs = self._held()
+        rows, jobs = self._rows_touching(t0, t1)
         start = rows[:, _C["start"]]
         overlap = np.clip(np.minimum(start + self.bin_s, t1) - np.maximum(start, t0), 0.0, None)
         weight = overlap / self.bin_s
         if job is not None:
-            weight = weight * np.array([j == job for j in jobs], dtype=float)
+            weight = weight * (jobs == job)
             if not weight.any():
                 why.update(
                     dict.fromkeys(parts, f"the rack agent attributed no bin in this window to job {job!r}")
