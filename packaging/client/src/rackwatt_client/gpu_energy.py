@@ -12,8 +12,11 @@ that goes backwards (driver reload, GPU reset) makes the window's GPU energy Non
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from typing import Any
+
+_log = logging.getLogger("rackwatt.client")
 
 MJ_PER_J = 1000.0  # nvmlDeviceGetTotalEnergyConsumption counts millijoules
 
@@ -29,6 +32,11 @@ class GpuEnergyMeter:
 
     def _probe(self) -> None:
         self._probed = True
+        self._find()
+        if self.reason is not None:  # said once: the probe's result is cached for the process
+            _log.info("rackwatt client: no GPU energy in windows: %s", self.reason)
+
+    def _find(self) -> None:
         try:
             nvml = importlib.import_module("pynvml")
         except ImportError:
@@ -40,7 +48,7 @@ class GpuEnergyMeter:
             handles = [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in indices]
             for _i, handle in handles:  # a GPU without the counter raises NVMLError_NotSupported
                 nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-        except Exception as exc:  # NVMLError and its subclasses; the library has no common base to import
+        except Exception as exc:  # pynvml.NVMLError and kin: the module is imported lazily, so caught broadly
             self.reason = f"NVML: {type(exc).__name__}: {exc}"
             return
         if not handles:
