@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "accept": ("agent.engine.accept_cmd", "accept an active deviation as the new normal"),
     "check-config": ("agent.config.check_cmd", "validate a configuration file: prints OK or every error"),
     "watch": ("agent.watch.watch_cmd", "a live table of every rack of a site, from the site broker"),
+    "sparkplug": ("agent.sparkplug.bridge_cmd", "republish a rack's MQTT topics as a Sparkplug B edge node"),
 }
 
 

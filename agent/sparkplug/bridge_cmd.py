@@ -1,0 +1,147 @@
+"""``rackwatt sparkplug``: one rack as a Sparkplug B edge node, from the agent's own MQTT topics.
+
+Why a bridge and not a second publisher inside the agent: the agent's MQTT contract (docs/mqtt.md)
+is the one source of what a rack reports; the bridge subscribes to a rack's ``summary`` and
+``status`` on the site broker and republishes them under ``spBv1.0/<group>/…/<rack>`` (node.py),
+so Sparkplug B hosts (Ignition, HighByte …) see the same figures, and the agent stays unchanged.
+Run it beside the agent (same host or any host that reaches the broker). It only reads rackwatt
+topics and only writes Sparkplug ones. Exit 0 after ``--duration`` or on SIGTERM / Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.sparkplug.node import EdgeNode
+from agent.watch.watch_cmd import _host_port, _positive
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site", required=True, help="the rack's site (its MQTT topics' site)")
+    parser.add_argument("--rack", required=True, help="the rack: becomes the Sparkplug edge node id")
+    parser.add_argument("--group", help="Sparkplug group id (default: the site)")
+    parser.add_argument(
+        "--mqtt",
+        type=_host_port,
+        metavar="HOST:PORT",
+        default=_host_port("localhost:1883"),
+        help="the site broker (default localhost:1883)",
+    )
+    parser.add_argument("--topic-root", default="rackwatt/v1", help="[mqtt] topic_root of the agent")
+    parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
+    parser.add_argument("--username", help="broker user name")
+    parser.add_argument("--password-file", type=Path, help="file holding the broker password")
+    parser.add_argument("--duration", type=_positive, metavar="S", help="stop after S seconds")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Bridge:
+    """paho client + EdgeNode; all node state is touched on paho's network thread only."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.client import CallbackAPIVersion
+
+        self.node = EdgeNode(args.group or args.site, args.rack)
+        root = f"{args.topic_root.rstrip('/')}/{args.site}/{args.rack}"
+        self.summary_topic, self.status_topic = f"{root}/summary", f"{root}/status"
+        self.last_summary: dict[str, Any] | None = None
+        self.note = "connecting"
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=f"rackwatt-spb-{self.node.group_id}-{self.node.edge_node_id}"[:64],
+            protocol=mqtt.MQTTv311,
+            clean_session=True,  # Sparkplug B: edge node sessions are clean
+        )
+        self.client.suppress_exceptions = True
+        if args.username:
+            password = None
+            if args.password_file:
+                try:
+                    password = args.password_file.read_text().strip()
+                except OSError as exc:
+                    raise OSError(
+                        f"cannot read --password-file {args.password_file}: {exc.strerror}"
+                    ) from None
+            self.client.username_pw_set(args.username, password)
+        if args.ca_file:
+            self.client.tls_set(ca_certs=str(args.ca_file))
+        self._set_will()
+        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_message = self._on_message
+        self.client.connect_async(args.mqtt.host, args.mqtt.port, keepalive=30)
+
+    def _set_will(self) -> None:
+        topic, payload = self.node.death(_now_ms())
+        self.client.will_set(topic, payload, qos=1, retain=False)
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self.note = f"broker refused the login: {reason}"
+            print(f"rackwatt sparkplug: {self.note}", file=sys.stderr)
+            return
+        self.note = "connected"
+        client.subscribe([(self.summary_topic, 1), (self.status_topic, 1)])
+        if self.last_summary is not None:  # a new session: birth at once with what we know
+            self._publish(self.node.update(self.last_summary, _now_ms()))
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self.note = f"disconnected ({reason}); reconnecting"
+        self.node.new_session()  # the next CONNECT carries the next bdSeq in its will
+        self._set_will()
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            body = json.loads(msg.payload)
+        except (ValueError, UnicodeDecodeError):
+            return  # not ours to judge: the agent's subscribers see the same bytes
+        if not isinstance(body, dict):
+            return
+        if msg.topic == self.status_topic:
+            if body.get("state") == "offline" and self.node.born:  # the agent's will: the rack is gone
+                topic, payload = self.node.death(_now_ms())
+                client.publish(topic, payload, qos=1)
+                self.node.died()
+            return
+        self.last_summary = body
+        self._publish(self.node.update(body, _now_ms()))
+
+    def _publish(self, message: tuple[str, bytes] | None) -> None:
+        if message is not None:
+            self.client.publish(message[0], message[1], qos=0)
+
+    def run(self, duration_s: float | None) -> int:
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        self.client.loop_start()
+        try:
+            stop.wait(duration_s)
+        finally:
+            if self.node.born:  # a clean stop says so itself (the will covers the rest)
+                topic, payload = self.node.death(_now_ms())
+                self.client.publish(topic, payload, qos=1).wait_for_publish(2)
+            self.client.disconnect()
+            self.client.loop_stop()
+        return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        bridge = Bridge(args)
+    except OSError as exc:
+        print(f"rackwatt sparkplug: {exc}", file=sys.stderr)
+        return 2
+    return bridge.run(args.duration)
