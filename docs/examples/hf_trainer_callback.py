@@ -7,9 +7,11 @@ Usage::
     trainer.train()
 
 Written against ``TrainerCallback``'s documented events (``on_train_begin``, ``on_epoch_begin``,
-``on_step_begin``, ``on_step_end``, ``on_evaluate``, ``on_save``, ``on_epoch_end``,
-``on_train_end``; each called as ``(args, state, control, **kwargs)``). It imports transformers
-only if it is there, so the file can be read and tested without it.
+``on_step_begin``, ``on_pre_optimizer_step`` (transformers >= 4.43), ``on_step_end``,
+``on_evaluate``, ``on_save``, ``on_epoch_end``, ``on_train_end``; each called as
+``(args, state, control, **kwargs)``). Trainer decides to evaluate or save in ``on_step_end`` and
+does it right after, so the stage is marked there (``on_evaluate`` and ``on_save`` come after the
+work). It imports transformers only if it is there, so the file can be read and tested without it.
 """
 
 from __future__ import annotations
@@ -46,14 +48,22 @@ class RackwattCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         mark("forward_backward")
 
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        mark("grad_sync")
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        mark("grad_sync")  # optimizer step done; the next step_begin switches back
+        if control.should_evaluate:  # Trainer evaluates, then saves, right after this event
+            mark("eval")
+        elif control.should_save:
+            mark("checkpoint")
+        else:
+            mark("data_load")  # the loader fetches the next batch until the next step_begin
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        mark("eval")  # called after evaluation: the eval time was spent before it
+        mark("checkpoint" if control.should_save else "data_load")  # evaluation is over
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        mark("checkpoint")
+        mark("data_load")  # the checkpoint is written
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._epoch is not None:

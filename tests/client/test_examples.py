@@ -108,30 +108,57 @@ def test_the_pytorch_loop(agent: Any) -> None:
     assert "facility" in line and "n/a (pynvml" in line
 
 
-def test_the_hugging_face_trainer_callback(agent: Any) -> None:
-    cb = _example("hf_trainer_callback").RackwattCallback()
-    args, control = types.SimpleNamespace(), types.SimpleNamespace()
+def _recording(module: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stages the example marks, in order (the real ``mark`` still sends them)."""
+    seen: list[str] = []
+    real = module.mark
+
+    def mark(name: str, job: str | None = None) -> None:
+        seen.append(name)
+        real(name, job)
+
+    monkeypatch.setattr(module, "mark", mark)
+    return seen
+
+
+def test_the_hugging_face_trainer_callback(agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    example = _example("hf_trainer_callback")
+    seen = _recording(example, monkeypatch)
+    cb = example.RackwattCallback()
+    args = types.SimpleNamespace()
+    control = types.SimpleNamespace(should_evaluate=False, should_save=False)
     state = types.SimpleNamespace(epoch=0.0, global_step=0)
     cb.on_train_begin(args, state, control)  # the order Trainer's inner loop calls them in
     for epoch in range(3):
         state.epoch = float(epoch)
         cb.on_epoch_begin(args, state, control)
-        for _ in range(4):
+        for step in range(4):
             cb.on_step_begin(args, state, control)
             time.sleep(0.002)
+            cb.on_pre_optimizer_step(args, state, control)
             state.global_step += 1
+            last = step == 3  # DefaultFlowCallback asks for eval and save at the epoch's last step
+            control.should_evaluate = control.should_save = last
             cb.on_step_end(args, state, control)
-        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
-        cb.on_save(args, state, control)
+            if last:
+                control.should_evaluate = False  # Trainer resets the flag, evaluates, then saves
+                cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+                control.should_save = False
+                cb.on_save(args, state, control)
         cb.on_epoch_end(args, state, control)
     timer = _account_soon(agent.ledger)
     cb.on_train_end(args, state, control)
     timer.join()
     _check(cb.measurements, ["epoch_0", "epoch_1", "epoch_2"], agent)
+    one_step = ["forward_backward", "grad_sync", "data_load"]
+    epoch_end = ["forward_backward", "grad_sync", "eval", "checkpoint", "data_load"]
+    assert seen == ["data_load", *(one_step * 3 + epoch_end) * 3, "idle"], seen
 
 
-def test_the_lightning_callback(agent: Any) -> None:
-    cb = _example("lightning_callback").RackwattCallback()
+def test_the_lightning_callback(agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    example = _example("lightning_callback")
+    seen = _recording(example, monkeypatch)
+    cb = example.RackwattCallback()
     trainer, module = types.SimpleNamespace(current_epoch=0), object()
     cb.on_train_start(trainer, module)  # Lightning's fit loop order
     for epoch in range(2):
@@ -149,3 +176,6 @@ def test_the_lightning_callback(agent: Any) -> None:
     cb.on_train_end(trainer, module)
     timer.join()
     _check(cb.measurements, ["epoch_0", "epoch_1"], agent)
+    batch = ["forward_backward", "grad_sync", "data_load"]
+    epoch = [*batch * 3, "eval", "data_load", "checkpoint"]
+    assert seen == ["data_load", *epoch * 2, "idle"], seen
