@@ -102,6 +102,24 @@ def test_end_window_waits_for_the_agent_to_account_the_end(sock_dir: Path, no_nv
         client.close()
 
 
+def test_an_agent_gone_at_the_windows_end_can_be_asked_again_later(sock_dir: Path, no_nvml: None) -> None:
+    t = 1.8e9
+    led = EnergyLedger(10.0)
+    _bins(led, [t + 10 * k for k in range(30)], 10_000.0)
+    path = sock_dir / "stage.sock"
+    with ListenerThread(path, types.SimpleNamespace(ledger=led), clock=lambda: t + 20.0):
+        client = _client(path)
+        client.begin_window("epoch")
+    time.sleep(0.3)
+    m = client.end_window("epoch")  # the agent is restarting
+    assert m.facility_energy_j is None and "refresh() asks again" in m.unavailable["facility_energy_j"]
+    assert m.start_ts == t + 20.0 and m.end_ts == pytest.approx(t + 20.0 + m.elapsed_s)
+    with ListenerThread(path, types.SimpleNamespace(ledger=led), clock=lambda: t + 250.0):
+        again = client.refresh(m)
+    assert again.it_energy_j == pytest.approx(10_000.0 * (m.end_ts - m.start_ts), rel=1e-6)
+    client.close()
+
+
 def test_an_absent_or_engineless_agent_gives_reasons_and_never_raises(sock_dir: Path, no_nvml: None) -> None:
     gone = _client(sock_dir / "nobody.sock")
     gone.begin_window("a")

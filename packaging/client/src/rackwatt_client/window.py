@@ -114,8 +114,12 @@ class EnergyClient:
             return _with_rack(m, None, unavailable, why)
         try:
             reply = self._rack.ask(t0=opened.agent_t0, job=self.job)
-        except RackUnavailable as exc:
-            return _with_rack(replace(m, start_ts=opened.agent_t0), None, unavailable, str(exc))
+        except RackUnavailable as exc:  # e.g. the agent restarting: the end is estimated, so that
+            # refresh() can still ask for the window later (the agent's clock runs at wall speed
+            # on a gateway; only the demo's runs faster)
+            m = replace(m, start_ts=opened.agent_t0, end_ts=opened.agent_t0 + elapsed_s)
+            why = f"{exc}; the window's end is estimated from its elapsed time: refresh() asks again"
+            return _with_rack(m, None, unavailable, why)
         m = replace(m, start_ts=opened.agent_t0, end_ts=float(reply["now"]))
         m = _with_rack(m, reply.get("energy"), unavailable, None)
         return self.refresh(m, wait_s) if m.pending and wait_s > 0 else m
