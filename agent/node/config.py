@@ -76,11 +76,13 @@ class NodeSection:
 
 def _matches(pattern: str, why: str) -> Check:
     compiled = re.compile(pattern)
-    return lambda value: None if compiled.fullmatch(value) else f"must match {pattern} ({why}), got {show(value)}"
+    return lambda value: (None if compiled.fullmatch(value)
+                          else f"must match {pattern} ({why}), got {show(value)}")
 
 
 def _between(low: float, high: float) -> Check:
-    return lambda value: None if low <= value <= high else f"must be between {low:g} and {high:g}, got {show(value)}"
+    return lambda value: (None if low <= value <= high
+                          else f"must be between {low:g} and {high:g}, got {show(value)}")
 
 
 def _positive(value: float) -> str | None:
@@ -105,7 +107,7 @@ def check_key_file(ctx: Context, path: KeyPath, value: Any) -> None:
         ctx.error(path, f"key in {value} is {len(key)} characters; at least {MIN_KEY_CHARS} ({KEY_HINT})")
 
 
-NODE_ID = _matches(r"[a-z0-9_]{1,%d}" % MAX_ID_BYTES, "the node's id in the rack's [[node]] tables")
+NODE_ID = _matches(rf"[a-z0-9_]{{1,{MAX_ID_BYTES}}}", "the node's id in the rack's [[node]] tables")
 PORT = _between(1, 65535)
 UPLINK = Spec(
     checks={"node_id": [NODE_ID], "gateway": [host_problem], "port": [PORT],
@@ -133,20 +135,22 @@ def check_roles(ctx: Context, kwargs: dict[str, Any]) -> None:
     role = getattr(agent, "role", "rack")
     if role == "node":
         if kwargs.get("uplink") is None:
-            ctx.error(("agent", "role"), 'role = "node" needs an [uplink] section: node_id, gateway, key_file')
+            ctx.error(("agent", "role"),
+                      'role = "node" needs an [uplink] section: node_id, gateway, key_file')
         for field_name, section in RACK_ONLY.items():
             if kwargs.get(field_name):
                 ctx.error((section,), f'not used with role = "node": a node agent reads only its own GPUs; '
                           f"[[{section}]] belongs in the rack agent's configuration")
         nvml = kwargs.get("nvml")
         if nvml is not None and not nvml.enabled:
-            ctx.error(("nvml", "enabled"), 'must be true with role = "node" (a node agent reads its local NVML)')
+            ctx.error(("nvml", "enabled"),
+                      'must be true with role = "node" (a node agent reads its local NVML)')
         return
     if kwargs.get("uplink") is not None:
         ctx.error(("uplink",), 'only used with role = "node" (this agent has role = "rack")')
     nodes = kwargs.get("nodes") or ()
-    nvml = kwargs.get("nvml")
-    if nodes and nvml is not None and nvml.enabled and nodes[0].first_gpu in (None, 0):
+    nvml_enabled = getattr(kwargs.get("nvml"), "enabled", True)  # no [nvml] section: the default, on
+    if nodes and nvml_enabled and nodes[0].first_gpu in (None, 0):
         ctx.warn(("nvml", "enabled"),
                  "the rack agent also reads this host's own GPUs as gpu.0…, where [[node]] "
                  f"{show(nodes[0].id)} starts too: on a gateway without GPUs set [nvml] enabled = false, "
