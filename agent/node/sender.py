@@ -138,8 +138,9 @@ class NodeAgent:
                 if self._reload_requested:
                     self._reload_requested = False
                     await self._reload()
+                read_ts = self.clock.time()  # the node's own clock (the driver stamps wall time)
                 result = await self._poll(driver)
-                await self._send(result)
+                await self._send(result, read_ts)
                 if wd_interval is not None and time.monotonic() >= next_wd:
                     sdnotify.watchdog()
                     next_wd = time.monotonic() + wd_interval
@@ -181,12 +182,12 @@ class NodeAgent:
             self.poll_failures = 0
         return result
 
-    async def _send(self, result: PollResult) -> None:
+    async def _send(self, result: PollResult, read_ts: float) -> None:
         """One datagram with what was read (none of the GPUs when NVML failed: the rack then knows
         the node is alive and its GPUs are missing, not that the node is gone)."""
         self.seq += 1
         reading = wire.NodeReading(
-            node_id=self.uplink.node_id, session=self.session, seq=self.seq, read_ts=result.ts,
+            node_id=self.uplink.node_id, session=self.session, seq=self.seq, read_ts=read_ts,
             sent_ts=self.clock.time(), gpus=ordinals(result.signals, self.config.nvml.gpus),
             energy_estimated=any(name.endswith(".energy_j") for name in result.estimated))
         try:
