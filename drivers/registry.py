@@ -64,8 +64,10 @@ def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Dri
         return UnavailableDriver(device, interval_s, f"{device}: cannot set up: {exc}")
 
 
-def build_drivers(config: Config) -> list[Driver]:
-    """Every configured device's driver, in configuration order: PDUs, cooling units, NVML."""
+def build_drivers(config: Config, clock: Callable[[], float] = time.time) -> list[Driver]:
+    """Every configured device's driver, in configuration order: PDUs, cooling units, NVML, GPU nodes.
+
+    ``clock``: the agent's clock, for the node link's skew measurement (the demo's runs faster)."""
     drivers: list[Driver] = []
     for pdu in config.pdus:
         drivers.append(build_driver("pdu", pdu, f"pdu.{pdu.id}", pdu.interval_s))
@@ -76,7 +78,7 @@ def build_drivers(config: Config) -> list[Driver]:
         drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
     ranges = _GpuRanges()
     drivers.extend(_dcgm_drivers(config, ranges))
-    drivers.extend(_node_drivers(config, ranges))
+    drivers.extend(_node_drivers(config, ranges, clock))
     return drivers
 
 
@@ -116,7 +118,7 @@ def _dcgm_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
     return drivers
 
 
-def _node_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
+def _node_drivers(config: Config, ranges: _GpuRanges, clock: Callable[[], float]) -> list[Driver]:
     """One driver per ``[[node]]`` (rackwatt's node role), all sharing one UDP receiver."""
     if not config.nodes:
         return []
@@ -131,4 +133,4 @@ def _node_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
             drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
         else:
             placed.append((node, first))
-    return drivers + list(build_node_drivers(config.node_link, placed))
+    return drivers + list(build_node_drivers(config.node_link, placed, clock=clock))

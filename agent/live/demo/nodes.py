@@ -44,9 +44,11 @@ class NodePlan:
     interval_s: float
     port: int
     keys: dict[str, Path] = field(default_factory=dict)
+    max_skew_s: float = 2.0  # the rack's [node_link] max_skew_s, in the agent's clock's seconds
 
     @staticmethod
-    def make(workdir: Path, count: int, gpus_per_node: int, interval_s: float) -> NodePlan:
+    def make(workdir: Path, count: int, gpus_per_node: int, interval_s: float,
+             max_skew_s: float = 2.0) -> NodePlan:
         keys: dict[str, Path] = {}
         for k in range(1, count + 1):
             path = workdir / f"node-n{k}.key"
@@ -54,7 +56,7 @@ class NodePlan:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32) + "\n")
             keys[f"n{k}"] = path
-        return NodePlan(workdir, count, gpus_per_node, interval_s, _free_udp_port(), keys)
+        return NodePlan(workdir, count, gpus_per_node, interval_s, _free_udp_port(), keys, max_skew_s)
 
     def gpus_of(self, node_id: str) -> tuple[int, ...]:
         """The twin's GPU indices this node reads (the demo's one fake NVML serves them all)."""
@@ -63,7 +65,8 @@ class NodePlan:
 
     def rack_lines(self) -> list[str]:
         """The rack agent's ``[node_link]`` and ``[[node]]`` tables."""
-        lines = ["", "[node_link]", 'address = "127.0.0.1"', f"port = {self.port}"]
+        lines = ["", "[node_link]", 'address = "127.0.0.1"', f"port = {self.port}",
+                 f"max_skew_s = {self.max_skew_s}"]
         for node_id, key in self.keys.items():
             lines += ["", "[[node]]", f"id = {_q(node_id)}", f"key_file = {_q(key)}",
                       f"gpu_count = {self.gpus_per_node}", f"interval_s = {self.interval_s}"]
