@@ -43,6 +43,7 @@ from footprint import free_port, proc_cpu_s, proc_mem_mb, start_broker, stop  # 
 NODES, GPUS_PER_NODE = 8, 8
 WARMUP_S = 20.0  # imports, first polls, engine warm-up allocations: not the steady state measured
 UDP_IPV4_HEADER_BYTES = 28
+SEND_INTERVAL_S = 1.0  # [uplink] interval_s of every node here
 
 
 def _fake_values(gpus: int) -> Any:
@@ -179,7 +180,7 @@ def run(tmp: Path, minutes: float) -> dict[str, Any]:
             results["reference"] = measure({"rack": ref}, minutes)["rack"]
         finally:
             stop(ref)
-        plan = NodePlan.make(tmp, NODES, GPUS_PER_NODE, interval_s=1.0)
+        plan = NodePlan.make(tmp, NODES, GPUS_PER_NODE, interval_s=SEND_INTERVAL_S)
         node_ids = list(plan.keys)
         rack_toml = rack_config(tmp, "nodes", ports, broker_port, plan.rack_lines())
         with open(tmp / "nodes.log", "wb") as logs:
@@ -221,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         r = run(Path(tmp), args.minutes)
     ref, rack, node, sent = r["reference"], r["rack"], r["node"], r["node_bytes"]
     per_datagram = sent["bytes_sent"] / max(1, sent["sent"])
-    rate_per_s = sent["sent"] / r["node_run_s"]
-    payload_per_h = per_datagram * rate_per_s * 3600
-    wire_per_h = (per_datagram + UDP_IPV4_HEADER_BYTES) * rate_per_s * 3600
+    rate_per_s = sent["sent"] / r["node_run_s"]  # over the whole run, start-up and stop included
+    payload_per_h = per_datagram * 3600 / SEND_INTERVAL_S  # one datagram per interval, steady state
+    wire_per_h = (per_datagram + UDP_IPV4_HEADER_BYTES) * 3600 / SEND_INTERVAL_S
     print(f"command: .venv/bin/python bench/footprint_node.py --minutes {args.minutes:g}")
     print(f"measured {rack['measured_s']:.0f} s per phase after a {WARMUP_S:g} s warm-up; devices ok: "
           f"{sum(bool(v) for v in (r['devices_ok'] or {}).values())}/{len(r['devices_ok'] or {})}")
@@ -235,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{rack['rss_mb'] / ref['rss_mb']:.2f}x)")
     print(f"node agent (8 GPUs at 1 Hz): CPU {node['cpu_pct']:.2f} % of a core (target <= 1 %), "
           f"RSS {node['rss_mb']:.1f} MB (peak {node['peak_rss_mb']:.1f}; target <= 60 MB)")
-    print(f"node link: {sent['sent']} datagrams of {per_datagram:.0f} B ({rate_per_s:.2f}/s, "
-          f"{sent['send_errors']} send errors): {payload_per_h / 1e6:.2f} MB per node-hour of UDP payload, "
+    print(f"node link: {sent['sent']} datagrams of {per_datagram:.0f} B ({rate_per_s:.2f}/s over the run "
+          f"with its start and stop, {sent['send_errors']} send errors); at 1 per {SEND_INTERVAL_S:g} s: "
+          f"{payload_per_h / 1e6:.2f} MB per node-hour of UDP payload, "
           f"{wire_per_h / 1e6:.2f} MB on the wire (IPv4)")
     return 0
 

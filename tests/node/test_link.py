@@ -38,6 +38,7 @@ class Rack:
     """Two configured nodes of 2 GPUs each (gpu.0-1 and gpu.2-3) behind one receiver."""
 
     def __init__(self, tmp: Path) -> None:
+        tmp.mkdir(exist_ok=True)
         self.tmp = tmp
         self.keys = {n: key_file(tmp, n) for n in ("n1", "n2")}
         sections = [NodeSection(id=n, key_file=k, gpu_count=2, interval_s=INTERVAL_S)
@@ -223,3 +224,25 @@ def test_a_node_whose_nvml_fails_is_alive_but_its_gpus_are_missing(tmp_path: Pat
 
     with fake.installed():
         asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_sighup_reload_moves_a_node_to_another_gateway_port(tmp_path: Path, fake_gpus: dict) -> None:
+    async def scenario() -> None:
+        first, second = Rack(tmp_path / "a"), Rack(tmp_path / "b")
+        port_a, port_b = await first.open(), await second.open()
+        second.receiver.peers["n1"].key = first.receiver.peers["n1"].key  # the same node key on both
+        path = node_toml(tmp_path, "n1", first.keys["n1"], port_a, interval_s=INTERVAL_S)
+        agent = NodeAgent(load_config(path), config_loader=load_config)
+        task = asyncio.create_task(agent.run())
+        await asyncio.sleep(3 * INTERVAL_S)
+        node_toml(tmp_path, "n1", first.keys["n1"], port_b, interval_s=INTERVAL_S)  # rewritten file
+        agent.request_reload()
+        await asyncio.sleep(4 * INTERVAL_S)
+        agent.request_stop()
+        await task
+        await first.close()
+        await second.close()
+        assert first.receiver.peers["n1"].accepted >= 2 and second.receiver.peers["n1"].accepted >= 2
+        assert agent.uplink.port == port_b
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))
