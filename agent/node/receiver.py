@@ -56,6 +56,7 @@ class NodePeer:
     accepted: int = 0
     refused: dict[str, int] = field(default_factory=dict)
     last_refusal: str | None = None
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)  # set by the first accepted datagram
 
     @property
     def skew_s(self) -> float | None:
@@ -167,6 +168,7 @@ class NodeReceiver(asyncio.DatagramProtocol):
         peer.last_addr = where
         peer.reading = reading
         peer.accepted += 1
+        peer.arrived.set()
         self.counters["accepted"] += 1
 
     def error_received(self, exc: Exception) -> None:

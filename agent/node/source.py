@@ -9,6 +9,8 @@ datagram that arrives again makes it healthy again: nothing to restart on either
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -19,6 +21,10 @@ from drivers.base import PollResult
 # A node is missing after 3 send intervals without an accepted datagram: one or two lost UDP
 # datagrams (normal on a busy network) never mark it missing, a stopped node shows within 3 s.
 SILENT_INTERVALS = 3.0
+# The first poll waits for the node's first datagram up to just over one send interval, so that a
+# running node is heard at once (`rackwatt poll --once`, the agent's start) instead of reported as
+# "no datagram yet" until the next poll.
+FIRST_WAIT_INTERVALS = 1.2
 
 
 class NodeSourceDriver:
@@ -32,11 +38,13 @@ class NodeSourceDriver:
         self.first_gpu = first_gpu
         self.receiver = receiver
         self.silent_after_s = SILENT_INTERVALS * section.interval_s
+        self._first_poll = True
         receiver.users += 1
 
     @property
     def deadline_s(self) -> float:
-        return max(0.5, 0.8 * self.interval_s)
+        """Room for the first poll's wait; later polls only read memory."""
+        return (FIRST_WAIT_INTERVALS + 0.3) * self.interval_s
 
     @property
     def gpu_range(self) -> str:
@@ -50,7 +58,13 @@ class NodeSourceDriver:
         started = time.perf_counter()
         now = self.receiver.clock()
         peer = self.receiver.peers[self.section.id]
-        error = await self.receiver.ensure_open() or self._unhealthy(peer, now)
+        error = await self.receiver.ensure_open()
+        if error is None and self._first_poll and peer.last_accept_ts is None and peer.key is not None:
+            with contextlib.suppress(TimeoutError):  # ends at the first datagram
+                await asyncio.wait_for(peer.arrived.wait(), FIRST_WAIT_INTERVALS * self.interval_s)
+            now = self.receiver.clock()
+        self._first_poll = False
+        error = error or self._unhealthy(peer, now)
         signals: dict[str, float] = {}
         estimated: frozenset[str] = frozenset()
         ts = now

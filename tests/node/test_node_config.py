@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,32 @@ def test_run_exits_2_on_a_bad_node_configuration_without_a_traceback(tmp_path: P
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert 'role = "node" needs an [uplink] section' in done.stderr and "Traceback" not in done.stderr
+
+
+def test_poll_once_hears_a_running_node_agent(tmp_path: Path) -> None:
+    """The operator's first check on the gateway: `rackwatt poll --once` shows the node's GPUs."""
+    import json
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = key_file(tmp_path, "n1")
+    rack = write(tmp_path, HEAD + '[nvml]\nenabled = false\n'
+                 f'[node_link]\naddress = "127.0.0.1"\nport = {port}\n'
+                 f'[[node]]\nid = "n1"\nkey_file = "{key}"\ngpu_count = 2\n')
+    node = subprocess.Popen([sys.executable, str(Path(__file__).with_name("node_proc.py")),
+                             str(node_toml(tmp_path, "n1", key, port)), "2"], cwd=REPO_ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)  # the node agent's start-up
+        command = ["poll", "--config", str(rack), "--once", "--json"]
+        done = subprocess.run([sys.executable, "-m", "agent", *command], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        node.terminate()
+        node.wait(10)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["signals"]["gpu.1.power_w"] == 350.0  # node_proc's GPU 1: 300 + 50 W
+    assert out["devices"]["node.n1"]["ok"]
