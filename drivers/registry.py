@@ -1,8 +1,8 @@
 """Which driver polls which configured device: an explicit table, no import side effects.
 
 ``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]``, one for NVML
-when ``[nvml] enabled`` (the default), and one per ``[[dcgm]]`` GPU node. Driver packages are
-imported only here and only when a device needs them, so a host without SNMP devices never
+when ``[nvml] enabled`` (the default), one per ``[[dcgm]]`` GPU node and one per ``[[node]]``.
+Driver packages are imported only here and only when a device needs them, so a host without SNMP devices never
 loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
 secret) becomes an ``UnavailableDriver`` whose every poll reports why: one bad device never
 stops the others.
@@ -64,8 +64,10 @@ def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Dri
         return UnavailableDriver(device, interval_s, f"{device}: cannot set up: {exc}")
 
 
-def build_drivers(config: Config) -> list[Driver]:
-    """Every configured device's driver, in configuration order: PDUs, cooling units, NVML."""
+def build_drivers(config: Config, clock: Callable[[], float] = time.time) -> list[Driver]:
+    """Every configured device's driver, in configuration order: PDUs, cooling units, NVML, GPU nodes.
+
+    ``clock``: the agent's clock, for the node link's skew measurement (the demo's runs faster)."""
     drivers: list[Driver] = []
     for pdu in config.pdus:
         drivers.append(build_driver("pdu", pdu, f"pdu.{pdu.id}", pdu.interval_s))
@@ -74,30 +76,61 @@ def build_drivers(config: Config) -> list[Driver]:
         drivers.append(build_driver(kind, crac, f"crac.{crac.id}", crac.interval_s))
     if config.nvml.enabled:
         drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
-    drivers.extend(_dcgm_drivers(config))
+    ranges = _GpuRanges()
+    drivers.extend(_dcgm_drivers(config, ranges))
+    drivers.extend(_node_drivers(config, ranges, clock))
     return drivers
 
 
-def _dcgm_drivers(config: Config) -> list[Driver]:
-    """One driver per ``[[dcgm]]`` node; a node without ``first_gpu`` numbers its GPUs right after
-    the previous node's, and a node whose range overlaps another's is refused with a clear error
-    (two GPUs on one ``gpu.<i>`` would be added together)."""
+class _GpuRanges:
+    """The rack-wide ``gpu.<i>`` ranges of the GPU nodes ([[dcgm]], then [[node]]), in configuration
+    order: a node without ``first_gpu`` starts right after the previous node, and a node whose range
+    overlaps another's is refused (two GPUs on one ``gpu.<i>`` would be added together)."""
+
+    def __init__(self) -> None:
+        self.taken: dict[int, str] = {}
+        self.next_gpu = 0
+
+    def claim(self, owner: str, first_gpu: int | None, count: int) -> tuple[int, str | None]:
+        """(first index, None) for this node's range, or (first, why it is refused)."""
+        first = first_gpu if first_gpu is not None else self.next_gpu
+        span = range(first, first + count)
+        clash = sorted({self.taken[i] for i in span if i in self.taken})
+        if clash:
+            return first, (f"GPUs gpu.{span.start}..gpu.{span.stop - 1} overlap node(s) {', '.join(clash)}; "
+                           "set first_gpu so that the nodes' ranges do not overlap")
+        self.taken.update(dict.fromkeys(span, owner))
+        self.next_gpu = span.stop
+        return first, None
+
+
+def _dcgm_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
+    """One driver per ``[[dcgm]]`` node, on its rack-wide GPU range."""
     drivers: list[Driver] = []
-    taken: dict[int, str] = {}
-    next_gpu = 0
     for node in config.dcgms:
         device = f"dcgm.{node.id}"
-        first = node.first_gpu if node.first_gpu is not None else next_gpu
-        span = range(first, first + node.gpu_count)
-        clash = sorted({taken[i] for i in span if i in taken})
-        if clash:
-            drivers.append(UnavailableDriver(
-                device, node.interval_s,
-                f"{device}: GPUs gpu.{span.start}..gpu.{span.stop - 1} overlap node(s) {', '.join(clash)}; "
-                "set first_gpu so that the nodes' ranges do not overlap"))
+        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
+        if refused:
+            drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
             continue
-        taken.update(dict.fromkeys(span, node.id))
-        next_gpu = span.stop
         drivers.append(build_driver("dcgm", dataclasses.replace(node, first_gpu=first), device,
                                     node.interval_s))
     return drivers
+
+
+def _node_drivers(config: Config, ranges: _GpuRanges, clock: Callable[[], float]) -> list[Driver]:
+    """One driver per ``[[node]]`` (rackwatt's node role), all sharing one UDP receiver."""
+    if not config.nodes:
+        return []
+    from agent.node.source import build_node_drivers
+
+    drivers: list[Driver] = []
+    placed = []
+    for node in config.nodes:
+        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
+        if refused:
+            device = f"node.{node.id}"
+            drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
+        else:
+            placed.append((node, first))
+    return drivers + list(build_node_drivers(config.node_link, placed, clock=clock))

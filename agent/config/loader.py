@@ -16,6 +16,7 @@ from agent.config.limits import MAX_FILE_BYTES, MAX_TOTAL_BYTES
 from agent.config.merge import Document, dropin_files, merge_documents, read_document
 from agent.config.model import Config
 from agent.config.rules import SECTIONS, check_unique_ids
+from agent.node.config import check_roles
 
 DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
 DEFAULT_DROPIN_DIR = Path("/etc/rackwatt/conf.d")
@@ -105,6 +106,8 @@ def _build_config(ctx: Context, path: Path) -> Config | None:
             if section is not None and cross_check:
                 cross_check(ctx, (name,), section)
             kwargs[field_name] = section
+    if not ctx.issues:
+        check_roles(ctx, kwargs)  # [agent] role against the other sections
     if ctx.issues:
         return None
     return Config(**kwargs, source=path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.node.config import NodeLinkSection, NodeSection, UplinkSection
 from drivers.dcgm_exporter.config import DcgmSection
 
 
@@ -18,6 +19,7 @@ class AgentSection:
     rack: str
     state_dir: Path = Path("/var/lib/rackwatt")
     tick_s: float = 1.0  # the engine's frame tick; devices are polled at their own intervals
+    role: str = "rack"  # "rack": the gateway's agent; "node": a GPU node sending to it (agent/node)
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,9 @@ class Config:
     cracs: tuple[CracConfig, ...] = ()
     nvml: NvmlSection = field(default_factory=NvmlSection)
     dcgms: tuple[DcgmSection, ...] = ()  # GPU nodes' dcgm-exporters, in rack GPU order
+    nodes: tuple[NodeSection, ...] = ()  # GPU nodes running role = "node", in rack GPU order
+    node_link: NodeLinkSection = field(default_factory=NodeLinkSection)  # the rack's listener for them
+    uplink: UplinkSection | None = None  # role = "node": where this node sends
     stages: StagesSection = field(default_factory=StagesSection)
     engine: EngineSection = field(default_factory=EngineSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)

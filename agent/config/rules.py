@@ -29,6 +29,7 @@ from agent.config.model import (
 from agent.config.paths import directory_problem, unix_socket_problem
 from agent.config.secrets import secret_file_problem
 from agent.config.toml_lines import KeyPath
+from agent.node.config import NODE, NODE_LINK, ROLES, UPLINK, NodeLinkSection, NodeSection, UplinkSection
 from drivers.dcgm_exporter.config import DcgmSection
 from drivers.dcgm_exporter.http_get import parse_url
 
@@ -192,6 +193,7 @@ AGENT = Spec(
         "rack": [SITE_NAME, not_placeholder],
         "state_dir": [directory_problem],
         "tick_s": [positive],
+        "role": [one_of(*ROLES)],
     }
 )
 MQTT = Spec(
@@ -458,4 +460,8 @@ SECTIONS: dict[str, tuple[type, bool, str, Spec, Callable[[Context, KeyPath, Any
     "stages": (StagesSection, False, "stages", STAGES, None),
     "engine": (EngineSection, False, "engine", ENGINE, None),
     "metrics": (MetricsSection, False, "metrics", METRICS, check_metrics),
+    # the node link (agent/node/config.py): [uplink] on a node agent, [node_link] and [[node]] on the rack
+    "uplink": (UplinkSection, False, "uplink", UPLINK, None),
+    "node_link": (NodeLinkSection, False, "node_link", NODE_LINK, None),
+    "node": (NodeSection, True, "nodes", NODE, None),
 }

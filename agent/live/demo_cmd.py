@@ -113,12 +113,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="poll at a real rack's intervals (NVML 1 s, PDUs 5 s, cooling 10 s, simulated) instead of the "
         "lighter demo intervals: more CPU, and the engine sees small faults sooner",
     )
+    parser.add_argument("--nodes", type=_node_count, default=0, metavar="N",
+                        help="a rack of N GPU nodes (1-8), each a node agent sending its GPUs to the rack "
+                        "agent over the node link, as with [agent] role = \"node\" (default: the rack agent "
+                        "reads one local 8-GPU node)")
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     parser.add_argument("--site", type=_name, default=SITE, help=f"the site name (default {SITE})")
     parser.add_argument("--rack", type=_name, default=RACK,
                         help=f"the rack name (default {RACK}); several demos on one broker need their own")
     parser.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
                         help="serve Prometheus /metrics there (docs/metrics.md)")
+
+
+def _node_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of nodes, got {text!r}") from None
+    if not 1 <= value <= 8:  # a training rack holds 4-8 GPU nodes
+        raise argparse.ArgumentTypeError(f"must be between 1 and 8, got {value}")
+    return value
 
 
 def _name(text: str) -> str:
@@ -152,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         site=args.site,
         rack=args.rack,
         metrics=args.metrics,
+        nodes=args.nodes,
     )
     try:
         return asyncio.run(run_demo(opts, sys.stdout))

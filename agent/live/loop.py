@@ -50,7 +50,8 @@ def _connection(config: Config) -> tuple[Any, ...]:
 
 
 def default_driver_factory(config: Config) -> list[Driver]:
-    if not config.pdus and not config.cracs and not config.nvml.enabled and not config.dcgms:
+    gpu_nodes = config.dcgms or config.nodes
+    if not config.pdus and not config.cracs and not config.nvml.enabled and not gpu_nodes:
         return []
     from drivers.registry import build_drivers
 
@@ -246,10 +247,10 @@ class LiveAgent(AgentOutputs):
             self.config.agent.tick_s,
             self.publisher.endpoint if self.publisher else "off",
         )
-        if not self.config.nvml.enabled and not self.config.dcgms:
+        if not self.config.nvml.enabled and not self.config.dcgms and not self.config.nodes:
             log.warning(
-                "no GPU telemetry source ([nvml] disabled, no [[dcgm]] nodes): predictions come from "
-                "stages and work rate; power_chain and gpu_hardware detection are off"
+                "no GPU telemetry source ([nvml] disabled, no [[dcgm]] or [[node]] nodes): predictions "
+                "come from stages and work rate; power_chain and gpu_hardware detection are off"
             )
         sdnotify.ready(f"polling {len(drivers)} device(s)")
         try:
@@ -322,6 +323,17 @@ class LiveAgent(AgentOutputs):
         finally:
             sleeper.cancel()
             waker.cancel()
+
+    def status_body(self) -> dict[str, Any]:
+        """The status of ``AgentOutputs``, plus the node link's (which node sends, which is silent)."""
+        body = super().status_body()
+        if self.poller is not None and self.config.nodes:
+            from agent.node.source import node_link_status
+
+            link = node_link_status(self.poller.drivers)
+            if link is not None:
+                body["node_link"] = link
+        return body
 
     def make_row(self, ts: float, signals: dict[str, float]) -> Row:
         """The row for one tick: fresh samples plus the stage the timeline says now."""

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from agent.config.cli_args import add_config_arguments, issue_lines
 from agent.config.errors import ConfigError
@@ -64,7 +65,17 @@ def load_or_report(path: Path, conf_d: Path | None, dropins: bool = True) -> Con
     return config
 
 
-async def serve(agent: LiveAgent) -> int:
+class Servable(Protocol):
+    """What ``serve`` runs: the rack agent (``LiveAgent``) or a node agent (``agent.node.sender``)."""
+
+    def request_stop(self) -> None: ...
+
+    def request_reload(self) -> None: ...
+
+    async def run(self) -> int: ...
+
+
+async def serve(agent: Servable) -> int:
     """Run ``agent`` with SIGTERM/SIGINT (stop; a second one exits at once) and SIGHUP (reload)."""
     loop = asyncio.get_running_loop()
     stops = 0
@@ -99,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)
     if config is None:
         return 2
+    if config.agent.role == "node":
+        return _run_node(config, args)
     agent = LiveAgent(
         config,
         config_path=args.config,
@@ -110,3 +123,16 @@ def run(args: argparse.Namespace) -> int:
     except MqttConfigError as exc:
         log.error("%s", exc)
         return 2
+
+
+def _run_node(config: Config, args: argparse.Namespace) -> int:
+    """``role = "node"``: the uplink to the rack agent (agent/node/sender.py); exit 2 if it cannot start."""
+    from agent.node.sender import NodeAgent, NodeSetupError
+
+    try:
+        node = NodeAgent(config,
+                         config_loader=lambda p: load_config(p, args.conf_d, dropins=not args.no_conf_d))
+    except NodeSetupError as exc:
+        log.error("%s", exc)
+        return 2
+    return asyncio.run(serve(node))

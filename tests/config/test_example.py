@@ -24,7 +24,7 @@ def _named_example(tmp_path: Path) -> Path:
     path.write_text(text.replace('"my-site"', '"fra1"').replace('"my-rack"', '"r07"'))
     return path
 NOT_OPTIONS = {("Config", "source"), ("Config", "warnings")}  # set by the loader, not by the file
-SECTION_OF_FIELD = {"pdus": "pdu", "cracs": "crac", "dcgms": "dcgm"}
+SECTION_OF_FIELD = {"pdus": "pdu", "cracs": "crac", "dcgms": "dcgm", "nodes": "node"}
 
 
 def test_example_loads_with_documented_defaults(tmp_path: Path) -> None:
@@ -88,12 +88,15 @@ def test_every_default_in_the_example_matches_the_code() -> None:
         "stages": model.StagesSection,
         "engine": model.EngineSection,
         "metrics": model.MetricsSection,
+        "node": model.NodeSection,
+        "node_link": model.NodeLinkSection,
+        "uplink": model.UplinkSection,
     }
     current = None
     checked = 0
     for raw in EXAMPLE.read_text().splitlines():
         line = raw.lstrip("# ").rstrip()
-        header = re.fullmatch(r"\[\[?([a-z]+)\]\]?", line)
+        header = re.fullmatch(r"\[\[?([a-z_]+)\]\]?", line)
         if header:
             current = sections.get(header.group(1))
             continue

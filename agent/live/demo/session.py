@@ -26,6 +26,7 @@ from agent.config.model import Config
 from agent.live.clock import ScaledClock
 from agent.live.demo.engine_feed import BatchingEngineLink, prewarm
 from agent.live.demo.hints import StageHinter
+from agent.live.demo.nodes import DemoNodes, NodePlan
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
 from agent.live.demo.setup import Intervals, MqttTarget, load_demo_config, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
@@ -48,6 +49,9 @@ FAULT_WARMUP_H = 30.0
 # first live summary a prediction; `--warmup 0` still shows the baselines forming from nothing.
 HEALTHY_WARMUP_H = 3.0
 GPUS = 8  # one 8-GPU node: the footprint target's rack and cheap to poll at 60×
+# --nodes N: N node agents of 2 GPUs each (the twin simulates 2·N GPUs): 4 nodes poll as many
+# GPUs as the default demo, so the multi-node rack stays light on a 2-core machine.
+GPUS_PER_DEMO_NODE = 2
 SITE, RACK = "demo", "r07"
 
 
@@ -67,6 +71,11 @@ class DemoOptions:
     site: str = SITE
     rack: str = RACK  # several demos on one broker need their own rack names (rackwatt watch)
     metrics: MqttTarget | None = None  # serve /metrics there (docs/metrics.md)
+    nodes: int = 0  # > 0: GPUs come from this many node agents over the node link (agent/live/demo/nodes.py)
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * GPUS_PER_DEMO_NODE if self.nodes else GPUS
 
     @property
     def effective_warmup_h(self) -> float:
@@ -109,19 +118,19 @@ def build_scenario(opts: DemoOptions, live_start_ts: float) -> tuple[Scenario, s
     start_ts = live_start_ts - warm_h * 3600.0
     fault_h = warm_h + FAULT_AFTER_H
     if opts.fault is None:
-        sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts,
+        sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=opts.gpus, start_ts=start_ts,
                            outdoor_sensor=OUTDOOR_PROBE)
         return sc, ""
     when = fmt_time(start_ts + fault_h * 3600.0)
     if opts.fault == "workload":
-        sc = make_scenario("workload_change", days=opts.days, seed=opts.seed, gpus=GPUS, start_ts=start_ts,
-                           outdoor_sensor=OUTDOOR_PROBE)
+        sc = make_scenario("workload_change", days=opts.days, seed=opts.seed, gpus=opts.gpus,
+                           start_ts=start_ts, outdoor_sensor=OUTDOOR_PROBE)
         sc = replace(sc, plan=replace(sc.plan, workload_change_h=fault_h))
         return sc, f"injected: workload change (MoE jobs, not a fault) from {when}; expect cause workload"
     cause = FAULT_KINDS[opts.fault][0]
     spec = FaultSpec(opts.fault, start_h=fault_h, ramp_h=FAULT_RAMP_H)
-    sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=GPUS, fault=spec, start_ts=start_ts,
-                       outdoor_sensor=OUTDOOR_PROBE)
+    sc = make_scenario("steady", days=opts.days, seed=opts.seed, gpus=opts.gpus, fault=spec,
+                       start_ts=start_ts, outdoor_sensor=OUTDOOR_PROBE)
     return sc, f"injected: {opts.fault} from {when}; expect an onset with cause {cause}"
 
 
@@ -129,7 +138,7 @@ def header_lines(opts: DemoOptions, intervals: Intervals, fault_note: str) -> li
     """The view's header: what runs, how fast, how it is polled, and why (docs/demo.md)."""
     warm_h = opts.effective_warmup_h
     lines = [
-        f"rackwatt demo: a simulated {GPUS}-GPU training rack served as real devices on 127.0.0.1",
+        f"rackwatt demo: a simulated {opts.gpus}-GPU training rack served as real devices on 127.0.0.1",
         f"  PDUs a ({PDU_VENDORS['a']}) and b ({PDU_VENDORS['b']}) over SNMP v2c, "
         "cooling unit over Modbus TCP, NVML faked from the twin, inlet probes in process",
         f"  clock {opts.speed:g}× real time; polls {intervals.describe()}"
@@ -139,6 +148,9 @@ def header_lines(opts: DemoOptions, intervals: Intervals, fault_note: str) -> li
             else ": coarser than a real rack so the polling stays light at this speed (--fine-polling: finer)"
         ),
     ]
+    if opts.nodes:
+        lines.append(f"  GPUs: {opts.nodes} node agents ({GPUS_PER_DEMO_NODE} GPUs each, role = \"node\"), "
+                     "each sending signed UDP datagrams to the rack agent (the node link, docs/node.md)")
     if warm_h > 0:
         lines.append(
             f"  warm-up: the first {warm_h:g} simulated hours were replayed through the same engine in "
@@ -199,6 +211,9 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     scenario, fault_note = build_scenario(opts, live_start)
     intervals = intervals_for(opts.speed, opts.fine_polling)
     ports = pick_ports()
+    # The node link's skew limit is in simulated seconds: 2 real seconds of scheduling delay at any speed.
+    plan = (NodePlan.make(workdir, opts.nodes, GPUS_PER_DEMO_NODE, intervals.nvml_s, 2.0 * opts.speed)
+            if opts.nodes else None)
     path, community = write_config(
         workdir,
         site=opts.site,
@@ -209,6 +224,7 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
         intervals=intervals,
         mqtt=opts.mqtt,
         metrics=opts.metrics,
+        nodes=plan,
     )
     config = load_demo_config(path)
     state.header = header_lines(opts, intervals, fault_note)
@@ -236,15 +252,26 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     clock = ScaledClock(opts.speed, start=live_start)
     rack = DemoRack(scenario, clock.time)
     await rack.start(ports, community)
+    nodes = DemoNodes(plan, clock) if plan is not None else None
+    if nodes is not None:
+        nodes.start()
     try:
         return await _serve(config, path, clock, rack, link, intervals, opts, state, out, plain, tail)
     finally:
+        if nodes is not None:
+            await nodes.stop()
         await rack.stop()
 
 
-def _driver_factory(rack: DemoRack, intervals: Intervals) -> Any:
+def _driver_factory(rack: DemoRack, intervals: Intervals, clock: ScaledClock) -> Any:
     def build(config: Config) -> list[Driver]:
-        return [*default_driver_factory(config), InletProbeDriver(rack, interval_s=intervals.inlet_s)]
+        if config.nodes:  # the node link measures skew on the demo's (accelerated) clock
+            from drivers.registry import build_drivers
+
+            devices = build_drivers(config, clock=clock.time)
+        else:
+            devices = default_driver_factory(config)
+        return [*devices, InletProbeDriver(rack, interval_s=intervals.inlet_s)]
 
     return build
 
@@ -273,7 +300,7 @@ async def _serve(
         config,
         config_path=path,
         clock=clock,
-        driver_factory=_driver_factory(rack, intervals),
+        driver_factory=_driver_factory(rack, intervals, clock),
         engine=engine,
         on_message=state.observe,
         save_interval_s=3600.0,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agent.config.loader import load_config
 from agent.config.model import Config
+from agent.live.demo.nodes import NodePlan
 from agent.live.demo.rack import CRAC_EXTRA_REGISTERS, CRAC_PROFILE, PDU_VENDORS, DevicePorts
 
 
@@ -83,6 +84,7 @@ def write_config(
     intervals: Intervals,
     mqtt: MqttTarget | None,
     metrics: MqttTarget | None = None,
+    nodes: NodePlan | None = None,
 ) -> tuple[Path, str]:
     """Write agent.toml and the community file into ``workdir``; return (path, community)."""
     community = "demo-" + secrets.token_hex(6)
@@ -110,9 +112,11 @@ def write_config(
         "mqtt_hints = false",
         "",
         "[nvml]",
-        "enabled = true",
+        f"enabled = {'false' if nodes else 'true'}",  # with node agents the GPUs come from them
         f"interval_s = {intervals.nvml_s}",
     ]
+    if nodes is not None:  # rackwatt demo --nodes N (agent/live/demo/nodes.py)
+        lines += nodes.rack_lines()
     if metrics is not None:  # rackwatt demo --metrics HOST:PORT (docs/metrics.md)
         lines += ["", "[metrics]", "enabled = true", f"address = {_q(metrics.host)}",
                   f"port = {metrics.port}"]

@@ -59,6 +59,7 @@ class FakeNvml:
         self.failures: dict[tuple[int | None, str], int] = {}
         self.calls: list[str] = []
         self.initialised = False
+        self._inits = 0  # NVML counts nvmlInit calls: only the last nvmlShutdown shuts it down
         self._energy_mj: dict[int, float] = {}
         self._energy_offset_mj: dict[int, float] = {}
         self._last_t: dict[int, float] = {}
@@ -134,11 +135,13 @@ class FakeNvml:
         self.calls.append("nvmlInit")
         if self.init_error is not None:
             raise pynvml.NVMLError(self.init_error)
+        self._inits += 1
         self.initialised = True
 
     def nvmlShutdown(self) -> None:
         self._enter("nvmlShutdown")
-        self.initialised = False
+        self._inits -= 1
+        self.initialised = self._inits > 0
 
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")

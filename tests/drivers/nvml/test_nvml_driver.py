@@ -208,3 +208,14 @@ def test_a_hung_nvml_call_fails_the_poll_and_never_blocks(fake: FakeNvml, clock:
     while driver._lock.locked() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert poll(driver).ok
+
+
+def test_counter_resets_are_reported_as_a_signal(fake: FakeNvml, clock: Clock) -> None:
+    driver = NvmlGpuDriver(NvmlSection(), clock=clock)
+    assert poll(driver).signals["gpu.0.energy_resets"] == 0.0
+    clock.now += 10
+    poll(driver)  # the counter stands at 6500 J
+    fake.reset_counter(0)
+    clock.now += 1  # back at 650 J: below the last reading, a reset
+    after = poll(driver).signals
+    assert after["gpu.0.energy_resets"] == 1.0 and after["gpu.1.energy_resets"] == 0.0
