@@ -85,19 +85,19 @@ def test_engine_state_of_another_version_is_refused() -> None:
 
 
 def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
-    """Bin-sum fields are only ever appended; state from a build without the last two (the
+    """Bin-sum fields are saved with their names; state from a build without two of them (the
     outdoor temperature) loads with them at zero and gives the same report afterwards."""
-    from agent.engine.frames import N_FIELDS
+    from agent.engine.signals import F, N_FIELDS
     from agent.engine.stage_slots import N_SLOTS
 
     chunks = synth.chunks(3 / 24, chunk_rows=900)
     eng, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
     arrays = unpack(eng.save_state())
-    old = N_FIELDS - 2
-    open_sums = arrays["open_sums"]
-    arrays["open_sums"] = np.concatenate((open_sums[:old], open_sums[N_FIELDS:]))
-    arrays["wb_sums"] = arrays["wb_sums"][:, :old]
-    assert arrays["open_sums"].size == old + 3 * N_SLOTS
+    gone = [F["outdoor_s"], F["outdoor_ws"]]
+    arrays["open_sums"] = np.delete(arrays["open_sums"], gone)
+    arrays["wb_sums"] = np.delete(arrays["wb_sums"], gone, axis=1)
+    arrays["bin_fields"] = np.delete(arrays["bin_fields"], gone)
+    assert arrays["open_sums"].size == N_FIELDS - 2 + 3 * N_SLOTS
     new = Engine.load_state(eng.save_state(), None, rack_info(synth.meta()))
     upgraded = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
     _, out_new = run_engine(chunks[len(chunks) // 2 :], new)
