@@ -130,7 +130,6 @@ class StagesSection:
     # own user / the agent's own group (names or numbers). UDP never carries commands.
     command_uids: tuple[int, ...] | None = None
     command_groups: tuple[str, ...] | None = None
-    inference: bool = True
 
 
 @dataclass(frozen=True)

@@ -309,7 +309,8 @@ STAGES = Spec(
         "udp_port": [PORT],
         "hint_ttl_s": [positive],
         "rate_limit_per_s": [positive],
-    }
+    },
+    retired={"inference": "the stage is always inferred from GPU telemetry when no hint is current"},
 )
 ENGINE = Spec(
     checks={
