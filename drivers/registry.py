@@ -14,17 +14,33 @@ import dataclasses
 import importlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from agent.config.model import Config
 from drivers.base import Driver, PollResult
+from drivers.dcgm_exporter.config import DcgmSection
+from drivers.modbus_crac.config import CracConfig
+from drivers.nvml_gpu.config import NvmlSection
+from drivers.snmp_pdu.config import PduConfig
+
+
+class DeviceSections(Protocol):
+    """The device sections of a configuration (``agent.config.model.Config`` is one)."""
+
+    @property
+    def pdus(self) -> tuple[PduConfig, ...]: ...
+    @property
+    def cracs(self) -> tuple[CracConfig, ...]: ...
+    @property
+    def nvml(self) -> NvmlSection: ...
+    @property
+    def dcgms(self) -> tuple[DcgmSection, ...]: ...
 
 # device kind → (module, class); the class takes that device's config section as its only argument
 DRIVERS: dict[str, tuple[str, str]] = {
-    "pdu": ("drivers.snmp_pdu", "SnmpPduDriver"),
-    "crac": ("drivers.modbus_crac", "CracModbusDriver"),
-    "crac_snmp": ("drivers.snmp_crac", "SnmpCracDriver"),  # [[crac]] protocol = "snmp"
-    "nvml": ("drivers.nvml_gpu", "NvmlGpuDriver"),
+    "pdu": ("drivers.snmp_pdu.driver", "SnmpPduDriver"),
+    "crac": ("drivers.modbus_crac.driver", "CracModbusDriver"),
+    "crac_snmp": ("drivers.snmp_crac.driver", "SnmpCracDriver"),  # [[crac]] protocol = "snmp"
+    "nvml": ("drivers.nvml_gpu.driver", "NvmlGpuDriver"),
     "dcgm": ("drivers.dcgm_exporter.driver", "DcgmExporterDriver"),
 }
 
@@ -64,7 +80,7 @@ def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Dri
         return UnavailableDriver(device, interval_s, f"{device}: cannot set up: {exc}")
 
 
-def build_drivers(config: Config) -> list[Driver]:
+def build_drivers(config: DeviceSections) -> list[Driver]:
     """Every configured device's driver, in configuration order: PDUs, cooling units, NVML."""
     drivers: list[Driver] = []
     for pdu in config.pdus:
@@ -78,7 +94,7 @@ def build_drivers(config: Config) -> list[Driver]:
     return drivers
 
 
-def _dcgm_drivers(config: Config) -> list[Driver]:
+def _dcgm_drivers(config: DeviceSections) -> list[Driver]:
     """One driver per ``[[dcgm]]`` node; a node without ``first_gpu`` numbers its GPUs right after
     the previous node's, and a node whose range overlaps another's is refused with a clear error
     (two GPUs on one ``gpu.<i>`` would be added together)."""

@@ -4,8 +4,10 @@ An edge is every ``import`` statement of a module, wherever it stands: at module
 a function (a deferred import hides a circle, it does not remove it) and under
 ``if TYPE_CHECKING:`` (a type-only circle is still two modules that need each other). ``from
 pkg import name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg`` itself.
-A package's own ``__init__`` that a submodule import runs first is not counted: Python runs it
-before the submodule, so it cannot close a circle through the submodule's body.
+Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b`` first: an edge to each of
+those packages the importer is not inside (``drivers.x`` importing ``agent.config.convert``
+depends on ``agent/config/__init__.py``, which must not import ``drivers.x`` back; a module
+inside ``agent.engine`` is only ever imported after its own package's ``__init__`` started).
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                     out.add(sub)
                 elif target in known:
                     out.add(target)
+    for target in list(out):
+        parts = target.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in known and not (name == parent or name.startswith(parent + ".")):
+                out.add(parent)
     out.discard(name)
     return out
 
@@ -104,6 +112,7 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_graph_sees_deferred_and_type_only_imports() -> None:
     graph = import_graph()
     assert "agent.engine.model" in graph["agent.engine.engine"]
+    assert "agent.engine" in graph["agent.metrics.snapshot"]  # the package's __init__ runs first
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -190,7 +190,7 @@ class Hygiene:
             agree = (hi - lo) <= SPIKE_AGREE * np.maximum(hi, 1e-9)
             up = x > SPIKE_FACTOR * hi + floor
             down = (x * SPIKE_FACTOR < lo) & (lo > floor)
-        return agree & (up | down)
+        return np.asarray(agree & (up | down))
 
     def _stuck(self, k: int, kept: np.ndarray) -> np.ndarray:
         prev = np.empty(kept.size)

@@ -223,7 +223,7 @@ class ResponseModel:
                     g[i] = last
         if ok.any():
             self.last_g = g[np.flatnonzero(ok)[-1]].copy()
-        return np.nan_to_num(g)
+        return np.asarray(np.nan_to_num(g))
 
     def _gpu_fresh(self, sums: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Per bin: was GPU telemetry known within ``GPU_FRESH_S`` (in the bin or just before)?"""

@@ -124,7 +124,7 @@ def it_predict(
     X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w)
     pred = X @ theta
     if not (math.isfinite(lo_w) and math.isfinite(hi_w)) or hi_w <= lo_w:
-        return pred * scale_w
+        return np.asarray(pred * scale_w)
     gc = np.clip(g[:, 0], lo_w, hi_w)
     glc = np.clip(gl, lo_w, hi_w)
     out = (gc != g[:, 0]) | (glc != gl)
@@ -136,7 +136,7 @@ def it_predict(
         pred[out] = (
             Xc @ theta + slope_g * (g[out, 0] - gc[out]) / scale_w + slope_gl * (gl[out] - glc[out]) / scale_w
         )
-    return pred * scale_w
+    return np.asarray(pred * scale_w)
 
 
 def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray) -> np.ndarray:
@@ -182,7 +182,7 @@ class SingleLag:
             self.y = float(u[0])
         y = self.T[:n, :n] @ u + self.apow[:n] * self.y
         self.y = float(y[-1])
-        return y
+        return np.asarray(y)
 
 
 def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

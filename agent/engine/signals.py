@@ -123,9 +123,9 @@ def combine(q: Quantity, held: np.ndarray, shares: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.full(m, q.absent)
     if q.combine == "sum":
-        return held.sum(axis=1)
+        return np.asarray(held.sum(axis=1))
     if q.combine == "share_sum":
-        return (held * shares).sum(axis=1)
+        return np.asarray((held * shares).sum(axis=1))
     known = ~np.isnan(held)
     cnt = known.sum(axis=1)
     if q.combine == "spread":

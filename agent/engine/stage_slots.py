@@ -134,11 +134,11 @@ class Segments:
 
     def feed(
         self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         if not ts.size:
             return []
         keys = slots * 2 + inferred.astype(np.int64)
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
         if self.key < 0:
             self.start, self.key = float(ts[0]), int(keys[0])
@@ -149,14 +149,14 @@ class Segments:
             self.start, self.key = float(ts[i]), int(keys[i])
         return out
 
-    def close(self, end_ts: float, slots_tab: StageSlots) -> list[dict]:
+    def close(self, end_ts: float, slots_tab: StageSlots) -> list[dict[str, Any]]:
         if self.key < 0 or not end_ts > self.start:
             return []
         rec = self._record(end_ts, slots_tab)
         self.key = -1
         return [rec]
 
-    def _record(self, end: float, slots_tab: StageSlots) -> dict:
+    def _record(self, end: float, slots_tab: StageSlots) -> dict[str, Any]:
         return {
             "type": "segment",
             "start": self.start,

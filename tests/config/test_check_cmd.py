@@ -110,4 +110,5 @@ def test_a_retired_key_is_a_warning_so_an_upgraded_file_still_loads(
     config = _write(tmp_path / "agent.toml", '[agent]\nsite = "s"\nrack = "r"\n[stages]\ninference = false\n')
     assert main(["check-config", str(config)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "OK" and lines[0].startswith("warning: stages.inference: read by no part of the agent")
+    assert lines[-1] == "OK"
+    assert lines[0].startswith("warning: stages.inference: read by no part of the agent")

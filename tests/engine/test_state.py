@@ -87,7 +87,7 @@ def test_engine_state_of_another_version_is_refused() -> None:
 def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
     """Bin-sum fields are saved with their names; state from a build without two of them (the
     outdoor temperature) loads with them at zero and gives the same report afterwards."""
-    from agent.engine.signals import F, N_FIELDS
+    from agent.engine.signals import N_FIELDS, F
     from agent.engine.stage_slots import N_SLOTS
 
     chunks = synth.chunks(3 / 24, chunk_rows=900)
