@@ -3,9 +3,9 @@
 ``process(chunk)`` takes rows (1 live tick or 65k replay rows) and returns report records
 (``segment``, ``window``, ``event``, ``summary``; docs/spec/report-format.md). Pipeline:
 
-  rows ──RowBinner──► bins (``bin_s`` ≈ 15 s) ──per window──► frozen-model predictions (IT, lagged
+  rows ──RowBinner──► bins (``bin_s`` ≈ 15 s) ──per window──► ``ResponseModel.predict`` (IT, lagged
   heat, cooling for every lag candidate) ──► window buffer ──window close──► report line, then
-  learning (IT and cooling least squares, lag selection, GPU-per-work model)
+  ``ResponseModel.learn`` (IT and cooling least squares, lag selection, GPU-per-work model)
                        └─every drift bin (≈ 60 s)──► ComponentSample → DriftMonitor → events, held
 
 Everything inside a window is predicted with the model as it was at the window's start and
@@ -24,7 +24,7 @@ from agent.config.model import EngineSection
 from agent.engine import outputs, persist
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.capabilities import capabilities
-from agent.engine.components import ComponentSample
+from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.frames import BinBatch, RackInfo, RowBatch
 from agent.engine.model import ResponseModel
@@ -32,7 +32,7 @@ from agent.engine.rows import RowBinner, Stretch
 from agent.engine.signals import SAMPLE_MEANS, F
 from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
-from agent.engine.window_buffer import HELD, WindowBuffer
+from agent.engine.window_buffer import WindowBuffer
 from agent.trace.model import TraceChunk
 
 TARGET_BIN_S = 15.0
@@ -292,7 +292,7 @@ class Engine:
         dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
         frac = stage_s / dur[:, None]
         p = self.model.predict(sums, frac, start, jobs, self.window_warm, self.baselines.stats[:, 5])
-        held = np.array([[c in self.held for c in HELD]] * n, dtype=bool).reshape(n, len(HELD))
+        held = np.array([[c in self.held for c in LEARNED]] * n, dtype=bool).reshape(n, len(LEARNED))
         j0 = self.buf.n
         self.buf.append(
             start,

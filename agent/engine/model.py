@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
     COOL_RIDGE,
@@ -47,6 +48,7 @@ RELEARN_HALFLIFE_H = 1.0
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
+HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
 KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
 # The lag candidate used before any is scored: the twin's and a typical CRAC's response
 # (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
@@ -301,7 +303,7 @@ class ResponseModel:
         n, scale = wb.n, self.scale_w
         sums = wb.sums[:n]
         seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
-        rows = gpu_ok & seen_it & ~wb.held[:n, 0]
+        rows = gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         g = np.nan_to_num(_gpu_moments_raw(sums))
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
         y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
@@ -319,7 +321,7 @@ class ResponseModel:
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
             self.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
-        rows_s = seen_it & ~wb.held[:n, 0]
+        rows_s = seen_it & ~wb.held[:n, HELD_IT]
         if rows_s.any():
             Xs = stage_it_features(frac, self.job_rate_n(sums, wb.jobs[:n]))
             ys = np.where(rows_s, np.nan_to_num(pdu_mean) / scale, 0.0)
@@ -338,7 +340,7 @@ class ResponseModel:
         """Score every lag candidate on its frozen predictions, then update all."""
         n, scale = wb.n, self.scale_w
         sums = wb.sums[:n]
-        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, 1]
+        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
         y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
@@ -400,7 +402,7 @@ class ResponseModel:
             return
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9
-        use = wr_ok & gpu_ok & pure & ~wb.held[:n, 2]
+        use = wr_ok & gpu_ok & pure & ~wb.held[:n, HELD_GPU]
         S = self.gpu_model.theta.shape[0]
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]

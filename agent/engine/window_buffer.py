@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from agent.engine.components import LEARNED
 from agent.engine.signals import FIELDS, LEGACY_FIELDS, N_FIELDS, F, remap_fields
-
-HELD = ("it", "cooling", "gpu")
 
 
 class WindowBuffer:
@@ -33,7 +32,7 @@ class WindowBuffer:
         self.cool_pred_w = np.zeros((n_bins, n_cand))
         self.gpu_exp_w = np.zeros(n_bins)
         self.transient = np.zeros(n_bins, dtype=bool)
-        self.held = np.zeros((n_bins, len(HELD)), dtype=bool)
+        self.held = np.zeros((n_bins, len(LEARNED)), dtype=bool)  # per bin: LEARNED held by drift
         self.jobs: list[str] = [""] * n_bins
         self.gpu_lag_w = np.zeros(n_bins)
 
