@@ -294,22 +294,7 @@ class Engine:
         p = self.model.predict(sums, frac, start, jobs, self.window_warm, self.baselines.stats[:, 5])
         held = np.array([[c in self.held for c in LEARNED]] * n, dtype=bool).reshape(n, len(LEARNED))
         j0 = self.buf.n
-        self.buf.append(
-            start,
-            sums,
-            stage_s,
-            jobs,
-            p.it_w,
-            p.heat_w,
-            p.hl_w,
-            p.cool_w,
-            p.gpu_expected_w,
-            p.transient,
-            held,
-            p.gpu_lag_w,
-            bins.stage_gpu_s[a:b],
-            bins.stage_gpu_ws[a:b],
-        )
+        self.buf.append(bins, a, b, p, held)
         share = self.model.cooling_shares(frac, p.hl_stage_w, start)
         self.energy_kwh[:, 0] += (frac * sums[:, F["pdu_ws"], None]).sum(axis=0) / 3.6e6
         self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / 3.6e6

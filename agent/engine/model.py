@@ -36,7 +36,7 @@ from agent.engine.response import (
     stage_it_ridge,
 )
 from agent.engine.signals import F
-from agent.engine.window_buffer import WindowBuffer
+from agent.engine.window_buffer import Prediction, WindowBuffer
 
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
 # GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
@@ -53,20 +53,6 @@ KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 %
 # The lag candidate used before any is scored: the twin's and a typical CRAC's response
 # (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
 START_TAU_S, START_DEAD_S = 240.0, 60.0
-
-
-@dataclass
-class Prediction:
-    """What the frozen model said for a run of bins (W; ``hl_w``/``cool_w``: per lag candidate)."""
-
-    it_w: np.ndarray  # (n,)
-    heat_w: np.ndarray  # (n,) the heat driving the lag: predicted IT once warm, else the PDU
-    hl_w: np.ndarray  # (K, n) lagged heat
-    hl_stage_w: np.ndarray  # (n, S) lagged heat per stage, of the selected candidate
-    cool_w: np.ndarray  # (K, n)
-    gpu_expected_w: np.ndarray  # (n,)
-    transient: np.ndarray  # (n,) bool
-    gpu_lag_w: np.ndarray  # (n,) GPU power through the server-fan lag
 
 
 def _ew_bias(
@@ -110,6 +96,31 @@ def bin_work_rate(sums: np.ndarray) -> np.ndarray:
     known = sums[:, F["wr_s"]] > 0
     out: np.ndarray = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), np.nan)
     return out
+
+
+@dataclass(frozen=True)
+class _Closed:
+    """A closed window's bins as learning reads them: sums, lengths, stage fractions, means."""
+
+    n: int
+    sums: np.ndarray
+    dur: np.ndarray  # s per bin (never 0)
+    length_h: float
+    frac: np.ndarray  # (n, S) share of each bin per stage slot
+    w_h: np.ndarray  # a bin's weight: its length in hours
+    gpu_ok: np.ndarray  # GPU power known for ≥ KNOWN_FRAC of the bin
+    gpu_mean: np.ndarray
+    pdu_mean: np.ndarray
+    cool_mean: np.ndarray
+
+    @staticmethod
+    def of(wb: WindowBuffer) -> _Closed:
+        n = wb.n
+        sums = wb.sums[:n]
+        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+        frac, gpu_ok = wb.stage_s[:n] / dur[:, None], sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
+        means = (_mean(sums, "gpu"), _mean(sums, "pdu"), _mean(sums, "cool"))
+        return _Closed(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means)
 
 
 class ResponseModel:
@@ -262,26 +273,19 @@ class ResponseModel:
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
         then); ``relearn``: components the drift monitor re-learns with a short half-life.
         """
-        n = wb.n
-        sums = wb.sums[:n]
-        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
-        length_h = float(dur.sum()) / 3600.0
-        gpu_mean, pdu_mean, cool_mean = _mean(sums, "gpu"), _mean(sums, "pdu"), _mean(sums, "cool")
+        c = _Closed.of(wb)
         if not math.isfinite(self.scale_w):
             # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU
             # telemetry) the PDUs'. It only scales the regressions, so either is fine once fixed.
-            finite = gpu_mean[np.isfinite(gpu_mean)]
+            finite = c.gpu_mean[np.isfinite(c.gpu_mean)]
             if not finite.size or finite.max() <= 0:
-                finite = pdu_mean[np.isfinite(pdu_mean)]
+                finite = c.pdu_mean[np.isfinite(c.pdu_mean)]
             if not finite.size or finite.max() <= 0:
                 return
             self.scale_w = float(finite.max())
-        frac = wb.stage_s[:n] / dur[:, None]
-        gpu_ok = sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
-        w_h = dur / 3600.0
-        self._learn_it(wb, frac, gpu_ok, pdu_mean, dur, w_h, length_h, relearn)
-        self._learn_cooling(wb, cool_mean, dur, w_h, length_h, window_warm, relearn)
-        self._learn_gpu(wb, frac, gpu_ok, gpu_mean, w_h, length_h, relearn)
+        self._learn_it(wb, c, relearn)
+        self._learn_cooling(wb, c, window_warm, relearn)
+        self._learn_gpu(wb, c, relearn)
         # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
         has_cooling = float(self.cool.weight.max()) > 0
         cool_ready = float(self.cool.weight.min()) >= WARMUP_H or not has_cooling
@@ -289,63 +293,42 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(
-        self,
-        wb: WindowBuffer,
-        frac: np.ndarray,
-        gpu_ok: np.ndarray,
-        pdu_mean: np.ndarray,
-        dur: np.ndarray,
-        w_h: np.ndarray,
-        length_h: float,
-        relearn: frozenset[str],
-    ) -> None:
-        n, scale = wb.n, self.scale_w
-        sums = wb.sums[:n]
+    def _learn_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
         seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
-        rows = gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
+        rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         g = np.nan_to_num(_gpu_moments_raw(sums))
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
-        y = np.where(rows, np.nan_to_num(pdu_mean) / scale, 0.0)
+        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
-        resid = (np.nan_to_num(pdu_mean) - wb.it_pred_w[:n])[:, None]
+        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n])[:, None]
         self.bias_it = float(_ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
         if rows.any():
             lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
             self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
-        lam_it = 0.5 ** (length_h / self._halflife_h("it", relearn))
+        lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
             self.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~wb.held[:n, HELD_IT]
         if rows_s.any():
             Xs = stage_it_features(frac, self.job_rate_n(sums, wb.jobs[:n]))
-            ys = np.where(rows_s, np.nan_to_num(pdu_mean) / scale, 0.0)
+            ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             self.it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
-    def _learn_cooling(
-        self,
-        wb: WindowBuffer,
-        cool_mean: np.ndarray,
-        dur: np.ndarray,
-        w_h: np.ndarray,
-        length_h: float,
-        window_warm: bool,
-        relearn: frozenset[str],
-    ) -> None:
+    def _learn_cooling(self, wb: WindowBuffer, c: _Closed, warm: bool, relearn: frozenset[str]) -> None:
         """Score every lag candidate on its frozen predictions, then update all."""
-        n, scale = wb.n, self.scale_w
-        sums = wb.sums[:n]
+        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
         rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
-        y_c = np.where(rows_c, np.nan_to_num(cool_mean) / scale, 0.0)
+        y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
         # errors say how fast each candidate's fit converged, not which lag is right.
-        if w_c.sum() > 0 and window_warm:
+        if w_c.sum() > 0 and warm:
             # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
             # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
             # The previous window's last residual is carried so that a step right at a window edge
@@ -356,7 +339,7 @@ class ResponseModel:
             d = np.where(pair[None], res[:, 1:] - res[:, :-1], 0.0)
             err = (d**2).sum(axis=1) / max(int(pair.sum()), 1)
             if self.scored:
-                lam_s = 0.5 ** (length_h / SCORE_HALFLIFE_H)
+                lam_s = 0.5 ** (c.length_h / SCORE_HALFLIFE_H)
                 self.score = lam_s * self.score + (1.0 - lam_s) * err
             else:
                 self.score = err
@@ -369,31 +352,20 @@ class ResponseModel:
             (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
         )
         seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
-        resid = np.nan_to_num(cool_mean)[:, None] - wb.cool_pred_w[:n]
+        resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
         self.bias_cool = _ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
         K = Xc.shape[0]
-        lam_c = 0.5 ** (length_h / self._halflife_h("cooling", relearn))
+        lam_c = 0.5 ** (c.length_h / self._halflife_h("cooling", relearn))
         if w_c.sum() > 0:
             self.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
         if self.scored:
             self.best = int(np.argmin(self.score))
 
-    def _learn_gpu(
-        self,
-        wb: WindowBuffer,
-        frac: np.ndarray,
-        gpu_ok: np.ndarray,
-        gpu_mean: np.ndarray,
-        w_h: np.ndarray,
-        length_h: float,
-        relearn: frozenset[str],
-    ) -> None:
+    def _learn_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n = wb.n
-        sums = wb.sums[:n]
-        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
         wr = _mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
         if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
@@ -402,12 +374,12 @@ class ResponseModel:
             return
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9
-        use = wr_ok & gpu_ok & pure & ~wb.held[:n, HELD_GPU]
+        use = wr_ok & c.gpu_ok & pure & ~wb.held[:n, HELD_GPU]
         S = self.gpu_model.theta.shape[0]
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
-        yg = np.where(use, np.nan_to_num(gpu_mean), 0.0) / self.scale_w
-        lam_g = 0.5 ** (length_h / self._halflife_h("gpu", relearn))
+        yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
+        lam_g = 0.5 ** (c.length_h / self._halflife_h("gpu", relearn))
         lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
         if use.any():
             self.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)

@@ -9,12 +9,28 @@ as it was at the window's start (prequential evaluation, no look-ahead into PDU/
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from agent.engine.components import LEARNED
+from agent.engine.frames import BinBatch
 from agent.engine.signals import FIELDS, LEGACY_FIELDS, N_FIELDS, F, remap_fields
+
+
+@dataclass
+class Prediction:
+    """What the frozen model said for a run of bins (W; ``hl_w``/``cool_w``: per lag candidate)."""
+
+    it_w: np.ndarray  # (n,)
+    heat_w: np.ndarray  # (n,) the heat driving the lag: predicted IT once warm, else the PDU
+    hl_w: np.ndarray  # (K, n) lagged heat
+    hl_stage_w: np.ndarray  # (n, S) lagged heat per stage, of the selected candidate
+    cool_w: np.ndarray  # (K, n)
+    gpu_expected_w: np.ndarray  # (n,)
+    transient: np.ndarray  # (n,) bool
+    gpu_lag_w: np.ndarray  # (n,) GPU power through the server-fan lag
 
 
 class WindowBuffer:
@@ -39,43 +55,19 @@ class WindowBuffer:
     def clear(self) -> None:
         self.n = 0
 
-    def append(
-        self,
-        start: np.ndarray,
-        sums: np.ndarray,
-        stage_s: np.ndarray,
-        jobs: list[str],
-        it_pred_w: np.ndarray,
-        heat_w: np.ndarray,
-        hl_w: np.ndarray,
-        cool_pred_w: np.ndarray,
-        gpu_exp_w: np.ndarray,
-        transient: np.ndarray,
-        held: np.ndarray,
-        gpu_lag_w: np.ndarray,
-        stage_gpu_s: np.ndarray,
-        stage_gpu_ws: np.ndarray,
-    ) -> slice:
-        a = self.n
-        b = a + start.shape[0]
-        if b > self.n_bins:
-            raise ValueError(f"window buffer overflow: {b} bins > {self.n_bins}")
-        self.start[a:b] = start
-        self.sums[a:b] = sums
-        self.stage_s[a:b] = stage_s
-        self.it_pred_w[a:b] = it_pred_w
-        self.heat_w[a:b] = heat_w
-        self.hl_w[a:b] = hl_w.T
-        self.cool_pred_w[a:b] = cool_pred_w.T
-        self.gpu_exp_w[a:b] = gpu_exp_w
-        self.transient[a:b] = transient
-        self.held[a:b] = held
-        self.jobs[a:b] = jobs
-        self.gpu_lag_w[a:b] = gpu_lag_w
-        self.stage_gpu_s[a:b] = stage_gpu_s
-        self.stage_gpu_ws[a:b] = stage_gpu_ws
-        self.n = b
-        return slice(a, b)
+    def append(self, bins: BinBatch, a: int, b: int, p: Prediction, held: np.ndarray) -> None:
+        """Bins ``a:b`` of ``bins``, the frozen model's prediction ``p`` for them, and which learned
+        components (``LEARNED``) the drift monitor held in each."""
+        i, j = self.n, self.n + b - a
+        if j > self.n_bins:
+            raise ValueError(f"window buffer overflow: {j} bins > {self.n_bins}")
+        self.start[i:j], self.sums[i:j], self.jobs[i:j] = bins.start[a:b], bins.sums[a:b], bins.job[a:b]
+        self.stage_s[i:j], self.stage_gpu_s[i:j] = bins.stage_s[a:b], bins.stage_gpu_s[a:b]
+        self.stage_gpu_ws[i:j], self.held[i:j] = bins.stage_gpu_ws[a:b], held
+        self.it_pred_w[i:j], self.heat_w[i:j], self.hl_w[i:j] = p.it_w, p.heat_w, p.hl_w.T
+        self.cool_pred_w[i:j], self.gpu_exp_w[i:j] = p.cool_w.T, p.gpu_expected_w
+        self.gpu_lag_w[i:j], self.transient[i:j] = p.gpu_lag_w, p.transient
+        self.n = j
 
     def record(
         self,
