@@ -146,13 +146,9 @@ class Engine:
     def view(self) -> outputs.EngineView:
         """The engine's parts the payloads are made of, at this instant."""
         r = self.rows
-        hygiene = outputs.hygiene_counts(
-            r.signals.hygiene,
-            self.stage_source.malformed_hints,
-            r.times.out_of_order_rows,
-            r.times.bad_ts_rows,
-            r.gaps,
-        )
+        times = r.times
+        hygiene = outputs.hygiene_counts(r.signals.hygiene, self.stage_source.malformed_hints,
+                                         times.out_of_order_rows, times.bad_ts_rows, r.gaps)
         return outputs.EngineView(
             site=self.site,
             rack=self.rack_name,
@@ -199,29 +195,12 @@ class Engine:
         return engine
 
     def _parts(self) -> persist.EngineParts:
-        return persist.EngineParts(
-            self.rows,
-            self.model,
-            self.slots,
-            self.segments,
-            self.baselines,
-            self.buf,
-            self.stage_source,
-            self.drift,
-        )
+        return persist.EngineParts(self.rows, self.model, self.slots, self.segments, self.baselines, self.buf,
+                                   self.stage_source, self.drift)
 
     def _own(self) -> persist.EngineOwn:
-        return persist.EngineOwn(
-            self.window_s,
-            self.bin_s,
-            self.window_idx,
-            self.window_warm,
-            self.seq,
-            self.last_ts,
-            self.energy_kwh,
-            self.last_window,
-            self.rewarms,
-        )
+        return persist.EngineOwn(self.window_s, self.bin_s, self.window_idx, self.window_warm, self.seq,
+                                 self.last_ts, self.energy_kwh, self.last_window, self.rewarms)
 
     # ================================================================== rows → bins
     def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -347,11 +326,8 @@ class Engine:
         """The window's line from the frozen predictions, then learning (in that order: prequential)."""
         m = self.model
         start = self.rows.t0 + self.window_idx * self.window_s
-        predicted = (
-            (self.buf.cool_pred_w[:, m.best], m.bias_it, float(m.bias_cool[m.best]))
-            if self.window_warm
-            else None
-        )
+        warm = self.window_warm
+        predicted = (self.buf.cool_pred_w[:, m.best], m.bias_it, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
         m.learn(self.buf, self.window_warm, self.drift.relearn)
         self.buf.clear()

@@ -38,25 +38,10 @@ import numpy as np
 from agent.engine.signals import column_of
 
 RULES: tuple[str, ...] = ("nonfinite", "sentinel", "negative", "above_max", "spike", "stuck", "reset")
-SENTINELS = np.array(
-    [
-        -1.0,
-        -410.0,
-        65535.0,
-        32768.0,
-        32767.0,
-        -32768.0,
-        6553.5,
-        655.35,
-        3276.8,
-        327.68,
-        3276.7,
-        4294967295.0,
-        2147483647.0,
-        -2147483648.0,
-        429496729.5,
-    ]
-)
+# Register "no reading" codes: -1, -410 (SNMP gauges, PDU sensor probes), 0xFFFF/0x8000/0x7FFF and
+# their 0.1/0.01-scaled forms, the 32-bit extremes. Applied only where ``SignalKind.register``.
+SENTINELS = np.array([-1.0, -410.0, 65535.0, 32768.0, 32767.0, -32768.0, 6553.5, 655.35, 3276.8, 327.68,
+                      3276.7, 4294967295.0, 2147483647.0, -2147483648.0, 429496729.5])
 SPIKE_FACTOR = 3.0  # a spike is ≥ 3× above (or ≤ 1/3 of) both neighbours …
 SPIKE_AGREE = 0.25  # … while the neighbours agree within 25 %
 SPIKE_FLOOR_FRAC = 0.01  # ignore "spikes" on levels below 1 % of the signal's maximum

@@ -388,20 +388,9 @@ class ResponseModel:
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Every piece of the model as named fixed-shape arrays (``load_arrays`` reads them back)."""
         out = {
-            "model_scalars": np.array(
-                [
-                    self.scale_w,
-                    self.wr_scale,
-                    float(self.warm),
-                    float(self.best),
-                    float(self.scored),
-                    self.g_lo_w,
-                    self.g_hi_w,
-                    self.gpu_seen_ts,
-                    self.bias_it,
-                    self.fan_lag.y,
-                ]
-            ),
+            "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
+                                       float(self.scored), self.g_lo_w, self.g_hi_w, self.gpu_seen_ts,
+                                       self.bias_it, self.fan_lag.y]),
             "last_g": self.last_g,
             "score": self.score,
             "bias_cool": self.bias_cool,

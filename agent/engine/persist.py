@@ -23,6 +23,7 @@ from agent.engine.drift import DriftMonitor
 from agent.engine.model import ResponseModel
 from agent.engine.response import N_IT_BASE
 from agent.engine.rows import RowBinner
+from agent.engine.signals import FIELDS
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.state import StateError, pack, unpack
 from agent.engine.state_checks import check_magnitudes, index, scale, timestamp
@@ -78,27 +79,15 @@ def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
     p = parts
     arrays: dict[str, np.ndarray] = {
         "engine_version": np.array([ENGINE_STATE_VERSION], dtype=np.int64),
-        "engine_scalars": np.array(
-            [
-                own.window_s,
-                own.bin_s,
-                float(own.window_idx),
-                float(own.window_warm),
-                float(own.seq),
-                own.last_ts,
-            ]
-        ),
+        "engine_scalars": np.array([own.window_s, own.bin_s, float(own.window_idx), float(own.window_warm),
+                                    float(own.seq), own.last_ts]),
         "energy_kwh": own.energy_kwh,
+        "bin_fields": np.array(FIELDS),  # bin sums are read back by field name (``signals.remap_fields``)
     }
     for part in (p.rows, p.model, p.slots, p.segments, p.baselines, p.buf):
         arrays.update(part.state_arrays())
-    misc = {
-        "last_window": own.last_window,
-        "jobs": p.buf.jobs[: p.buf.n],
-        "rows": p.rows.state(),
-        "rewarms": own.rewarms,
-        "job_rates": p.model.job_rates.state(),
-    }
+    misc = {"last_window": own.last_window, "jobs": p.buf.jobs[: p.buf.n], "rows": p.rows.state(),
+            "rewarms": own.rewarms, "job_rates": p.model.job_rates.state()}
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(p.stage_source.state())
     arrays["drift"] = _blob(p.drift.save_state())
@@ -157,17 +146,10 @@ def _load(p: EngineParts, a: dict[str, np.ndarray], own: EngineOwn) -> EngineOwn
         p.drift.load_state(drift)
     energy = np.zeros_like(own.energy_kwh)
     energy[...] = a["energy_kwh"]
-    return EngineOwn(
-        window_s=own.window_s,
-        bin_s=own.bin_s,
-        window_idx=index(e[2], -1, BIG, "window index"),
-        window_warm=bool(e[3]),
-        seq=index(e[4], 0, BIG, "seq"),
-        last_ts=timestamp(e[5], "last sample time"),
-        energy_kwh=energy,
-        last_window=misc.get("last_window") or {},
-        rewarms=int(misc.get("rewarms", 0)),
-    )
+    window_idx, seq = index(e[2], -1, BIG, "window index"), index(e[4], 0, BIG, "seq")
+    last_ts = timestamp(e[5], "last sample time")
+    return EngineOwn(own.window_s, own.bin_s, window_idx, bool(e[3]), seq, last_ts, energy,
+                     misc.get("last_window") or {}, int(misc.get("rewarms", 0)))
 
 
 def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -177,9 +159,8 @@ def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     s = a["scalars"]
     out = dict(a)
     gpu_seen = float(a["gpu_seen_ts"][0]) if "gpu_seen_ts" in a else -math.inf
-    out["model_scalars"] = np.array(
-        [s[2], s[3], s[5], s[8], s[9], s[16], s[17], gpu_seen, float(a["bias_it"][0]), float(a["fan_lag"][0])]
-    )
+    bias_it, fan_lag = float(a["bias_it"][0]), float(a["fan_lag"][0])
+    out["model_scalars"] = np.array([s[2], s[3], s[5], s[8], s[9], s[16], s[17], gpu_seen, bias_it, fan_lag])
     out["rows_scalars"] = np.array(s[10:15])
     out["engine_scalars"] = np.array([s[0], s[1], s[4], s[6], s[7], s[15]])
     temp = [7, 8, 9]  # v2's [1, g, g², g³, gl, gl², gl³, t, t², t³, f…]

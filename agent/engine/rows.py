@@ -27,7 +27,6 @@ from agent.engine.frames import BinBatch, RackInfo, RowBatch, Signals, split_pie
 from agent.engine.row_times import RowTimes
 from agent.engine.signals import (
     FACILITY,
-    FIELDS,
     LEGACY_FIELDS,
     N_FIELDS,
     QUANTITIES,
@@ -95,7 +94,6 @@ class RowBinner:
         # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
         self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
-        self._last_gpu_w = math.nan
         # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
         # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
@@ -156,17 +154,9 @@ class RowBinner:
         """The binner's fixed-shape state: where the grid and the pending row are, the open bin,
         and every signal's hold and hygiene state."""
         out = {
-            "rows_scalars": np.array(
-                [
-                    self.t0,
-                    self._pending_ts,
-                    float(self._pending_slot),
-                    float(self._pending_hint),
-                    self._open_bin,
-                ]
-            ),
+            "rows_scalars": np.array([self.t0, self._pending_ts, float(self._pending_slot),
+                                      float(self._pending_hint), self._open_bin]),
             "open_sums": self._open_sums,
-            "bin_fields": np.array(FIELDS),
             "signal_names": np.array(self.signals.names or [""], dtype=f"<U{NAME_WIDTH}"),
         }
         out.update(self.signals.state_arrays())
@@ -200,10 +190,6 @@ class RowBinner:
         self._pending_job, self._open_job = str(state.get("pending_job", "")), str(state.get("open_job", ""))
         self.times.load(state.get("row_times") or {})
         self.gaps = int(state.get("gaps") or 0)
-
-    @property
-    def open_bin_start(self) -> float:
-        return self.t0 + self._open_bin * self.bin_s if self._open_bin >= 0 else math.nan
 
     @property
     def pending_ts(self) -> float:

@@ -16,7 +16,7 @@ import numpy as np
 
 from agent.engine.components import LEARNED
 from agent.engine.frames import BinBatch
-from agent.engine.signals import FIELDS, LEGACY_FIELDS, N_FIELDS, F, remap_fields
+from agent.engine.signals import LEGACY_FIELDS, N_FIELDS, F, remap_fields
 
 
 @dataclass
@@ -125,7 +125,6 @@ class WindowBuffer:
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {
             "wb_n": np.array([float(self.n)]),
-            "bin_fields": np.array(FIELDS),
             "wb_start": self.start,
             "wb_sums": self.sums,
             "wb_stage_s": self.stage_s,

@@ -28,6 +28,7 @@ from agent.config.checks import (
 from agent.config.convert import Context, Spec, show
 from agent.config.hosts import host_problem
 from agent.config.toml_lines import KeyPath
+from drivers.snmp_pdu.config import SNMP_CHECKS, SNMP_SECRETS, check_snmp_access
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,9 @@ CRAC = Spec(
         "rated_compressor_power_w": [positive],
         "cooling_kind": [one_of("dx", "chilled_water", "unknown")],
         "protocol": [one_of("modbus", "snmp")],
-        "version": [one_of("2c", "3")],
-        "auth_protocol": [one_of("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")],
-        "priv_protocol": [one_of("DES", "AES", "AES192", "AES256", "none")],
-        "deadline_s": [positive],
+        **SNMP_CHECKS,
     },
+    literal_secrets=SNMP_SECRETS,
     converters={"version": snmp_version},
     on_value=check_file,
     nested={ModbusRegister: MODBUS_REGISTER},
@@ -152,10 +151,4 @@ def _check_snmp_crac(ctx: Context, path: KeyPath, crac: CracConfig) -> None:
     for name in MODBUS_CRAC_KEYS:
         if getattr(crac, name):
             ctx.error((*path, name), 'only used with protocol = "modbus"')
-    if crac.version == "2c" and crac.community_file is None:
-        ctx.error((*path, "community_file"), 'required with version = "2c" (a file holding the community)')
-    if crac.version == "3" and crac.user is None:
-        ctx.error((*path, "user"), 'required with version = "3" (the USM user name)')
-    if crac.deadline_s is not None and crac.deadline_s > crac.interval_s:
-        ctx.error((*path, "deadline_s"),
-                  f"must be <= interval_s ({crac.interval_s}), got {show(crac.deadline_s)}")
+    check_snmp_access(ctx, path, crac)
