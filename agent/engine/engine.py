@@ -149,21 +149,9 @@ class Engine:
         times = r.times
         hygiene = outputs.hygiene_counts(r.signals.hygiene, self.stage_source.malformed_hints,
                                          times.out_of_order_rows, times.bad_ts_rows, r.gaps)
-        return outputs.EngineView(
-            site=self.site,
-            rack=self.rack_name,
-            warm=self.warm,
-            last_sample=self.last_sample,
-            stage_name=self.slots.name,
-            baselines=self.baselines,
-            energy_kwh=self.energy_kwh,
-            lag=self.learned_lag,
-            lag_learned=self.model.scored,
-            held=self.held,
-            hygiene=hygiene,
-            capabilities=self.capabilities(),
-            last_window=self.last_window,
-        )
+        return outputs.EngineView(self.site, self.rack_name, self.warm, self.last_sample, self.slots.name,
+                                  self.baselines, self.energy_kwh, self.learned_lag, self.model.scored,
+                                  self.held, hygiene, self.capabilities(), self.last_window)
 
     def summary_payload(self, ts: float, seq: int | None = None) -> dict[str, Any]:
         return outputs.summary_payload(self.view(), ts, self.seq if seq is None else seq)

@@ -184,15 +184,8 @@ class ResponseModel:
         return out
 
     # ------------------------------------------------------------------ prediction (frozen model)
-    def predict(
-        self,
-        sums: np.ndarray,
-        frac: np.ndarray,
-        start: np.ndarray,
-        jobs: list[str],
-        window_warm: bool,
-        gpu_level_w: np.ndarray,
-    ) -> Prediction:
+    def predict(self, sums: np.ndarray, frac: np.ndarray, start: np.ndarray, jobs: list[str],
+                window_warm: bool, gpu_level_w: np.ndarray) -> Prediction:
         """The frozen model's view of bins (sums, stage fractions, starts, jobs) of one window.
 
         ``window_warm``: the model was warm at the window's start (else the heat is the PDU's own);

@@ -99,13 +99,9 @@ FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), i
 
 # Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral; the GPU
 # power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin).
-FIELDS: tuple[str, ...] = (
-    "dur_s",
-    "hint_s",
-    "gpu2_ws",
-    "gpu3_ws",
-    *(f"{q}_{s}" for q in (*(x.name for x in QUANTITIES), FACILITY) for s in ("s", "ws")),
-)
+_STEMS = (*(q.name for q in QUANTITIES), FACILITY)
+FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws",
+                           *(f"{q}_{k}" for q in _STEMS for k in ("s", "ws")))
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
 SAMPLE_MEANS: dict[str, str] = {q.sample: q.name for q in QUANTITIES if q.sample}

@@ -66,14 +66,8 @@ def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> li
     it_s = _it_split(wb, sl, model, it_meas, g_s, share)
     cool_s = cool_meas * _split(_cooling_expected(wb, sl, model, it_s), it_s, share)
     return [
-        StagePower(
-            int(s),
-            float(share[i]),
-            float(it_s[i] + cool_s[i]),
-            float(g_s[i]),
-            float(it_s[i]),
-            float(cool_s[i]),
-        )
+        StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
+                   float(cool_s[i]))
         for i, s in enumerate(present)
         if share[i] >= MIN_SHARE
     ]
@@ -97,14 +91,8 @@ def _split(expected: np.ndarray, fallback: np.ndarray, share: np.ndarray) -> np.
     return np.ones_like(share)
 
 
-def _it_split(
-    wb: WindowBuffer,
-    sl: slice,
-    model: ResponseModel | None,
-    it_meas: float,
-    g_s: np.ndarray,
-    share: np.ndarray,
-) -> np.ndarray:
+def _it_split(wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_meas: float, g_s: np.ndarray,
+              share: np.ndarray) -> np.ndarray:
     """Each stage's IT power: the measurement plus k × its GPU power's distance from the bin's mean."""
     if not np.all(np.isfinite(g_s)):
         return np.full(g_s.size, it_meas)
@@ -118,9 +106,8 @@ def _it_split(
         g = np.array([g_mean - step, g_mean + step])
         gm = np.stack([g, g**2, g**3], axis=1)
         gl = np.full(2, float(wb.gpu_lag_w[sl] @ w))
-        e = it_predict(
-            model.it.theta[0], gm, gl, np.repeat(frac, 2, axis=0), model.scale_w, model.g_lo_w, model.g_hi_w
-        )
+        frac2 = np.repeat(frac, 2, axis=0)
+        e = it_predict(model.it.theta[0], gm, gl, frac2, model.scale_w, model.g_lo_w, model.g_hi_w)
         slope = float(e[1] - e[0]) / (2 * step)
         k = min(max(slope, K_MIN), K_MAX) if math.isfinite(slope) else K_MIN
     out: np.ndarray = np.maximum(it_meas + k * (g_s - g_mean), 0.0)

@@ -69,13 +69,8 @@ class WindowBuffer:
         self.gpu_lag_w[i:j], self.transient[i:j] = p.gpu_lag_w, p.transient
         self.n = j
 
-    def record(
-        self,
-        start: float,
-        stage_name: Callable[[int], str],
-        held: frozenset[str],
-        predicted: tuple[np.ndarray, float, float] | None,
-    ) -> dict[str, Any]:
+    def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
+               predicted: tuple[np.ndarray, float, float] | None) -> dict[str, Any]:
         """The window's report line (report-format.md) from its bins and the frozen predictions.
 
         ``start``: the window's grid start; ``predicted``: (selected cooling candidate's predictions
