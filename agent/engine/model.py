@@ -5,9 +5,9 @@
 window's PDU and cooling samples in afterwards (prequential evaluation). Nothing else writes the
 model's state, and it knows nothing about rows, stages' names, baselines or payloads.
 
-Learning skips bins whose component the drift monitor holds (a suspected or active deviation
-must not become the new normal), and uses a short half-life for components it asks to re-learn.
-The regressions and the lag bank are in ``response.py``; docs/engine.md explains the model.
+Learning skips bins whose component the drift monitor holds (a suspected or active deviation must
+not become the new normal) and uses a short half-life for components it asks to re-learn. The
+regressions and the lag bank are ``response.py``'s; docs/engine.md explains the model.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agent.engine.response import (
     SingleLag,
     cooling_features,
     daily_phase,
+    ew_bias,
     it_features,
     it_predict,
     it_ridge,
@@ -55,26 +56,6 @@ KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 %
 START_TAU_S, START_DEAD_S = 240.0, 60.0
 
 
-def _ew_bias(
-    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
-) -> np.ndarray:
-    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
-
-    This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
-    weather fronts): known at the window's start, so it may shift the next window's prediction.
-    """
-    halflife = np.broadcast_to(np.asarray(halflife_s, dtype=float), dur.shape)
-    if not rows.any() or (halflife[rows] <= 0).any():
-        return bias
-    r = resid[rows]
-    lam = 0.5 ** (dur[rows] / halflife[rows])  # per valid bin
-    # weight of bin i in the new mean: (1 - lam_i) · Π_{j>i} lam_j
-    tail = np.concatenate((np.cumprod(lam[::-1])[::-1][1:], [1.0]))
-    w = (1.0 - lam) * tail
-    out: np.ndarray = bias * float(np.prod(lam)) + (w[:, None] * r).sum(axis=0)
-    return out
-
-
 def _mean(sums: np.ndarray, q: str) -> np.ndarray:
     """Per bin, the mean of quantity ``q`` while known (nan/inf where never known)."""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -83,12 +64,10 @@ def _mean(sums: np.ndarray, q: str) -> np.ndarray:
 
 
 def _gpu_moments_raw(sums: np.ndarray) -> np.ndarray:
+    """Per bin, the GPU power's first three moments while known (the IT model's g, g², g³)."""
+    moments = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        g: np.ndarray = (
-            np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
-            / sums[:, F["gpu_s"], None]
-        )
-    return g
+        return np.asarray(moments / sums[:, F["gpu_s"], None])
 
 
 def bin_work_rate(sums: np.ndarray) -> np.ndarray:
@@ -144,7 +123,7 @@ class ResponseModel:
         self.job_rates = JobRates()
         self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
         self.score = np.zeros(K)
-        self.bias_it = 0.0  # W: recent IT residual level (see _ew_bias)
+        self.bias_it = 0.0  # W: recent IT residual level (see response.ew_bias)
         self.bias_cool = np.zeros(K)  # W: recent cooling residual level, per lag candidate
         self.last_res = np.full(K, np.nan)  # last bin's normalised cooling residual, per candidate
         self.scored = False
@@ -297,7 +276,7 @@ class ResponseModel:
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
         resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n])[:, None]
-        self.bias_it = float(_ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
+        self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
         if rows.any():
             lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
@@ -346,7 +325,7 @@ class ResponseModel:
         )
         seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
-        self.bias_cool = _ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
+        self.bias_cool = ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
         K = Xc.shape[0]

@@ -289,3 +289,23 @@ class LagBank:
         self.y_s[...] = arrays["lag_y_s"]
         self.started = bool(arrays["lag_flags"][0])
         self.k_s = int(arrays["lag_flags"][1])
+
+
+def ew_bias(
+    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
+) -> np.ndarray:
+    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
+
+    This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
+    weather fronts): known at the window's start, so it may shift the next window's prediction.
+    """
+    halflife = np.broadcast_to(np.asarray(halflife_s, dtype=float), dur.shape)
+    if not rows.any() or (halflife[rows] <= 0).any():
+        return bias
+    r = resid[rows]
+    lam = 0.5 ** (dur[rows] / halflife[rows])  # per valid bin
+    # weight of bin i in the new mean: (1 - lam_i) · Π_{j>i} lam_j
+    tail = np.concatenate((np.cumprod(lam[::-1])[::-1][1:], [1.0]))
+    w = (1.0 - lam) * tail
+    out: np.ndarray = bias * float(np.prod(lam)) + (w[:, None] * r).sum(axis=0)
+    return out
