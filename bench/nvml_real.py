@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import itertools
 
 from agent.config.model import NvmlSection
-from drivers.nvml_gpu import NvmlGpuDriver
+from drivers.nvml_gpu.driver import NvmlGpuDriver
 
 
 def start_load(stop: threading.Event, gpus: list[int]) -> str:

@@ -31,7 +31,7 @@ from pysnmp.hlapi.v3arch.asyncio import SnmpEngine  # noqa: E402
 
 from agent.config.model import PduConfig  # noqa: E402
 from agent.sim.devices.snmp_agent import render, to_snmprec  # noqa: E402
-from drivers.snmp_pdu import SnmpPduDriver  # noqa: E402
+from drivers.snmp_pdu.driver import SnmpPduDriver  # noqa: E402
 
 PDU_PREFIXES = ("apc_ap", "apc_apdu", "raritan", "sentry", "eaton", "vertiv")
 

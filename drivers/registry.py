@@ -2,8 +2,8 @@
 
 ``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]``, one for NVML
 when ``[nvml] enabled`` (the default), one per ``[[dcgm]]`` GPU node and one per ``[[node]]``.
-Driver packages are imported only here and only when a device needs them, so a host without SNMP devices never
-loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
+Driver packages are imported only here and only when a device needs them, so a host without SNMP
+devices never loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
 secret) becomes an ``UnavailableDriver`` whose every poll reports why: one bad device never
 stops the others.
 """
@@ -14,17 +14,38 @@ import dataclasses
 import importlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from agent.config.model import Config
+from agent.node.config import NodeLinkSection, NodeSection
 from drivers.base import Driver, PollResult
+from drivers.dcgm_exporter.config import DcgmSection
+from drivers.modbus_crac.config import CracConfig
+from drivers.nvml_gpu.config import NvmlSection
+from drivers.snmp_pdu.config import PduConfig
+
+
+class DeviceSections(Protocol):
+    """The device sections of a configuration (``agent.config.model.Config`` is one)."""
+
+    @property
+    def pdus(self) -> tuple[PduConfig, ...]: ...
+    @property
+    def cracs(self) -> tuple[CracConfig, ...]: ...
+    @property
+    def nvml(self) -> NvmlSection: ...
+    @property
+    def dcgms(self) -> tuple[DcgmSection, ...]: ...
+    @property
+    def nodes(self) -> tuple[NodeSection, ...]: ...
+    @property
+    def node_link(self) -> NodeLinkSection: ...
 
 # device kind → (module, class); the class takes that device's config section as its only argument
 DRIVERS: dict[str, tuple[str, str]] = {
-    "pdu": ("drivers.snmp_pdu", "SnmpPduDriver"),
-    "crac": ("drivers.modbus_crac", "CracModbusDriver"),
-    "crac_snmp": ("drivers.snmp_crac", "SnmpCracDriver"),  # [[crac]] protocol = "snmp"
-    "nvml": ("drivers.nvml_gpu", "NvmlGpuDriver"),
+    "pdu": ("drivers.snmp_pdu.driver", "SnmpPduDriver"),
+    "crac": ("drivers.modbus_crac.driver", "CracModbusDriver"),
+    "crac_snmp": ("drivers.snmp_crac.driver", "SnmpCracDriver"),  # [[crac]] protocol = "snmp"
+    "nvml": ("drivers.nvml_gpu.driver", "NvmlGpuDriver"),
     "dcgm": ("drivers.dcgm_exporter.driver", "DcgmExporterDriver"),
 }
 
@@ -64,7 +85,7 @@ def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Dri
         return UnavailableDriver(device, interval_s, f"{device}: cannot set up: {exc}")
 
 
-def build_drivers(config: Config, clock: Callable[[], float] = time.time) -> list[Driver]:
+def build_drivers(config: DeviceSections, clock: Callable[[], float] = time.time) -> list[Driver]:
     """Every configured device's driver, in configuration order: PDUs, cooling units, NVML, GPU nodes.
 
     ``clock``: the agent's clock, for the node link's skew measurement (the demo's runs faster)."""
@@ -104,7 +125,7 @@ class _GpuRanges:
         return first, None
 
 
-def _dcgm_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
+def _dcgm_drivers(config: DeviceSections, ranges: _GpuRanges) -> list[Driver]:
     """One driver per ``[[dcgm]]`` node, on its rack-wide GPU range."""
     drivers: list[Driver] = []
     for node in config.dcgms:
@@ -118,7 +139,7 @@ def _dcgm_drivers(config: Config, ranges: _GpuRanges) -> list[Driver]:
     return drivers
 
 
-def _node_drivers(config: Config, ranges: _GpuRanges, clock: Callable[[], float]) -> list[Driver]:
+def _node_drivers(config: DeviceSections, ranges: _GpuRanges, clock: Callable[[], float]) -> list[Driver]:
     """One driver per ``[[node]]`` (rackwatt's node role), all sharing one UDP receiver."""
     if not config.nodes:
         return []

@@ -115,6 +115,8 @@ class Spec:
     literal_secrets: dict[str, str] = field(default_factory=dict)  # forbidden key → the *_file key to use
     nested: dict[type, Spec] = field(default_factory=dict)
     on_value: Callable[[Context, KeyPath, Any], None] | None = None  # sees every accepted value (file checks)
+    # keys earlier releases documented and no build reads: a warning, so an upgraded file still loads
+    retired: dict[str, str] = field(default_factory=dict)
 
 
 def _expected(hint: Any) -> str:
@@ -193,7 +195,9 @@ def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: S
     for key in table:
         if key in fields:
             continue
-        if key in spec.literal_secrets:
+        if key in spec.retired:
+            ctx.warn((*path, key), f"read by no part of the agent ({spec.retired[key]}): remove it")
+        elif key in spec.literal_secrets:
             use = spec.literal_secrets[key]
             ctx.error((*path, key), "secrets are not written in the configuration: put the value in a file "
                       "only the agent can read (root:rackwatt, mode 0640) and set "

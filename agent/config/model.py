@@ -1,6 +1,7 @@
 """The configuration as frozen, typed objects: what every other module receives.
 
-This module only declares shapes and defaults; ``agent.config.loader`` parses TOML into them and
+This module only declares the agent's own shapes and defaults and assembles the device sections
+the driver rooms declare (``drivers/*/config.py``); ``agent.config.loader`` parses TOML into them and
 validates. Defaults here are the documented defaults of ``packaging/agent.toml``.
 """
 
@@ -11,6 +12,13 @@ from pathlib import Path
 
 from agent.node.config import NodeLinkSection, NodeSection, UplinkSection
 from drivers.dcgm_exporter.config import DcgmSection
+from drivers.modbus_crac.config import CracConfig, ModbusRegister
+from drivers.nvml_gpu.config import NvmlSection
+from drivers.snmp_pdu.config import PduConfig, SnmpOid
+
+# The device sections are owned by their driver rooms; named here too, where the whole
+# configuration is assembled, so ``agent.config.model.PduConfig`` keeps meaning what it did.
+__all__ = ["CracConfig", "DcgmSection", "ModbusRegister", "NvmlSection", "PduConfig", "SnmpOid"]
 
 
 @dataclass(frozen=True)
@@ -41,87 +49,6 @@ class MqttSection:
 
 
 @dataclass(frozen=True)
-class SnmpOid:
-    """One OID of the generic PDU profile: value × scale is the canonical signal."""
-
-    oid: str
-    signal: str  # canonical suffix, e.g. "power_w", "energy_kwh", "voltage_v"
-    scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class PduConfig:
-    id: str
-    host: str
-    port: int = 161
-    version: str = "2c"  # "2c" | "3"
-    community_file: Path | None = None  # v2c: community read from this file
-    user: str | None = None  # v3 USM user
-    auth_protocol: str = "SHA"  # MD5 | SHA | SHA224 | SHA256 | SHA384 | SHA512
-    auth_key_file: Path | None = None
-    priv_protocol: str = "AES"  # DES | AES | AES192 | AES256 | none
-    priv_key_file: Path | None = None
-    context: str = ""  # v3 context name
-    profile: str = "auto"
-    interval_s: float = 5.0
-    timeout_s: float = 1.0
-    retries: int = 1
-    deadline_s: float | None = None  # whole-poll deadline; None → 0.8 × interval_s
-    max_power_w: float = 30000.0  # physical maximum for input hygiene
-    oids: tuple[SnmpOid, ...] = ()  # generic profile only
-    detail_signals: bool = False  # also per unit/cord/phase: pdu.<id>.unit1.phase2.current_a
-
-
-@dataclass(frozen=True)
-class ModbusRegister:
-    """One register of the generic cooling-unit map."""
-
-    address: int
-    signal: str  # canonical suffix, e.g. "power_w", "supply_temp_c"
-    table: str = "holding"  # holding | input
-    type: str = "u16"  # u16 | s16 | u32 | s32 | f32
-    word_order: str = "big"  # big | little
-    scale: float = 1.0
-    unit: str = ""
-
-
-@dataclass(frozen=True)
-class CracConfig:
-    id: str
-    host: str
-    port: int = 502
-    unit_id: int = 1
-    profile: str = "generic"
-    share: float = 1.0  # fraction of this unit's power attributed to this rack, in (0, 1]
-    interval_s: float = 10.0
-    timeout_s: float = 1.0
-    retries: int = 1
-    framer: str = "socket"  # socket (Modbus TCP) | rtu (RTU over a TCP gateway)
-    rated_fan_power_w: float | None = None  # for the power estimate when the unit exposes none
-    rated_compressor_power_w: float | None = None
-    cooling_kind: str | None = None  # dx | chilled_water | unknown; None → the profile's (estimate only)
-    registers: tuple[ModbusRegister, ...] = ()  # generic profile only
-    # protocol = "snmp": the unit's SNMP agent (read-only GET/GETBULK), same keys as [[pdu]]
-    protocol: str = "modbus"  # modbus | snmp
-    version: str = "2c"
-    community_file: Path | None = None
-    user: str | None = None
-    auth_protocol: str = "SHA"
-    auth_key_file: Path | None = None
-    priv_protocol: str = "AES"
-    priv_key_file: Path | None = None
-    context: str = ""
-    deadline_s: float | None = None
-
-
-@dataclass(frozen=True)
-class NvmlSection:
-    enabled: bool = True
-    gpus: tuple[int, ...] | None = None  # None → all GPUs
-    interval_s: float = 1.0
-
-
-@dataclass(frozen=True)
 class StagesSection:
     socket_path: Path | None = Path("/run/rackwatt/stage.sock")  # Unix datagram socket; None → off
     udp_port: int | None = None  # UDP on 127.0.0.1; None → off
@@ -132,7 +59,6 @@ class StagesSection:
     # own user / the agent's own group (names or numbers). UDP never carries commands.
     command_uids: tuple[int, ...] | None = None
     command_groups: tuple[str, ...] | None = None
-    inference: bool = True
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 One row per stage slot, plus a bounded table of (job, stage) rows for jobs whose profile differs
 (least recently used row evicted when full). Each row is a handful of floats updated once per
-drift bin (60 s) in which one stage held ≥ 90 % of the time, by exponentially weighted means and
-stochastic-approximation quantiles (fixed memory, no sample buffers).
+drift bin (60 s) for every stage with ≥ 10 % of it, with that stage's attributed share of the
+bin's power (``stage_attribution``), by exponentially weighted means and stochastic-approximation
+quantiles (fixed memory, no sample buffers).
 
 Columns of ``stats``: see ``COLS``. Powers are in W; ``updated`` is Unix seconds.
 """

@@ -9,22 +9,22 @@ claim the data cannot support, so the summary says which detections are off and 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agent.engine.engine import Engine
+from agent.engine.components import ComponentSample
 
 NO_GPU = "off: no GPU telemetry (configure [[dcgm]] nodes or node agents)"
 
 
-def capabilities(engine: Engine) -> dict[str, Any]:
+def capabilities(
+    sample: ComponentSample | None, gpu_fresh: bool, warm: bool, predicts_from_gpu: bool
+) -> dict[str, Any]:
     """``{"gpu_telemetry": bool, "inlet_telemetry": bool, "cooling_telemetry": bool,
     "prediction": "gpu" | "stages" | "warming_up", "detections": {cause: "on" | "off: why"}}``."""
-    sample = engine.last_sample
-    gpu = engine.gpu_telemetry_fresh
+    gpu = gpu_fresh
     inlet = sample is not None and math.isfinite(sample.inlet_spread_c)
     cooling = sample is not None and math.isfinite(sample.cooling_measured_w)
-    prediction = "warming_up" if not engine.warm else "gpu" if engine.predicts_from_gpu else "stages"
+    prediction = "warming_up" if not warm else "gpu" if predicts_from_gpu else "stages"
     return {
         "gpu_telemetry": gpu,
         "inlet_telemetry": inlet,

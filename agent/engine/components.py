@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 
 COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
+# The components whose models the engine learns, in the order of ``WindowBuffer.held``'s columns
+# (the thermal component is only detected: no engine model learns it).
+LEARNED: tuple[str, ...] = COMPONENTS[:3]
 
 
 @dataclass(frozen=True)

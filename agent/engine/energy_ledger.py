@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.engine.frames import F
+from agent.engine.signals import F
 from agent.engine.stage_attribution import MIN_KNOWN
 
 HORIZON_S = 86400.0  # one day: longer than any training epoch a job measures as one window

@@ -5,7 +5,7 @@ into a short look-ahead buffer (so the spike rule can see the next sample), are 
 (``hygiene``), each signal is held at its last sample for at most 3× its own sampling interval
 (trace-format.md), and the resulting piecewise-constant signals are integrated exactly into
 bins of ``bin_s`` seconds aligned to the first row's timestamp (intervals that straddle a bin
-edge are split). A bin is a row of sums (``FIELDS``) plus seconds spent in each stage slot.
+edge are split). A bin is a row of sums (``signals.FIELDS``) plus seconds spent in each stage slot.
 
 Chunking never changes the result: the same rows give the same bins whether they arrive one
 at a time or all at once (up to floating-point summation order).
@@ -21,40 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.engine.hygiene import Hygiene, kind_for
+from agent.engine.signals import is_engine_signal
 
-# Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral.
-FIELDS: tuple[str, ...] = (
-    "dur_s",
-    "gpu_s",
-    "gpu_ws",
-    "gpu2_ws",
-    "gpu3_ws",
-    "pdu_s",
-    "pdu_ws",
-    "cool_s",
-    "cool_ws",
-    "fac_s",
-    "fac_ws",
-    "wr_s",
-    "wr_ws",
-    "inlet_s",
-    "inlet_ws",
-    "spread_s",
-    "spread_ws",
-    "fan_s",
-    "fan_ws",
-    "setp_s",
-    "setp_ws",
-    "hint_s",
-    "cload_s",
-    "cload_ws",
-    "gtemp_s",
-    "gtemp_ws",
-    "outdoor_s",
-    "outdoor_ws",
-)
-F = {name: i for i, name in enumerate(FIELDS)}
-N_FIELDS = len(FIELDS)
 HOLD_FACTOR = 3.0  # a signal is held for at most 3× its own sampling interval
 DEFAULT_INTERVAL_S = 10.0  # until a signal's interval has been seen
 INTERVAL_ALPHA = 0.05
@@ -81,23 +49,6 @@ class RackInfo:
         if parts[0] == "pdu":
             return self.pdu_max_power_w.get(parts[1], self.default_pdu_max_w)
         return math.inf
-
-
-def is_engine_signal(name: str) -> bool:
-    """Columns the engine reads (the rest are kept by the trace but ignored here)."""
-    if name == "work_rate":
-        return True
-    parts = name.split(".")
-    if len(parts) != 3:
-        return False
-    dev, _, sig = parts
-    if dev == "gpu":
-        return sig in ("power_w", "energy_j", "temp_c")
-    if dev == "pdu":
-        return sig in ("power_w", "energy_kwh")
-    if dev == "crac":
-        return sig in ("power_w", "fan_pct", "setpoint_c", "cooling_w", "outdoor_temp_c")
-    return dev == "inlet" and sig == "temp_c"
 
 
 @dataclass
@@ -233,14 +184,3 @@ def split_pieces(
     lo = np.maximum(starts[src], t0 + bins * bin_s)
     hi = np.minimum(ends[src], t0 + (bins + 1) * bin_s)
     return src, np.maximum(hi - lo, 0.0), bins
-
-
-def widen_saved_sums(saved: np.ndarray, trailing: int = 0) -> np.ndarray:
-    """Bin sums saved by a build with fewer ``FIELDS`` (fields are only ever appended): the new
-    fields start at zero, so an upgrade keeps the learned state. The last axis holds the fields
-    followed by ``trailing`` other values (the open bin's per-slot sums)."""
-    old = saved.shape[-1] - trailing
-    if old >= N_FIELDS or old <= 0:
-        return saved
-    pad = np.zeros((*saved.shape[:-1], N_FIELDS - old))
-    return np.concatenate((saved[..., :old], pad, saved[..., old:]), axis=-1)

@@ -9,7 +9,9 @@ Rules (the order they are applied in; docs/engine.md explains each):
 
 ``nonfinite``  ±inf (a NaN cell means "not sampled" in the trace format and is not a rejection)
 ``sentinel``   a device's "no reading" code: -1, -410, 0xFFFF = 65535, 0x8000 = 32768 and its
-               scaled forms 6553.5 / 655.35 / 3276.8 / 327.68, 0x7FFF = 32767, 0xFFFFFFFF, …
+               scaled forms 6553.5 / 655.35 / 3276.8 / 327.68, 0x7FFF = 32767, 0xFFFFFFFF, …;
+               only for columns read from raw device registers (``signals.COLUMNS``): a GPU at
+               655.35 W, a work rate of 32768 or −1.0 °C outdoors are readings
 ``negative``   below the signal kind's physical minimum (powers, energies, rates: < 0)
 ``above_max``  above the signal's configured physical maximum
 ``spike``      a single sample far above or below both neighbours while the neighbours agree
@@ -29,29 +31,17 @@ State is fixed per signal: the last accepted value, the current run length, the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.signals import column_of
+
 RULES: tuple[str, ...] = ("nonfinite", "sentinel", "negative", "above_max", "spike", "stuck", "reset")
-SENTINELS = np.array(
-    [
-        -1.0,
-        -410.0,
-        65535.0,
-        32768.0,
-        32767.0,
-        -32768.0,
-        6553.5,
-        655.35,
-        3276.8,
-        327.68,
-        3276.7,
-        4294967295.0,
-        2147483647.0,
-        -2147483648.0,
-        429496729.5,
-    ]
-)
+# Register "no reading" codes: -1, -410 (SNMP gauges, PDU sensor probes), 0xFFFF/0x8000/0x7FFF and
+# their 0.1/0.01-scaled forms, the 32-bit extremes. Applied only where ``SignalKind.register``.
+SENTINELS = np.array([-1.0, -410.0, 65535.0, 32768.0, 32767.0, -32768.0, 6553.5, 655.35, 3276.8, 327.68,
+                      3276.7, 4294967295.0, 2147483647.0, -2147483648.0, 429496729.5])
 SPIKE_FACTOR = 3.0  # a spike is ≥ 3× above (or ≤ 1/3 of) both neighbours …
 SPIKE_AGREE = 0.25  # … while the neighbours agree within 25 %
 SPIKE_FLOOR_FRAC = 0.01  # ignore "spikes" on levels below 1 % of the signal's maximum
@@ -60,33 +50,41 @@ STUCK_FALSE_RATE = 1e-9  # a healthy signal repeats this long with at most this 
 REPEAT_RATE_ALPHA = 0.002  # EW rate of "same value as the previous sample" on healthy data
 
 
+@dataclass(frozen=True)
 class SignalKind:
-    """Physical range and which rules apply, by the canonical signal's suffix."""
+    """Physical range and which rules apply to one column (``signals.COLUMNS`` says which kind)."""
 
-    __slots__ = ("counter", "max_value", "min_value", "shape_rules")
+    min_value: float
+    max_value: float
+    shape_rules: bool  # spike and stuck detection
+    counter: bool = False  # cumulative: only checked for resets
+    register: bool = False  # a raw device register: its "no reading" codes (``SENTINELS``) are rejected
 
-    def __init__(self, min_value: float, max_value: float, shape_rules: bool, counter: bool = False):
-        self.min_value = min_value
-        self.max_value = max_value
-        self.shape_rules = shape_rules  # spike and stuck detection
-        self.counter = counter
+
+# kind → (minimum, maximum (× the device's max power for "power"/"heat"), shape rules, counter).
+# Heat: a cooling unit removes up to its COP (< 20) times its own power. Temperatures: −40…120 °C
+# covers outdoor air and hot GPUs; a rack inlet below 0 °C is not a data hall's air (ASHRAE's
+# widest allowable class, A4, starts at 5 °C). Fan speed: up to 110 % (units report overdrive).
+RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "power": (0.0, 1.0, True, False),
+    "heat": (0.0, 20.0, False, False),
+    "counter": (0.0, math.inf, False, True),
+    "temp": (-40.0, 120.0, False, False),
+    "inlet": (0.0, 120.0, False, False),
+    "pct": (0.0, 110.0, False, False),
+    "rate": (0.0, math.inf, False, False),
+}
 
 
 def kind_for(name: str, max_power_w: float) -> SignalKind:
     """Range and rules for a canonical column name; ``max_power_w`` is that device's maximum."""
-    if name.endswith(".cooling_w"):  # heat a cooling unit reports removing (thermal W)
-        return SignalKind(0.0, 20.0 * max_power_w, False)
-    if name.endswith(".power_w"):
-        return SignalKind(0.0, max_power_w, True)
-    if name.endswith(".energy_j") or name.endswith(".energy_kwh"):
-        return SignalKind(0.0, math.inf, False, counter=True)
-    if name.endswith("_temp_c") or name.endswith(".temp_c") or name.endswith("setpoint_c"):
-        return SignalKind(-40.0, 120.0, False)
-    if name.endswith("_pct"):
-        return SignalKind(0.0, 110.0, False)
-    if name == "work_rate":
-        return SignalKind(0.0, math.inf, False)
-    return SignalKind(-math.inf, math.inf, False)
+    col = column_of(name)
+    if col is None:
+        return SignalKind(-math.inf, math.inf, False)
+    lo, hi, shape, counter = RANGES[col.kind]
+    if col.kind in ("power", "heat"):
+        hi *= max_power_w
+    return SignalKind(lo, hi, shape, counter, col.register)
 
 
 class Hygiene:
@@ -123,7 +121,7 @@ class Hygiene:
             nonfinite = present & np.isinf(v)
             bad |= nonfinite
             finite = present & ~nonfinite
-            sentinel = finite & np.isin(v, SENTINELS)
+            sentinel = finite & np.isin(v, SENTINELS) if kind.register else np.zeros_like(finite)
             negative = finite & ~sentinel & (v < kind.min_value)
             above = finite & ~sentinel & (v > kind.max_value)
             bad |= sentinel | negative | above
@@ -177,7 +175,7 @@ class Hygiene:
             agree = (hi - lo) <= SPIKE_AGREE * np.maximum(hi, 1e-9)
             up = x > SPIKE_FACTOR * hi + floor
             down = (x * SPIKE_FACTOR < lo) & (lo > floor)
-        return agree & (up | down)
+        return np.asarray(agree & (up | down))
 
     def _stuck(self, k: int, kept: np.ndarray) -> np.ndarray:
         prev = np.empty(kept.size)

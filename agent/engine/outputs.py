@@ -9,30 +9,49 @@ payloads stay small: powers to 0.1 W, energies to 1 Wh.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from agent.engine.capabilities import capabilities
-from agent.engine.hygiene import RULES
-
-if TYPE_CHECKING:
-    from agent.engine.engine import Engine
+from agent.engine.baselines import BaselineLibrary
+from agent.engine.components import ComponentSample
+from agent.engine.hygiene import RULES, Hygiene
 
 PAYLOAD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """What the payloads are made of: read from the engine's parts at one instant."""
+
+    site: str
+    rack: str
+    warm: bool
+    last_sample: ComponentSample | None
+    stage_name: Callable[[int], str]
+    baselines: BaselineLibrary
+    energy_kwh: np.ndarray  # per slot: it, cooling (attributed), gpu
+    lag: tuple[float, float]  # (time constant, dead time) of the cooling response, s
+    lag_learned: bool
+    held: frozenset[str]
+    hygiene: dict[str, Any]
+    capabilities: dict[str, Any]
+    last_window: dict[str, Any]
 
 
 def _r(x: float, nd: int = 1) -> float | None:
     return round(float(x), nd) if x is not None and math.isfinite(x) else None
 
 
-def _lag(engine: Engine) -> dict[str, Any]:
-    tau, dead = engine.learned_lag
-    return {"tau_s": tau, "dead_s": dead, "learned": bool(engine.scored)}
+def _lag(view: EngineView) -> dict[str, Any]:
+    tau, dead = view.lag
+    return {"tau_s": tau, "dead_s": dead, "learned": view.lag_learned}
 
 
-def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
-    row = engine.baselines.row(slot)
+def _stage_entry(view: EngineView, slot: int) -> dict[str, Any]:
+    row = view.baselines.row(slot)
     gpu_seen = row["gpu_w"] > 0  # a stage never seen with GPU telemetry has no GPU power or ratio
     return {
         "level_w": _r(row["level_w"]),
@@ -43,20 +62,23 @@ def _stage_entry(engine: Engine, slot: int) -> dict[str, Any]:
         "ratio": _r(row["ratio"], 4) if gpu_seen else None,
         "samples": int(row["n"]),
         "updated": _r(row["updated"], 0),
-        "lag_s": list(engine.learned_lag),  # [time constant, dead time] of the cooling response
+        "lag_s": list(view.lag),  # [time constant, dead time] of the cooling response
     }
 
 
-def _stage_summary(engine: Engine, slot: int) -> dict[str, Any]:
+def _stage_summary(view: EngineView, slot: int) -> dict[str, Any]:
     """The summary's per-stage entry: only what changes minute to minute. The full entry (GPU, IT
     and cooling parts, lag) is in the retained ``baseline/<stage>`` payload, so repeating it every
     summary would only multiply the bytes a rack publishes."""
-    full = _stage_entry(engine, slot)
+    full = _stage_entry(view, slot)
     return {key: full[key] for key in ("level_w", "band_w", "ratio", "samples", "updated")}
 
 
-def _hygiene(engine: Engine) -> dict[str, Any]:
-    counts = engine.rows.signals.hygiene.counts_by_signal()
+def hygiene_counts(
+    hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int, gaps: int
+) -> dict[str, Any]:
+    """The summary's ``hygiene`` object: rejections per rule and per signal, refused rows, gaps."""
+    counts = hygiene.counts_by_signal()
     totals = np.zeros(len(RULES), dtype=np.int64)
     for per in counts.values():
         for i, rule in enumerate(RULES):
@@ -64,32 +86,32 @@ def _hygiene(engine: Engine) -> dict[str, Any]:
     return {
         "rejected": {r: int(t) for r, t in zip(RULES, totals, strict=True) if t},
         "by_signal": counts,
-        "malformed_hints": engine.stage_source.malformed_hints,
-        "out_of_order_rows": engine.rows.times.out_of_order_rows,
-        "bad_ts_rows": engine.rows.times.bad_ts_rows,
-        "gaps": engine.rows.gaps,
+        "malformed_hints": malformed_hints,
+        "out_of_order_rows": out_of_order_rows,
+        "bad_ts_rows": bad_ts_rows,
+        "gaps": gaps,
     }
 
 
-def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
-    s = engine.last_sample
+def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
+    s = view.last_sample
     stages = {
-        engine.slots.name(i): _stage_summary(engine, i)
-        for i in range(engine.baselines.stats.shape[0])
-        if engine.baselines.stats[i, 0] > 0
+        view.stage_name(i): _stage_summary(view, i)
+        for i in range(view.baselines.stats.shape[0])
+        if view.baselines.stats[i, 0] > 0
     }
     energy = {
-        engine.slots.name(i): {"it": _r(e[0], 3), "cooling": _r(e[1], 3), "gpu": _r(e[2], 3)}
-        for i, e in enumerate(engine.energy_kwh)
+        view.stage_name(i): {"it": _r(e[0], 3), "cooling": _r(e[1], 3), "gpu": _r(e[2], 3)}
+        for i, e in enumerate(view.energy_kwh)
         if e.any()
     }
     payload: dict[str, Any] = {
         "v": PAYLOAD_VERSION,
         "seq": int(seq),
         "ts": _r(ts, 3),
-        "site": engine.site,
-        "rack": engine.rack_name,
-        "warm": bool(engine.warm),
+        "site": view.site,
+        "rack": view.rack,
+        "warm": view.warm,
         "stage": s.stage if s else None,
         "stage_source": s.stage_source if s else None,
         "job": (s.job or None) if s else None,
@@ -97,44 +119,44 @@ def summary_payload(engine: Engine, ts: float, seq: int) -> dict[str, Any]:
             "gpu": _r(s.gpu_w) if s else None,
             "it": _r(s.it_measured_w) if s else None,
             # no expectation before warm-up: a model still learning predicts nothing (never 0.0)
-            "it_expected": _r(s.it_expected_w) if s and engine.warm else None,
+            "it_expected": _r(s.it_expected_w) if s and view.warm else None,
             "cooling": _r(s.cooling_measured_w) if s else None,
-            "cooling_expected": _r(s.cooling_expected_w) if s and engine.warm else None,
+            "cooling_expected": _r(s.cooling_expected_w) if s and view.warm else None,
         },
-        "capabilities": capabilities(engine),
+        "capabilities": view.capabilities,
         "transient": bool(s.transient) if s else False,
-        "lag": _lag(engine),
+        "lag": _lag(view),
         "stages": stages,
         "energy_kwh": energy,
-        "held": sorted(engine.held),
-        "hygiene": _hygiene(engine),
+        "held": sorted(view.held),
+        "hygiene": view.hygiene,
     }
-    if engine.last_window:
-        w = engine.last_window
+    if view.last_window:
+        w = view.last_window
         payload["window"] = {
             k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
         }
     return payload
 
 
-def baseline_payloads(engine: Engine, ts: float, seq: int) -> dict[str, dict[str, Any]]:
+def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[str, Any]]:
     """Retained ``baseline/<stage>`` payloads for every stage that has a baseline."""
     out: dict[str, dict[str, Any]] = {}
-    current_job = engine.last_sample.job if engine.last_sample else ""
-    jobs = engine.baselines.job_rows(current_job) if current_job else {}
-    for i in range(engine.baselines.stats.shape[0]):
-        if engine.baselines.stats[i, 0] <= 0:
+    current_job = view.last_sample.job if view.last_sample else ""
+    jobs = view.baselines.job_rows(current_job) if current_job else {}
+    for i in range(view.baselines.stats.shape[0]):
+        if view.baselines.stats[i, 0] <= 0:
             continue
-        name = engine.slots.name(i)
+        name = view.stage_name(i)
         entry: dict[str, Any] = {
             "v": PAYLOAD_VERSION,
             "seq": int(seq),
             "ts": _r(ts, 3),
-            "site": engine.site,
-            "rack": engine.rack_name,
+            "site": view.site,
+            "rack": view.rack,
             "stage": name,
-            **_stage_entry(engine, i),
-            "lag": _lag(engine),
+            **_stage_entry(view, i),
+            "lag": _lag(view),
         }
         if i in jobs:
             row = jobs[i]

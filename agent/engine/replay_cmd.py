@@ -152,11 +152,8 @@ def _build_engine(args: argparse.Namespace, meta: Any, config: Any, engine_cfg: 
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from agent.trace.reader import open_trace
-    except ImportError:
-        print("rackwatt replay: the trace reader is not available in this build", file=sys.stderr)
-        return 2
+    from agent.trace.reader import open_trace  # deferred: ``rackwatt --help`` stays fast
+
     if args.html is not None and writes_in_place(args.report):
         print(
             f"rackwatt replay: --html reads the report back: --report must be a file, not {args.report}",
@@ -240,11 +237,8 @@ def _write(out: TextIO, records: list[dict[str, Any]]) -> None:
 
 
 def _render_html(args: argparse.Namespace) -> int:
-    try:
-        from agent.report import render_html
-    except ImportError:
-        print("rackwatt replay: --html: the HTML report is not available in this build", file=sys.stderr)
-        return 2
+    from agent.report import render_html  # deferred: only --html needs it
+
     try:
         render_html(args.report, args.trace, args.html)
     except (OSError, ValueError) as exc:

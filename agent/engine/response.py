@@ -84,14 +84,11 @@ def it_features(
     gpu_lag: np.ndarray,
     frac: np.ndarray,
     scale_w: float,
-    gpu_temp_c: np.ndarray | None = None,
 ) -> np.ndarray:
-    """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, t, t², t³, f_0 … f_S-1].
+    """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1].
 
     g: the bin's raw GPU power moments; gl: GPU power through a ~1 min lag (server fans follow
-    the GPUs' heat sinks, and fan power grows with the cube of their speed); t: the GPUs' mean
-    temperature, normalised (fan controllers act on temperatures, which also carry the inlet air
-    temperature; GPU telemetry is load side, so it may drive a window's prediction).
+    the GPUs' heat sinks, and fan power grows with the cube of their speed).
     """
     n = gpu_m1.shape[0]
     X = np.empty((n, N_IT_BASE + frac.shape[1]))
@@ -103,17 +100,11 @@ def it_features(
     X[:, 4] = gl
     X[:, 5] = gl * gl
     X[:, 6] = gl * gl * gl
-    t = np.zeros(n) if gpu_temp_c is None else np.nan_to_num((gpu_temp_c - TEMP_REF_C) / TEMP_SCALE_K)
-    X[:, 7] = t
-    X[:, 8] = t * t
-    X[:, 9] = t * t * t
     X[:, N_IT_BASE:] = frac
     return X
 
 
-TEMP_REF_C = 40.0
-TEMP_SCALE_K = 40.0
-N_IT_BASE = 10
+N_IT_BASE = 7
 
 
 def it_predict(
@@ -124,34 +115,28 @@ def it_predict(
     scale_w: float,
     lo_w: float,
     hi_w: float,
-    gpu_temp_c: np.ndarray | None = None,
-    temp_range_c: tuple[float, float] = (math.nan, math.nan),
 ) -> np.ndarray:
     """IT power (W) per bin; outside the GPU-power range already learned, extended linearly.
 
     A cubic fitted on, say, a first day at low load must not be extrapolated as a cubic when the
     job first runs at full power: beyond [lo_w, hi_w] the curve continues with its edge slope.
-    GPU temperatures are held inside the range already learned.
     """
-    if gpu_temp_c is not None and math.isfinite(temp_range_c[0]) and math.isfinite(temp_range_c[1]):
-        gpu_temp_c = np.clip(gpu_temp_c, temp_range_c[0], temp_range_c[1])
-    X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w, gpu_temp_c)
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w)
     pred = X @ theta
     if not (math.isfinite(lo_w) and math.isfinite(hi_w)) or hi_w <= lo_w:
-        return pred * scale_w
+        return np.asarray(pred * scale_w)
     gc = np.clip(g[:, 0], lo_w, hi_w)
     glc = np.clip(gl, lo_w, hi_w)
     out = (gc != g[:, 0]) | (glc != gl)
     if out.any():
         gn, gln = gc[out] / scale_w, glc[out] / scale_w
-        temps = None if gpu_temp_c is None else gpu_temp_c[out]
-        Xc = it_features(gc[out], gc[out] ** 2, gc[out] ** 3, glc[out], frac[out], scale_w, temps)
+        Xc = it_features(gc[out], gc[out] ** 2, gc[out] ** 3, glc[out], frac[out], scale_w)
         slope_g = theta[1] + 2 * theta[2] * gn + 3 * theta[3] * gn**2
         slope_gl = theta[4] + 2 * theta[5] * gln + 3 * theta[6] * gln**2
         pred[out] = (
             Xc @ theta + slope_g * (g[out, 0] - gc[out]) / scale_w + slope_gl * (gl[out] - glc[out]) / scale_w
         )
-    return pred * scale_w
+    return np.asarray(pred * scale_w)
 
 
 def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray) -> np.ndarray:
@@ -197,7 +182,7 @@ class SingleLag:
             self.y = float(u[0])
         y = self.T[:n, :n] @ u + self.apow[:n] * self.y
         self.y = float(y[-1])
-        return y
+        return np.asarray(y)
 
 
 def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -304,3 +289,23 @@ class LagBank:
         self.y_s[...] = arrays["lag_y_s"]
         self.started = bool(arrays["lag_flags"][0])
         self.k_s = int(arrays["lag_flags"][1])
+
+
+def ew_bias(
+    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
+) -> np.ndarray:
+    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
+
+    This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
+    weather fronts): known at the window's start, so it may shift the next window's prediction.
+    """
+    halflife = np.broadcast_to(np.asarray(halflife_s, dtype=float), dur.shape)
+    if not rows.any() or (halflife[rows] <= 0).any():
+        return bias
+    r = resid[rows]
+    lam = 0.5 ** (dur[rows] / halflife[rows])  # per valid bin
+    # weight of bin i in the new mean: (1 - lam_i) · Π_{j>i} lam_j
+    tail = np.concatenate((np.cumprod(lam[::-1])[::-1][1:], [1.0]))
+    w = (1.0 - lam) * tail
+    out: np.ndarray = bias * float(np.prod(lam)) + (w[:, None] * r).sum(axis=0)
+    return out

@@ -19,14 +19,31 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from agent.engine.frames import N_FIELDS, BinBatch, F, RackInfo, RowBatch, Signals, split_pieces
+from agent.engine.frames import BinBatch, RackInfo, RowBatch, Signals, split_pieces
 from agent.engine.row_times import RowTimes
+from agent.engine.signals import (
+    FACILITY,
+    LEGACY_FIELDS,
+    N_FIELDS,
+    QUANTITIES,
+    F,
+    combine,
+    is_engine_signal,
+    member_names,
+    remap_fields,
+)
 from agent.trace.model import TraceChunk
 
 EMIT_BATCH_S = 15.0  # rows leave the look-ahead buffer in batches spanning at least this long
+# per-signal state arrays (one row per registered signal)
+PER_SIGNAL = frozenset(
+    {"hyg_counts", "hyg_last", "hyg_run", "hyg_repeat_rate", "last_value", "last_ts", "interval_s"}
+)
+NAME_WIDTH = 64  # signal names saved in a state: canonical column names are far shorter
 MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is read (fixed memory)
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -43,16 +60,6 @@ class Stretch:
     rows: RowBatch
     closed: BinBatch | None = None
     gap: tuple[float, float] | None = None
-
-
-def _nan_mean_rows(m: np.ndarray) -> np.ndarray:
-    """Row means ignoring NaN, NaN where a row has none (without RuntimeWarnings)."""
-    if m.shape[1] == 0:
-        return np.full(m.shape[0], np.nan)
-    known = ~np.isnan(m)
-    cnt = known.sum(axis=1)
-    tot = np.where(known, m, 0.0).sum(axis=1)
-    return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
 
 
 class RowBinner:
@@ -87,7 +94,6 @@ class RowBinner:
         # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
         self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
-        self._last_gpu_w = math.nan
         # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
         # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
@@ -144,9 +150,46 @@ class RowBinner:
             self._gpu_resets = [(t, c) for t, c in self._gpu_resets if t > until_ts + 1e-9]
         return n
 
-    @property
-    def open_bin_start(self) -> float:
-        return self.t0 + self._open_bin * self.bin_s if self._open_bin >= 0 else math.nan
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The binner's fixed-shape state: where the grid and the pending row are, the open bin,
+        and every signal's hold and hygiene state."""
+        out = {
+            "rows_scalars": np.array([self.t0, self._pending_ts, float(self._pending_slot),
+                                      float(self._pending_hint), self._open_bin]),
+            "open_sums": self._open_sums,
+            "signal_names": np.array(self.signals.names or [""], dtype=f"<U{NAME_WIDTH}"),
+        }
+        out.update(self.signals.state_arrays())
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """The binner's JSON state (jobs are strings; the counters of refused rows and gaps)."""
+        return {
+            "pending_job": self._pending_job,
+            "open_job": self._open_job,
+            "row_times": self.times.state(),
+            "gaps": self.gaps,
+        }
+
+    def load(self, names: list[str], arrays: dict[str, np.ndarray], state: dict[str, Any]) -> None:
+        """The inverse of ``state_arrays`` and ``state`` (values already range-checked by the caller).
+        Signals a state holds that this build does not read are dropped with their per-signal state."""
+        keep = [i for i, n in enumerate(names) if is_engine_signal(n)]
+        names = [names[i] for i in keep]
+        self.signals.ensure(names)
+        if self.signals.names != names:
+            raise ValueError("state signal table does not match")
+        self.signals.load_arrays({k: v[keep] if k in PER_SIGNAL else v for k, v in arrays.items()})
+        r = arrays["rows_scalars"]
+        self.t0, self._pending_ts = float(r[0]), float(r[1])
+        self._pending_slot, self._pending_hint, self._open_bin = int(r[2]), bool(r[3]), int(r[4])
+        saved = arrays["open_sums"]
+        legacy = LEGACY_FIELDS[: saved.shape[-1] - 3 * self.n_slots]
+        fields = [str(n) for n in arrays.get("bin_fields", legacy)]
+        self._open_sums[...] = remap_fields(saved, fields, trailing=3 * self.n_slots)
+        self._pending_job, self._open_job = str(state.get("pending_job", "")), str(state.get("open_job", ""))
+        self.times.load(state.get("row_times") or {})
+        self.gaps = int(state.get("gaps") or 0)
 
     @property
     def pending_ts(self) -> float:
@@ -232,61 +275,16 @@ class RowBinner:
             self._gpu_resets[:2] = [(t1, c0 + c1)]
 
     def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
-        sig = self.signals
-
-        def stack(prefix: str, suffix: str) -> np.ndarray:
-            idx = sig.indices(prefix, suffix)
-            return np.stack([held[sig.names[i]] for i in idx], axis=1) if idx else np.zeros((m, 0))
-
-        gpu = stack("gpu.", ".power_w")
-        n_gpu = gpu.shape[1]
-        if n_gpu:
-            known = ~np.isnan(gpu)
-            cnt = known.sum(axis=1)
-            tot = np.where(known, gpu, 0.0).sum(axis=1)
-            gpu_w = np.where(cnt > 0, tot * n_gpu / np.maximum(cnt, 1), np.nan)
-        else:
-            gpu_w = np.full(m, np.nan)
-        pdu = stack("pdu.", ".power_w")
-        pdu_w = pdu.sum(axis=1) if pdu.shape[1] else np.full(m, np.nan)  # NaN if any feed is unknown
-        cool_idx = sig.indices("crac.", ".power_w")
-        if cool_idx:
-            shares = np.array([self.rack.crac_shares.get(sig.names[i].split(".")[1], 1.0) for i in cool_idx])
-            cool_w = (np.stack([held[sig.names[i]] for i in cool_idx], axis=1) * shares).sum(axis=1)
-        else:  # a rack without cooling-unit telemetry: facility power is the PDU power
-            cool_w = np.zeros(m)
-        load_idx = sig.indices("crac.", ".cooling_w")
-        if load_idx:
-            shares_l = np.array(
-                [self.rack.crac_shares.get(sig.names[i].split(".")[1], 1.0) for i in load_idx]
-            )
-            cload_w = (np.stack([held[sig.names[i]] for i in load_idx], axis=1) * shares_l).sum(axis=1)
-        else:
-            cload_w = np.full(m, np.nan)
-        inlet = stack("inlet.", ".temp_c")
-        if inlet.shape[1] >= 2:
-            with np.errstate(invalid="ignore"):
-                spread = np.nanmax(np.where(np.isnan(inlet), -np.inf, inlet), axis=1) - np.nanmin(
-                    np.where(np.isnan(inlet), np.inf, inlet), axis=1
-                )
-            spread = np.where(np.isfinite(spread) & ((~np.isnan(inlet)).sum(axis=1) >= 2), spread, np.nan)
-        else:
-            spread = np.full(m, np.nan)
-        wr = held.get("work_rate", np.full(m, np.nan))
-        return {
-            "gpu": gpu_w,
-            "pdu": pdu_w,
-            "cool": cool_w,
-            "fac": pdu_w + cool_w,
-            "wr": wr,
-            "inlet": _nan_mean_rows(inlet),
-            "spread": spread,
-            "fan": _nan_mean_rows(stack("crac.", ".fan_pct")),
-            "setp": _nan_mean_rows(stack("crac.", ".setpoint_c")),
-            "cload": cload_w,
-            "gtemp": _nan_mean_rows(stack("gpu.", ".temp_c")),
-            "outdoor": _nan_mean_rows(stack("crac.", ".outdoor_temp_c")),
-        }
+        """Each ``signals.QUANTITIES`` value per interval, from the held columns (and the facility)."""
+        names = self.signals.names
+        out: dict[str, np.ndarray] = {}
+        for q in QUANTITIES:
+            members = member_names(names, q.column)
+            cols = np.stack([held[n] for n in members], axis=1) if members else np.zeros((m, 0))
+            shares = np.array([self.rack.crac_shares.get(n.split(".")[1], 1.0) for n in members if "." in n])
+            out[q.name] = combine(q, cols, shares)
+        out[FACILITY] = out["pdu"] + out["cool"]
+        return out
 
     def _bin(
         self,
@@ -301,25 +299,12 @@ class RowBinner:
         m = src.size
         w = np.zeros((m, N_FIELDS))
         w[:, F["dur_s"]] = dt
-        for key, (fs, fw) in {
-            "gpu": ("gpu_s", "gpu_ws"),
-            "pdu": ("pdu_s", "pdu_ws"),
-            "cool": ("cool_s", "cool_ws"),
-            "fac": ("fac_s", "fac_ws"),
-            "wr": ("wr_s", "wr_ws"),
-            "inlet": ("inlet_s", "inlet_ws"),
-            "spread": ("spread_s", "spread_ws"),
-            "fan": ("fan_s", "fan_ws"),
-            "setp": ("setp_s", "setp_ws"),
-            "cload": ("cload_s", "cload_ws"),
-            "gtemp": ("gtemp_s", "gtemp_ws"),
-            "outdoor": ("outdoor_s", "outdoor_ws"),
-        }.items():
-            v = per[key][src]
+        for key, v_all in per.items():
+            v = v_all[src]
             known = ~np.isnan(v)
-            w[:, F[fs]] = dt * known
+            w[:, F[f"{key}_s"]] = dt * known
             vz = np.where(known, v, 0.0)
-            w[:, F[fw]] = dt * vz
+            w[:, F[f"{key}_ws"]] = dt * vz
             if key == "gpu":
                 w[:, F["gpu2_ws"]] = dt * vz * vz
                 w[:, F["gpu3_ws"]] = dt * vz * vz * vz

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agent.engine.frames import F
+from agent.engine.model import ResponseModel
 from agent.engine.response import daily_phase, it_predict
-
-if TYPE_CHECKING:
-    from agent.engine.engine import Engine
+from agent.engine.signals import F
+from agent.engine.window_buffer import WindowBuffer
 
 MIN_SHARE = 0.1  # a stage gets a baseline update from a bin where it ran ≥ 10 % of the time
 MIN_KNOWN = 0.9  # facility power must be known for ≥ 90 % of the bin
@@ -48,9 +46,11 @@ class StagePower:
     cooling_w: float
 
 
-def stage_powers(engine: Engine, sl: slice) -> list[StagePower]:
-    """Attributed powers of every stage with ≥ ``MIN_SHARE`` of the bins ``sl`` of the window buffer."""
-    wb = engine.buf
+def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> list[StagePower]:
+    """Attributed powers of every stage with ≥ ``MIN_SHARE`` of the bins ``sl`` of the window buffer;
+    ``model``: the frozen response model once it was warm at the window's start, else None."""
+    if model is not None and not math.isfinite(model.scale_w):
+        model = None
     tot = wb.sums[sl].sum(axis=0)
     dur = float(tot[F["dur_s"]])
     if dur <= 0 or float(tot[F["fac_s"]]) < MIN_KNOWN * dur or float(tot[F["pdu_s"]]) <= 0:
@@ -63,17 +63,11 @@ def stage_powers(engine: Engine, sl: slice) -> list[StagePower]:
         return []
     share = stage_t[present] / stage_t[present].sum()
     g_s = _stage_gpu_w(wb.stage_gpu_s[sl].sum(axis=0), wb.stage_gpu_ws[sl].sum(axis=0), stage_t, present)
-    it_s = _it_split(engine, sl, it_meas, g_s, share)
-    cool_s = cool_meas * _split(_cooling_expected(engine, sl, it_s), it_s, share)
+    it_s = _it_split(wb, sl, model, it_meas, g_s, share)
+    cool_s = cool_meas * _split(_cooling_expected(wb, sl, model, it_s), it_s, share)
     return [
-        StagePower(
-            int(s),
-            float(share[i]),
-            float(it_s[i] + cool_s[i]),
-            float(g_s[i]),
-            float(it_s[i]),
-            float(cool_s[i]),
-        )
+        StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
+                   float(cool_s[i]))
         for i, s in enumerate(present)
         if share[i] >= MIN_SHARE
     ]
@@ -97,14 +91,14 @@ def _split(expected: np.ndarray, fallback: np.ndarray, share: np.ndarray) -> np.
     return np.ones_like(share)
 
 
-def _it_split(engine: Engine, sl: slice, it_meas: float, g_s: np.ndarray, share: np.ndarray) -> np.ndarray:
+def _it_split(wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_meas: float, g_s: np.ndarray,
+              share: np.ndarray) -> np.ndarray:
     """Each stage's IT power: the measurement plus k × its GPU power's distance from the bin's mean."""
     if not np.all(np.isfinite(g_s)):
         return np.full(g_s.size, it_meas)
     g_mean = float(share @ g_s)
     k = 1.0
-    if engine.window_warm and math.isfinite(engine.scale_w):
-        wb = engine.buf
+    if model is not None:
         d = wb.sums[sl, F["dur_s"]]
         w = d / max(float(d.sum()), 1e-9)
         frac = (wb.stage_s[sl].T @ np.ones(d.size))[None, :] / max(float(d.sum()), 1e-9)
@@ -112,32 +106,24 @@ def _it_split(engine: Engine, sl: slice, it_meas: float, g_s: np.ndarray, share:
         g = np.array([g_mean - step, g_mean + step])
         gm = np.stack([g, g**2, g**3], axis=1)
         gl = np.full(2, float(wb.gpu_lag_w[sl] @ w))
-        temp = np.full(2, float(wb.gpu_temp_c[sl] @ w))
-        lims = (engine.t_lo_c, engine.t_hi_c)
-        e = it_predict(
-            engine.it.theta[0],
-            gm,
-            gl,
-            np.repeat(frac, 2, axis=0),
-            engine.scale_w,
-            engine.g_lo_w,
-            engine.g_hi_w,
-            temp,
-            lims,
-        )
+        frac2 = np.repeat(frac, 2, axis=0)
+        e = it_predict(model.it.theta[0], gm, gl, frac2, model.scale_w, model.g_lo_w, model.g_hi_w)
         slope = float(e[1] - e[0]) / (2 * step)
         k = min(max(slope, K_MIN), K_MAX) if math.isfinite(slope) else K_MIN
-    return np.maximum(it_meas + k * (g_s - g_mean), 0.0)
+    out: np.ndarray = np.maximum(it_meas + k * (g_s - g_mean), 0.0)
+    return out
 
 
-def _cooling_expected(engine: Engine, sl: slice, it_s: np.ndarray) -> np.ndarray:
+def _cooling_expected(
+    wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_s: np.ndarray
+) -> np.ndarray:
     """Steady-state cooling the frozen model expects for each stage's own heat (NaN before warm)."""
-    if not engine.window_warm or not math.isfinite(engine.scale_w):
+    if model is None:
         return np.full(it_s.size, np.nan)
-    wb = engine.buf
-    t_mid = float(wb.start[sl].mean()) + 0.5 * engine.bin_s
+    t_mid = float(wb.start[sl].mean()) + 0.5 * model.bin_s
     cos_t, sin_t = daily_phase(np.array([t_mid]))
-    th = engine.cool.theta[engine.best]
+    th = model.cool.theta[model.best]
     a = th[0] + th[2] * cos_t[0] + th[3] * sin_t[0]
     b = th[1] + th[4] * cos_t[0] + th[5] * sin_t[0]
-    return (a + b * it_s / engine.scale_w) * engine.scale_w
+    out: np.ndarray = (a + b * it_s / model.scale_w) * model.scale_w
+    return out

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.stages.infer import StageInferrer
 from agent.trace.model import CANONICAL_STAGES, STAGE_LABEL_MAX_CHARS, TraceChunk, is_stage_label
 
 N_SLOTS = 16
@@ -105,34 +106,22 @@ class StageSource:
 
     def __init__(self) -> None:
         self.malformed_hints = 0
-        self.inferrer: Any = None
-        try:
-            from agent.stages.infer import StageInferrer
-
-            self.inferrer = StageInferrer()
-        except ImportError:  # the stage module is optional: rows without hints stay "unknown"
-            self.inferrer = None
+        self.inferrer = StageInferrer()
 
     def infer_stages(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(label per row, inferred per row, hinted per row)."""
         hints, bad = valid_hints(chunk.stage)
         self.malformed_hints += bad
         hinted = hints.astype(str) != ""
-        if self.inferrer is not None:
-            labels, inferred = self.inferrer.infer_chunk(chunk, hints)
-            labels = np.asarray(labels, dtype=object)
-            return labels, np.asarray(inferred, dtype=bool) & ~hinted, hinted
-        return np.where(hinted, hints, "").astype(object), ~hinted, hinted
+        labels, inferred = self.inferrer.infer_chunk(chunk, hints)
+        return np.asarray(labels, dtype=object), np.asarray(inferred, dtype=bool) & ~hinted, hinted
 
     def state(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"malformed_hints": self.malformed_hints}
-        if self.inferrer is not None:
-            out["inferrer"] = self.inferrer.save_state()
-        return out
+        return {"malformed_hints": self.malformed_hints, "inferrer": self.inferrer.save_state()}
 
     def load(self, state: dict[str, Any]) -> None:
         self.malformed_hints = int(state.get("malformed_hints", 0))
-        if self.inferrer is not None and state.get("inferrer"):
+        if state.get("inferrer"):
             self.inferrer.load_state(state["inferrer"])
 
 
@@ -145,11 +134,11 @@ class Segments:
 
     def feed(
         self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         if not ts.size:
             return []
         keys = slots * 2 + inferred.astype(np.int64)
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
         if self.key < 0:
             self.start, self.key = float(ts[0]), int(keys[0])
@@ -160,14 +149,14 @@ class Segments:
             self.start, self.key = float(ts[i]), int(keys[i])
         return out
 
-    def close(self, end_ts: float, slots_tab: StageSlots) -> list[dict]:
+    def close(self, end_ts: float, slots_tab: StageSlots) -> list[dict[str, Any]]:
         if self.key < 0 or not end_ts > self.start:
             return []
         rec = self._record(end_ts, slots_tab)
         self.key = -1
         return [rec]
 
-    def _record(self, end: float, slots_tab: StageSlots) -> dict:
+    def _record(self, end: float, slots_tab: StageSlots) -> dict[str, Any]:
         return {
             "type": "segment",
             "start": self.start,

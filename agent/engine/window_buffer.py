@@ -8,11 +8,29 @@ as it was at the window's start (prequential evaluation, no look-ahead into PDU/
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from agent.engine.frames import N_FIELDS, F, widen_saved_sums
+from agent.engine.components import LEARNED
+from agent.engine.frames import BinBatch
+from agent.engine.signals import LEGACY_FIELDS, N_FIELDS, F, remap_fields
 
-HELD = ("it", "cooling", "gpu")
+
+@dataclass
+class Prediction:
+    """What the frozen model said for a run of bins (W; ``hl_w``/``cool_w``: per lag candidate)."""
+
+    it_w: np.ndarray  # (n,)
+    heat_w: np.ndarray  # (n,) the heat driving the lag: predicted IT once warm, else the PDU
+    hl_w: np.ndarray  # (K, n) lagged heat
+    hl_stage_w: np.ndarray  # (n, S) lagged heat per stage, of the selected candidate
+    cool_w: np.ndarray  # (K, n)
+    gpu_expected_w: np.ndarray  # (n,)
+    transient: np.ndarray  # (n,) bool
+    gpu_lag_w: np.ndarray  # (n,) GPU power through the server-fan lag
 
 
 class WindowBuffer:
@@ -30,64 +48,74 @@ class WindowBuffer:
         self.cool_pred_w = np.zeros((n_bins, n_cand))
         self.gpu_exp_w = np.zeros(n_bins)
         self.transient = np.zeros(n_bins, dtype=bool)
-        self.held = np.zeros((n_bins, len(HELD)), dtype=bool)
+        self.held = np.zeros((n_bins, len(LEARNED)), dtype=bool)  # per bin: LEARNED held by drift
         self.jobs: list[str] = [""] * n_bins
         self.gpu_lag_w = np.zeros(n_bins)
-        self.gpu_temp_c = np.zeros(n_bins)
 
     def clear(self) -> None:
         self.n = 0
 
-    def append(
-        self,
-        start: np.ndarray,
-        sums: np.ndarray,
-        stage_s: np.ndarray,
-        jobs: list[str],
-        it_pred_w: np.ndarray,
-        heat_w: np.ndarray,
-        hl_w: np.ndarray,
-        cool_pred_w: np.ndarray,
-        gpu_exp_w: np.ndarray,
-        transient: np.ndarray,
-        held: np.ndarray,
-        gpu_lag_w: np.ndarray,
-        gpu_temp_c: np.ndarray,
-        stage_gpu_s: np.ndarray,
-        stage_gpu_ws: np.ndarray,
-    ) -> slice:
-        a = self.n
-        b = a + start.shape[0]
-        if b > self.n_bins:
-            raise ValueError(f"window buffer overflow: {b} bins > {self.n_bins}")
-        self.start[a:b] = start
-        self.sums[a:b] = sums
-        self.stage_s[a:b] = stage_s
-        self.it_pred_w[a:b] = it_pred_w
-        self.heat_w[a:b] = heat_w
-        self.hl_w[a:b] = hl_w.T
-        self.cool_pred_w[a:b] = cool_pred_w.T
-        self.gpu_exp_w[a:b] = gpu_exp_w
-        self.transient[a:b] = transient
-        self.held[a:b] = held
-        self.jobs[a:b] = jobs
-        self.gpu_lag_w[a:b] = gpu_lag_w
-        self.gpu_temp_c[a:b] = gpu_temp_c
-        self.stage_gpu_s[a:b] = stage_gpu_s
-        self.stage_gpu_ws[a:b] = stage_gpu_ws
-        self.n = b
-        return slice(a, b)
+    def append(self, bins: BinBatch, a: int, b: int, p: Prediction, held: np.ndarray) -> None:
+        """Bins ``a:b`` of ``bins``, the frozen model's prediction ``p`` for them, and which learned
+        components (``LEARNED``) the drift monitor held in each."""
+        i, j = self.n, self.n + b - a
+        if j > self.n_bins:
+            raise ValueError(f"window buffer overflow: {j} bins > {self.n_bins}")
+        self.start[i:j], self.sums[i:j], self.jobs[i:j] = bins.start[a:b], bins.sums[a:b], bins.job[a:b]
+        self.stage_s[i:j], self.stage_gpu_s[i:j] = bins.stage_s[a:b], bins.stage_gpu_s[a:b]
+        self.stage_gpu_ws[i:j], self.held[i:j] = bins.stage_gpu_ws[a:b], held
+        self.it_pred_w[i:j], self.heat_w[i:j], self.hl_w[i:j] = p.it_w, p.heat_w, p.hl_w.T
+        self.cool_pred_w[i:j], self.gpu_exp_w[i:j] = p.cool_w.T, p.gpu_expected_w
+        self.gpu_lag_w[i:j], self.transient[i:j] = p.gpu_lag_w, p.transient
+        self.n = j
 
-    def col(self, name: str, sl: slice | None = None) -> np.ndarray:
-        return self.sums[sl or slice(0, self.n), F[name]]
+    def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
+               predicted: tuple[np.ndarray, float, float] | None) -> dict[str, Any]:
+        """The window's report line (report-format.md) from its bins and the frozen predictions.
 
-    def mean(self, ws: str, s: str, sl: slice, min_frac: float = 0.5) -> float:
-        """Time-mean of a quantity over rows ``sl`` (NaN if known for < ``min_frac`` of the time)."""
-        known = float(self.sums[sl, F[s]].sum())
-        dur = float(self.sums[sl, F["dur_s"]].sum())
-        if dur <= 0 or known < min_frac * dur:
-            return float("nan")
-        return float(self.sums[sl, F[ws]].sum()) / known
+        ``start``: the window's grid start; ``predicted``: (selected cooling candidate's predictions
+        per bin, IT residual level, cooling residual level) once the model is warm, else None.
+        """
+        n = self.n
+        sums = self.sums[:n]
+        dur = sums[:, F["dur_s"]]
+        end = float(self.start[n - 1] + dur[-1])
+        length = end - start
+        tot = sums.sum(axis=0)
+        rec: dict[str, Any] = {
+            "type": "window",
+            "start": start,
+            "end": end,
+            "measured_kwh": _kwh_or_none(tot, "fac", length),
+            "predicted_kwh": None,
+            "it_measured_kwh": _kwh_or_none(tot, "pdu", length),
+            "it_predicted_kwh": None,
+            "cooling_measured_kwh": _kwh_or_none(tot, "cool", length),
+            "cooling_predicted_kwh": None,
+            "coverage": float(min(max(tot[F["fac_s"]] / length, 0.0), 1.0)) if length > 0 else 0.0,
+            "gpu_kwh": _kwh_or_none(tot, "gpu", length),
+        }
+        it_m, cool_m = rec["it_measured_kwh"], rec["cooling_measured_kwh"]
+        gaps = tot[F["fac_s"]] < length
+        if rec["measured_kwh"] is not None and gaps and it_m is not None and cool_m is not None:
+            # gaps: each side extended over its own gaps uses more of the samples than the facility sum
+            rec["measured_kwh"] = it_m + cool_m
+        # Bins without fresh GPU telemetry were predicted by the stage-only IT model, so a window is
+        # predicted whenever the engine is warm, GPU telemetry or not.
+        if predicted is not None:
+            cool_w, bias_it, bias_cool = predicted
+            it_kwh = float(((self.it_pred_w[:n] + bias_it) * dur).sum() / 3.6e6)
+            cool_kwh = float(((cool_w[:n] + bias_cool) * dur).sum() / 3.6e6)
+            rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh)
+            rec["cooling_predicted_kwh"] = cool_kwh
+            # the model alone, without the recent residual level: where a confirmed drift shows as a gap
+            level_kwh = float((bias_it + bias_cool) * dur.sum() / 3.6e6)
+            rec["baseline_kwh"] = it_kwh + cool_kwh - level_kwh
+        rec["stage"] = stage_name(int(np.argmax(self.stage_s[:n].sum(axis=0))))
+        rec["transient_frac"] = round(float((dur * self.transient[:n]).sum() / max(length, 1e-9)), 3)
+        if held:
+            rec["held"] = sorted(held)
+        return rec
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -103,16 +131,25 @@ class WindowBuffer:
             "wb_tr": self.transient,
             "wb_held": self.held,
             "wb_gl": self.gpu_lag_w,
-            "wb_gt": self.gpu_temp_c,
             "wb_stage_gs": self.stage_gpu_s,
             "wb_stage_gws": self.stage_gpu_ws,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        names = [str(n) for n in arrays.get("bin_fields", LEGACY_FIELDS[: arrays["wb_sums"].shape[-1]])]
         for key, arr in self.state_arrays().items():
             if key == "wb_sums":
-                arr[...] = widen_saved_sums(arrays[key])
-            elif key != "wb_n":
+                arr[...] = remap_fields(arrays[key], names)
+            elif key not in ("wb_n", "bin_fields"):
                 arr[...] = arrays[key]
         self.n = int(arrays["wb_n"][0])
         self.jobs = [""] * self.n_bins
+
+
+def _kwh_or_none(tot: np.ndarray, q: str, length_s: float) -> float | None:
+    """Energy of quantity ``q`` over the window: the integral, extended over gaps at the mean known
+    power (None if less than half of the window is known)."""
+    ws, known_s = float(tot[F[f"{q}_ws"]]), float(tot[F[f"{q}_s"]])
+    if length_s <= 0 or known_s < 0.5 * length_s:
+        return None
+    return ws * (length_s / known_s) / 3.6e6

@@ -91,10 +91,9 @@ class EngineLink:
 
     def capabilities(self) -> dict[str, Any] | None:
         """What the rack's data lets the engine do now (see agent/engine/capabilities.py)."""
-        from agent.engine.capabilities import capabilities
         from agent.engine.engine import Engine
 
-        return capabilities(self.engine) if isinstance(self.engine, Engine) else None
+        return self.engine.capabilities() if isinstance(self.engine, Engine) else None
 
     def baseline_payloads(self, ts: float) -> dict[str, dict[str, Any]]:
         """stage → retained baseline payload."""

@@ -13,12 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import __version__
+from agent.engine.drift.attribution import CAUSES  # every cause has a 0/1 series, active or not
 from agent.metrics.tap import MessageTap
-
-try:  # the engine's list of causes, so every cause has a 0/1 series even when none is active
-    from agent.engine.drift.attribution import CAUSES
-except ImportError:  # a build without the drift detector
-    CAUSES = ()
 
 
 @dataclass(frozen=True)

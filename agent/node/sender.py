@@ -119,7 +119,7 @@ class NodeAgent:
     def _build_driver(self) -> Driver:
         if self._driver is not None:
             return self._driver
-        from drivers.nvml_gpu import NvmlGpuDriver
+        from drivers.nvml_gpu.driver import NvmlGpuDriver
 
         return NvmlGpuDriver(self.config.nvml)
 

@@ -30,8 +30,8 @@ import time
 
 from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
 
-from agent.config.model import CracConfig
 from drivers.base import PollResult
+from drivers.modbus_crac.config import CracConfig
 from drivers.modbus_crac.decode import decode_value
 from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
 from drivers.modbus_crac.plan import Batch, plan_batches, single_batches

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from agent.config.model import ModbusRegister
+from drivers.modbus_crac.config import ModbusRegister
 from drivers.modbus_crac.decode import DEFAULT_SENTINELS, TYPE_WIDTH, WORD_ORDERS, unit_problem
 
 TABLE_FUNCTION_CODE = {"holding": 3, "input": 4}

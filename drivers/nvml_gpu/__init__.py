@@ -1,5 +1,5 @@
-"""The host's NVIDIA GPUs through NVML (nvidia-ml-py). See README.md."""
+"""The host's NVIDIA GPUs through NVML (nvidia-ml-py). See README.md.
 
-from drivers.nvml_gpu.driver import NvmlGpuDriver
-
-__all__ = ["NvmlGpuDriver"]
+Import the modules (``.driver`` for the driver, ``.config`` for the ``[nvml]`` section): this package
+itself stays light, so loading the configuration does not import pynvml.
+"""

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agent.config.model import NvmlSection
 from drivers.base import PollResult
 from drivers.counters import CounterDelta
 from drivers.nvml_gpu import nvml_calls as nvml
+from drivers.nvml_gpu.config import NvmlSection
 from drivers.nvml_gpu.nvml_calls import NvmlFailure
 
 log = logging.getLogger(__name__)

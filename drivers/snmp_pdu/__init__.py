@@ -2,9 +2,7 @@
 
 ``SnmpPduDriver(cfg, engine)`` polls one ``[[pdu]]`` into ``pdu.<id>.power_w``, ``energy_kwh``,
 ``voltage_v``, ``current_a`` and ``pf``. See README.md for profiles, signals and troubleshooting.
+
+Import the modules (``.driver`` for the driver, ``.config`` for the ``[[pdu]]`` section): this package
+itself stays light, so loading the configuration does not import pysnmp.
 """
-
-from .driver import SnmpPduDriver
-from .profile import Profile, ProfileError, builtin_profiles, get_profile
-
-__all__ = ["Profile", "ProfileError", "SnmpPduDriver", "builtin_profiles", "get_profile"]

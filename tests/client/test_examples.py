@@ -16,7 +16,7 @@ import rackwatt_client.stage_hints
 import rackwatt_client.window
 
 from agent.engine.energy_ledger import EnergyLedger
-from agent.engine.frames import N_FIELDS, F
+from agent.engine.signals import N_FIELDS, F
 from tests.client.client_peers import ListenerThread
 from tests.conftest import REPO_ROOT
 

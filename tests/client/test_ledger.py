@@ -8,7 +8,7 @@ import synth
 
 from agent.engine import Engine, rack_info
 from agent.engine.energy_ledger import EnergyLedger
-from agent.engine.frames import N_FIELDS, F
+from agent.engine.signals import N_FIELDS, F
 
 KWH_J = 3.6e6
 

@@ -16,7 +16,7 @@ from rackwatt_client import EnergyClient, StageClient
 
 from agent.engine import Engine, rack_info
 from agent.engine.energy_ledger import EnergyLedger
-from agent.engine.frames import N_FIELDS, F
+from agent.engine.signals import N_FIELDS, F
 from agent.stages.energy_query import parse_query
 from agent.stages.hints import HintError
 from tests.client.client_peers import ListenerThread

@@ -101,3 +101,14 @@ def test_thousands_of_errors_are_listed_with_a_count(
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 101 and lines[0].startswith("engine.k0: unknown key")
     assert lines[-1] == "... and 400 more"
+
+
+def test_a_retired_key_is_a_warning_so_an_upgraded_file_still_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``[stages] inference`` was documented and read nowhere (issue 17): an old file still loads."""
+    config = _write(tmp_path / "agent.toml", '[agent]\nsite = "s"\nrack = "r"\n[stages]\ninference = false\n')
+    assert main(["check-config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "OK"
+    assert lines[0].startswith("warning: stages.inference: read by no part of the agent")

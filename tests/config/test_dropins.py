@@ -116,7 +116,7 @@ SECTIONS = {
     "pdu": '[[pdu]]\nid = "a"\nhost = "h"\nversion = "3"\nuser = "u"\nprofile = "apc_rpdu2"\n',
     "crac": '[[crac]]\nid = "c"\nhost = "h"\nprofile = "liebert_crv"\nshare = 0.5\n',
     "nvml": "[nvml]\ngpus = [1, 3]\n",
-    "stages": "[stages]\nudp_port = 9999\ninference = false\n",
+    "stages": "[stages]\nudp_port = 9999\nhint_ttl_s = 300.0\n",
     "engine": "[engine]\nwindow_s = 300.0\n",
 }
 

@@ -166,12 +166,12 @@ def test_held_components_do_not_learn(synth_8h: list[Any]) -> None:
     run_engine(synth_8h[:4], engine=eng, finish=False)  # learn a little first
     eng.drift = HoldCooling()
     run_engine(synth_8h[4:5], engine=eng, finish=False)  # the window open at the hold closes
-    theta = eng.cool.theta.copy()
-    it_theta = eng.it.theta.copy()
+    theta = eng.model.cool.theta.copy()
+    it_theta = eng.model.it.theta.copy()
     run_engine(synth_8h[5:], engine=eng, finish=False)
-    assert eng.cool.weight.max() > 0
-    np.testing.assert_array_equal(eng.cool.theta, theta)
-    assert not np.array_equal(eng.it.theta, it_theta)
+    assert eng.model.cool.weight.max() > 0
+    np.testing.assert_array_equal(eng.model.cool.theta, theta)
+    assert not np.array_equal(eng.model.it.theta, it_theta)
 
 
 def test_learned_lag_is_one_of_the_candidates(synth_8h_run: tuple[Engine, list[dict]]) -> None:

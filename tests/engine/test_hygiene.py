@@ -90,3 +90,30 @@ def test_state_carries_across_calls() -> None:
     out = h.clean(0, np.array([2.0, 3.0, 4.0]), np.array([1400.0, 302.0, 300.0]), 3)
     assert np.isnan(out[0])
     assert h.counts_by_signal() == {"gpu.0.power_w": {"spike": 1}}
+
+
+@pytest.mark.parametrize(
+    ("name", "reading", "max_w"),
+    [
+        ("gpu.0.power_w", 655.35, 1500.0),  # a GPU at 655.35 W (NVML reports errors, not codes)
+        ("work_rate", 32768.0, 0.0),  # the job's own float throughput
+        ("crac.a.outdoor_temp_c", -1.0, 200000.0),  # a winter night at the heat rejection
+    ],
+)
+def test_a_reading_equal_to_a_register_code_is_kept_where_no_register_delivers_it(
+    name: str, reading: float, max_w: float
+) -> None:
+    """Issue 17: the sentinel list was applied to every signal; it applies only to columns read
+    from raw device registers (``signals.COLUMNS``)."""
+    values = [reading * 0.98, reading * 0.99, reading, reading * 1.01, reading * 1.02]
+    out, counts, _ = _clean(values, name=name, max_w=max_w)
+    assert out[2] == reading
+    assert sum(counts.values()) == 0
+
+
+@pytest.mark.parametrize("name", ["pdu.a.power_w", "crac.a.power_w", "inlet.a.temp_c"])
+def test_register_codes_are_still_rejected_where_registers_deliver_them(name: str) -> None:
+    code = 655.35 if name.endswith("power_w") else -1.0
+    base = 1000.0 if name.endswith("power_w") else 24.0
+    out, counts, _ = _clean([base, base + 1, code, base + 2, base + 3], name=name, max_w=30000.0)
+    assert np.isnan(out[2]) and counts["sentinel"] == 1

@@ -9,7 +9,8 @@ import pytest
 
 from agent.config.model import CracConfig, ModbusRegister
 from agent.sim.devices.modbus_server import CoolingUnitServer, SilentTcpServer
-from drivers.modbus_crac import CracModbusDriver, load_profile
+from drivers.modbus_crac.driver import CracModbusDriver
+from drivers.modbus_crac.profiles import load_profile
 from tests.conftest import free_port
 from tests.drivers.modbus.conftest import run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.config.model import CracConfig, ModbusRegister
-from drivers.modbus_crac import CracModbusDriver
+from drivers.modbus_crac.driver import CracModbusDriver
 from drivers.modbus_crac.plan import plan_batches
 from drivers.modbus_crac.profiles import (
     Point,

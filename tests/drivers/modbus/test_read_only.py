@@ -15,7 +15,8 @@ import pytest
 
 from agent.config.model import CracConfig
 from agent.sim.devices.modbus_server import CoolingUnitServer
-from drivers.modbus_crac import CracModbusDriver, available_profiles
+from drivers.modbus_crac.driver import CracModbusDriver
+from drivers.modbus_crac.profiles import available_profiles
 from drivers.modbus_crac.readonly import ReadOnlyModbus, WriteRefused
 from tests.conftest import REPO_ROOT, free_port
 from tests.drivers.modbus.conftest import run

@@ -13,7 +13,7 @@ import pytest
 from agent.config.model import NvmlSection
 from agent.sim.devices.fake_nvml import DEFAULT_GPU, FakeNvml
 from drivers.base import PollResult
-from drivers.nvml_gpu import NvmlGpuDriver
+from drivers.nvml_gpu.driver import NvmlGpuDriver
 
 
 class Clock:

@@ -20,7 +20,7 @@ import pytest
 from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
 
 from drivers.base import PollResult
-from drivers.snmp_pdu import SnmpPduDriver
+from drivers.snmp_pdu.driver import SnmpPduDriver
 from tests.conftest import shared_dir, shared_dir_hint
 
 pytestmark = pytest.mark.slow

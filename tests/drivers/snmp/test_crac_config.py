@@ -9,7 +9,7 @@ import pytest
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
 from drivers import registry
-from drivers.snmp_crac import SnmpCracDriver
+from drivers.snmp_crac.driver import SnmpCracDriver
 
 
 def _load(tmp_path: Path, crac: str) -> object:

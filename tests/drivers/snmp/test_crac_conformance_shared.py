@@ -15,7 +15,7 @@ from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
 
 from agent.config.model import CracConfig
 from drivers.base import PollResult
-from drivers.snmp_crac import SnmpCracDriver
+from drivers.snmp_crac.driver import SnmpCracDriver
 from tests.conftest import shared_dir, shared_dir_hint
 
 pytestmark = pytest.mark.slow

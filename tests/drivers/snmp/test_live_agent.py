@@ -15,7 +15,7 @@ import pytest
 
 from agent.config.model import PduConfig
 from agent.sim.devices.snmp_agent import SimSnmpPdu, render
-from drivers.snmp_pdu import SnmpPduDriver
+from drivers.snmp_pdu.driver import SnmpPduDriver
 from tests.conftest import free_port
 
 

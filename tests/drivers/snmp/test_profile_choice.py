@@ -14,7 +14,7 @@ import pytest
 from agent.config.model import AgentSection, Config
 from agent.live import poll_cmd
 from drivers.base import PollResult
-from drivers.snmp_pdu import SnmpPduDriver
+from drivers.snmp_pdu.driver import SnmpPduDriver
 from tests.drivers.snmp.recordings import hpe_chain_without_sys_object_id, masterswitch_8_outlets
 
 pytestmark = pytest.mark.slow  # one snmpsim start

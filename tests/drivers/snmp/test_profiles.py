@@ -178,7 +178,7 @@ def test_sample_configuration_loads(tmp_path: Path) -> None:
 ])
 def test_driver_refuses_a_bad_configuration_before_any_io(overrides: dict[str, object], message: str) -> None:
     from agent.config.model import PduConfig
-    from drivers.snmp_pdu import SnmpPduDriver
+    from drivers.snmp_pdu.driver import SnmpPduDriver
 
     with pytest.raises(ValueError) as err:
         SnmpPduDriver(PduConfig(id="a", host="10.0.0.1", **overrides))  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import pytest
 
 from agent.config.model import CracConfig
 from drivers.base import PollResult
-from drivers.snmp_crac import SnmpCracDriver
+from drivers.snmp_crac.driver import SnmpCracDriver
 from tests.drivers.snmp.recordings import apc_cooling_unit
 
 pytestmark = pytest.mark.slow  # one snmpsim start

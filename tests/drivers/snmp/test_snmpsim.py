@@ -11,7 +11,7 @@ from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
 
 from agent.config.model import SnmpOid
 from drivers.base import PollResult
-from drivers.snmp_pdu import SnmpPduDriver
+from drivers.snmp_pdu.driver import SnmpPduDriver
 from tests.conftest import free_port
 from tests.drivers.snmp.recordings import BUILDERS, unknown_device
 

@@ -1,0 +1,399 @@
+"""``ResponseModel``: the IT, cooling and lag state of the engine, and the two things done with it.
+
+``predict(bins, …)`` runs a window's bins through the model as it was at the window's start
+(load-side inputs only: stages, work rate, GPU power); ``learn(window, …)`` lets the closed
+window's PDU and cooling samples in afterwards (prequential evaluation). Nothing else writes the
+model's state, and it knows nothing about rows, stages' names, baselines or payloads.
+
+Learning skips bins whose component the drift monitor holds (a suspected or active deviation must
+not become the new normal) and uses a short half-life for components it asks to re-learn. The
+regressions and the lag bank are ``response.py``'s; docs/engine.md explains the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.engine.components import LEARNED
+from agent.engine.job_rates import JobRates
+from agent.engine.response import (
+    COOL_RIDGE,
+    EWLS,
+    FAN_LAG_S,
+    N_COOL,
+    N_IT_BASE,
+    LagBank,
+    SingleLag,
+    cooling_features,
+    daily_phase,
+    ew_bias,
+    it_features,
+    it_predict,
+    it_ridge,
+    stage_it_features,
+    stage_it_ridge,
+)
+from agent.engine.signals import F
+from agent.engine.window_buffer import Prediction, WindowBuffer
+
+WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
+# GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
+# sampling intervals, and the slowest GPU source we read is a dcgm-exporter refreshing every 30 s.
+# Bins past it are predicted by the stage-only IT model instead of a held GPU load.
+GPU_FRESH_S = 90.0
+SCORE_HALFLIFE_H = 12.0
+RELEARN_HALFLIFE_H = 1.0
+TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
+BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
+IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
+HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
+KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
+# The lag candidate used before any is scored: the twin's and a typical CRAC's response
+# (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
+START_TAU_S, START_DEAD_S = 240.0, 60.0
+
+
+def _mean(sums: np.ndarray, q: str) -> np.ndarray:
+    """Per bin, the mean of quantity ``q`` while known (nan/inf where never known)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = sums[:, F[f"{q}_ws"]] / sums[:, F[f"{q}_s"]]
+    return out
+
+
+def _gpu_moments_raw(sums: np.ndarray) -> np.ndarray:
+    """Per bin, the GPU power's first three moments while known (the IT model's g, g², g³)."""
+    moments = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(moments / sums[:, F["gpu_s"], None])
+
+
+def bin_work_rate(sums: np.ndarray) -> np.ndarray:
+    """Each bin's mean reported work rate (nan where none was reported)."""
+    known = sums[:, F["wr_s"]] > 0
+    out: np.ndarray = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), np.nan)
+    return out
+
+
+@dataclass(frozen=True)
+class _Closed:
+    """A closed window's bins as learning reads them: sums, lengths, stage fractions, means."""
+
+    n: int
+    sums: np.ndarray
+    dur: np.ndarray  # s per bin (never 0)
+    length_h: float
+    frac: np.ndarray  # (n, S) share of each bin per stage slot
+    w_h: np.ndarray  # a bin's weight: its length in hours
+    gpu_ok: np.ndarray  # GPU power known for ≥ KNOWN_FRAC of the bin
+    gpu_mean: np.ndarray
+    pdu_mean: np.ndarray
+    cool_mean: np.ndarray
+
+    @staticmethod
+    def of(wb: WindowBuffer) -> _Closed:
+        n = wb.n
+        sums = wb.sums[:n]
+        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+        frac, gpu_ok = wb.stage_s[:n] / dur[:, None], sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
+        means = (_mean(sums, "gpu"), _mean(sums, "pdu"), _mean(sums, "cool"))
+        return _Closed(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means)
+
+
+class ResponseModel:
+    """IT (GPU-driven and stage-only), cooling (lag bank), GPU-per-work model, in fixed memory."""
+
+    def __init__(
+        self, window_s: float, bins_per_window: int, n_slots: int, forgetting_halflife_h: float
+    ) -> None:
+        self.window_s = window_s
+        self.bin_s = bin_s = window_s / bins_per_window
+        self.forgetting_halflife_h = forgetting_halflife_h
+        self.lag = LagBank(bin_s, n_slots, bins_per_window)
+        K = self.lag.K
+        self.fan_lag = SingleLag(bin_s, FAN_LAG_S, bins_per_window)
+        self.it = EWLS(1, N_IT_BASE + n_slots, it_ridge(n_slots))
+        # IT from stages and work rate alone: predicts bins without fresh GPU telemetry (PDU-only
+        # racks, GPU sources down) and the whole rack until the GPU model has warmed up.
+        self.it_stage = EWLS(1, 2 * n_slots, stage_it_ridge(n_slots))
+        self.cool = EWLS(K, N_COOL, COOL_RIDGE)
+        self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
+        self.job_rates = JobRates()
+        self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
+        self.score = np.zeros(K)
+        self.bias_it = 0.0  # W: recent IT residual level (see response.ew_bias)
+        self.bias_cool = np.zeros(K)  # W: recent cooling residual level, per lag candidate
+        self.last_res = np.full(K, np.nan)  # last bin's normalised cooling residual, per candidate
+        self.scored = False
+        start_dist = np.abs(self.lag.tau_s - START_TAU_S) + np.abs(self.lag.dead_s - START_DEAD_S)
+        self.best = int(np.argmin(start_dist))
+        self.scale_w = math.nan  # GPU power normaliser, fixed at the first learned window
+        self.g_lo_w = math.nan  # GPU power range the IT model has learned from
+        self.g_hi_w = math.nan
+        self.wr_scale = math.nan
+        self.warm = False
+        self.last_g = np.array([math.nan, math.nan, math.nan])
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def learned_lag(self) -> tuple[float, float]:
+        """(time constant, dead time) of the cooling response, seconds."""
+        return float(self.lag.tau_s[self.best]), float(self.lag.dead_s[self.best])
+
+    @property
+    def gpu_warm(self) -> bool:
+        return bool(self.it.weight[0] >= WARMUP_H)
+
+    def gpu_fresh_at(self, ts: float) -> bool:
+        """Was GPU telemetry known within ``GPU_FRESH_S`` of ``ts`` (the end of the last bin seen)?"""
+        return math.isfinite(ts) and ts - self.gpu_seen_ts <= GPU_FRESH_S + self.bin_s
+
+    def cooling_shares(self, frac: np.ndarray, hl_stage_w: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Per bin and stage: the share of the cooling power its lagged heat caused (selected lag)."""
+        cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
+        scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
+        th = self.cool.theta[self.best]
+        a_t = th[0] + th[2] * cos_t + th[3] * sin_t
+        b_t = th[1] + th[4] * cos_t + th[5] * sin_t
+        contrib = np.maximum(a_t[:, None] * frac + b_t[:, None] * hl_stage_w / scale, 0.0)
+        tot = contrib.sum(axis=1, keepdims=True)
+        out: np.ndarray = np.where(tot > 0, contrib / np.maximum(tot, 1e-12), frac)
+        return out
+
+    # ------------------------------------------------------------------ prediction (frozen model)
+    def predict(self, sums: np.ndarray, frac: np.ndarray, start: np.ndarray, jobs: list[str],
+                window_warm: bool, gpu_level_w: np.ndarray) -> Prediction:
+        """The frozen model's view of bins (sums, stage fractions, starts, jobs) of one window.
+
+        ``window_warm``: the model was warm at the window's start (else the heat is the PDU's own);
+        ``gpu_level_w``: per stage, the GPU power the baseline expects where no work rate is known.
+        Advances only the input-side state (lag filters, last GPU load, GPU freshness, job scales).
+        """
+        g = self._gpu_moments(sums)
+        scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
+        gl = self.fan_lag.run(g[:, 0])
+        it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
+        Xs = stage_it_features(frac, self.job_rate_n(sums, jobs))
+        it_stage = Xs @ self.it_stage.theta[0] * scale
+        stage_warm = self.it_stage.weight[0] >= WARMUP_H
+        use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
+        it_pred = np.where(use_gpu, it_gpu, it_stage)
+        if window_warm:
+            heat = it_pred
+        else:  # warm-up: heat from the PDU itself (no prediction is published yet)
+            pdu_mean = np.where(
+                sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9), np.nan
+            )
+            heat = np.where(np.isfinite(pdu_mean), pdu_mean, np.nan_to_num(g[:, 0]))
+        hl, hl_s = self.lag.run(heat, heat[:, None] * frac, self.best)
+        cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
+        Xc = cooling_features(hl / scale, cos_t, sin_t)
+        cool_pred = np.einsum("kni,ki->kn", Xc, self.cool.theta) * scale
+        with np.errstate(invalid="ignore", divide="ignore"):
+            transient = np.abs(hl[self.best] - heat) > TRANSIENT_FRAC * np.maximum(np.abs(heat), 1.0)
+        gpu_exp = self._gpu_expected(sums, frac, gpu_level_w)
+        return Prediction(it_pred, heat, hl, hl_s, cool_pred, gpu_exp, transient, gl)
+
+    def _gpu_moments(self, sums: np.ndarray) -> np.ndarray:
+        g = _gpu_moments_raw(sums)
+        ok = sums[:, F["gpu_s"]] > 0
+        if not ok.all():  # no GPU sample in a bin: hold the last known load
+            last = self.last_g
+            for i in range(g.shape[0]):
+                if ok[i]:
+                    last = g[i]
+                else:
+                    g[i] = last
+        if ok.any():
+            self.last_g = g[np.flatnonzero(ok)[-1]].copy()
+        return np.asarray(np.nan_to_num(g))
+
+    def _gpu_fresh(self, sums: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Per bin: was GPU telemetry known within ``GPU_FRESH_S`` (in the bin or just before)?"""
+        end = start + self.bin_s
+        seen_end = np.where(sums[:, F["gpu_s"]] > 0, end, -np.inf)
+        last = np.maximum.accumulate(np.concatenate(([self.gpu_seen_ts], seen_end)))[1:]
+        if last.size:
+            self.gpu_seen_ts = float(last[-1])
+        return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
+
+    def job_rate_n(self, sums: np.ndarray, jobs: list[str]) -> np.ndarray:
+        """The bins' work rate relative to their own job's peak (0 where none was reported)."""
+        return self.job_rates.normalised(list(jobs), bin_work_rate(sums))
+
+    def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray, gpu_level_w: np.ndarray) -> np.ndarray:
+        """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
+        wr_known = sums[:, F["wr_s"]] > 0
+        wr = np.nan_to_num(bin_work_rate(sums))
+        wr_n = wr / self.wr_scale if math.isfinite(self.wr_scale) else np.zeros_like(wr)
+        theta = self.gpu_model.theta  # (S, 2)
+        per_slot = theta[None, :, 0] + theta[None, :, 1] * wr_n[:, None]  # (n, S)
+        fitted = self.gpu_model.weight[None, :] > 0.05
+        expect = np.where(fitted & wr_known[:, None], per_slot * max(self.scale_w, 1.0), gpu_level_w[None, :])
+        out: np.ndarray = (frac * expect).sum(axis=1)
+        return out
+
+    # ------------------------------------------------------------------ learning (window close)
+    def _halflife_h(self, component: str, relearn: frozenset[str]) -> float:
+        return RELEARN_HALFLIFE_H if component in relearn else float(self.forgetting_halflife_h)
+
+    def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str]) -> None:
+        """Let a closed window's measurements into the models (after its report line was written).
+
+        ``window_warm``: the model was warm at the window's start (lag candidates are scored only
+        then); ``relearn``: components the drift monitor re-learns with a short half-life.
+        """
+        c = _Closed.of(wb)
+        if not math.isfinite(self.scale_w):
+            # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU
+            # telemetry) the PDUs'. It only scales the regressions, so either is fine once fixed.
+            finite = c.gpu_mean[np.isfinite(c.gpu_mean)]
+            if not finite.size or finite.max() <= 0:
+                finite = c.pdu_mean[np.isfinite(c.pdu_mean)]
+            if not finite.size or finite.max() <= 0:
+                return
+            self.scale_w = float(finite.max())
+        self._learn_it(wb, c, relearn)
+        self._learn_cooling(wb, c, window_warm, relearn)
+        self._learn_gpu(wb, c, relearn)
+        # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
+        has_cooling = float(self.cool.weight.max()) > 0
+        cool_ready = float(self.cool.weight.min()) >= WARMUP_H or not has_cooling
+        it_ready = max(float(self.it.weight[0]), float(self.it_stage.weight[0])) >= WARMUP_H
+        if not self.warm and it_ready and cool_ready:
+            self.warm = True
+
+    def _learn_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
+        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
+        g = np.nan_to_num(_gpu_moments_raw(sums))
+        X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
+        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+        # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
+        # last window measured best: its memory is one window instead of the GPU model's hour.
+        bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
+        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n])[:, None]
+        self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
+        if rows.any():
+            lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
+            hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
+            self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
+            self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
+        lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
+        if rows.any():  # no data (held, or PDU unknown): no forgetting either
+            self.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
+        # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
+        rows_s = seen_it & ~wb.held[:n, HELD_IT]
+        if rows_s.any():
+            Xs = stage_it_features(frac, self.job_rate_n(sums, wb.jobs[:n]))
+            ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+            self.it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
+
+    def _learn_cooling(self, wb: WindowBuffer, c: _Closed, warm: bool, relearn: frozenset[str]) -> None:
+        """Score every lag candidate on its frozen predictions, then update all."""
+        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
+        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
+        y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
+        w_c = w_h * rows_c
+        # Candidates are scored only once the models have learned for a while (warm): the first hours'
+        # errors say how fast each candidate's fit converged, not which lag is right.
+        if w_c.sum() > 0 and warm:
+            # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
+            # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
+            # The previous window's last residual is carried so that a step right at a window edge
+            # is scored too.
+            res = np.concatenate([self.last_res[:, None], wb.cool_pred_w[:n].T / scale - y_c[None]], axis=1)
+            ok = np.concatenate([[bool(np.isfinite(self.last_res).all())], rows_c])
+            pair = ok[1:] & ok[:-1]
+            d = np.where(pair[None], res[:, 1:] - res[:, :-1], 0.0)
+            err = (d**2).sum(axis=1) / max(int(pair.sum()), 1)
+            if self.scored:
+                lam_s = 0.5 ** (c.length_h / SCORE_HALFLIFE_H)
+                self.score = lam_s * self.score + (1.0 - lam_s) * err
+            else:
+                self.score = err
+                self.scored = True
+        # The residual level follows the data even while the drift monitor holds the model: it is the
+        # short-term state of disturbances the regressors cannot see (other racks on the unit), not
+        # the baseline. The held model (theta) is what the drift detector compares against.
+        last_ok = rows_c[-1] if n else False
+        self.last_res = (
+            (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
+        )
+        seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
+        resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
+        self.bias_cool = ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
+        cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
+        Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
+        K = Xc.shape[0]
+        lam_c = 0.5 ** (c.length_h / self._halflife_h("cooling", relearn))
+        if w_c.sum() > 0:
+            self.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+        if self.scored:
+            self.best = int(np.argmin(self.score))
+
+    def _learn_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+        """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
+        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
+        wr = _mean(sums, "wr")
+        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
+            self.wr_scale = float(np.nanmax(wr[wr_ok]))
+        if not math.isfinite(self.wr_scale):
+            return
+        dom = np.argmax(frac, axis=1)
+        pure = frac[np.arange(n), dom] >= 0.9
+        use = wr_ok & c.gpu_ok & pure & ~wb.held[:n, HELD_GPU]
+        S = self.gpu_model.theta.shape[0]
+        Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
+        Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
+        yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
+        lam_g = 0.5 ** (c.length_h / self._halflife_h("gpu", relearn))
+        lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
+        if use.any():
+            self.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
+
+    # ------------------------------------------------------------------ state
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """Every piece of the model as named fixed-shape arrays (``load_arrays`` reads them back)."""
+        out = {
+            "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
+                                       float(self.scored), self.g_lo_w, self.g_hi_w, self.gpu_seen_ts,
+                                       self.bias_it, self.fan_lag.y]),
+            "last_g": self.last_g,
+            "score": self.score,
+            "bias_cool": self.bias_cool,
+            "last_res": self.last_res,
+        }
+        out.update(self.lag.state_arrays())
+        out.update(self.it.state_arrays("it"))
+        out.update(self.cool.state_arrays("cool"))
+        out.update(self.gpu_model.state_arrays("gpum"))
+        out.update(self.it_stage.state_arrays("itstage"))
+        return out
+
+    def load_arrays(self, a: dict[str, np.ndarray]) -> None:
+        """The inverse of ``state_arrays``; raises ValueError/KeyError on a shape that does not fit.
+        Ranges are checked by the caller (``state_checks``) before the values are used."""
+        s = a["model_scalars"]
+        self.scale_w, self.wr_scale, self.warm = float(s[0]), float(s[1]), bool(s[2])
+        self.best, self.scored = int(s[3]), bool(s[4])
+        self.g_lo_w, self.g_hi_w, self.gpu_seen_ts = float(s[5]), float(s[6]), float(s[7])
+        self.bias_it, self.fan_lag.y = float(s[8]), float(s[9])
+        for key in ("last_g", "score", "bias_cool", "last_res"):
+            getattr(self, key)[...] = a[key]
+        self.lag.load_arrays(a)
+        self.it.load_arrays("it", a)
+        self.cool.load_arrays("cool", a)
+        self.gpu_model.load_arrays("gpum", a)
+        if "itstage_theta" in a:  # state saved before the stage-only IT model: it starts fresh
+            self.it_stage.load_arrays("itstage", a)
+
+    def restart_inputs(self) -> None:
+        """After a discontinuity: the lag filters and the held GPU load restart from the next bins."""
+        self.lag.started = False
+        self.fan_lag.y = math.nan
+        self.last_g[:] = math.nan

@@ -1,0 +1,160 @@
+"""The one table of what the engine reads: trace columns, and the bin quantities made of them.
+
+Every layer derives from these two tables: which columns are engine signals (``is_engine_signal``),
+each column's range kind and whether device "no reading" codes apply to it (``Column``), the
+per-bin sums (``FIELDS``: ``<q>_s`` seconds known, ``<q>_ws`` integral), how one interval's held
+columns combine into a quantity (``combine``), and which ``ComponentSample`` field carries a
+quantity's drift-bin mean (``SAMPLE_MEANS``). Adding a signal is one ``COLUMNS`` row (if it is a new
+column) and one ``QUANTITIES`` row, plus its use.
+
+What it is not: the hold, the integration (``rows``) or the rules themselves (``hygiene``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Column:
+    """A family of trace columns ``<device>.<id>.<suffix>`` (``device`` "" : the plain column ``suffix``).
+
+    ``register``: the source hands the agent raw register values (SNMP PDUs and their sensor
+    probes, Modbus/SNMP cooling units), whose "no reading" codes can land inside the physical
+    range. NVML/DCGM report a failure as an error, the job reports its own float work rate, and
+    an outdoor air temperature is −1.0 °C on a winter night: none of those gets codes rejected.
+    """
+
+    device: str
+    suffix: str
+    kind: str  # physical range: a key of ``hygiene.RANGES``
+    register: bool
+
+    def matches(self, name: str) -> bool:
+        if not self.device:
+            return name == self.suffix
+        parts = name.split(".")
+        return len(parts) == 3 and parts[0] == self.device and parts[2] == self.suffix
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("gpu", "power_w", "power", register=False),
+    Column("gpu", "energy_j", "counter", register=False),
+    Column("pdu", "power_w", "power", register=True),
+    Column("pdu", "energy_kwh", "counter", register=True),
+    Column("crac", "power_w", "power", register=True),
+    Column("crac", "cooling_w", "heat", register=True),
+    Column("crac", "fan_pct", "pct", register=True),
+    Column("crac", "setpoint_c", "temp", register=True),
+    Column("crac", "outdoor_temp_c", "temp", register=False),
+    Column("inlet", "temp_c", "inlet", register=True),
+    Column("", "work_rate", "rate", register=False),
+)
+
+
+def column_of(name: str) -> Column | None:
+    return next((c for c in COLUMNS if c.matches(name)), None)
+
+
+def is_engine_signal(name: str) -> bool:
+    """Columns the engine reads (the rest are kept by the trace but ignored here)."""
+    return column_of(name) is not None
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One per-bin quantity: which columns, how one interval's held values combine, where it goes.
+
+    ``combine``: ``total`` (sum, scaled up for missing members; NaN if none known), ``sum`` (NaN if
+    any member is unknown: a missing PDU feed makes the IT power unknown, never smaller),
+    ``share_sum`` (Σ rack share × value), ``mean`` / ``spread`` (over the known members; a spread
+    needs two). ``absent``: the value when the rack has no such column (a rack without cooling
+    telemetry has facility = PDU: its cooling is 0, not unknown). ``sample``: the
+    ``ComponentSample`` field that carries its drift-bin mean.
+    """
+
+    name: str
+    column: str  # "<device>.<suffix>" of a ``COLUMNS`` row, or "work_rate"
+    combine: str
+    sample: str | None
+    absent: float = math.nan
+
+
+QUANTITIES: tuple[Quantity, ...] = (
+    Quantity("gpu", "gpu.power_w", "total", "gpu_w"),
+    Quantity("pdu", "pdu.power_w", "sum", "it_measured_w"),
+    Quantity("cool", "crac.power_w", "share_sum", "cooling_measured_w", absent=0.0),
+    Quantity("wr", "work_rate", "sum", "work_rate"),
+    Quantity("inlet", "inlet.temp_c", "mean", "inlet_mean_c"),
+    Quantity("spread", "inlet.temp_c", "spread", "inlet_spread_c"),
+    Quantity("fan", "crac.fan_pct", "mean", "fan_pct"),
+    Quantity("setp", "crac.setpoint_c", "mean", "setpoint_c"),
+    Quantity("cload", "crac.cooling_w", "share_sum", "cooling_load_w"),
+    Quantity("outdoor", "crac.outdoor_temp_c", "mean", "outdoor_c"),
+)
+FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
+
+# Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral; the GPU
+# power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin).
+_STEMS = (*(q.name for q in QUANTITIES), FACILITY)
+FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws",
+                           *(f"{q}_{k}" for q in _STEMS for k in ("s", "ws")))
+F = {name: i for i, name in enumerate(FIELDS)}
+N_FIELDS = len(FIELDS)
+SAMPLE_MEANS: dict[str, str] = {q.sample: q.name for q in QUANTITIES if q.sample}
+
+
+def member_names(names: list[str], column: str) -> list[str]:
+    """The registered signal names of one column family (``column`` as in ``Quantity.column``)."""
+    col = next(c for c in COLUMNS if (f"{c.device}.{c.suffix}" if c.device else c.suffix) == column)
+    return [n for n in names if col.matches(n)]
+
+
+def combine(q: Quantity, held: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """One interval value per row from the held members ``held`` (m × members)."""
+    m, n = held.shape
+    if n == 0:
+        return np.full(m, q.absent)
+    if q.combine == "sum":
+        return np.asarray(held.sum(axis=1))
+    if q.combine == "share_sum":
+        return np.asarray((held * shares).sum(axis=1))
+    known = ~np.isnan(held)
+    cnt = known.sum(axis=1)
+    if q.combine == "spread":
+        if n < 2:
+            return np.full(m, np.nan)
+        hi = np.where(known, held, -np.inf).max(axis=1)
+        lo = np.where(known, held, np.inf).min(axis=1)
+        return np.where(cnt >= 2, hi - lo, np.nan)
+    tot = np.where(known, held, 0.0).sum(axis=1)
+    scale = n if q.combine == "total" else 1  # total: missing members are like the known ones
+    return np.where(cnt > 0, tot * scale / np.maximum(cnt, 1), np.nan)
+
+
+def remap_fields(saved: np.ndarray, saved_names: list[str], trailing: int = 0) -> np.ndarray:
+    """Bin sums saved under another field list, laid out as ``FIELDS``: fields by name, new ones at
+    zero, ones this build no longer has dropped; the last axis holds the fields followed by
+    ``trailing`` other values (the open bin's per-slot sums)."""
+    old = saved.shape[-1] - trailing
+    if len(saved_names) != old:
+        raise ValueError(f"saved bins have {old} fields, their name list {len(saved_names)}")
+    out = np.zeros((*saved.shape[:-1], N_FIELDS + trailing))
+    for i, name in enumerate(saved_names):
+        if name in F:
+            out[..., F[name]] = saved[..., i]
+    out[..., N_FIELDS:] = saved[..., old:]
+    return out
+
+
+# The field list of every state written before field names were saved with it (fields were only
+# ever appended, so an older state's fields are a prefix of it).
+LEGACY_FIELDS: tuple[str, ...] = (
+    *("dur_s", "gpu_s", "gpu_ws", "gpu2_ws", "gpu3_ws", "pdu_s", "pdu_ws", "cool_s", "cool_ws"),
+    *("fac_s", "fac_ws", "wr_s", "wr_ws", "inlet_s", "inlet_ws", "spread_s", "spread_ws", "fan_s"),
+    *("fan_ws", "setp_s", "setp_ws", "hint_s", "cload_s", "cload_ws", "gtemp_s", "gtemp_ws"),
+    *("outdoor_s", "outdoor_ws"),
+)

@@ -1,0 +1,146 @@
+"""``[[pdu]]``: one PDU the agent polls over SNMP — its configuration shape and value rules.
+
+The driver room owns its configuration; ``agent.config`` only assembles it (``agent.config.rules``
+lists the sections).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from agent.config.checks import (
+    ID_PATTERN,
+    NAME_PATTERN,
+    PORT,
+    between,
+    check_file,
+    known_profile,
+    matches,
+    nonzero,
+    one_of,
+    positive,
+    snmp_version,
+    unique_signals,
+)
+from agent.config.convert import Check, Context, Spec, show
+from agent.config.hosts import host_problem
+from agent.config.toml_lines import KeyPath
+
+
+@dataclass(frozen=True)
+class SnmpOid:
+    """One OID of the generic PDU profile: value × scale is the canonical signal."""
+
+    oid: str
+    signal: str  # canonical suffix, e.g. "power_w", "energy_kwh", "voltage_v"
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class PduConfig:
+    id: str
+    host: str
+    port: int = 161
+    version: str = "2c"  # "2c" | "3"
+    community_file: Path | None = None  # v2c: community read from this file
+    user: str | None = None  # v3 USM user
+    auth_protocol: str = "SHA"  # MD5 | SHA | SHA224 | SHA256 | SHA384 | SHA512
+    auth_key_file: Path | None = None
+    priv_protocol: str = "AES"  # DES | AES | AES192 | AES256 | none
+    priv_key_file: Path | None = None
+    context: str = ""  # v3 context name
+    profile: str = "auto"
+    interval_s: float = 5.0
+    timeout_s: float = 1.0
+    retries: int = 1
+    deadline_s: float | None = None  # whole-poll deadline; None → 0.8 × interval_s
+    max_power_w: float = 30000.0  # physical maximum for input hygiene
+    oids: tuple[SnmpOid, ...] = ()  # generic profile only
+    detail_signals: bool = False  # also per unit/cord/phase: pdu.<id>.unit1.phase2.current_a
+
+
+SNMP_OID = Spec(
+    checks={
+        "oid": [matches(r"\.?[0-9]+(\.[0-9]+)+", "a numeric OID")],
+        "signal": [matches(NAME_PATTERN, "a canonical signal suffix such as power_w")],
+        "scale": [nonzero],
+    }
+)
+# The SNMP access keys' rules, one owner for [[pdu]] and [[crac]] protocol = "snmp".
+SNMP_CHECKS: dict[str, list[Check]] = {
+    "version": [one_of("2c", "3")],
+    "auth_protocol": [one_of("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")],
+    "priv_protocol": [one_of("DES", "AES", "AES192", "AES256", "none")],
+    "deadline_s": [positive],
+}
+SNMP_SECRETS = {"community": "community_file", "auth_key": "auth_key_file", "priv_key": "priv_key_file",
+                "auth_password": "auth_key_file", "priv_password": "priv_key_file",
+                "password": "auth_key_file"}
+PDU = Spec(
+    checks={
+        "id": [matches(ID_PATTERN)],
+        "host": [host_problem],
+        "port": [PORT],
+        "profile": [known_profile("snmp_pdu", ".toml", ("auto", "generic"))],
+        "interval_s": [positive],
+        "timeout_s": [positive],
+        "retries": [between(0, 10)],
+        "max_power_w": [positive],
+        **SNMP_CHECKS,
+    },
+    literal_secrets=SNMP_SECRETS,
+    converters={"version": snmp_version},
+    on_value=check_file,
+    nested={SnmpOid: SNMP_OID},
+)
+
+
+class SnmpAccess(Protocol):
+    """The SNMP access keys a section carries ([[pdu]], [[crac]] protocol = "snmp")."""
+
+    @property
+    def version(self) -> str: ...
+    @property
+    def community_file(self) -> Path | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def auth_key_file(self) -> Path | None: ...
+    @property
+    def priv_key_file(self) -> Path | None: ...
+    @property
+    def interval_s(self) -> float: ...
+    @property
+    def deadline_s(self) -> float | None: ...
+
+
+def check_snmp_access(ctx: Context, path: KeyPath, s: SnmpAccess) -> None:
+    """v2c needs a community file and no USM keys; v3 a user and, for privacy, authentication."""
+    if s.version == "2c":
+        if s.community_file is None:
+            ctx.error((*path, "community_file"),
+                      'required with version = "2c" (a file holding the community)')
+        for name in ("user", "auth_key_file", "priv_key_file"):
+            if getattr(s, name) is not None:
+                ctx.error((*path, name), 'only used with version = "3"')
+    else:
+        if s.user is None:
+            ctx.error((*path, "user"), 'required with version = "3" (the USM user name)')
+        if s.community_file is not None:
+            ctx.error((*path, "community_file"), 'only used with version = "2c"')
+        if s.priv_key_file is not None and s.auth_key_file is None:
+            ctx.error((*path, "priv_key_file"), "privacy needs authentication: set auth_key_file too")
+    if s.deadline_s is not None and s.deadline_s > s.interval_s:
+        ctx.error((*path, "deadline_s"), f"must be <= interval_s ({s.interval_s}), got {show(s.deadline_s)}")
+
+
+def check_pdu(ctx: Context, path: KeyPath, pdu: PduConfig) -> None:
+    check_snmp_access(ctx, path, pdu)
+    if pdu.profile == "generic" and not pdu.oids:
+        ctx.error((*path, "oids"),
+                  'required with profile = "generic": oids = [{oid = "...", signal = "power_w"}]')
+    if pdu.oids and pdu.profile != "generic":
+        ctx.error((*path, "oids"), f'only used with profile = "generic", not {show(pdu.profile)}')
+    unique_signals(ctx, (*path, "oids"), [o.signal for o in pdu.oids])

@@ -1,0 +1,49 @@
+"""The one signal table (agent/engine/signals.py): every layer's view of the signals derives from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import synth
+from conftest import run_engine
+
+from agent.engine import Engine, rack_info
+from agent.engine.components import ComponentSample
+from agent.engine.signals import COLUMNS, FIELDS, QUANTITIES, SAMPLE_MEANS, is_engine_signal
+from agent.trace.model import TraceChunk
+
+
+def test_fields_are_unique_and_every_quantity_has_its_pair() -> None:
+    assert len(set(FIELDS)) == len(FIELDS)
+    for q in QUANTITIES:
+        assert f"{q.name}_s" in FIELDS and f"{q.name}_ws" in FIELDS
+
+
+def test_every_sample_mean_is_a_component_sample_field() -> None:
+    fields = {f.name for f in dataclasses.fields(ComponentSample)}
+    assert set(SAMPLE_MEANS) <= fields
+
+
+def test_every_quantity_reads_a_listed_column() -> None:
+    listed = {f"{c.device}.{c.suffix}" if c.device else c.suffix for c in COLUMNS}
+    assert {q.column for q in QUANTITIES} <= listed
+    assert is_engine_signal("crac.a.outdoor_temp_c") and not is_engine_signal("gpu.0.temp_c")
+
+
+def test_an_outdoor_temperature_of_minus_one_reaches_the_drift_sample() -> None:
+    """−1.0 °C is weather, not a register code: it arrives in ``ComponentSample.outdoor_c``."""
+    chunks = synth.chunks(1 / 24, chunk_rows=600)
+    cold = [
+        TraceChunk(
+            ts=c.ts,
+            numeric={**c.numeric, "crac.a.outdoor_temp_c": np.full(len(c), -1.0)},
+            stage=c.stage,
+            job=c.job,
+        )
+        for c in chunks
+    ]
+    eng = Engine(None, rack_info(synth.meta()))
+    run_engine(cold, engine=eng, finish=False)
+    assert eng.last_sample is not None and eng.last_sample.outdoor_c == -1.0
+    assert "crac.a.outdoor_temp_c" not in eng.rows.signals.hygiene.counts_by_signal()
