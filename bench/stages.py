@@ -65,6 +65,9 @@ class Tally:
     infer_cpu_s: float = 0.0
     worst: tuple[float, int] = (2.0, -1)
     confusion: dict[tuple[str, str], float] = field(default_factory=dict)  # (true, inferred) → s
+    # eval seconds (total, right) of serving jobs (steady kinds: forward passes only, no step)
+    # apart from evals within training jobs: the first look alike only to flat training
+    eval_split: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, d: dict[str, float], key: str, v: float) -> None:
         d[key] = d.get(key, 0.0) + v
@@ -119,7 +122,8 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
     tally.infer_cpu_s += time.process_time() - cpu
     ts = np.concatenate([c.ts for c in chunks])
     got = np.concatenate(labels)
-    true = truth_per_row(ts, scenario_truth(scenario)["stage_segments"])
+    truth = scenario_truth(scenario)
+    true = truth_per_row(ts, truth["stage_segments"])
     power = held_gpu_power(chunks)
     ref = reference(power, scenario.rack.gpu.tdp_w)
     w = row_weights(ts)
@@ -139,6 +143,15 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
         mask = (true == t_stage) & (got == g_stage)
         key = (str(t_stage), str(g_stage))
         tally.confusion[key] = tally.confusion.get(key, 0.0) + float(w[mask].sum())
+    steady_kinds = {k.name for k in scenario.plan.job_kinds if k.steady}
+    serving_jobs = {j["id"] for j in truth["jobs"] if j["profile"] in steady_kinds}
+    job = truth_per_row(ts, [[a, b, j] for a, b, _, j in truth["stage_segments"]])
+    serving = np.isin(job, list(serving_jobs))
+    for name, mask in (("in training jobs", ~serving), ("of serving jobs", serving)):
+        evals = mask & (true == "eval")
+        cell = tally.eval_split.setdefault(name, [0.0, 0.0])
+        cell[0] += float(w[evals].sum())
+        cell[1] += float(w[evals & (got == "eval")].sum())
     tally.seeds += 1
     tally.rows += len(ts)
 
@@ -169,6 +182,10 @@ def report(family: str, t: Tally, wall_s: float) -> bool:
         ok &= not miss
         flag = " *" if miss else ""
         print(f"  {stage:17} {share:6.1%} {acc:9.1%} {ref:10.1%} {e_err:11.1%} {r_err:8.1%}{flag}")
+    split = [f"{name} {right / tot:.1%} ({tot / total:.1%} of the time)"
+             for name, (tot, right) in t.eval_split.items() if tot > 0]
+    if split:
+        print("  eval " + "; ".join(split))
     return ok
 
 
