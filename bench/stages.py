@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/stages.py                       # 50 seeds per family, 6-h traces
     .venv/bin/python bench/stages.py --seeds 5 --days 0.1  # quick look
+    .venv/bin/python bench/stages.py --dev --confusion     # development seeds 0–49, confusion matrix
 
 For each family of ``agent.sim.randomize`` (single-job racks, churning racks) and each seed from
 ``REPORT_SEED_BASE`` (10 000; seeds 0–999 are the development range and are never reported), a
@@ -34,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.sim.randomize import FAMILIES, REPORT_SEED_BASE, random_scenario
+from agent.sim.randomize import DEV_SEEDS, FAMILIES, REPORT_SEED_BASE, random_scenario
 from agent.sim.twin import scenario_truth, simulate
 from agent.stages.infer import StageInferrer
 from agent.trace.model import CANONICAL_STAGES, TraceChunk
@@ -63,6 +64,10 @@ class Tally:
     rows: int = 0
     infer_cpu_s: float = 0.0
     worst: tuple[float, int] = (2.0, -1)
+    confusion: dict[tuple[str, str], float] = field(default_factory=dict)  # (true, inferred) → s
+    # eval seconds (total, right) of serving jobs (steady kinds: forward passes only, no step)
+    # apart from evals within training jobs: the first look alike only to flat training
+    eval_split: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, d: dict[str, float], key: str, v: float) -> None:
         d[key] = d.get(key, 0.0) + v
@@ -117,7 +122,8 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
     tally.infer_cpu_s += time.process_time() - cpu
     ts = np.concatenate([c.ts for c in chunks])
     got = np.concatenate(labels)
-    true = truth_per_row(ts, scenario_truth(scenario)["stage_segments"])
+    truth = scenario_truth(scenario)
+    true = truth_per_row(ts, truth["stage_segments"])
     power = held_gpu_power(chunks)
     ref = reference(power, scenario.rack.gpu.tdp_w)
     w = row_weights(ts)
@@ -133,6 +139,19 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
         tally.add(tally.e_true, stage, float(gpu_j[mask].sum()))
         tally.add(tally.e_inferred, stage, float(gpu_j[got == stage].sum()))
         tally.add(tally.e_ref, stage, float(gpu_j[ref == stage].sum()))
+    for t_stage, g_stage in set(zip(true.tolist(), got.tolist(), strict=True)):
+        mask = (true == t_stage) & (got == g_stage)
+        key = (str(t_stage), str(g_stage))
+        tally.confusion[key] = tally.confusion.get(key, 0.0) + float(w[mask].sum())
+    steady_kinds = {k.name for k in scenario.plan.job_kinds if k.steady}
+    serving_jobs = {j["id"] for j in truth["jobs"] if j["profile"] in steady_kinds}
+    job = truth_per_row(ts, [[a, b, j] for a, b, _, j in truth["stage_segments"]])
+    serving = np.isin(job, list(serving_jobs))
+    for name, mask in (("in training jobs", ~serving), ("of serving jobs", serving)):
+        evals = mask & (true == "eval")
+        cell = tally.eval_split.setdefault(name, [0.0, 0.0])
+        cell[0] += float(w[evals].sum())
+        cell[1] += float(w[evals & (got == "eval")].sum())
     tally.seeds += 1
     tally.rows += len(ts)
 
@@ -163,7 +182,25 @@ def report(family: str, t: Tally, wall_s: float) -> bool:
         ok &= not miss
         flag = " *" if miss else ""
         print(f"  {stage:17} {share:6.1%} {acc:9.1%} {ref:10.1%} {e_err:11.1%} {r_err:8.1%}{flag}")
+    split = [f"{name} {right / tot:.1%} ({tot / total:.1%} of the time)"
+             for name, (tot, right) in t.eval_split.items() if tot > 0]
+    if split:
+        print("  eval " + "; ".join(split))
     return ok
+
+
+def print_confusion(t: Tally) -> None:
+    """Share of each true stage's time (rows) given to each inferred stage (columns)."""
+    inferred = sorted({g for _, g in t.confusion}, key=lambda s: (s not in CANONICAL_STAGES, s))
+    cols = [s[:8] for s in inferred]
+    print("  confusion (row: true stage, share of its time inferred as each column)")
+    print(f"  {'':17} " + " ".join(f"{c:>8}" for c in cols))
+    for stage in CANONICAL_STAGES:
+        total = t.total.get(stage, 0.0)
+        if total <= 0:
+            continue
+        cells = " ".join(f"{t.confusion.get((stage, g), 0.0) / total:8.1%}" for g in inferred)
+        print(f"  {stage:17} {cells}")
 
 
 def main() -> int:
@@ -172,10 +209,17 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=50, help="seeds per family (default 50)")
     parser.add_argument("--first-seed", type=int, default=REPORT_SEED_BASE)
     parser.add_argument("--family", choices=list(FAMILIES), action="append")
+    parser.add_argument("--dev", action="store_true",
+                        help=f"development seeds from {DEV_SEEDS.start} (never reported), not --first-seed")
+    parser.add_argument("--confusion", action="store_true", help="print the per-stage confusion matrix")
     args = parser.parse_args()
     families = args.family or list(FAMILIES)
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    print(f"stage inference without labels on randomised racks: seeds {seeds.start}–{seeds.stop - 1}, "
+    first = DEV_SEEDS.start if args.dev else args.first_seed
+    seeds = range(first, first + args.seeds)
+    if not args.dev and any(s in DEV_SEEDS for s in seeds):
+        parser.error(f"seeds {DEV_SEEDS.start}–{DEV_SEEDS.stop - 1} are the development range: use --dev")
+    kind = "DEVELOPMENT seeds (not a result)" if args.dev else "seeds"
+    print(f"stage inference without labels on randomised racks: {kind} {seeds.start}–{seeds.stop - 1}, "
           f"{args.days:g}-day traces; accuracy is time-weighted")
     ok = True
     for family in families:
@@ -184,6 +228,8 @@ def main() -> int:
         for seed in seeds:
             evaluate(family, seed, args.days, tally)
         ok &= report(family, tally, time.perf_counter() - started)
+        if args.confusion:
+            print_confusion(tally)
     print(f"\ntargets: overall ≥ {TARGET_OVERALL:.0%}, stages with ≥ {MIN_SHARE:.0%} of the time ≥ "
           f"{TARGET_STAGE:.0%}, checkpoint and data_load ≥ {TARGET_LEAD * 100:.0f} points above the "
           f"reference: {'MET' if ok else 'NOT MET (* marks the misses)'}")

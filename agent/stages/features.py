@@ -54,6 +54,21 @@ _NODE_HALFLIFE_S = 86400.0  # how slowly the learned node (non-GPU) power range 
 TRAIN_OVER_IDLE = 7.0
 MAX_FLOOR_FRAC = 0.3
 LIMIT_TRAIN_FRAC = 0.9  # with an NVML power limit known, training runs near it until seen
+# A visible step alternation is the job's own training level: its high side is what this job
+# draws computing, whatever job ran before. Only a clear alternation teaches it: the high side
+# ALT_RATIO × the low side at least. Communication phases draw 45–80 % of the compute phase
+# (DESIGN.md: about half), while the median GPU power of a steady stage wanders by its noise
+# only (1–4 % per GPU, less for the median of several): 20 % is many noise widths and well
+# inside the step's ratio.
+ALT_RATIO = 1.2
+# … with ALT_SIDE_ROWS rows on each side of it (a glitch or a lone borderline row is one sample,
+# each phase of a step lasts a second or more), and periodic: ALT_CROSSINGS midpoint crossings
+# (two full cycles) within STEP_ROWS rows, so one low spell between two different busy levels
+# (grad_sync, a checkpoint, then an eval) is no alternation. Steps last up to ~15 s at 1-s
+# sampling (ALT_S), so two of them fit in STEP_ROWS.
+ALT_SIDE_ROWS = 2
+ALT_CROSSINGS = 4
+STEP_ROWS = 40
 # Gates for learning the references (not stage signals): an idle GPU shows no utilisation, a
 # training one most of it.
 _IDLE_UTIL = 0.10
@@ -120,6 +135,9 @@ class FeatureExtractor:
     _layout_key: tuple[str, ...] = ()
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS, np.nan))
+    _recent_w: np.ndarray = field(default_factory=lambda: np.full(STEP_ROWS, np.nan))
+    _step_hi_w: float = float("nan")  # the high side of the latest clear step alternation …
+    _step_hi_ts: float = float("nan")  # … and when it was seen
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
@@ -182,6 +200,9 @@ class FeatureExtractor:
                 if self.power_ref_w:
                     limit_w = np.where(np.isnan(limit_w), float(self.power_ref_w), limit_w)
                 floor, train = self._references(ts, mean_w, med_util, limit_w)
+                step_hi = self._step_high(ts, mean_w)
+                # the job's own training level once it has shown a step; the learned peak until then
+                train = np.where(np.isfinite(step_hi), np.maximum(step_hi, floor * 1.5), train)
                 level = (mean_w - floor) / np.maximum(train - floor, 1.0)
                 feats[:, 0] = np.clip(level, -0.3, 1.5)
                 feats[:, 1] = np.clip(np.log(np.maximum(mean_w, 1.0) / floor), -1.0, 3.0)
@@ -248,6 +269,44 @@ class FeatureExtractor:
         unstepped = (age > ALT_S) & (age <= STEP_MEMORY_S) & straight_on
         return (age <= ALT_S).astype(float), unstepped.astype(float)
 
+    def _step_high(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
+        """Per row: the high side (W) of the latest clear step alternation, held for
+        STEP_MEMORY_S; NaN before any or after that (the learned peak is used then).
+
+        A window of STEP_ROWS rows alternates clearly when the series crosses its midpoint
+        ``ALT_CROSSINGS`` times, ``ALT_SIDE_ROWS`` rows lie on each side of it, and the mean of
+        its upper half is ``ALT_RATIO`` × that of its lower half or more; its highest row is
+        then the training level (as the learned peak, a maximum). The value is held until the
+        next clear alternation (a new job's steps replace the last job's level at once), so an
+        eval or a stall is placed against the training level of the job that was stepping just
+        before it; a busy spell with no step for longer than an eval or a stall lasts
+        (STEP_MEMORY_S) is another job, with no step level known.
+        """
+        series = np.concatenate((self._recent_w, mean_w))
+        self._recent_w = series[-STEP_ROWS:].copy()
+        windows = np.lib.stride_tricks.sliding_window_view(series, STEP_ROWS + 1)[:, 1:]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mid = 0.5 * (np.nanmax(windows, axis=1) + np.nanmin(windows, axis=1))
+            above = windows > mid[:, None]
+            below = windows <= mid[:, None]
+            crossings = np.count_nonzero(above[:, 1:] != above[:, :-1], axis=1)
+            hi = np.nanmean(np.where(above, windows, np.nan), axis=1)
+            lo = np.nanmean(np.where(below, windows, np.nan), axis=1)
+            sides = np.minimum(np.count_nonzero(above, axis=1), np.count_nonzero(below, axis=1))
+            clear = (crossings >= ALT_CROSSINGS) & (sides >= ALT_SIDE_ROWS) & (hi >= ALT_RATIO * lo)
+            clear &= np.isfinite(windows).all(axis=1)
+        seen = np.where(clear, np.nanmax(windows, axis=1), np.nan)
+        idx = np.where(clear, np.arange(len(seen)), -1)
+        np.maximum.accumulate(idx, out=idx)
+        held = np.where(idx >= 0, seen[np.maximum(idx, 0)], self._step_hi_w)
+        held_ts = np.where(idx >= 0, ts[np.maximum(idx, 0)], self._step_hi_ts)
+        if held.size and np.isfinite(held[-1]):
+            self._step_hi_w, self._step_hi_ts = float(held[-1]), float(held_ts[-1])
+        with np.errstate(invalid="ignore"):
+            recent = ts - held_ts <= STEP_MEMORY_S
+        return np.where(recent, held, np.nan)
+
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this
         row sits in it (0 low, 1 high).
@@ -313,6 +372,8 @@ class FeatureExtractor:
             "node_lo_w": self._node_lo_w,
             "node_hi_w": self._node_hi_w,
             "node_ts": self._node_ts,
+            "step_hi_w": self._step_hi_w,
+            "step_hi_ts": self._step_hi_ts,
         }
 
     def load(self, state: dict[str, float]) -> None:
@@ -329,6 +390,8 @@ class FeatureExtractor:
         self._node_lo_w = float(state.get("node_lo_w", float("nan")))
         self._node_hi_w = float(state.get("node_hi_w", float("nan")))
         self._node_ts = float(state.get("node_ts", float("nan")))
+        self._step_hi_w = float(state.get("step_hi_w", float("nan")))
+        self._step_hi_ts = float(state.get("step_hi_ts", float("nan")))
 
 
 def _decaying_extreme(

@@ -60,8 +60,10 @@ VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
 # Evals last minutes; a step's ramp or a 1–3 s burst of training between frequent checkpoints
-# passes through eval's level for a second or two. An eval is believed after this long only.
-SLOW_ENTRY_S = {"eval": 20.0}
+# passes through eval's level for a second or two. An eval is believed after this long only:
+# several times that passage, and short beside an eval (the alternation feature has already
+# waited ALT_S past the last step before eval can be the nearest stage at all).
+SLOW_ENTRY_S = {"eval": 10.0}
 _NO_OPINION_COST = 1.0
 MAX_STAGES = 16  # canonical stages and their variants plus up to 8 custom labels learned from hints
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors

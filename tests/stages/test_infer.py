@@ -305,3 +305,24 @@ def test_twin_trace_without_labels(scenario: str, seed: int) -> None:
         mask = truth == stage
         if mask.sum() >= 300:
             assert accuracy(got[mask], truth[mask]) >= 0.75, stage
+
+
+def test_a_job_stepping_below_the_last_jobs_level_is_placed_against_its_own_steps() -> None:
+    # a dense job (665 W steps), a short idle gap, then a memory-offload job stepping at 60 % of
+    # that: its steps, not the last job's peak, are its training level, so its compute phases
+    # are forward_backward (not eval at "60 % of training") and its communication grad_sync
+    low = {
+        **LEVELS,
+        "forward_backward": (400.0, 97.0, 75.0, 350.0),
+        "grad_sync": (240.0, 70.0, 35.0, 450.0),
+    }
+    first = synthetic([("idle", 120), ("data_load", 60), *training(40), ("idle", 300)])
+    second = synthetic([("data_load", 60), *training(60)], t0=T0 + len(first), seed=1, levels=low)
+    inferrer = StageInferrer()
+    inferrer.infer_chunk(unlabelled(first), blank(len(first)))
+    got = inferrer.infer_chunk(unlabelled(second), blank(len(second)))[0]
+    later = np.arange(len(second)) >= 120  # after the new job's first steps
+    for stage in ("forward_backward", "grad_sync"):
+        mask = later & (second.stage == stage)
+        assert accuracy(got[mask], second.stage[mask]) >= 0.9, stage
+    assert "eval" not in set(got[later].tolist())
