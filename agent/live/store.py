@@ -1,0 +1,635 @@
+"""The agent's one durable store: outgoing messages, the ``seq`` counter and the engine state.
+
+One sqlite file, ``<state_dir>/rackwatt.db`` (WAL, ``synchronous=FULL``: a commit is on disk
+when it returns). A message, its ``seq`` and the new counter are one transaction, so a
+``kill -9`` or a power cut leaves either all of it or none; the engine state is one row replaced
+in one transaction, so there is never a half-written state and never a temp file to orphan.
+
+What it is not: it does not talk MQTT (``publisher.py`` sends what ``pending()`` returns and
+``ack()``s it) and does not know what the state bytes mean (the engine does).
+
+Bound: pending payloads never exceed ``max_bytes``; when full the lowest ``DROP_PRIORITY``
+(summaries and baselines), oldest first, makes room; events go only when nothing else is left.
+
+A full disk, in this order (each step counted in ``stats()`` and logged once per episode):
+1. the store stops writing messages while the filesystem has less than ``reserve_bytes`` free,
+   keeping that room for the state save and the bookkeeping below;
+2. new messages are held in memory, in ``seq`` order after those on disk, and still sent;
+3. when the hold is full too, held messages are dropped by the same priority
+   (``dropped_disk_full``);
+4. as soon as space returns the held messages are written and the store is durable again.
+
+``seq`` never goes backwards (docs/mqtt.md): it continues from the store's counter; a new
+store starts at ``max(seq_floor, clock ms)`` (``seq_floor`` is the running agent's counter when
+``state_dir`` moves by reload; the clock floor covers a restart with a ``state_dir`` holding no
+store: an older store would have had to assign over 1000 seqs a second to be ahead of it); seqs
+that only lived in memory during a full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+
+from agent.engine.state import quarantine, quarantine_name
+from agent.live import legacy_spool
+from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+
+log = logging.getLogger("rackwatt.store")
+
+DB_FILE = "rackwatt.db"
+SCHEMA_VERSION = 1
+# Room kept free on the filesystem for the state save and the store's own bookkeeping: two
+# copies of the last state (the WAL holds the new one until a checkpoint moves it) plus 64 KiB
+# of WAL and counter pages.
+MIN_RESERVE_BYTES = 64 * 1024
+# The WAL is checkpointed every 16 pages (64 KiB) and cut back to that size: the agent writes a
+# few small messages a minute, so checkpoints cost nothing, and the WAL never outgrows the reserve.
+WAL_PAGES = 16
+# Messages held in memory while the disk is full: 1 MiB is about a day of messages at the
+# default summary interval (~1 KB every 2 min), small against the gateway's 1-4 GB.
+HOLD_MAX_BYTES = 1 << 20
+# Seqs a store may hand out while it cannot write its counter (full disk). Written before it
+# stops writing; after a crash in that state the next run starts beyond it. 10^6 seqs outlast a
+# full disk of 11 days at one message a second.
+DEGRADED_SEQ_LEASE = 1_000_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, priority INTEGER NOT NULL, topic TEXT NOT NULL,
+    retain INTEGER NOT NULL, qos INTEGER NOT NULL, created REAL NOT NULL, payload TEXT NOT NULL,
+    size INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS outbox_drop_order ON outbox (priority, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, data BLOB NOT NULL, saved REAL NOT NULL);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked (the message says why); nothing was half done."""
+
+
+def clock_seq_floor(now_s: float) -> int:
+    """The first ``seq`` of a store with no history: milliseconds since the Unix epoch."""
+    return max(1, int(now_s * 1000))
+
+
+def _encode(payload: Payload) -> str:
+    return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or (isinstance(exc, OSError) and exc.errno == 28)
+
+
+class Store:
+    """Durable FIFO of envelopes plus named state blobs; ``Store.open`` is the way in."""
+
+    def __init__(
+        self,
+        db: sqlite3.Connection | None,
+        path: Path | None,
+        max_bytes: int,
+        clock: Callable[[], float],
+        seq_floor: int,
+    ) -> None:
+        self._db = db
+        self.path = path
+        self.max_bytes = int(max_bytes)
+        self._clock = clock
+        self._next_seq = max(1, seq_floor)
+        self._bytes = 0  # pending payload bytes on disk
+        self._count = 0  # pending messages on disk
+        self._held: collections.OrderedDict[int, Envelope] = collections.OrderedDict()
+        self._held_bytes = 0
+        self._unwritten_acks: set[int] = set()  # delivered, but the delete could not be written
+        self.dropped: dict[str, int] = {"summary": 0, "baseline": 0, "event": 0}
+        self.dropped_disk_full = 0
+        self.corrupt_skipped = 0
+        self.imported = 0  # messages taken over from an older spool or a moved state_dir
+        self.reserve_bytes = MIN_RESERVE_BYTES
+        self._degraded: str | None = None if db is not None else "no store file"
+        self._loss_logged = False
+        if db is not None:
+            self._load_counters()
+
+    # ---- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        state_dir: Path,
+        max_bytes: int,
+        *,
+        clock: Callable[[], float] = time.time,
+        seq_floor: int = 0,
+    ) -> Store:
+        """The store in ``state_dir`` (created, or imported from an older spool); never raises.
+
+        A file that is not a readable store is set aside (``quarantine``) and a new one started;
+        a directory where no file can be written gives a store held in memory, logged.
+        """
+        state_dir = Path(state_dir)
+        path = state_dir / DB_FILE
+        try:
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fresh = not path.exists()
+            db = cls._connect(path)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not path.exists():
+                return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
+            moved = cls._set_aside(path, exc)
+            try:
+                fresh, db = True, cls._connect(path)
+            except (sqlite3.Error, OSError) as again:
+                return cls._in_memory(path, max_bytes, clock, seq_floor, again)
+            log.error(
+                "store: %s was not a readable store (%s); kept it as %s and started a new one",
+                path,
+                exc,
+                moved.name if moved else "(could not move it)",
+            )
+        except OSError as exc:
+            return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
+        store = cls(db, path, max_bytes, clock, seq_floor)
+        if fresh:
+            store._start_fresh(state_dir, seq_floor)
+        store._resume_after_degraded_crash()
+        return store
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # private whatever the umask
+        os.close(fd)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            db.execute(f"PRAGMA journal_size_limit={WAL_PAGES * 4096}")
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"store schema {version}, this build reads {SCHEMA_VERSION}")
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("SELECT count(*) FROM outbox").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _set_aside(path: Path, exc: BaseException) -> Path | None:
+        for sibling in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            with contextlib.suppress(OSError):
+                sibling.unlink()
+        try:
+            return quarantine(path)
+        except OSError:
+            return None
+
+    @classmethod
+    def _in_memory(
+        cls, path: Path, max_bytes: int, clock: Callable[[], float], seq_floor: int, exc: BaseException
+    ) -> Store:
+        log.error(
+            "store: cannot open %s (%s); messages and state are held in memory only until a restart",
+            path,
+            exc,
+        )
+        return cls(None, None, max_bytes, clock, max(seq_floor, clock_seq_floor(clock())))
+
+    def _start_fresh(self, state_dir: Path, seq_floor: int) -> None:
+        """A new file: import an older spool and state once, else start at the clock floor."""
+        legacy = legacy_spool.read_legacy(state_dir)
+        start = max(seq_floor, legacy.next_seq if legacy.found else clock_seq_floor(self._clock()))
+        self._next_seq = max(self._next_seq, start)
+        db = self._conn()
+        with self._transaction(db):
+            for env in legacy.pending:
+                self._insert(db, env)
+            if legacy.state is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)", (legacy.state, self._clock())
+                )
+            self._set_meta(db, "next_seq", max(self._next_seq, *(e.seq + 1 for e in legacy.pending)))
+        self._load_counters()
+        if legacy.found:
+            self.imported += len(legacy.pending)
+            self.corrupt_skipped += legacy.skipped
+            legacy_spool.remove_legacy(state_dir)
+            log.info(
+                "store: imported the older spool and state of %s: %d pending message(s)%s, %s; "
+                "seq continues at %d",
+                state_dir,
+                len(legacy.pending),
+                f" ({legacy.skipped} torn record(s) skipped)" if legacy.skipped else "",
+                "engine state kept" if legacy.state is not None else "no engine state",
+                self._next_seq,
+            )
+
+    def _resume_after_degraded_crash(self) -> None:
+        lease = self._meta("degraded_seq_end")
+        if lease is not None and lease > self._next_seq:
+            log.warning(
+                "store: the last run stopped while holding messages in memory (full disk); "
+                "seq continues at %d, after every seq it may have used",
+                lease,
+            )
+            self._next_seq = lease
+            self._try_write(lambda db: self._set_meta(db, "next_seq", lease))
+
+    def _load_counters(self) -> None:
+        db = self._conn()
+        count, size, top = db.execute(
+            "SELECT count(*), coalesce(sum(size), 0), max(seq) FROM outbox"
+        ).fetchone()
+        self._count, self._bytes = int(count), int(size)
+        stored = self._meta("next_seq") or 1
+        self._next_seq = max(self._next_seq, stored, (top or 0) + 1)
+        if self._count:
+            log.info("store: %d message(s) waiting from a previous run", self._count)
+
+    # ---- sqlite helpers --------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("the store is held in memory (no file)")
+        return self._db
+
+    @contextlib.contextmanager
+    def _transaction(self, db: sqlite3.Connection) -> Iterator[None]:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def _meta(self, key: str) -> int | None:
+        if self._db is None:
+            return None
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    @staticmethod
+    def _set_meta(db: sqlite3.Connection, key: str, value: int) -> None:
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, int(value)))
+
+    def _insert(self, db: sqlite3.Connection, env: Envelope) -> int:
+        text = _encode(env.payload)
+        db.execute(
+            "INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                env.seq,
+                env.kind,
+                env.priority,
+                env.topic,
+                int(env.retain),
+                env.qos,
+                env.created,
+                text,
+                len(text),
+            ),
+        )
+        return len(text)
+
+    def _try_write(self, write: Callable[[sqlite3.Connection], None]) -> bool:
+        """Run ``write`` in one transaction; False (logged once per episode) if it could not be."""
+        if self._db is None:
+            return False
+        try:
+            with self._transaction(self._db):
+                write(self._db)
+        except (sqlite3.Error, OSError) as exc:
+            self._enter_degraded(f"{type(exc).__name__}: {exc}" if not _is_disk_full(exc) else "disk full")
+            return False
+        return True
+
+    # ---- space -----------------------------------------------------------------------------
+    def _space_low(self) -> bool:
+        if self.path is None:
+            return True
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < self.reserve_bytes
+
+    def _enter_degraded(self, why: str) -> None:
+        if self._degraded is not None:
+            return
+        self._degraded = why
+        if self._db is not None:  # the lease is written while the reserve still has room
+            with contextlib.suppress(sqlite3.Error), self._transaction(self._db):
+                self._set_meta(self._db, "degraded_seq_end", self._next_seq + DEGRADED_SEQ_LEASE)
+        log.warning(
+            "store: cannot write %s (%s); holding new messages in memory (up to %d KiB) and still "
+            "sending them; they are written as soon as space returns",
+            self.path,
+            why,
+            HOLD_MAX_BYTES // 1024,
+        )
+
+    def _recover(self) -> None:
+        """Write what is held once the disk has room again; leave degraded mode if all went."""
+        if self._degraded is None or self._db is None or self._space_low():
+            return
+        held = list(self._held.values())
+        acks = set(self._unwritten_acks)
+
+        def write(db: sqlite3.Connection) -> None:
+            for env in held:
+                self._make_room(db, len(_encode(env.payload)))
+                self._bytes += self._insert(db, env)
+                self._count += 1
+            if acks:
+                db.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in acks])
+            self._set_meta(db, "next_seq", self._next_seq)
+            db.execute("DELETE FROM meta WHERE key = 'degraded_seq_end'")
+
+        try:
+            with self._transaction(self._db):
+                write(self._db)
+        except (sqlite3.Error, OSError):
+            self._load_counters_quietly()
+            return  # still no room: the episode goes on (already logged)
+        was, self._degraded = self._degraded, None
+        self._held.clear()
+        self._held_bytes = 0
+        self._unwritten_acks -= acks
+        self._load_counters_quietly()
+        self._loss_logged = False
+        log.info(
+            "store: writing to %s again (%s is over): %d held message(s) stored", self.path, was, len(held)
+        )
+
+    def _load_counters_quietly(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            count, size = (
+                self._conn().execute("SELECT count(*), coalesce(sum(size), 0) FROM outbox").fetchone()
+            )
+            self._count, self._bytes = int(count), int(size)
+
+    # ---- messages --------------------------------------------------------------------------
+    def put(
+        self, kind: MessageKind, topic: str, payload: Payload, *, retain: bool, qos: int, keep: bool = True
+    ) -> Envelope:
+        """Give ``payload`` the next ``seq`` and keep it until ``ack`` (durably unless degraded).
+
+        ``keep=False`` (MQTT off): only the ``seq`` is taken. Never raises for lack of space.
+        """
+        seq = self._next_seq
+        self._next_seq += 1
+        env = Envelope(seq, kind, topic, retain, qos, self._clock(), {**payload, "seq": seq})
+        _encode(env.payload)  # a payload that is not JSON is the caller's ValueError, before any write
+        self._recover()
+        if self._degraded is None and self._space_low():
+            self._enter_degraded(f"less than {self.reserve_bytes // 1024} KiB free on its filesystem")
+        if self._degraded is None:
+
+            def write(db: sqlite3.Connection) -> None:
+                if keep:
+                    self._make_room(db, len(_encode(env.payload)))
+                    self._bytes += self._insert(db, env)
+                    self._count += 1
+                self._set_meta(db, "next_seq", self._next_seq)
+
+            if self._try_write(write):
+                return env
+            self._load_counters_quietly()
+        if keep:
+            self._hold(env)
+        return env
+
+    def _make_room(self, db: sqlite3.Connection, size: int) -> None:
+        while self._count and self._bytes + size > self.max_bytes:
+            seq, kind, victim_size = db.execute(
+                "SELECT seq, kind, size FROM outbox ORDER BY priority, seq LIMIT 1"
+            ).fetchone()
+            db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
+            self._count -= 1
+            self._bytes -= int(victim_size)
+            self.dropped[kind] = self.dropped.get(kind, 0) + 1
+            total = sum(self.dropped.values())
+            if total in (1, 10, 100, 1000) or total % 10000 == 0:
+                log.warning(
+                    "store: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
+                    self.max_bytes,
+                    kind,
+                    seq,
+                    self.dropped,
+                )
+
+    def _hold(self, env: Envelope) -> None:
+        size = len(_encode(env.payload))
+        self._held[env.seq] = env
+        self._held_bytes += size
+        while self._held_bytes > HOLD_MAX_BYTES and len(self._held) > 1:
+            victim = min(self._held.values(), key=lambda e: (e.priority, e.seq))
+            del self._held[victim.seq]
+            self._held_bytes -= len(_encode(victim.payload))
+            self.dropped_disk_full += 1
+            if not self._loss_logged:
+                self._loss_logged = True
+                log.error(
+                    "store: disk full and the memory hold (%d KiB) is full: dropping messages, "
+                    "summaries and baselines first (seq %d is the first); every drop is counted in "
+                    "status.spool.dropped_disk_full",
+                    HOLD_MAX_BYTES // 1024,
+                    victim.seq,
+                )
+
+    def pending(self, limit: int, exclude: Collection[int] = ()) -> list[Envelope]:
+        """Up to ``limit`` envelopes waiting for delivery, oldest ``seq`` first."""
+        out: list[Envelope] = []
+        skip = set(exclude) | self._unwritten_acks
+        if self._db is not None and self._count:
+            rows = self._db.execute(
+                "SELECT seq, kind, topic, retain, qos, created, payload FROM outbox ORDER BY seq LIMIT ?",
+                (limit + len(skip),),
+            ).fetchall()
+            for seq, kind, topic, retain, qos, created, text in rows:
+                if seq in skip:
+                    continue
+                try:
+                    env = Envelope(
+                        seq,
+                        message_kind(kind),
+                        topic,
+                        bool(retain),
+                        int(qos),
+                        float(created),
+                        json.loads(text),
+                    )
+                except ValueError as exc:
+                    log.error("store: message seq %d is unreadable (%s); dropping it", seq, exc)
+                    self.corrupt_skipped += 1
+                    self.ack(seq)
+                    continue
+                out.append(env)
+                if len(out) >= limit:
+                    return out
+        out.extend(e for e in self._held.values() if e.seq not in skip)
+        return out[:limit]
+
+    def ack(self, seq: int) -> None:
+        """The broker has it: forget it. Unknown seqs (already done) are ignored."""
+        env = self._held.pop(seq, None)
+        if env is not None:
+            self._held_bytes -= len(_encode(env.payload))
+            return
+        if self._db is None:
+            return
+
+        def delete(db: sqlite3.Connection) -> None:
+            cur = db.execute("DELETE FROM outbox WHERE seq = ? RETURNING size", (seq,))
+            row = cur.fetchone()
+            if row is not None:
+                self._count -= 1
+                self._bytes -= int(row[0])
+
+        if not self._try_write(delete):
+            self._unwritten_acks.add(seq)  # not re-sent this run; a restart may send it again (same seq)
+
+    def take_over(self, older: Store) -> None:
+        """Move ``older``'s pending messages here (``state_dir`` moved by reload); ``older`` forgets them."""
+        moved = older.pending(older._count + len(older._held) + 1)
+        if not moved:
+            return
+        taken = [e for e in moved if e.seq < self._next_seq and self._has(e.seq)]
+        fresh = [e for e in moved if e not in taken]
+
+        def write(db: sqlite3.Connection) -> None:
+            for env in fresh:
+                self._make_room(db, len(_encode(env.payload)))
+                self._bytes += self._insert(db, env)
+                self._count += 1
+
+        if self._degraded is not None or not self._try_write(write):
+            for env in fresh:
+                self._hold(env)
+        self._next_seq = max(self._next_seq, *(e.seq + 1 for e in moved))
+        self._try_write(lambda db: self._set_meta(db, "next_seq", self._next_seq))
+        for env in moved:
+            older.ack(env.seq)
+        self.imported += len(fresh)
+
+    def _has(self, seq: int) -> bool:
+        if seq in self._held:
+            return True
+        if self._db is None:
+            return False
+        return self._db.execute("SELECT 1 FROM outbox WHERE seq = ?", (seq,)).fetchone() is not None
+
+    # ---- state -----------------------------------------------------------------------------
+    def save_state(self, name: str, data: bytes) -> None:
+        """Replace the state ``name`` in one transaction; StoreError (the old one kept) if it cannot."""
+        self.reserve_bytes = max(MIN_RESERVE_BYTES, 2 * len(data) + MIN_RESERVE_BYTES)
+        if self._db is None:
+            raise StoreError("no store file: the state is not saved")
+        try:
+            with self._transaction(self._db):
+                self._db.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (name, data, self._clock()))
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(
+                f"saving the {name} state to {self.path}: {exc}; the previous one is kept"
+            ) from None
+
+    def load_state(self, name: str) -> bytes | None:
+        if self._db is None:
+            return None
+        row = self._db.execute("SELECT data FROM state WHERE name = ?", (name,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def quarantine_state(self, name: str, why: str) -> None:
+        """Keep an unreadable state aside (one per name, for a post-mortem) and say so."""
+        aside = quarantine_name(name)
+        prefix = quarantine_name(name, 0).rsplit("-", 1)[0] + "-"
+
+        def move(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM state WHERE name LIKE ? || '%'", (prefix,))
+            db.execute("UPDATE state SET name = ? WHERE name = ?", (aside, name))
+
+        if self._try_write(move):
+            log.error(
+                "%s state in %s cannot be loaded (%s); kept it as %r and started fresh",
+                name,
+                self.path,
+                why,
+                aside,
+            )
+        else:
+            log.error(
+                "%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path, why
+            )
+
+    def state_names(self) -> list[str]:
+        if self._db is None:
+            return []
+        return [str(r[0]) for r in self._db.execute("SELECT name FROM state ORDER BY name")]
+
+    # ---- reporting and closing -------------------------------------------------------------
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    @property
+    def last_seq(self) -> int:
+        return self._next_seq - 1
+
+    @property
+    def degraded(self) -> str | None:
+        """Why messages are held in memory now (None while the store is durable)."""
+        return self._degraded
+
+    def __len__(self) -> int:
+        return self._count + len(self._held) - len(self._unwritten_acks)
+
+    def stats(self) -> dict[str, int | bool]:
+        """``status.spool`` (agent/schemas/status.schema.json)."""
+        return {
+            "pending": len(self),
+            "bytes": self._bytes + self._held_bytes,
+            "max_bytes": self.max_bytes,
+            "dropped_summaries": self.dropped.get("summary", 0) + self.dropped.get("baseline", 0),
+            "dropped_events": self.dropped.get("event", 0),
+            "corrupt_skipped": self.corrupt_skipped,
+            "held_in_memory": len(self._held),
+            "dropped_disk_full": self.dropped_disk_full,
+            "disk_full": self._degraded is not None,
+        }
+
+    def close(self) -> None:
+        """Write what is held if there is room now; what cannot be is counted as lost and logged."""
+        self._recover()
+        if self._held:
+            self.dropped_disk_full += len(self._held)
+            log.error(
+                "store: stopping with %d message(s) that could not be written (%s): they are lost "
+                "(counted in status.spool.dropped_disk_full)",
+                len(self._held),
+                self._degraded,
+            )
+            self._held.clear()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+
+def read_pending_seqs(state_dir: Path) -> list[int]:
+    """The seqs waiting in ``state_dir``'s store, read-only (for tests and tools)."""
+    path = Path(state_dir) / DB_FILE
+    if not path.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return [int(r[0]) for r in db.execute("SELECT seq FROM outbox ORDER BY seq")]
