@@ -47,6 +47,7 @@ from agent.engine.rows import RowBinner, Stretch
 from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import HELD, WindowBuffer
+from agent.live.topics import Topics
 from agent.trace.model import TraceChunk
 
 _SAMPLE_FIELDS = frozenset(f.name for f in dataclasses.fields(ComponentSample))
@@ -202,7 +203,7 @@ class Engine:
         return {
             "type": "summary",
             "ts": ts,
-            "topic": f"{self.topic_root}/{self.site}/{self.rack_name}/summary",
+            "topic": Topics.for_rack(self.topic_root, self.site, self.rack_name).summary,
             "payload": self.summary_payload(ts),
         }
 

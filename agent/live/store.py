@@ -219,7 +219,8 @@ class Store:
                 db.execute(
                     "INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)", (legacy.state, self._clock())
                 )
-            self._set_meta(db, "next_seq", max(self._next_seq, *(e.seq + 1 for e in legacy.pending)))
+            self._next_seq = max([self._next_seq, *(e.seq + 1 for e in legacy.pending)])
+            self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
         if legacy.found:
             self.imported += len(legacy.pending)
@@ -517,7 +518,7 @@ class Store:
         if self._degraded is not None or not self._try_write(write):
             for env in fresh:
                 self._hold(env)
-        self._next_seq = max(self._next_seq, *(e.seq + 1 for e in moved))
+        self._next_seq = max([self._next_seq, *(e.seq + 1 for e in moved)])
         self._try_write(lambda db: self._set_meta(db, "next_seq", self._next_seq))
         for env in moved:
             older.ack(env.seq)
@@ -625,11 +626,3 @@ class Store:
                 self._db.close()
             self._db = None
 
-
-def read_pending_seqs(state_dir: Path) -> list[int]:
-    """The seqs waiting in ``state_dir``'s store, read-only (for tests and tools)."""
-    path = Path(state_dir) / DB_FILE
-    if not path.exists():
-        return []
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        return [int(r[0]) for r in db.execute("SELECT seq FROM outbox ORDER BY seq")]

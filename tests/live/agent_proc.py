@@ -14,11 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agent.live.engine_link import EngineLink
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
 from agent.live.run_cmd import serve
-from tests.live.fakes import FakeDriver, FakeEngine, make_config
+from tests.live.fakes import FakeDriver, FakeEngine, fake_link, make_config
 
 
 def main() -> int:
@@ -31,7 +30,7 @@ def main() -> int:
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", tick_s)],
-        engine=EngineLink(FakeEngine(summary_every=1, event_every=4)),
+        engine=fake_link(FakeEngine(summary_every=1, event_every=4)),
         save_interval_s=0.2,
         publisher_options={"reconnect_min_s": 1, "reconnect_max_s": 1},
     )
