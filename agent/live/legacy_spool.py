@@ -54,7 +54,7 @@ def _acked(path: Path) -> set[int]:
 def _records(data: bytes) -> tuple[list[Envelope], int]:
     """Valid records of one segment and the number of bad byte runs skipped."""
     out: list[Envelope] = []
-    pos, skipped = 0, 0
+    pos, skipped, in_bad_run = 0, 0, False
     while pos + _HEADER.size <= len(data):
         magic, length, crc = _HEADER.unpack_from(data, pos)
         body = data[pos + _HEADER.size : pos + _HEADER.size + length]
@@ -77,14 +77,18 @@ def _records(data: bytes) -> tuple[list[Envelope], int]:
                     dict(obj["payload"]),
                 )
         if envelope is None:
-            skipped += 1
+            skipped += 0 if in_bad_run else 1
+            in_bad_run = True
             nxt = data.find(_MAGIC, pos + 1)
             if nxt < 0:
-                break
+                return out, skipped
             pos = nxt
             continue
+        in_bad_run = False
         out.append(envelope)
         pos += _HEADER.size + length
+    if pos < len(data) and not in_bad_run:
+        skipped += 1  # a partial header at the very end (torn by a kill -9)
     return out, skipped
 
 

@@ -120,6 +120,7 @@ class LiveAgent:
         self.started_ts = 0.0
         self.ticks = 0
         self.tally = AgentTally()
+        self._save_failing = False
         self.stage_now: Any = None
         self._last_health: tuple[Any, ...] = ()
 
@@ -500,11 +501,20 @@ class LiveAgent:
         if self.engine is None or self.store is None:
             return
         try:
-            self.store.save_state(ENGINE_STATE, self.engine.state_bytes())
-        except StoreError as exc:
-            self._engine_failed("saving state", exc)
+            blob = self.engine.state_bytes()
         except Exception as exc:
-            self._engine_failed(f"saving state to {self.store.path}", exc)
+            self._engine_failed("serialising its state", exc)
+            return
+        try:
+            self.store.save_state(ENGINE_STATE, blob)
+        except StoreError as exc:  # a store problem, not the engine's: said once until a save works
+            if not self._save_failing:
+                log.error("state: %s; retrying at every save", exc)
+            self._save_failing = True
+            return
+        if self._save_failing:
+            log.info("state: saved again to %s", self.store.path)
+        self._save_failing = False
 
     async def _move_store(self) -> None:
         """``state_dir`` changed by reload: state, pending messages and ``seq`` move with it."""

@@ -20,9 +20,10 @@ A full disk, in this order (each step counted in ``stats()`` and logged once per
 4. as soon as space returns the held messages are written and the store is durable again.
 
 ``seq`` never goes backwards (docs/mqtt.md): it continues from the store's counter; a new
-store starts at ``max(seq_floor, clock ms)`` (``seq_floor`` is the running agent's counter when
-``state_dir`` moves by reload; the clock floor covers a restart with a ``state_dir`` holding no
-store: an older store would have had to assign over 1000 seqs a second to be ahead of it); seqs
+file continues from what is known (``seq_floor``: the running agent's counter when ``state_dir``
+moves by reload; or the older spool it imports), else from the clock: milliseconds since the
+epoch, which covers a restart with a ``state_dir`` holding no store (an older store would have
+had to assign over 1000 seqs a second to be ahead of it); seqs
 that only lived in memory during a full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``).
 """
 
@@ -47,12 +48,14 @@ log = logging.getLogger("rackwatt.store")
 DB_FILE = "rackwatt.db"
 SCHEMA_VERSION = 1
 # Room kept free on the filesystem for the state save and the store's own bookkeeping: two
-# copies of the last state (the WAL holds the new one until a checkpoint moves it) plus 64 KiB
-# of WAL and counter pages.
-MIN_RESERVE_BYTES = 64 * 1024
-# The WAL is checkpointed every 16 pages (64 KiB) and cut back to that size: the agent writes a
+# copies of the last state (the WAL holds the new one until a checkpoint moves it) plus 32 KiB,
+# the WAL's size, for the pages a checkpoint adds to the file. A full-disk episode ends only when
+# twice the reserve is free, so writing the held messages cannot start the next one at once
+# (one episode, one pair of log lines).
+MIN_RESERVE_BYTES = 32 * 1024
+# The WAL is checkpointed every 8 pages (32 KiB) and cut back to that size: the agent writes a
 # few small messages a minute, so checkpoints cost nothing, and the WAL never outgrows the reserve.
-WAL_PAGES = 16
+WAL_PAGES = 8
 # Messages held in memory while the disk is full: 1 MiB is about a day of messages at the
 # default summary interval (~1 KB every 2 min), small against the gateway's 1-4 GB.
 HOLD_MAX_BYTES = 1 << 20
@@ -209,7 +212,8 @@ class Store:
     def _start_fresh(self, state_dir: Path, seq_floor: int) -> None:
         """A new file: import an older spool and state once, else start at the clock floor."""
         legacy = legacy_spool.read_legacy(state_dir)
-        start = max(seq_floor, legacy.next_seq if legacy.found else clock_seq_floor(self._clock()))
+        known = max(seq_floor, legacy.next_seq if legacy.found else 0)  # a continuation: no jump
+        start = known if known > 0 else clock_seq_floor(self._clock())
         self._next_seq = max(self._next_seq, start)
         db = self._conn()
         with self._transaction(db):
@@ -316,14 +320,15 @@ class Store:
         return True
 
     # ---- space -----------------------------------------------------------------------------
-    def _space_low(self) -> bool:
+    def _space_low(self, factor: int = 1) -> bool:
+        """Less than ``factor`` × the reserve free on the store's filesystem?"""
         if self.path is None:
             return True
         try:
             st = os.statvfs(self.path.parent)
         except OSError:
             return False
-        return st.f_bavail * st.f_frsize < self.reserve_bytes
+        return st.f_bavail * st.f_frsize < factor * self.reserve_bytes
 
     def _enter_degraded(self, why: str) -> None:
         if self._degraded is not None:
@@ -342,7 +347,7 @@ class Store:
 
     def _recover(self) -> None:
         """Write what is held once the disk has room again; leave degraded mode if all went."""
-        if self._degraded is None or self._db is None or self._space_low():
+        if self._degraded is None or self._db is None or self._space_low(factor=2):
             return
         held = list(self._held.values())
         acks = set(self._unwritten_acks)
