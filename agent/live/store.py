@@ -143,14 +143,13 @@ class Store:
         path = state_dir / DB_FILE
         try:
             state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fresh = not path.exists()
             db = cls._connect(path)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and not path.exists():
                 return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
             moved = cls._set_aside(path, exc)
             try:
-                fresh, db = True, cls._connect(path)
+                db = cls._connect(path)
             except (sqlite3.Error, OSError) as again:
                 return cls._in_memory(path, max_bytes, clock, seq_floor, again)
             log.error(
@@ -162,7 +161,7 @@ class Store:
         except OSError as exc:
             return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
         store = cls(db, path, max_bytes, clock, seq_floor)
-        if fresh:
+        if store._meta("next_seq") is None:  # new (or created by a run killed before its first commit)
             store._start_fresh(state_dir, seq_floor)
         store._resume_after_degraded_crash()
         return store

@@ -14,7 +14,12 @@ def _query(state_dir: Path, sql: str, args: tuple[object, ...] = ()) -> list[tup
     if not path.exists():
         return []
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
-        return list(db.execute(sql, args))
+        try:
+            return list(db.execute(sql, args))
+        except sqlite3.OperationalError as exc:  # created by a run killed before its first commit
+            if "no such table" in str(exc):
+                return []
+            raise
 
 
 def pending_seqs(state_dir: Path) -> list[int]:
