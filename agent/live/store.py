@@ -119,6 +119,7 @@ class Store:
         self.corrupt_skipped = 0
         self.imported = 0  # messages taken over from an older spool or a moved state_dir
         self.reserve_bytes = MIN_RESERVE_BYTES
+        self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
         self._degraded: str | None = None if db is not None else "no store file"
         self._loss_logged = False
         if db is not None:
@@ -164,6 +165,7 @@ class Store:
         if store._meta("next_seq") is None:  # new (or created by a run killed before its first commit)
             store._start_fresh(state_dir, seq_floor)
         store._resume_after_degraded_crash()
+        store.opened_seq = store.next_seq
         return store
 
     @staticmethod
