@@ -29,50 +29,33 @@ that only lived in memory during a full disk are skipped after a crash (``DEGRAD
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from pathlib import Path
 
-from agent.engine.state import quarantine, quarantine_name
+from agent.engine.state import quarantine_name
 from agent.live import legacy_spool
 from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+from agent.live.memory_hold import MemoryHold
+from agent.live.store_file import DB_FILE, connect, is_disk_full, set_aside, transaction
 
 log = logging.getLogger("rackwatt.store")
 
-DB_FILE = "rackwatt.db"
-SCHEMA_VERSION = 1
 # Room kept free on the filesystem for the state save and the store's own bookkeeping: two
 # copies of the last state (the WAL holds the new one until a checkpoint moves it) plus 32 KiB,
-# the WAL's size, for the pages a checkpoint adds to the file. A full-disk episode ends only when
-# twice the reserve is free, so writing the held messages cannot start the next one at once
-# (one episode, one pair of log lines).
+# the WAL's size (store_file.WAL_PAGES), for the pages a checkpoint adds to the file. A full-disk
+# episode ends only when twice the reserve is free, so writing the held messages cannot start
+# the next one at once (one episode, one pair of log lines).
 MIN_RESERVE_BYTES = 32 * 1024
-# The WAL is checkpointed every 8 pages (32 KiB) and cut back to that size: the agent writes a
-# few small messages a minute, so checkpoints cost nothing, and the WAL never outgrows the reserve.
-WAL_PAGES = 8
-# Messages held in memory while the disk is full: 1 MiB is about a day of messages at the
-# default summary interval (~1 KB every 2 min), small against the gateway's 1-4 GB.
-HOLD_MAX_BYTES = 1 << 20
 # Seqs a store may hand out while it cannot write its counter (full disk). Written before it
 # stops writing; after a crash in that state the next run starts beyond it. 10^6 seqs outlast a
 # full disk of 11 days at one message a second.
 DEGRADED_SEQ_LEASE = 1_000_000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS outbox (
-    seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, priority INTEGER NOT NULL, topic TEXT NOT NULL,
-    retain INTEGER NOT NULL, qos INTEGER NOT NULL, created REAL NOT NULL, payload TEXT NOT NULL,
-    size INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS outbox_drop_order ON outbox (priority, seq);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, data BLOB NOT NULL, saved REAL NOT NULL);
-"""
 
 
 class StoreError(RuntimeError):
@@ -86,11 +69,6 @@ def clock_seq_floor(now_s: float) -> int:
 
 def _encode(payload: Payload) -> str:
     return json.dumps(payload, separators=(",", ":"), allow_nan=False)
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code == sqlite3.SQLITE_FULL or (isinstance(exc, OSError) and exc.errno == 28)
 
 
 class Store:
@@ -111,17 +89,14 @@ class Store:
         self._next_seq = max(1, seq_floor)
         self._bytes = 0  # pending payload bytes on disk
         self._count = 0  # pending messages on disk
-        self._held: collections.OrderedDict[int, Envelope] = collections.OrderedDict()
-        self._held_bytes = 0
+        self._held = MemoryHold()
         self._unwritten_acks: set[int] = set()  # delivered, but the delete could not be written
         self.dropped: dict[str, int] = {"summary": 0, "baseline": 0, "event": 0}
-        self.dropped_disk_full = 0
         self.corrupt_skipped = 0
         self.imported = 0  # messages taken over from an older spool or a moved state_dir
         self.reserve_bytes = MIN_RESERVE_BYTES
         self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
         self._degraded: str | None = None if db is not None else "no store file"
-        self._loss_logged = False
         if db is not None:
             self._load_counters()
 
@@ -144,13 +119,13 @@ class Store:
         path = state_dir / DB_FILE
         try:
             state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            db = cls._connect(path)
+            db = connect(path)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and not path.exists():
                 return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
-            moved = cls._set_aside(path, exc)
+            moved = set_aside(path)
             try:
-                db = cls._connect(path)
+                db = connect(path)
             except (sqlite3.Error, OSError) as again:
                 return cls._in_memory(path, max_bytes, clock, seq_floor, again)
             log.error(
@@ -167,37 +142,6 @@ class Store:
         store._resume_after_degraded_crash()
         store.opened_seq = store.next_seq
         return store
-
-    @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # private whatever the umask
-        os.close(fd)
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            db.execute(f"PRAGMA journal_size_limit={WAL_PAGES * 4096}")
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"store schema {version}, this build reads {SCHEMA_VERSION}")
-            db.executescript(_SCHEMA)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            db.execute("SELECT count(*) FROM outbox").fetchone()
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    @staticmethod
-    def _set_aside(path: Path, exc: BaseException) -> Path | None:
-        for sibling in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            with contextlib.suppress(OSError):
-                sibling.unlink()
-        try:
-            return quarantine(path)
-        except OSError:
-            return None
 
     @classmethod
     def _in_memory(
@@ -217,7 +161,7 @@ class Store:
         start = known if known > 0 else clock_seq_floor(self._clock())
         self._next_seq = max(self._next_seq, start)
         db = self._conn()
-        with self._transaction(db):
+        with transaction(db):
             for env in legacy.pending:
                 self._insert(db, env)
             if legacy.state is not None:
@@ -269,17 +213,6 @@ class Store:
             raise StoreError("the store is held in memory (no file)")
         return self._db
 
-    @contextlib.contextmanager
-    def _transaction(self, db: sqlite3.Connection) -> Iterator[None]:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-
     def _meta(self, key: str) -> int | None:
         if self._db is None:
             return None
@@ -313,10 +246,10 @@ class Store:
         if self._db is None:
             return False
         try:
-            with self._transaction(self._db):
+            with transaction(self._db):
                 write(self._db)
         except (sqlite3.Error, OSError) as exc:
-            self._enter_degraded(f"{type(exc).__name__}: {exc}" if not _is_disk_full(exc) else "disk full")
+            self._enter_degraded(f"{type(exc).__name__}: {exc}" if not is_disk_full(exc) else "disk full")
             return False
         return True
 
@@ -336,21 +269,21 @@ class Store:
             return
         self._degraded = why
         if self._db is not None:  # the lease is written while the reserve still has room
-            with contextlib.suppress(sqlite3.Error), self._transaction(self._db):
+            with contextlib.suppress(sqlite3.Error), transaction(self._db):
                 self._set_meta(self._db, "degraded_seq_end", self._next_seq + DEGRADED_SEQ_LEASE)
         log.warning(
             "store: cannot write %s (%s); holding new messages in memory (up to %d KiB) and still "
             "sending them; they are written as soon as space returns",
             self.path,
             why,
-            HOLD_MAX_BYTES // 1024,
+            self._held.max_bytes // 1024,
         )
 
     def _recover(self) -> None:
         """Write what is held once the disk has room again; leave degraded mode if all went."""
         if self._degraded is None or self._db is None or self._space_low(factor=2):
             return
-        held = list(self._held.values())
+        held = self._held.envelopes()
         acks = set(self._unwritten_acks)
 
         def write(db: sqlite3.Connection) -> None:
@@ -364,17 +297,15 @@ class Store:
             db.execute("DELETE FROM meta WHERE key = 'degraded_seq_end'")
 
         try:
-            with self._transaction(self._db):
+            with transaction(self._db):
                 write(self._db)
         except (sqlite3.Error, OSError):
             self._load_counters_quietly()
             return  # still no room: the episode goes on (already logged)
         was, self._degraded = self._degraded, None
-        self._held.clear()
-        self._held_bytes = 0
+        self._held.written()
         self._unwritten_acks -= acks
         self._load_counters_quietly()
-        self._loss_logged = False
         log.info(
             "store: writing to %s again (%s is over): %d held message(s) stored", self.path, was, len(held)
         )
@@ -437,23 +368,7 @@ class Store:
                 )
 
     def _hold(self, env: Envelope) -> None:
-        size = len(_encode(env.payload))
-        self._held[env.seq] = env
-        self._held_bytes += size
-        while self._held_bytes > HOLD_MAX_BYTES and len(self._held) > 1:
-            victim = min(self._held.values(), key=lambda e: (e.priority, e.seq))
-            del self._held[victim.seq]
-            self._held_bytes -= len(_encode(victim.payload))
-            self.dropped_disk_full += 1
-            if not self._loss_logged:
-                self._loss_logged = True
-                log.error(
-                    "store: disk full and the memory hold (%d KiB) is full: dropping messages, "
-                    "summaries and baselines first (seq %d is the first); every drop is counted in "
-                    "status.spool.dropped_disk_full",
-                    HOLD_MAX_BYTES // 1024,
-                    victim.seq,
-                )
+        self._held.add(env)
 
     def pending(self, limit: int, exclude: Collection[int] = ()) -> list[Envelope]:
         """Up to ``limit`` envelopes waiting for delivery, oldest ``seq`` first."""
@@ -485,14 +400,12 @@ class Store:
                 out.append(env)
                 if len(out) >= limit:
                     return out
-        out.extend(e for e in self._held.values() if e.seq not in skip)
+        out.extend(e for e in self._held.envelopes() if e.seq not in skip)
         return out[:limit]
 
     def ack(self, seq: int) -> None:
         """The broker has it: forget it. Unknown seqs (already done) are ignored."""
-        env = self._held.pop(seq, None)
-        if env is not None:
-            self._held_bytes -= len(_encode(env.payload))
+        if self._held.pop(seq) is not None:
             return
         if self._db is None:
             return
@@ -544,7 +457,7 @@ class Store:
         if self._db is None:
             raise StoreError("no store file: the state is not saved")
         try:
-            with self._transaction(self._db):
+            with transaction(self._db):
                 self._db.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (name, data, self._clock()))
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(
@@ -594,6 +507,11 @@ class Store:
         return self._next_seq - 1
 
     @property
+    def dropped_disk_full(self) -> int:
+        """Messages lost because the disk and the memory hold were full (since the start)."""
+        return self._held.dropped
+
+    @property
     def degraded(self) -> str | None:
         """Why messages are held in memory now (None while the store is durable)."""
         return self._degraded
@@ -605,7 +523,7 @@ class Store:
         """``status.spool`` (agent/schemas/status.schema.json)."""
         return {
             "pending": len(self),
-            "bytes": self._bytes + self._held_bytes,
+            "bytes": self._bytes + self._held.bytes,
             "max_bytes": self.max_bytes,
             "dropped_summaries": self.dropped.get("summary", 0) + self.dropped.get("baseline", 0),
             "dropped_events": self.dropped.get("event", 0),
@@ -619,16 +537,13 @@ class Store:
         """Write what is held if there is room now; what cannot be is counted as lost and logged."""
         self._recover()
         if self._held:
-            self.dropped_disk_full += len(self._held)
             log.error(
                 "store: stopping with %d message(s) that could not be written (%s): they are lost "
                 "(counted in status.spool.dropped_disk_full)",
-                len(self._held),
+                self._held.lose_all(),
                 self._degraded,
             )
-            self._held.clear()
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
-

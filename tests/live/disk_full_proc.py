@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import agent.live.store as store_module
+import agent.live.memory_hold as memory_hold
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
 from tests.live.fakes import FakeDriver, FakeEngine, fake_link, make_config
 
 # A small memory hold so the test overflows it in seconds, not a day of summaries.
-store_module.HOLD_MAX_BYTES = 4096
+memory_hold.HOLD_MAX_BYTES = 4096
 
 
 def fill(path: Path) -> None:
