@@ -9,7 +9,7 @@ What it is not: it does not talk MQTT (``publisher.py`` sends what ``pending()``
 ``ack()``s it) and does not know what the state bytes mean (the engine does).
 
 Bound: pending payloads never exceed ``max_bytes``; when full the lowest ``DROP_PRIORITY``
-(summaries and baselines), oldest first, makes room; events go only when nothing else is left.
+(envelope.py: summaries and baselines), oldest first, makes room; events go only when nothing else is left.
 
 A full disk, in this order (each step counted in ``stats()`` and logged once per episode):
 1. the store stops writing messages while the filesystem has less than ``reserve_bytes`` free,
@@ -17,14 +17,14 @@ A full disk, in this order (each step counted in ``stats()`` and logged once per
 2. new messages are held in memory, in ``seq`` order after those on disk, and still sent;
 3. when the hold is full too, held messages are dropped by the same priority
    (``dropped_disk_full``);
-4. as soon as space returns the held messages are written and the store is durable again.
+4. once twice the reserve is free the held messages are written and the store is durable again.
 
 ``seq`` never goes backwards (docs/mqtt.md): it continues from the store's counter; a new
 file continues from what is known (``seq_floor``: the running agent's counter when ``state_dir``
 moves by reload; or the older spool it imports), else from the clock: milliseconds since the
 epoch, which covers a restart with a ``state_dir`` holding no store (an older store would have
-had to assign over 1000 seqs a second to be ahead of it); seqs
-that only lived in memory during a full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``).
+had to assign over 1000 seqs a second to be ahead of it); seqs that only lived in memory during a
+full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``).
 """
 
 from __future__ import annotations
@@ -93,7 +93,6 @@ class Store:
         self._unwritten_acks: set[int] = set()  # delivered, but the delete could not be written
         self.dropped: dict[str, int] = {"summary": 0, "baseline": 0, "event": 0}
         self.corrupt_skipped = 0
-        self.imported = 0  # messages taken over from an older spool or a moved state_dir
         self.reserve_bytes = MIN_RESERVE_BYTES
         self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
         self._degraded: str | None = None if db is not None else "no store file"
@@ -120,9 +119,9 @@ class Store:
         try:
             state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             db = connect(path)
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not path.exists():
-                return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
+        except sqlite3.OperationalError as exc:  # locked by another process, unwritable …: not bad data
+            return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
+        except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
             moved = set_aside(path)
             try:
                 db = connect(path)
@@ -172,7 +171,6 @@ class Store:
             self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
         if legacy.found:
-            self.imported += len(legacy.pending)
             self.corrupt_skipped += legacy.skipped
             legacy_spool.remove_legacy(state_dir)
             log.info(
@@ -439,9 +437,18 @@ class Store:
                 self._hold(env)
         self._next_seq = max([self._next_seq, *(e.seq + 1 for e in moved)])
         self._try_write(lambda db: self._set_meta(db, "next_seq", self._next_seq))
-        for env in moved:
-            older.ack(env.seq)
-        self.imported += len(fresh)
+        older._forget([e.seq for e in moved])
+
+    def _forget(self, seqs: list[int]) -> None:
+        """Drop ``seqs`` in one transaction (they now live in another store)."""
+        for seq in seqs:
+            self._held.pop(seq)
+        if self._try_write(
+            lambda db: db.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in seqs])
+        ):
+            self._load_counters_quietly()
+        else:
+            self._unwritten_acks.update(seqs)
 
     def _has(self, seq: int) -> bool:
         if seq in self._held:
