@@ -119,8 +119,12 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
 
 def persistent_broker_lines(directory: Path) -> str:
     """Config lines for a broker that keeps sessions and their queued messages across a restart."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # Run as root, mosquitto drops to user mosquitto, which cannot enter pytest's 0700 tmp
+    # directories to save its database: keep the test broker's user instead.
+    keep_user = "user root\n" if os.geteuid() == 0 else ""
     return (
-        "allow_anonymous true\npersistence true\n"
+        f"{keep_user}allow_anonymous true\npersistence true\n"
         f"persistence_location {directory}/\nmax_queued_messages 0\nmax_inflight_messages 0\n"
     )
 

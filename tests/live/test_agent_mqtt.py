@@ -34,6 +34,17 @@ def data_seqs(sub: Subscriber) -> list[int]:
     return [m.json()["seq"] for m in sub.snapshot() if not m.topic.endswith("/status")]
 
 
+def _ranges(seqs: set[int]) -> str:
+    """``a..b`` runs of consecutive seqs, relative to the first (seqs are large numbers)."""
+    out: list[str] = []
+    for s in sorted(seqs):
+        if out and s == int(out[-1].split("..")[-1]) + 1:
+            out[-1] = f"{out[-1].split('..')[0]}..{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out[:10])
+
+
 def check_no_loss_in_order(seqs: list[int], last: int) -> None:
     first_seen: list[int] = []
     seen: set[int] = set()
@@ -43,7 +54,7 @@ def check_no_loss_in_order(seqs: list[int], last: int) -> None:
             first_seen.append(s)
     first = min(seen, default=last + 1)  # a new store starts at its clock floor (agent/live/store.py)
     expected = set(range(first, last + 1))
-    assert seen == expected, f"missing: {sorted(expected - seen)[:20]}"
+    assert seen == expected, f"missing {len(expected - seen)} of {len(expected)}: {_ranges(expected - seen)}"
     assert first_seen == sorted(first_seen), "messages arrived out of order"
 
 
