@@ -272,8 +272,10 @@ class LiveAgent:
         self._wake = asyncio.Event()
         drivers = self.driver_factory(self.config)
         self.poller = Poller(drivers, self.clock)
-        self.store = self._open_store()
-        self.outbox = self._build_outbox(self.store)
+        if self.config.mqtt.enabled or self._engine_arg not in (False, None):
+            # nothing to number, keep or restore without MQTT and an engine (``rackwatt record``)
+            self.store = self._open_store()
+            self.outbox = self._build_outbox(self.store)
         self._build_engine()
         self._build_stages()
         self.publisher = self._build_publisher()
