@@ -118,27 +118,39 @@ class Store:
         path = state_dir / DB_FILE
         try:
             state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            db = connect(path)
-        except sqlite3.OperationalError as exc:  # locked by another process, unwritable …: not bad data
-            return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
-        except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
-            moved = set_aside(path)
             try:
-                db = connect(path)
-            except (sqlite3.Error, OSError) as again:
-                return cls._in_memory(path, max_bytes, clock, seq_floor, again)
-            log.error(
-                "store: %s was not a readable store (%s); kept it as %s and started a new one",
-                path,
-                exc,
-                moved.name if moved else "(could not move it)",
-            )
-        except OSError as exc:
+                return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
+            except sqlite3.OperationalError:
+                raise  # locked by another process, unwritable, disk full …: not bad data
+            except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
+                moved = set_aside(path)
+                log.error(
+                    "store: %s was not a readable store (%s); kept it as %s and started a new one",
+                    path,
+                    exc,
+                    moved.name if moved else "(could not move it)",
+                )
+                return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
+        except (sqlite3.Error, OSError) as exc:
             return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
-        store = cls(db, path, max_bytes, clock, seq_floor)
-        if store._meta("next_seq") is None:  # new (or created by a run killed before its first commit)
-            store._start_fresh(state_dir, seq_floor)
-        store._resume_after_degraded_crash()
+
+    @classmethod
+    def _ready(
+        cls,
+        db: sqlite3.Connection,
+        state_dir: Path,
+        max_bytes: int,
+        clock: Callable[[], float],
+        seq_floor: int,
+    ) -> Store:
+        try:
+            store = cls(db, state_dir / DB_FILE, max_bytes, clock, seq_floor)
+            if store._meta("next_seq") is None:  # new (or made by a run killed before its first commit)
+                store._start_fresh(state_dir, seq_floor)
+            store._resume_after_degraded_crash()
+        except BaseException:
+            db.close()
+            raise
         store.opened_seq = store.next_seq
         return store
 

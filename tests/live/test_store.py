@@ -158,3 +158,21 @@ def test_an_old_spool_and_state_file_are_imported_once(
     store.close()
     again = Store.open(tmp_path, 1 << 20)
     assert [e.seq for e in again.pending(100)] == [41, 42, 43, 44, 45], "imported once"
+
+
+def test_seqs_held_in_memory_are_never_reused_after_the_run_dies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Store.open(tmp_path, 1 << 20)
+    before = _fill(store, 2)[-1]
+    store.reserve_bytes = 1 << 62  # no filesystem has that much free: the store degrades
+    with caplog.at_level(logging.WARNING, logger="rackwatt.store"):
+        held = _fill(store, 3)
+        assert store.stats()["disk_full"] and store.stats()["held_in_memory"] == 3
+        assert [e.seq for e in store.pending(10)] == [before - 1, before, *held], "still sent, in order"
+        store.close()  # what was held is lost: counted and logged
+    assert store.stats()["dropped_disk_full"] == 3
+    assert caplog.text.count("holding new messages in memory") == 1
+    again = Store.open(tmp_path, 1 << 20)
+    assert again.next_seq > held[-1] + 1000, "seqs the dead run may have published are skipped"
+    assert [e.seq for e in again.pending(10)] == [before - 1, before]
