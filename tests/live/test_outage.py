@@ -46,7 +46,8 @@ def test_a_ten_minute_outage_loses_nothing_and_keeps_order(
             await asyncio.sleep(0.05)
         assert agent.store is not None
         during.extend(range(first_down, agent.store.last_seq + 1))
-        assert len(during) >= 100 and len(agent.store) >= len(during) - 10, "the outage was stored"
+        # 150 at full speed (a summary per 5 s tick, an event per 4); a loaded machine skips ticks
+        assert len(during) >= 20 and len(agent.store) >= len(during), "the outage was stored"
         broker.start()
         last = agent.store.last_seq
         await await_until(lambda: data_seqs(sub) and max(data_seqs(sub)) > last + 3, 20, "the backlog")
