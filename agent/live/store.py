@@ -251,7 +251,7 @@ class Store:
         )
         return len(text)
 
-    def _try_write(self, write: Callable[[sqlite3.Connection], None]) -> bool:
+    def _try_write(self, write: Callable[[sqlite3.Connection], object]) -> bool:
         """Run ``write`` in one transaction; False (logged once per episode) if it could not be."""
         if self._db is None:
             return False
