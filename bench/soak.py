@@ -1,6 +1,6 @@
 """Soak: the live agent for ≥ 30 simulated days, a broker that restarts, a device that flaps.
 
-The real ``LiveAgent`` loop (real engine, on-disk spool, MQTT publisher, stage hints) runs in its
+The real ``LiveAgent`` loop (real engine, durable store, MQTT publisher, stage hints) runs in its
 own process on an accelerated clock (``ScaledClock``: ``--speed`` simulated seconds per real
 second), fed by in-process twin devices (network I/O cannot run thousands of times faster; the
 drivers' own recovery is tested against real devices in tests/drivers). Meanwhile this script:
@@ -12,8 +12,9 @@ drivers' own recovery is tested against real devices in tests/drivers). Meanwhil
   to everything the agent publishes.
 
 At the end the agent stops cleanly and the table shows RSS per simulated day range, CPU, and
-messages assigned a ``seq`` / acknowledged by the broker / received / left in the spool /
-dropped by the spool policy / **lost** (assigned − received − left − dropped; 0 expected) and
+messages assigned a ``seq`` / acknowledged by the broker / received / left in the store /
+dropped by the store's bound or a full disk / **lost** (assigned − received − left − dropped;
+0 expected) and
 duplicates (QoS 1 is at-least-once).
 
 Timing is real for the broker and paho (reconnect delays are real seconds), simulated for the
@@ -320,15 +321,16 @@ def role_agent(argv: list[str]) -> int:
         return code
 
     code = asyncio.run(main())
-    spool = agent.spool
+    store = agent.store
     publisher_stats = agent.publisher.stats() if agent.publisher else {}
     print(json.dumps({
         "final": True,
         "code": code,
         "sim_days": (clock.time() - start) / 86400,
-        "last_seq": spool.last_seq if spool is not None else 0,
-        "left_in_spool": len(spool) if spool is not None else 0,
-        "dropped": sum(spool.dropped.values()) if spool is not None else 0,
+        "first_seq": store.opened_seq if store is not None else 1,
+        "last_seq": store.last_seq if store is not None else 0,
+        "left_in_spool": len(store) if store is not None else 0,
+        "dropped": sum(store.dropped.values()) + store.dropped_disk_full if store is not None else 0,
         "published": publisher_stats.get("published", 0),
         "connects": publisher_stats.get("connects", 0),
         "flap_failures": crac.failures,
@@ -386,7 +388,7 @@ def run_soak(args: argparse.Namespace) -> int:
             print(log_path.read_text()[-3000:], file=sys.stderr)
             raise SystemExit(f"soak: the agent failed (exit {agent.returncode})")
         deadline = time.monotonic() + 30
-        expected = final["last_seq"] - final["left_in_spool"] - final["dropped"]
+        expected = final["last_seq"] - final["first_seq"] + 1 - final["left_in_spool"] - final["dropped"]
         while (len(receiver.seqs) < expected or len(receiver.control) < len(control.acked)) and (
             time.monotonic() < deadline
         ):
@@ -412,8 +414,9 @@ def report(
     args: argparse.Namespace, final: dict[str, Any], samples: list[tuple[float, float, float]],
     receiver: Receiver, restarts: int, wall_s: float, log_path: Path,
 ) -> None:
-    assigned = final["last_seq"]
-    unique = sum(1 for seq in receiver.seqs if 1 <= seq <= assigned)
+    first, last = final["first_seq"], final["last_seq"]
+    assigned = last - first + 1
+    unique = sum(1 for seq in receiver.seqs if first <= seq <= last)
     dups = sum(n - 1 for n in receiver.seqs.values())
     lost = assigned - unique - final["left_in_spool"] - final["dropped"]
     cpu_s = samples[-1][2] if samples else math.nan
@@ -453,13 +456,13 @@ def report(
     for name, value in (
         ("assigned a seq", assigned), ("acknowledged by the broker", final["published"]),
         ("received (unique seq)", unique), ("received twice or more (QoS 1 duplicates)", dups),
-        ("left in the spool at stop", final["left_in_spool"]),
-        ("dropped by the spool policy", final["dropped"]),
+        ("left in the store at stop", final["left_in_spool"]),
+        ("dropped by the store (bound or full disk)", final["dropped"]),
         ("**lost**", lost),
     ):
         print(f"| {name} | {value} |")
     print(f"\nagent log: {errors} error line(s), {tracebacks} traceback(s)")
-    missing = sorted(set(range(1, assigned + 1)) - set(receiver.seqs))
+    missing = sorted(set(range(first, last + 1)) - set(receiver.seqs))
     if missing:
         print(f"missing seqs: {missing[:20]}")
     for line in [line for line in log_text.splitlines() if " ERROR " in line][:5]:

@@ -34,6 +34,7 @@ from agent.engine.signals import SAMPLE_MEANS, F
 from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import WindowBuffer
+from agent.live.topics import Topics
 from agent.trace.model import TraceChunk
 
 TARGET_BIN_S = 15.0
@@ -166,7 +167,7 @@ class Engine:
         return {
             "type": "summary",
             "ts": ts,
-            "topic": f"{self.topic_root}/{self.site}/{self.rack_name}/summary",
+            "topic": Topics.for_rack(self.topic_root, self.site, self.rack_name).summary,
             "payload": self.summary_payload(ts),
         }
 

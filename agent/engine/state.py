@@ -7,7 +7,7 @@ u32 CRC-32 of everything before it. Fixed shapes in → fixed file size out, wha
 ``write_atomic``: temp file in the same directory, fsync, rename, fsync the directory — a crash
 or power cut leaves either the old file or the new one, never half of one.
 ``read_or_quarantine``: a missing file is a fresh start; a corrupt or foreign-version file is
-moved aside as ``<name>.corrupt-<unix ts>`` with a clear message, and is also a fresh start.
+moved aside as ``<name>.bad-<unix ts>`` (``quarantine_name``) with a clear message, and is also a fresh start.
 """
 
 from __future__ import annotations
@@ -81,10 +81,14 @@ def unpack(blob: bytes) -> dict[str, np.ndarray]:
 
 
 def write_atomic(path: Path, blob: bytes) -> None:
-    """Replace ``path`` with ``blob`` so that a crash leaves either the old or the new file."""
+    """Replace ``path`` with ``blob`` so that a crash leaves either the old or the new file.
+
+    The temp file has one fixed name per target (not per process), so one left by a crash is
+    simply overwritten by the next write instead of piling up.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         f.write(blob)
         f.flush()
@@ -102,9 +106,14 @@ def write_atomic(path: Path, blob: bytes) -> None:
         os.close(dfd)
 
 
+def quarantine_name(name: str, ts: float | None = None) -> str:
+    """The one spelling of "kept aside, unreadable": ``<name>.bad-<unix s>`` (files and stored rows)."""
+    return f"{name}.bad-{int(time.time() if ts is None else ts)}"
+
+
 def quarantine(path: Path) -> Path:
-    """Move a bad state file aside; returns where it went."""
-    target = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    """Move a bad state file aside (``quarantine_name``); returns where it went."""
+    target = path.with_name(quarantine_name(path.name))
     os.replace(path, target)
     return target
 

@@ -1,7 +1,8 @@
-"""The live agent: poll loop, MQTT publisher, on-disk spool, systemd notification.
+"""The live agent: poll loop, outbox, durable store, MQTT publisher, systemd notification.
 
-Modules: ``topics`` (the MQTT topic contract), ``spool`` (store and forward on disk),
-``publisher`` (paho-mqtt client), ``loop`` (drivers → frames → engine → publisher),
+Modules: ``topics`` (the MQTT topic contract), ``outbox`` (engine records → numbered messages),
+``store`` (sqlite: messages, ``seq`` and engine state in one file), ``publisher`` (paho-mqtt
+client draining the store), ``loop`` (drivers → frames → engine → outbox),
 ``run_cmd`` / ``record_cmd`` (the ``rackwatt run`` / ``rackwatt record`` commands),
 ``sdnotify`` and ``logsetup`` (systemd integration).
 """

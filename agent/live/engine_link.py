@@ -1,77 +1,67 @@
-"""The live loop's thin view of the engine (``agent.engine``): process, payloads, accept, state.
+"""The live loop's typed view of the engine: process, payloads, accept, capabilities, state bytes.
 
-Why a link: the loop must not care how the engine is constructed or how it serialises its
-state; this module is the one place that knows. State files are written atomically (temp file,
-fsync, rename, directory fsync); one that cannot be loaded is set aside with a clear message and
-the engine starts fresh, so a crash can never cause a crash loop.
+Why a link: the loop must not care how the engine is built or restored; this module is the one
+place that knows. ``LiveEngine`` is what the loop calls; ``EngineLink`` adds the two things an
+engine object cannot do by itself (restore from bytes, which builds a new engine, and the
+operator's accept, which the real engine's drift monitor owns). Where the state bytes live is
+the store's business (``agent/live/store.py``); what they contain is the engine's.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import logging
-import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.config.model import Config
-from agent.engine.state import write_atomic
+from agent.engine import Engine, rack_info
 from agent.trace.model import TraceChunk
 
 log = logging.getLogger("rackwatt.engine")
 
-
-def set_aside(path: Path, why: str) -> Path:
-    """Rename a bad state file out of the way (kept for a post-mortem) and say so."""
-    aside = path.with_name(f"{path.name}.bad-{int(time.time())}")
-    try:
-        path.rename(aside)
-    except OSError as exc:
-        log.error("state file %s cannot be loaded (%s) nor moved aside (%s); starting fresh", path, why, exc)
-        return path
-    log.error("state file %s cannot be loaded (%s); kept it as %s and started fresh", path, why, aside.name)
-    return aside
+Report = dict[str, Any]  # one record of the engine's output (``type``: summary | event | …)
+Payload = dict[str, Any]
 
 
-def _takes_argument(fn: Any) -> bool:
-    try:
-        params = [
-            p
-            for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        return False
-    return bool(params)
+class LiveEngine(Protocol):
+    """What the live agent needs from an engine (``agent.engine.Engine`` is one)."""
+
+    def process(self, chunk: TraceChunk) -> list[Report]: ...
+
+    def summary_payload(self, ts: float) -> Payload: ...
+
+    def baseline_payloads(self, ts: float) -> dict[str, Payload]: ...
+
+    def save_state(self) -> bytes: ...
+
+
+Restore = Callable[[bytes], LiveEngine]  # state bytes → an engine holding them (raises if unfit)
+Accept = Callable[[LiveEngine, str, float, str], list[Report]]  # engine, cause, ts, by → events
 
 
 class EngineLink:
-    """Adapter over an engine object offering ``process``; everything else is optional."""
+    """One engine plus how to restore it and how an operator's accept reaches it."""
 
-    def __init__(self, engine: Any, loader: Callable[[bytes], Any] | None = None) -> None:
+    def __init__(self, engine: LiveEngine, *, restore: Restore, accept: Accept | None = None) -> None:
         self.engine = engine
-        self._loader = loader  # bytes → a restored engine (when the engine restores by construction)
+        self._restore = restore
+        self._accept = accept
 
     @classmethod
     def from_config(cls, config: Config) -> EngineLink | None:
         """The real engine for ``config``, or None (logged) when it cannot be set up."""
-        try:
-            from agent.engine import Engine, rack_info
-        except ImportError as exc:
-            log.error(
-                "engine: not available in this build (%s); the agent will poll and report status only", exc
-            )
-            return None
         rack = rack_info(config=config)
-        kwargs = {
-            "site": config.agent.site,
-            "rack_name": config.agent.rack,
-            "topic_root": config.mqtt.topic_root,
-        }
+        site, rack_name, root = config.agent.site, config.agent.rack, config.mqtt.topic_root
+
+        names = {"site": site, "rack_name": rack_name, "topic_root": root}
+
+        def build(blob: bytes | None = None) -> Engine:
+            if blob is None:
+                return Engine(config.engine, rack, **names)
+            return Engine.load_state(blob, config.engine, rack, **names)
+
         try:
-            engine = Engine(config.engine, rack, **kwargs)
+            engine = build()
         except Exception as exc:  # a broken engine must not stop polling and status
             log.error(
                 "engine: cannot be set up (%s: %s); the agent will poll and report status only",
@@ -79,84 +69,37 @@ class EngineLink:
                 exc,
             )
             return None
-        return cls(engine, loader=lambda blob: Engine.load_state(blob, config.engine, rack, **kwargs))
+        return cls(engine, restore=build, accept=_accept_by_drift_monitor)
 
-    def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
-        out = self.engine.process(chunk)
-        return list(out) if out else []
+    def process(self, chunk: TraceChunk) -> list[Report]:
+        return list(self.engine.process(chunk))
 
-    def summary_payload(self, ts: float) -> dict[str, Any] | None:
-        fn = getattr(self.engine, "summary_payload", None)
-        return fn(ts) if fn is not None else None
+    def summary_payload(self, ts: float) -> Payload:
+        return self.engine.summary_payload(ts)
 
-    def capabilities(self) -> dict[str, Any] | None:
-        """What the rack's data lets the engine do now (see agent/engine/capabilities.py)."""
-        from agent.engine.engine import Engine
+    def baseline_payloads(self, ts: float) -> dict[str, Payload]:
+        """stage → retained baseline payload."""
+        return dict(self.engine.baseline_payloads(ts))
 
+    def capabilities(self) -> Payload | None:
+        """What the rack's data lets the engine do now (agent/engine/capabilities.py)."""
         return self.engine.capabilities() if isinstance(self.engine, Engine) else None
 
-    def baseline_payloads(self, ts: float) -> dict[str, dict[str, Any]]:
-        """stage → retained baseline payload."""
-        fn = getattr(self.engine, "baseline_payloads", None)
-        if fn is None:
-            return {}
-        found = fn(ts)
-        if isinstance(found, dict):
-            return dict(found)
-        return {str(p.get("stage")): p for p in found or () if isinstance(p, dict) and p.get("stage")}
-
-    def accept(self, cause: str, ts: float, by: str) -> list[dict[str, Any]]:
+    def accept(self, cause: str, ts: float, by: str) -> list[Report]:
         """Operator accepts the active deviation of ``cause`` (or component) as the new normal."""
-        target = self.engine
-        fn = getattr(target, "accept", None)
-        if fn is None:
-            target = getattr(self.engine, "drift", None) or getattr(self.engine, "monitor", None)
-            fn = getattr(target, "accept", None)
-        if fn is None:
+        if self._accept is None:
             raise ValueError("this engine cannot accept deviations")
-        out = fn(cause, ts, by=by)
-        return list(out) if out else []
+        return self._accept(self.engine, cause, ts, by)
 
-    # ---- state -----------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        fn = getattr(self.engine, "save_state", None)
-        if fn is None:
-            return
-        if _takes_argument(fn):
-            fn(path)  # the engine writes it (atomically, per its own contract)
-            return
-        data = fn()
-        if isinstance(data, str):
-            data = data.encode()
-        elif not isinstance(data, bytes | bytearray):
-            data = json.dumps(data, separators=(",", ":")).encode()
-        write_atomic(path, bytes(data))
+    def state_bytes(self) -> bytes:
+        return self.engine.save_state()
 
-    def load(self, path: Path) -> bool:
-        """Restore the state saved at ``path``; a bad file is set aside (never raises)."""
-        fn = getattr(self.engine, "load_state", None)
-        if fn is None or not path.exists():
-            return False
-        try:
-            if self._loader is not None:
-                restored = self._loader(path.read_bytes())
-            else:
-                params = list(inspect.signature(fn).parameters)
-                if params and params[0] in ("path", "file", "filename", "state_path"):
-                    restored = fn(path)
-                else:
-                    restored = fn(path.read_bytes())
-            if restored is not None and hasattr(restored, "process"):
-                self.engine = restored  # load_state built a new engine from the saved state
-        except Exception as exc:
-            set_aside(path, f"{type(exc).__name__}: {exc}")
-            return False
-        log.info("engine: state restored from %s", path)
-        return True
+    def restore(self, blob: bytes) -> None:
+        """Continue from ``blob``; raises (and keeps the current engine) when it does not fit."""
+        self.engine = self._restore(blob)
 
 
-class NullEngine:
-    """Stands in when no engine is available (or for ``rackwatt record``): learns nothing."""
-
-    def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
-        return []
+def _accept_by_drift_monitor(engine: LiveEngine, cause: str, ts: float, by: str) -> list[Report]:
+    if not isinstance(engine, Engine) or engine.drift is None:
+        raise ValueError("this engine has no drift detector to accept deviations")
+    return [dict(e) for e in engine.drift.accept(cause, ts, by=by)]

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+from typing import TextIO
 
 _SECRETS: set[str] = set()
 _scrubber: re.Pattern[str] | None = None
@@ -70,11 +71,11 @@ def library_priority(record: logging.LogRecord) -> logging.LogRecord:
     return demoted
 
 
-class _AgentHandler(logging.StreamHandler):
+class _AgentHandler(logging.StreamHandler[TextIO]):
     """stderr handler that applies ``library_priority``, then the threshold to the demoted level
     (a copy is demoted, so other handlers, e.g. pytest's, see the library's record unchanged)."""
 
-    def __init__(self, stream: object, threshold: int) -> None:
+    def __init__(self, stream: TextIO, threshold: int) -> None:
         super().__init__(stream)
         self.threshold = threshold
 
@@ -100,7 +101,7 @@ class _OneLineFormatter(logging.Formatter):
         return text
 
 
-def setup_logging(verbose: bool = False, stream: object = None) -> None:
+def setup_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
     """Configure the root logger once for a command (idempotent: replaces earlier handlers)."""
     journald = bool(os.environ.get("JOURNAL_STREAM"))
     handler = _AgentHandler(stream or sys.stderr, logging.DEBUG if verbose else logging.INFO)

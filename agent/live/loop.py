@@ -2,8 +2,9 @@
 
 ``LiveAgent`` wires the parts and owns their lifecycle: the ``Poller`` (each driver on its own
 interval), the stage timeline fed by hint sockets and the MQTT ``hint`` topic, the engine (via
-``EngineLink``), the spool-backed ``MqttPublisher``, periodic state saves, systemd notification,
-SIGHUP reload and a clean stop. Everything time-related goes through an injected ``Clock`` and
+``EngineLink``), the ``Outbox`` into the durable ``Store`` (messages, ``seq``, engine state), the
+``MqttPublisher`` that drains it, periodic state saves, systemd notification, SIGHUP reload and a
+clean stop. Everything time-related goes through an injected ``Clock`` and
 every part can be injected (drivers, engine, message observer, frame sinks), so ``rackwatt
 demo``, ``rackwatt record`` and the benchmarks run this very loop.
 """
@@ -22,13 +23,16 @@ from typing import Any
 from agent import __version__
 from agent.config.model import Config
 from agent.live import reload_ack, sdnotify
+from agent.live.accept import parse_accept
 from agent.live.clock import Clock, WallClock
 from agent.live.engine_link import EngineLink
 from agent.live.frames import FrameBuilder, Row
-from agent.live.outputs import AgentOutputs, MessageObserver
+from agent.live.outbox import MessageObserver, Outbox
 from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
-from agent.live.spool import Spool
+from agent.live.status import AgentTally, health_signature, status_body
+from agent.live.store import Store, StoreError
+from agent.live.topics import Topics
 from agent.metrics import serve_metrics
 from agent.trace.model import TraceChunk
 from drivers.base import Driver
@@ -38,9 +42,8 @@ log = logging.getLogger("rackwatt.agent")
 DriverFactory = Callable[[Config], list[Driver]]
 FrameSink = Callable[[TraceChunk], None]
 
-STATE_FILE = "engine.state"
+ENGINE_STATE = "engine"  # the engine's row in the store
 HEALTH_CHECK_S = 5.0  # how often a change of device health is looked for (it then publishes status)
-SPOOL_DIR = "spool"
 
 
 def _connection(config: Config) -> tuple[Any, ...]:
@@ -58,7 +61,7 @@ def default_driver_factory(config: Config) -> list[Driver]:
     return list(build_drivers(config))
 
 
-class LiveAgent(AgentOutputs):
+class LiveAgent:
     """One rack agent. ``await run()`` until ``request_stop()``; ``request_reload()`` on SIGHUP.
 
     How ``rackwatt demo`` (or a test) builds one with its own devices and an accelerated clock::
@@ -68,8 +71,9 @@ class LiveAgent(AgentOutputs):
                           frame_sinks=[view.frame])     # every tick's TraceChunk row
         await agent.run()                               # agent.status_body() for the status view
 
-    With ``config.mqtt.enabled = False`` nothing is spooled or sent; ``on_message`` still sees
-    every message that would have been published. ``VirtualClock`` runs days in minutes.
+    With ``config.mqtt.enabled = False`` nothing is stored for sending; ``on_message`` still sees
+    every message that would have been published, numbered by the store. ``VirtualClock`` runs
+    days in minutes.
     """
 
     def __init__(
@@ -103,7 +107,8 @@ class LiveAgent(AgentOutputs):
         self._config_loader = config_loader
         self._publisher_options = dict(publisher_options or {})
         self.poller: Poller | None = None
-        self.spool: Spool | None = None
+        self.store: Store | None = None
+        self.outbox: Outbox | None = None
         self.publisher: MqttPublisher | None = None
         self.timeline: Any = None
         self.intake: Any = None
@@ -113,13 +118,10 @@ class LiveAgent(AgentOutputs):
         self._reload_requested = False
         self.frames = FrameBuilder()
         self.engine_batch_s = engine_batch_s
-        self._local_seq = 0
         self.started_ts = 0.0
         self.ticks = 0
-        self.engine_errors = 0
-        self.last_engine_error: str | None = None
-        self.reloads = 0
-        self.reload_failures = 0
+        self.tally = AgentTally()
+        self._save_failing = False
         self.stage_now: Any = None
         self._last_health: tuple[Any, ...] = ()
 
@@ -134,8 +136,17 @@ class LiveAgent(AgentOutputs):
 
     # ---- derived settings ------------------------------------------------------------------
     @property
-    def state_path(self) -> Path:
-        return Path(self.config.agent.state_dir) / STATE_FILE
+    def engine_errors(self) -> int:
+        return self.tally.engine_errors
+
+    @property
+    def last_engine_error(self) -> str | None:
+        return self.tally.last_engine_error
+
+    @property
+    def topics(self) -> Topics:
+        c = self.config
+        return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
 
     @property
     def status_interval_s(self) -> float:
@@ -154,8 +165,47 @@ class LiveAgent(AgentOutputs):
             self.engine = self._engine_arg
         else:
             self.engine = None
-        if self.engine is not None:
-            self.engine.load(self.state_path)
+        self._restore_engine()
+
+    def _restore_engine(self) -> None:
+        """Continue from the stored state; one that does not fit is set aside (never a crash loop)."""
+        if self.engine is None or self.store is None:
+            return
+        blob = self.store.load_state(ENGINE_STATE)
+        if blob is None:
+            return
+        try:
+            self.engine.restore(blob)
+        except Exception as exc:
+            self.store.quarantine_state(ENGINE_STATE, f"{type(exc).__name__}: {exc}")
+            return
+        log.info("engine: state restored from %s", self.store.path)
+
+    def _open_store(self, seq_floor: int = 0) -> Store:
+        max_bytes = int(self.config.mqtt.spool_max_mb * 1024 * 1024)
+        state_dir = Path(self.config.agent.state_dir)
+        return Store.open(state_dir, max_bytes, clock=self.clock.time, seq_floor=seq_floor)
+
+    def _build_outbox(self, store: Store) -> Outbox:
+        c = self.config
+        return Outbox(
+            self.topics,
+            store,
+            site=c.agent.site,
+            rack=c.agent.rack,
+            qos=c.mqtt.qos,
+            keep=c.mqtt.enabled,
+            on_stored=self._wake_publisher,
+            observe=self._observe,
+        )
+
+    def _wake_publisher(self) -> None:
+        if self.publisher is not None:
+            self.publisher.wake()
+
+    def _observe(self, kind: str, topic: str, payload: dict[str, Any]) -> None:
+        if self.on_message is not None:
+            self.on_message(kind, topic, payload)
 
     def _build_stages(self) -> None:
         from agent.stages.energy_query import engine_answerer
@@ -202,19 +252,13 @@ class LiveAgent(AgentOutputs):
 
     def _build_publisher(self) -> MqttPublisher | None:
         mq = self.config.mqtt
-        if not mq.enabled:
+        if not mq.enabled or self.store is None:
             return None
-        max_bytes = int(mq.spool_max_mb * 1024 * 1024)
-        if self.spool is None:
-            self.spool = Spool(
-                Path(self.config.agent.state_dir) / SPOOL_DIR, max_bytes=max_bytes, clock=self.clock.time
-            )
-        self.spool.max_bytes = max_bytes
         return MqttPublisher(
             mq,
             self.config.agent.site,
             self.config.agent.rack,
-            self.spool,
+            self.store,
             version=__version__,
             status_fn=self.status_body,
             on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
@@ -231,6 +275,10 @@ class LiveAgent(AgentOutputs):
         self._wake = asyncio.Event()
         drivers = self.driver_factory(self.config)
         self.poller = Poller(drivers, self.clock)
+        if self.config.mqtt.enabled or self._engine_arg not in (False, None):
+            # nothing to number, keep or restore without MQTT and an engine (``rackwatt record``)
+            self.store = self._open_store()
+            self.outbox = self._build_outbox(self.store)
         self._build_engine()
         self._build_stages()
         self.publisher = self._build_publisher()
@@ -324,17 +372,6 @@ class LiveAgent(AgentOutputs):
             sleeper.cancel()
             waker.cancel()
 
-    def status_body(self) -> dict[str, Any]:
-        """The status of ``AgentOutputs``, plus the node link's (which node sends, which is silent)."""
-        body = super().status_body()
-        if self.poller is not None and self.config.nodes:
-            from agent.node.source import node_link_status
-
-            link = node_link_status(self.poller.drivers)
-            if link is not None:
-                body["node_link"] = link
-        return body
-
     def make_row(self, ts: float, signals: dict[str, float]) -> Row:
         """The row for one tick: fresh samples plus the stage the timeline says now."""
         now = self.timeline.current(ts) if self.timeline is not None else None
@@ -379,14 +416,133 @@ class LiveAgent(AgentOutputs):
             return False
         return self._handle_reports(reports)
 
-    # ---- state, reload, shutdown -----------------------------------------------------------
-    def _save_state(self) -> None:
-        if self.engine is None:
+    # ---- outputs ---------------------------------------------------------------------------
+    def _engine_failed(self, what: str, exc: Exception) -> None:
+        self.tally.engine_failed(what, exc)
+
+    def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
+        return self.outbox.reports(reports) if self.outbox is not None else False
+
+    def _emit_engine_summary(self, ts: float) -> None:
+        if self.engine is None or self.outbox is None:
             return
         try:
-            self.engine.save(self.state_path)
+            payload = self.engine.summary_payload(ts)
         except Exception as exc:
-            self._engine_failed(f"saving state to {self.state_path}", exc)
+            self._engine_failed("summary_payload", exc)
+            return
+        if payload:
+            self.outbox.send("summary", payload)
+
+    def _emit_baselines(self, ts: float) -> None:
+        if self.engine is None or self.outbox is None:
+            return
+        try:
+            baselines = self.engine.baseline_payloads(ts)
+        except Exception as exc:
+            self._engine_failed("baseline_payloads", exc)
+            return
+        self.outbox.baselines(baselines)
+
+    def status_body(self) -> dict[str, Any]:
+        """The ``online`` status fields (agent/live/status.py), plus the node link's (which node
+        sends, which is silent) when the rack has GPU nodes."""
+        body = status_body(
+            now=self.clock.time(),
+            started_ts=self.started_ts,
+            poller=self.poller,
+            engine=self.engine,
+            tally=self.tally,
+            store=self.store,
+            hint_counters=dict(self.intake.counters) if self.intake is not None else None,
+            stage=self.stage_now,
+        )
+        if self.poller is not None and self.config.nodes:
+            from agent.node.source import node_link_status
+
+            link = node_link_status(self.poller.drivers)
+            if link is not None:
+                body["node_link"] = link
+        return body
+
+    def _health_signature(self) -> tuple[Any, ...]:
+        return health_signature(self.poller, self.engine, self.tally)
+
+    def _refresh_status(self) -> None:
+        devices = self.poller.health_dict() if self.poller else {}
+        ok = sum(1 for h in devices.values() if h["ok"])
+        mqtt_state = "off"
+        if self.publisher is not None:
+            self.publisher.publish_status()
+            mqtt_state = "connected" if self.publisher.connected else "unreachable"
+        pending = len(self.store) if self.store is not None else 0
+        sdnotify.status(f"{ok}/{len(devices)} devices ok; mqtt {mqtt_state}; {pending} message(s) spooled")
+
+    # ---- inbound ---------------------------------------------------------------------------
+    def _on_mqtt_hint(self, data: bytes) -> None:
+        if self.intake is not None:
+            self.intake.receive(data, "mqtt", "broker")
+
+    def _on_mqtt_accept(self, data: bytes) -> None:
+        try:
+            cause, by = parse_accept(data)
+        except ValueError as exc:
+            log.warning("mqtt cmd/accept: ignored: %s", exc)
+            return
+        self._accept(cause, by)
+
+    def _on_command(self, command: Any) -> None:
+        if command.name == "accept":
+            self._accept(command.cause or "all", "operator")
+        else:
+            log.warning("stage hints: unknown command %r ignored", command.name)
+
+    def _accept(self, cause: str, by: str) -> None:
+        if self.engine is None:
+            log.warning("accept %s from %s: no engine running", cause, by)
+            return
+        try:
+            events = self.engine.accept(cause, self.clock.time(), by)
+        except Exception as exc:
+            log.warning("accept %s from %s: %s", cause, by, exc)
+            return
+        log.info("accept: %s accepted as the new normal by %s", cause or "(all)", by)
+        self._handle_reports([{"type": "event", **e} if "type" not in e else e for e in events])
+
+    # ---- state, reload, shutdown -----------------------------------------------------------
+    def _save_state(self) -> None:
+        if self.engine is None or self.store is None:
+            return
+        try:
+            blob = self.engine.state_bytes()
+        except Exception as exc:
+            self._engine_failed("serialising its state", exc)
+            return
+        try:
+            self.store.save_state(ENGINE_STATE, blob)
+        except StoreError as exc:  # a store problem, not the engine's: said once until a save works
+            if not self._save_failing:
+                log.error("state: %s; retrying at every save", exc)
+            self._save_failing = True
+            return
+        if self._save_failing:
+            log.info("state: saved again to %s", self.store.path)
+        self._save_failing = False
+
+    async def _move_store(self) -> None:
+        """``state_dir`` changed by reload: state, pending messages and ``seq`` move with it."""
+        old = self.store
+        if old is None:
+            return
+        new = self._open_store(seq_floor=old.next_seq)
+        new.take_over(old)
+        self.store = new
+        self.outbox = self._build_outbox(new)
+        if self.publisher is not None:
+            self.publisher.store = new
+        self._save_state()
+        old.close()
+        log.info("reload: state_dir is now %s; seq continues at %d", new.path, new.next_seq)
 
     def _load_config(self, path: Path) -> Config:
         if self._config_loader is not None:
@@ -407,7 +563,7 @@ class LiveAgent(AgentOutputs):
                 new = await asyncio.to_thread(self._load_config, Path(path))
                 drivers = self.driver_factory(new)
             except Exception as exc:
-                self.reload_failures += 1
+                self.tally.reload_failures += 1
                 issues = getattr(exc, "issues", None) or [exc]
                 log.error(
                     "reload: %s is not valid; still running the previous configuration (%d problem(s))",
@@ -423,8 +579,11 @@ class LiveAgent(AgentOutputs):
             await self.poller.stop()
             self.poller = Poller(drivers, self.clock)
             self.poller.start()
-            if self.spool is not None:
-                self.spool.max_bytes = int(new.mqtt.spool_max_mb * 1024 * 1024)
+            if new.agent.state_dir != old.agent.state_dir:
+                await self._move_store()
+            if self.store is not None:
+                self.store.max_bytes = int(new.mqtt.spool_max_mb * 1024 * 1024)
+                self.outbox = self._build_outbox(self.store)  # topics, qos, mqtt on/off
             if _connection(new) != _connection(old):
                 if self.publisher is not None:
                     await self.publisher.stop()
@@ -439,7 +598,7 @@ class LiveAgent(AgentOutputs):
                 log.warning(
                     "reload: [engine] settings change at the next restart (the learned state is kept)"
                 )
-            self.reloads += 1
+            self.tally.reloads += 1
             log.info("reload: %s applied: %d device(s)", path, len(drivers))
             reload_ack.report(True, f"{path} applied: {len(drivers)} device(s)")
         finally:
@@ -481,4 +640,6 @@ class LiveAgent(AgentOutputs):
                 await asyncio.wait_for(self.publisher.stop(), timeout=15)
             except Exception as exc:
                 log.error("stopping: mqtt shutdown failed: %s", exc)
+        if self.store is not None:
+            self.store.close()
         log.info("stopped")

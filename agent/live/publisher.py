@@ -1,4 +1,4 @@
-"""MQTT publisher: paho-mqtt 2.x in its own network thread, fed from the on-disk spool.
+"""MQTT publisher: paho-mqtt 2.x in its own network thread, draining the durable store.
 
 Why this shape (facts in STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the
 reconnect backoff; an exception in a callback would kill that thread silently, so
@@ -6,7 +6,9 @@ reconnect backoff; an exception in a callback would kill that thread silently, s
 (``call_soon_threadsafe``), where the real work happens. Delivery is tracked through
 ``on_publish(mid)`` (PUBACK), never ``MQTTMessageInfo.wait_for_publish``, which raises for
 messages queued while disconnected. paho's in-memory queue is not trusted with more than a small
-window: everything else waits in the spool, on disk, and is sent in ``seq`` order.
+window: everything else waits in the store (``store.py``, on disk) and is sent in ``seq`` order.
+The publisher never numbers or stores a message itself: the outbox does (``outbox.py``), then
+calls ``wake()``.
 
 ``status`` is not spooled: it is state, not history. ``online`` is published (retained) on every
 connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
@@ -43,7 +45,7 @@ from paho.mqtt.client import CallbackAPIVersion
 from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret
 from agent.live.logsetup import register_secret
-from agent.live.spool import Spool
+from agent.live.store import Store
 from agent.live.tls_probe import tls_failure
 from agent.live.topics import SCHEMA_VERSION, Topics
 
@@ -65,14 +67,14 @@ class MqttConfigError(ValueError):
 
 
 class MqttPublisher:
-    """One MQTT client per agent: spool-backed publishing, status, inbound hints and commands."""
+    """One MQTT client per agent: sends what the store holds, status, inbound hints and commands."""
 
     def __init__(
         self,
         cfg: MqttSection,
         site: str,
         rack: str,
-        spool: Spool,
+        store: Store,
         *,
         version: str,
         status_fn: Callable[[], dict[str, Any]],
@@ -88,7 +90,7 @@ class MqttPublisher:
         self.cfg = cfg
         self.site, self.rack = site, rack
         self.topics = Topics.for_rack(cfg.topic_root, site, rack)
-        self.spool = spool
+        self.store = store
         self.version = version
         self._status_fn = status_fn
         self._on_hint = on_hint
@@ -101,13 +103,13 @@ class MqttPublisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._pump_task: asyncio.Task[None] | None = None
-        self._inflight: dict[int, int] = {}  # paho mid → spool seq
+        self._inflight: dict[int, int] = {}  # paho mid → store seq
         self._inflight_seqs: set[int] = set()
         self._control_mids: dict[int, asyncio.Future[None]] = {}  # status publishes awaited on stop
         self.connected = False
         self.connects = 0
         self.failures = 0  # consecutive failed connection attempts
-        self.published = 0  # PUBACKs received for spooled messages
+        self.published = 0  # PUBACKs received for stored messages
         self.last_error: str | None = None
         self._stopping = False
         self.client_id = cfg.client_id or f"rackwatt-{site}-{rack}"
@@ -243,7 +245,7 @@ class MqttPublisher:
         self.failures = 0
         self.last_error = None
         self._session_started = time.monotonic()
-        log.info("mqtt: connected to %s; %d message(s) waiting in the spool", self.endpoint, len(self.spool))
+        log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
         assert client is not None
         for topic, enabled in ((self.topics.hint, self._on_hint), (self.topics.cmd_accept, self._on_accept)):
@@ -253,7 +255,7 @@ class MqttPublisher:
         self._wake.set()
 
     def _set_will(self, client: mqtt.Client) -> None:
-        self.will_seq = self.spool.last_seq
+        self.will_seq = self.store.last_seq
         self._will_set_mono = time.monotonic()
         client.will_set(self.topics.status, self._offline_payload("lost"), qos=1, retain=True)
 
@@ -267,7 +269,7 @@ class MqttPublisher:
         step_s = max(0.05, min(5.0, self.will_refresh_s / 4))
         while not self._stopping:
             await asyncio.sleep(step_s)
-            stale = self.spool.last_seq > self.will_seq
+            stale = self.store.last_seq > self.will_seq
             due = time.monotonic() - self._will_set_mono >= self.will_refresh_s
             if stale and due and self.connected and not self._inflight and not self._control_mids:
                 try:
@@ -410,9 +412,9 @@ class MqttPublisher:
             return
         self._inflight_seqs.discard(seq)
         if failed:
-            log.warning("mqtt: broker rejected message seq %d; it stays in the spool", seq)
+            log.warning("mqtt: broker rejected message seq %d; it stays in the store", seq)
         else:
-            self.spool.ack(seq)
+            self.store.ack(seq)
             self.published += 1
         self._wake.set()
 
@@ -430,21 +432,9 @@ class MqttPublisher:
             log.exception("mqtt: handling a message on %s failed", topic)
 
     # ---- publishing ------------------------------------------------------------------------
-    def publish(self, kind: str, payload: dict[str, Any], *, stage: str | None = None) -> int:
-        """Spool a ``summary``/``event``/``baseline`` payload (fsync'd) and schedule it; returns its seq."""
-        if kind == "summary":
-            topic, retain = self.topics.summary, False
-        elif kind == "event":
-            topic, retain = self.topics.event, False
-        elif kind == "baseline":
-            if not stage:
-                raise ValueError("a baseline payload needs its stage")
-            topic, retain = self.topics.baseline(stage), True
-        else:
-            raise ValueError(f"unknown message kind {kind!r}")
-        record = self.spool.append(kind, topic, payload, retain=retain, qos=self.cfg.qos)
+    def wake(self) -> None:
+        """The store has a new message: send it if the window and the connection allow."""
         self._wake.set()
-        return record.seq
 
     async def _pump(self) -> None:
         while not self._stopping:
@@ -452,20 +442,18 @@ class MqttPublisher:
             self._wake.clear()
             try:
                 self._fill_window()
-            except Exception:  # keep pumping; the spool still holds everything
-                log.exception("mqtt: sending from the spool failed")
+            except Exception:  # keep pumping; the store still holds everything
+                log.exception("mqtt: sending from the store failed")
 
     def _fill_window(self) -> None:
         client = self._client
         if client is None or not self.connected:
             return
-        while len(self._inflight) < self.window:
-            seq = self.spool.first_pending_after(0, skip=self._inflight_seqs)
-            if seq is None:
-                return
-            record = self.spool.read(seq)
-            if record is None:
-                continue
+        room = self.window - len(self._inflight)
+        if room <= 0:
+            return
+        for record in self.store.pending(room, exclude=self._inflight_seqs):
+            seq = record.seq
             payload = record.payload
             if self._clock() - record.created > self.delayed_after_s:
                 payload = {**payload, "delayed": True}
@@ -477,7 +465,8 @@ class MqttPublisher:
                 )
                 return
             if record.qos == 0 and info.rc == mqtt.MQTT_ERR_SUCCESS and info.is_published():
-                self.spool.ack(seq)
+                self.store.ack(seq)
+                self._wake.set()  # no PUBACK will come to wake the pump for the next ones
                 continue
             self._inflight[info.mid] = seq
             self._inflight_seqs.add(seq)
@@ -494,7 +483,7 @@ class MqttPublisher:
             "v": SCHEMA_VERSION,
             "type": "status",
             "state": "online",
-            "seq": self.spool.last_seq,
+            "seq": self.store.last_seq,
             "site": self.site,
             "rack": self.rack,
             "version": self.version,
@@ -507,7 +496,7 @@ class MqttPublisher:
                 "v": SCHEMA_VERSION,
                 "type": "status",
                 "state": "offline",
-                "seq": self.spool.last_seq,
+                "seq": self.store.last_seq,
                 "site": self.site,
                 "rack": self.rack,
                 "version": self.version,
@@ -548,12 +537,12 @@ class MqttPublisher:
         }
 
     async def flush(self, timeout_s: float) -> bool:
-        """Wait until the spool is empty (True) or ``timeout_s`` passes (False)."""
+        """Wait until the store is empty (True) or ``timeout_s`` passes (False)."""
         deadline = time.monotonic() + timeout_s
-        while len(self.spool) and time.monotonic() < deadline:
+        while len(self.store) and time.monotonic() < deadline:
             self._wake.set()
             await asyncio.sleep(0.05)
-        return not len(self.spool)
+        return not len(self.store)
 
     async def stop(self, timeout_s: float = 3.0) -> None:
         """Send what can be sent in ``timeout_s``, publish ``offline`` (retained), disconnect cleanly."""
@@ -582,5 +571,5 @@ class MqttPublisher:
             log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
         log.info(
-            "mqtt: disconnected from %s; %d message(s) left in the spool", self.endpoint, len(self.spool)
+            "mqtt: disconnected from %s; %d message(s) left in the store", self.endpoint, len(self.store)
         )

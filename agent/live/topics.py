@@ -3,11 +3,14 @@
 Root: ``<topic_root>/<site>/<rack>/`` with ``topic_root`` defaulting to ``rackwatt/v1``.
 Outbound: ``status`` (retained), ``baseline/<stage>`` (retained), ``summary``, ``event``.
 Inbound: ``hint`` (stage hints from schedulers), ``cmd/accept`` (operator accepts a deviation).
+Only the three data kinds are retained or not by kind (``for_message``); status is always retained.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from agent.live.envelope import MessageKind
 
 SCHEMA_VERSION = 1  # the "v" field of every payload
 
@@ -42,6 +45,14 @@ class Topics:
 
     def baseline(self, stage: str) -> str:
         return f"{self.root}/baseline/{stage}"
+
+    def for_message(self, kind: MessageKind, stage: str | None = None) -> tuple[str, bool]:
+        """(topic, retained) of an outbound data message; a baseline needs its stage."""
+        if kind == "baseline":
+            if not stage:
+                raise ValueError("a baseline message needs its stage")
+            return self.baseline(stage), True
+        return (self.summary if kind == "summary" else self.event), False
 
     def kind_of(self, topic: str) -> str | None:
         """The kind (``status``, ``baseline``, ``cmd/accept``…) of one of our topics, else None."""

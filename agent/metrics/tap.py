@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.metrics.jobs import JobEnergyLedger
 
-MessageObserver = Callable[[str, str, dict[str, Any]], None]  # as agent.live.outputs (not imported: a cycle)
+MessageObserver = Callable[[str, str, dict[str, Any]], None]  # as agent.live.outbox (not imported: a cycle)
 
 log = logging.getLogger("rackwatt.metrics")
 

@@ -78,7 +78,7 @@ def test_corrupt_state_is_kept_aside_and_replay_starts_fresh(
     assert main(["replay", str(trace), "--report", str(tmp_path / "r.jsonl"), "--state-in", str(state)]) == 0
     err = capsys.readouterr().err
     assert "bad.state" in err and "starting fresh" in err
-    assert list(tmp_path.glob("bad.state.corrupt-*"))
+    assert list(tmp_path.glob("bad.state.bad-*"))
 
 
 def test_bad_inputs_give_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,7 +49,7 @@ def test_corrupt_file_is_moved_aside_with_a_message(tmp_path: Path) -> None:
     assert blob is None and message is not None
     assert "corrupt" in message and "starting fresh" in message
     assert not path.exists()
-    kept = list(tmp_path.glob("engine.state.corrupt-*"))
+    kept = list(tmp_path.glob("engine.state.bad-*"))
     assert len(kept) == 1 and kept[0].name in message
 
 

@@ -117,6 +117,18 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
         broker.stop()
 
 
+def persistent_broker_lines(directory: Path) -> str:
+    """Config lines for a broker that keeps sessions and their queued messages across a restart."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # Run as root, mosquitto drops to user mosquitto, which cannot enter pytest's 0700 tmp
+    # directories to save its database: keep the test broker's user instead.
+    keep_user = "user root\n" if os.geteuid() == 0 else ""
+    return (
+        f"{keep_user}allow_anonymous true\npersistence true\n"
+        f"persistence_location {directory}/\nmax_queued_messages 0\nmax_inflight_messages 0\n"
+    )
+
+
 @pytest.fixture
 def broker(make_broker: Callable[..., Broker]) -> Broker:
     return make_broker()
@@ -144,10 +156,15 @@ class Subscriber:
     client: mqtt.Client | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     connected: threading.Event = field(default_factory=threading.Event)
+    # A persistent session (clean_session off): with a persisting broker (``PERSISTENT_BROKER``)
+    # what is published while this subscriber reconnects after an outage waits for it.
+    persistent: bool = False
 
     def start(self) -> Subscriber:
         c = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"sub-{os.getpid()}-{id(self)}"
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=f"sub-{os.getpid()}-{id(self)}",
+            clean_session=not self.persistent,
         )
         c.suppress_exceptions = True
         c.reconnect_delay_set(1, 1)

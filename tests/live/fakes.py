@@ -1,8 +1,9 @@
 """Stand-ins for the parts the live tests do not exercise: a device driver and an engine.
 
-``FakeDriver`` follows drivers/base.py's ``Driver`` protocol; ``FakeEngine`` offers the engine
-surface the live loop uses (process → report dicts, summary/baseline payloads, state). Both are
-deterministic so tests can assert exact counts.
+``FakeDriver`` follows drivers/base.py's ``Driver`` protocol; ``FakeEngine`` is a
+``LiveEngine`` (agent/live/engine_link.py: process → report dicts, summary/baseline payloads,
+state bytes) and ``fake_link`` wraps it the way ``EngineLink.from_config`` wraps the real one.
+Both are deterministic so tests can assert exact counts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.model import AgentSection, Config, MqttSection, StagesSection
+from agent.live.engine_link import EngineLink, LiveEngine
 from agent.trace.model import TraceChunk
 from drivers.base import PollResult
 
@@ -116,10 +118,19 @@ class FakeEngine:
     def save_state(self) -> bytes:
         return json.dumps({"frames": self.frames, "power_sum_w": self.power_sum_w}).encode()
 
-    def load_state(self, data: bytes) -> None:
+    def restore(self, data: bytes) -> FakeEngine:
+        """This engine continuing from ``data`` (raises on bytes it did not write)."""
         obj = json.loads(data)
         self.frames = int(obj["frames"])
         self.power_sum_w = float(obj["power_sum_w"])
+        return self
+
+
+def fake_link(engine: FakeEngine) -> EngineLink:
+    def accept(e: LiveEngine, cause: str, ts: float, by: str) -> list[dict[str, Any]]:
+        return engine.accept(cause, ts, by)
+
+    return EngineLink(engine, restore=engine.restore, accept=accept)
 
 
 def make_config(

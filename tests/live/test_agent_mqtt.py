@@ -13,10 +13,10 @@ import jsonschema
 import paho.mqtt.publish as mqtt_publish
 import pytest
 
-from agent.live.engine_link import EngineLink
 from agent.live.loop import LiveAgent
 from tests.live.conftest import Broker, Subscriber, load_schema
-from tests.live.fakes import FakeDriver, FakeEngine, make_config
+from tests.live.fakes import FakeDriver, FakeEngine, fake_link, make_config
+from tests.live.store_peek import stored_state
 
 
 async def await_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -34,6 +34,17 @@ def data_seqs(sub: Subscriber) -> list[int]:
     return [m.json()["seq"] for m in sub.snapshot() if not m.topic.endswith("/status")]
 
 
+def _ranges(seqs: set[int]) -> str:
+    """``a..b`` runs of consecutive seqs, relative to the first (seqs are large numbers)."""
+    out: list[str] = []
+    for s in sorted(seqs):
+        if out and s == int(out[-1].split("..")[-1]) + 1:
+            out[-1] = f"{out[-1].split('..')[0]}..{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out[:10])
+
+
 def check_no_loss_in_order(seqs: list[int], last: int) -> None:
     first_seen: list[int] = []
     seen: set[int] = set()
@@ -41,7 +52,9 @@ def check_no_loss_in_order(seqs: list[int], last: int) -> None:
         if s not in seen:
             seen.add(s)
             first_seen.append(s)
-    assert seen == set(range(1, last + 1)), f"missing: {sorted(set(range(1, last + 1)) - seen)[:20]}"
+    first = min(seen, default=last + 1)  # a new store starts at its clock floor (agent/live/store.py)
+    expected = set(range(first, last + 1))
+    assert seen == expected, f"missing {len(expected - seen)} of {len(expected)}: {_ranges(expected - seen)}"
     assert first_seen == sorted(first_seen), "messages arrived out of order"
 
 
@@ -55,7 +68,7 @@ def test_every_message_matches_its_schema_and_status_is_retained(
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", 0.05), FakeDriver("crac.x", 0.1, fail=True)],
-        engine=EngineLink(engine),
+        engine=fake_link(engine),
         status_interval_s=0.3,
         baseline_interval_s=0.5,
     )
@@ -96,7 +109,7 @@ def test_every_message_matches_its_schema_and_status_is_retained(
         late.stop()
     check_no_loss_in_order(data_seqs(sub), max(data_seqs(sub)))
     # The engine state was saved on exit.
-    saved = json.loads((tmp_path / "state" / "engine.state").read_bytes())
+    saved = json.loads(stored_state(tmp_path / "state") or b"null")
     assert saved["frames"] == engine.frames > 0
 
 
@@ -112,7 +125,7 @@ def test_broker_outage_loses_nothing_and_keeps_order(
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-        engine=EngineLink(engine),
+        engine=fake_link(engine),
         publisher_options={"reconnect_min_s": 4, "reconnect_max_s": 4, "delayed_after_s": 1.0},
     )
 
@@ -122,8 +135,8 @@ def test_broker_outage_loses_nothing_and_keeps_order(
         broker.stop(sig_kill=True)
         await await_until(lambda: not agent.publisher.connected, 5, "the agent to notice the outage")
         await asyncio.sleep(1.5)
-        spooled = len(agent.spool)
-        assert spooled >= 10, "messages made during the outage must wait in the spool"
+        spooled = len(agent.store)
+        assert spooled >= 10, "messages made during the outage must wait in the store"
         broker.start()
         await await_until(lambda: sub.connected.is_set(), 5, "subscriber back")
         await await_until(lambda: agent.publisher.connected, 15, "the agent to reconnect")
@@ -132,10 +145,10 @@ def test_broker_outage_loses_nothing_and_keeps_order(
 
     sub.connected.clear()
     asyncio.run(scenario())
-    assert len(agent.spool) == 0
+    assert len(agent.store) == 0
     time.sleep(0.3)
     seqs = data_seqs(sub)
-    check_no_loss_in_order(seqs, agent.spool.last_seq)
+    check_no_loss_in_order(seqs, agent.store.last_seq)
     delayed = [m.json()["seq"] for m in sub.snapshot() if m.json().get("delayed")]
     assert delayed, "messages sent from the spool after the outage are marked delayed"
     events = sub.on("/event")
@@ -152,7 +165,7 @@ def test_inbound_hint_and_accept_reach_the_timeline_and_engine(
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-        engine=EngineLink(engine),
+        engine=fake_link(engine),
     )
     root = "rackwatt/v1/s1/r1"
 

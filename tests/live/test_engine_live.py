@@ -15,6 +15,7 @@ from agent.config.model import AgentSection, Config, CracConfig, MqttSection, Pd
 from agent.live.clock import VirtualClock
 from agent.live.engine_link import EngineLink
 from agent.live.loop import LiveAgent
+from agent.live.store import Store
 from agent.sim.scenarios import make_scenario
 from agent.sim.twin import RackTwin
 from tests.live.conftest import SCHEMA_DIR, Broker, Subscriber, load_schema
@@ -100,7 +101,11 @@ def test_real_engine_publishes_valid_summaries_baselines_and_restorable_state(
         if kind in schemas:
             jsonschema.validate(body, schemas[kind])
     seqs = [m.json()["seq"] for m in sub.snapshot() if not m.topic.endswith("/status")]
-    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) == seqs[-1]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "one counter, no gaps, in order"
     # The state written on exit restores into a fresh engine.
     fresh = EngineLink.from_config(config)
-    assert fresh is not None and fresh.load(tmp_path / "state" / "engine.state")
+    store = Store.open(tmp_path / "state", 1 << 20)
+    blob = store.load_state("engine")
+    assert fresh is not None and blob is not None
+    fresh.restore(blob)
+    store.close()

@@ -25,9 +25,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from agent.config.model import MqttSection
+from agent.live.outbox import Outbox
 from agent.live.publisher import MqttPublisher
-from agent.live.spool import Spool
+from agent.live.store import Store
 from agent.live.tls_probe import tls_failure
+from agent.live.topics import Topics
 from tests.live.conftest import Broker, Subscriber
 
 NOW = dt.datetime.now(dt.UTC)
@@ -143,7 +145,7 @@ def test_tls_failures_are_named(
 def _publisher(tmp_path: Path, port: int, name: str, **mqtt: object) -> MqttPublisher:
     cfg = MqttSection(host="127.0.0.1", port=port, keepalive_s=5, **mqtt)  # type: ignore[arg-type]
     return MqttPublisher(
-        cfg, "s1", "r1", Spool(tmp_path / name, max_bytes=1 << 20),
+        cfg, "s1", "r1", Store.open(tmp_path / name, 1 << 20),
         version="test", status_fn=dict, reconnect_min_s=1, reconnect_max_s=1,
     )
 
@@ -206,12 +208,16 @@ def test_the_last_will_carries_the_current_seq(
         await publisher.start()
         while not publisher.connected:
             await asyncio.sleep(0.02)
-        for i in range(5):
-            publisher.publish("event", {"i": i})
+        outbox = Outbox(
+            Topics.for_rack("rackwatt/v1", "s1", "r1"), publisher.store, site="s1", rack="r1",
+            qos=1, keep=True, on_stored=publisher.wake,
+        )
+        seqs = [outbox.send("event", {"i": i}) for i in range(5)]
+        assert seqs == list(range(seqs[0], seqs[0] + 5))
         deadline = time.monotonic() + 10
-        while (publisher.will_seq < 5 or not publisher.connected) and time.monotonic() < deadline:
+        while (publisher.will_seq < seqs[-1] or not publisher.connected) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert publisher.will_seq == 5 and publisher.connected
+        assert publisher.will_seq == seqs[-1] and publisher.connected
         client = publisher._client
         assert client is not None
         sock = client.socket()
@@ -222,9 +228,9 @@ def test_the_last_will_carries_the_current_seq(
             assert time.monotonic() < deadline, "no will"
             await asyncio.sleep(0.05)
         await publisher.stop(timeout_s=1)
-        return publisher.spool.last_seq
+        return seqs[-1] if publisher.store.last_seq == seqs[-1] else -1
 
     last_seq = asyncio.run(asyncio.wait_for(scenario(), 30))
     will = next(m.json() for m in sub.on("/status") if m.json().get("state") == "offline")
-    assert will["reason"] == "lost" and will["seq"] == last_seq == 5
+    assert will["reason"] == "lost" and will["seq"] == last_seq > 0
     assert [m.json()["i"] for m in sub.on("/event")] == [0, 1, 2, 3, 4]  # nothing lost by the renewal

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.live.engine_link import EngineLink
 from agent.live.loop import LiveAgent
 from tests.live.conftest import Broker, Subscriber
-from tests.live.fakes import FakeDriver, FakeEngine, make_config
+from tests.live.fakes import FakeDriver, FakeEngine, fake_link, make_config
 from tests.live.test_agent_mqtt import await_until
 
 PASSWORD = "s3cret-broker-pw"
@@ -149,7 +148,7 @@ def test_tls_with_client_certificate_and_password(
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-        engine=EngineLink(FakeEngine(summary_every=2, event_every=0)),
+        engine=fake_link(FakeEngine(summary_every=2, event_every=0)),
     )
 
     async def scenario() -> None:
@@ -171,7 +170,7 @@ def test_bad_password_gives_a_clear_error_and_backs_off(
         config,
         engine_batch_s=0,
         driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
-        engine=EngineLink(FakeEngine(summary_every=2, event_every=0)),
+        engine=fake_link(FakeEngine(summary_every=2, event_every=0)),
     )
     observed_s = 4.5
 
@@ -193,5 +192,5 @@ def test_bad_password_gives_a_clear_error_and_backs_off(
     # Exponential backoff (1, 2, 4 s …): a handful of attempts, not a tight loop.
     assert 2 <= len(refusals) <= 4, (len(refusals), elapsed)
     assert "retrying in 2 s" in refusals[1]
-    assert agent.spool is not None and len(agent.spool) > 0, "data is kept in the spool meanwhile"
+    assert agent.store is not None and len(agent.store) > 0, "data is kept in the store meanwhile"
     assert all("not-the-password" not in r.getMessage() for r in caplog.records)

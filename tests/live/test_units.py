@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import logging
 import math
@@ -19,8 +18,10 @@ from agent.live.accept import parse_accept
 from agent.live.clock import ScaledClock
 from agent.live.logsetup import register_secret, setup_logging
 from agent.live.loop import LiveAgent
+from agent.live.outbox import Outbox
 from agent.live.poller import Poller
 from agent.live.record_cmd import TraceRecorder, trace_meta
+from agent.live.store import Store
 from agent.live.topics import Topics
 from agent.trace.reader import open_trace
 from drivers.base import PollResult
@@ -214,15 +215,6 @@ def test_engine_drift_events_as_published_match_the_event_schema(tmp_path: Path)
     from tests.live.conftest import load_schema
 
     published: list[dict] = []
-    agent = LiveAgent(
-        make_config(tmp_path, 1),
-        engine=False,
-        driver_factory=lambda c: [],
-        on_message=lambda kind, topic, payload: published.append(payload),
-    )
-    agent.config = dataclasses.replace(
-        agent.config, mqtt=dataclasses.replace(agent.config.mqtt, enabled=False)
-    )
     onset = drift_event(
         1764400000.0,
         "onset",
@@ -237,9 +229,15 @@ def test_engine_drift_events_as_published_match_the_event_schema(tmp_path: Path)
     cleared = drift_event(
         1764403600.0, "cleared", "cooling", None, None, "cooling", 1764399000.0, [], "Accepted."
     )  # type: ignore[arg-type]
-    agent._handle_reports([onset, cleared])
+    store = Store.open(tmp_path / "state", 1 << 20)
+    outbox = Outbox(
+        Topics.for_rack("rackwatt/v1", "s1", "r1"), store, site="s1", rack="r1", qos=1, keep=False,
+        observe=lambda kind, topic, payload: published.append(payload),
+    )
+    outbox.reports([onset, cleared])
+    store.close()
     schema = load_schema("event")
-    assert [p["seq"] for p in published] == [1, 2]
+    assert [p["seq"] for p in published][1] == published[0]["seq"] + 1
     for payload in published:
         jsonschema.validate(payload, schema)
         assert payload["site"] == "s1" and payload["detail"]["playbook"].endswith("#cooling")

@@ -2,9 +2,9 @@
 
 Why batches: ``Engine.process`` costs about the same for one row as for a few dozen (its cost is
 per call and per column, not per row), and at 60× the agent produces 60 one-second frames per
-real second. ``BatchingEngineLink`` hands the engine the frames of each ``batch_s`` simulated
-seconds as one chunk — the same call replay makes with thousands of rows (docs/architecture.md:
-there is no replay-only algorithm). Reports come back at most ``batch_s`` simulated seconds late.
+real second. The agent (``LiveAgent(engine_batch_s=…)``) hands the engine the frames of each
+batch as one chunk — the same call replay makes with thousands of rows (docs/architecture.md:
+there is no replay-only algorithm). Reports come back at most one batch late.
 
 Why a pre-warm: the drift detector calibrates its thresholds on hours of healthy data. With
 ``--fault`` (or ``--warmup H``) the first H simulated hours of the same scenario are replayed
@@ -23,33 +23,6 @@ import numpy as np
 from agent.live.engine_link import EngineLink
 from agent.sim import Scenario, simulate
 from agent.trace.model import TraceChunk
-
-
-class BatchingEngineLink(EngineLink):
-    """An ``EngineLink`` that passes frames on in batches of ``batch_s`` simulated seconds."""
-
-    def __init__(self, inner: EngineLink, batch_s: float) -> None:
-        super().__init__(inner.engine, inner._loader)
-        self.batch_s = float(batch_s)
-        self._pending: list[TraceChunk] = []
-        self.rows = 0
-        self.calls = 0
-
-    def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
-        if len(chunk.ts):
-            self._pending.append(chunk)
-        if not self._pending or self._pending[-1].ts[-1] - self._pending[0].ts[0] < self.batch_s:
-            return []
-        return self.flush()
-
-    def flush(self) -> list[dict[str, Any]]:
-        if not self._pending:
-            return []
-        batch = TraceChunk.concat(self._pending)
-        self._pending = []
-        self.rows += len(batch.ts)
-        self.calls += 1
-        return super().process(batch)
 
 
 class IntervalThinner:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import shutil
 import signal
@@ -24,7 +23,7 @@ from typing import Any, TextIO
 
 from agent.config.model import Config
 from agent.live.clock import ScaledClock
-from agent.live.demo.engine_feed import BatchingEngineLink, prewarm
+from agent.live.demo.engine_feed import prewarm
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.nodes import DemoNodes, NodePlan
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
@@ -289,22 +288,16 @@ async def _serve(
     plain: PlainLog | None,
     tail: _Tail | None,
 ) -> int:
-    batch_s = max(15.0, opts.speed * 0.5)
-    engine: EngineLink = link
-    extra: dict[str, Any] = {}
-    if "engine_batch_s" in inspect.signature(LiveAgent).parameters:
-        extra["engine_batch_s"] = batch_s  # the agent batches engine calls itself
-    else:
-        engine = BatchingEngineLink(link, batch_s=batch_s)
+    batch_s = max(15.0, opts.speed * 0.5)  # the agent batches engine calls itself
     agent = LiveAgent(
         config,
         config_path=path,
         clock=clock,
         driver_factory=_driver_factory(rack, intervals, clock),
-        engine=engine,
+        engine=link,
         on_message=state.observe,
         save_interval_s=3600.0,
-        **extra,
+        engine_batch_s=batch_s,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

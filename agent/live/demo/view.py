@@ -97,8 +97,8 @@ class DemoState:
         if publisher is not None:
             self.mqtt_connected = bool(publisher.connected)
             self.mqtt_endpoint = str(publisher.endpoint)
-        spool = getattr(agent, "spool", None)
-        self.spooled = len(spool) if spool is not None else 0
+        store = getattr(agent, "store", None)
+        self.spooled = len(store) if store is not None and agent.config.mqtt.enabled else 0
 
     # ---- derived numbers -------------------------------------------------------------------
     def facility_w(self) -> tuple[float | None, float | None]:
