@@ -217,6 +217,8 @@ class NvmlGpuDriver:
             values["energy_j"] = energy_j
             if energy_estimated:
                 estimated.add("energy_j")
+            else:  # energy_j is reset-safe, so the reset itself is reported (a driver reload: drift)
+                values["energy_resets"] = float(state.counter.resets)
         rates = optional("util_pct", lambda: nvml.utilization_pct(gpu))
         if rates is not None:
             values["util_pct"], values["mem_util_pct"] = rates
