@@ -21,6 +21,8 @@ Scored per family and labelling (everything from the twin's truth, nothing from 
 - healthy-window P95: |predicted − measured| / measured of report windows after the first day,
   outside faults (+1 h) and device outages, coverage ≥ 99 %; ``P95 job`` is the same over the
   windows that start within 6 h after a job start.
+- held% / relrn%: share of drift bins in which some component was held (not learning: a
+  suspicion or an incident) / re-learning fast (a job change, an accepted deviation).
 - the reference detector (river's PageHinkley, when river is installed) runs on the same
   per-bin residuals the ``DriftMonitor`` saw; each alarm is named by its channel alone
   (it → power_chain, gpu → gpu_hardware, cooling → cooling, thermal → thermal) and scored the same.
@@ -122,12 +124,16 @@ def run_random(job: RandomJob) -> dict[str, Any]:
     meta = trace_meta(scenario)
     engine = Engine(EngineSection(), rack_info(meta), site=meta.site, rack_name=meta.rack)
     samples: list[Any] = []
+    held_bins = [0, 0]  # drift bins with some component held (not learning), re-learning fast
     if engine.drift is not None:
         observe = engine.drift.observe
 
         def recording(sample: Any) -> Any:
             samples.append(sample)
-            return observe(sample)
+            out = observe(sample)
+            held_bins[0] += bool(engine.drift.held)
+            held_bins[1] += bool(engine.drift.relearn)
+            return out
 
         engine.drift.observe = recording
     started = time.perf_counter()
@@ -145,6 +151,9 @@ def run_random(job: RandomJob) -> dict[str, Any]:
     result.update(window_errors(windows, faults, truth))
     result.update({"job": job, "seconds": seconds})
     result["reference"] = reference_detector(samples, faults, truth, job.days)
+    result["onsets"] = onsets
+    result["held_pct"] = 100.0 * held_bins[0] / max(1, len(samples))
+    result["relearn_pct"] = 100.0 * held_bins[1] / max(1, len(samples))
     return result
 
 
@@ -264,6 +273,8 @@ def summarise(results: list[dict[str, Any]], key: str | None = None) -> dict[str
         out["p95"] = float(np.percentile(errs, 95)) if errs else math.nan
         out["p95_job"] = float(np.percentile(errs_job, 95)) if errs_job else math.nan
         out["unpredicted"] = sum(r["unpredicted"] for r in rs)
+        out["held_pct"] = statistics.mean(r["held_pct"] for r in rs)
+        out["relearn_pct"] = statistics.mean(r["relearn_pct"] for r in rs)
     return out
 
 
@@ -274,7 +285,7 @@ def _f(x: float, fmt: str = ".0f") -> str:
 def print_table(results: list[dict[str, Any]]) -> None:
     print(f"{'family':<7} {'labels':<6} {'detector':<12} {'runs':>4} {'faults':>6} {'found%':>6} "
           f"{'med min':>7} {'cause%':>6} {'FA/day':>6} {'jobchg':>6} {'flag%':>5} {'P95%':>5} {'P95job%':>7}"
-          "  false-alarm causes")
+          f" {'held%':>5} {'relrn%':>6}  false-alarm causes")
     for family in dict.fromkeys(r["job"].family for r in results):
         for hints in (True, False):
             rs = [r for r in results if r["job"].family == family and r["job"].hints == hints]
@@ -289,7 +300,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 print(f"{family:<7} {'yes' if hints else 'no':<6} {name:<12} {s['runs']:>4} {s['faults']:>6} "
                       f"{_f(s['found_pct']):>6} {_f(s['median_delay_min']):>7} {_f(s['cause_pct']):>6} "
                       f"{_f(s['false_per_day'], '.2f'):>6} {s['job_changes']:>6} {_f(s['flagged_pct']):>5} "
-                      f"{p95 if not key else '':>5} {p95j if not key else '':>7}  "
+                      f"{p95 if not key else '':>5} {p95j if not key else '':>7} "
+                      f"{_f(s.get('held_pct', math.nan)) if not key else '':>5} "
+                      f"{_f(s.get('relearn_pct', math.nan)) if not key else '':>6}  "
                       f"{', '.join(s['false_causes'])}")
 
 
