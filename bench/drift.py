@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/drift.py              # default: a few minutes on 2 cores
     .venv/bin/python bench/drift.py --full       # more magnitudes, seeds and healthy days
+    .venv/bin/python bench/drift.py --randomized [--seeds 50] [--family churn] [--per-fault]
+                                                 # randomised racks with and without labels
     .venv/bin/python bench/drift.py --full --only steady --only plateau --only tide --healthy-seeds 5
                                                  # false alarms only: 5 × 8 days per healthy scenario
 
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/drift_random.py
 
 DETECT_WITHIN_S = 3 * 3600.0
 SEED_BASE = 7100  # tests use seeds < 1000
@@ -192,7 +195,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="seeds per healthy scenario (steady, plateau, tide): a tighter false-alarm rate")
     parser.add_argument("--no-outdoor-sensor", action="store_true",
                         help="cooling unit without an outdoor air probe (the weather is not measured)")
+    parser.add_argument("--randomized", action="store_true",
+                        help="judge randomised racks (bench/drift_random.py), with and without labels")
+    parser.add_argument("--family", action="append", choices=("single", "churn"),
+                        help="--randomized: family to run (repeatable; default both)")
+    parser.add_argument("--seeds", type=int, default=6, help="--randomized: seeds per family (default 6)")
+    parser.add_argument("--first-seed", type=int, default=10_000,
+                        help="--randomized: first seed (reports use ≥ 10 000; 0–999 are for development)")
+    parser.add_argument("--days", type=float, default=3.0, help="--randomized: days per trace (default 3)")
+    parser.add_argument("--per-fault", action="store_true", help="--randomized: one line per scored fault")
     args = parser.parse_args(argv)
+    if args.randomized:
+        return _main_randomized(args)
     fault_jobs, healthy_jobs = _jobs(args.full, max(1, args.healthy_seeds))
     if args.no_outdoor_sensor:
         fault_jobs = [replace(j, outdoor_sensor=False) for j in fault_jobs]
@@ -212,6 +226,25 @@ def main(argv: list[str] | None = None) -> int:
               " of its °C; power_chain: extra loss, % of node input on one feed; hotspot: % of exhaust"
               " recirculated; GPU: % more power), not the size of the shift in the component's residual.")
     _print_healthy(healthy_results)
+    print(f"\nwall time {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+def _main_randomized(args: argparse.Namespace) -> int:
+    import drift_random as dr
+
+    jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days)
+    started = time.perf_counter()
+    if args.jobs <= 1:
+        results = [dr.run_random(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(dr.run_random, jobs))
+    last = args.first_seed + args.seeds - 1
+    print(f"randomised racks: seeds {args.first_seed}–{last}, {args.days:g} days each")
+    dr.print_table(results)
+    if args.per_fault:
+        dr.print_faults(results)
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -97,6 +97,9 @@ class RowBinner:
         # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
         # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
+        # last ``gpu.<i>.energy_resets`` per column: reset-safe drivers (NVML, dcgm-exporter) keep
+        # energy_j rising and report the resets they absorbed as this cumulative count instead
+        self._reset_counts: dict[str, float] = {}
 
     # ----------------------------------------------------------------------------- public
     def push(self, chunk: TraceChunk, flush: bool = False) -> list[Stretch]:
@@ -227,7 +230,7 @@ class RowBinner:
                 continue
             clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
             numeric[name] = clean[name]
-        self._note_gpu_resets(ts)
+        self._note_gpu_resets(ts, buf, n)
         emitted = TraceChunk(
             ts=ts,
             numeric={c: v[:n] for c, v in numeric.items()},
@@ -260,19 +263,38 @@ class RowBinner:
         per = self._interval_values(held, starts.size)
         return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
 
-    def _note_gpu_resets(self, ts: np.ndarray) -> None:
-        """Remember the rows of this emit where GPU energy counters went backwards."""
+    def _note_gpu_resets(self, ts: np.ndarray, buf: TraceChunk, n: int) -> None:
+        """Remember the rows of this emit where GPU energy counters went backwards, or where a
+        reset-safe driver's ``gpu.<i>.energy_resets`` count rose (live NVML, recorded traces)."""
         hyg = self.signals.hygiene
         per_row = np.zeros(ts.size, dtype=np.int64)
         for k in self.signals.indices("gpu.", ".energy_j"):
             mask = hyg.reset_rows.get(k)
             if mask is not None and mask.size == ts.size:
                 per_row += mask
+        for name, col in buf.numeric.items():
+            if name.startswith("gpu.") and name.endswith(".energy_resets"):
+                per_row += self._count_increments(name, col[:n])
         for i in np.flatnonzero(per_row):
             self._gpu_resets.append((float(ts[i]), int(per_row[i])))
         while len(self._gpu_resets) > MAX_RESET_ROWS:  # merge the oldest two: counts are kept
             (_, c0), (t1, c1) = self._gpu_resets[0], self._gpu_resets[1]
             self._gpu_resets[:2] = [(t1, c0 + c1)]
+
+    def _count_increments(self, name: str, col: np.ndarray) -> np.ndarray:
+        """Per row, how much a cumulative reset count rose since its previous finite value (the
+        first value seen only sets the reference: resets before the agent started are history)."""
+        out = np.zeros(col.size, dtype=np.int64)
+        rows = np.flatnonzero(np.isfinite(col))
+        if not rows.size:
+            return out
+        values = np.concatenate(([self._reset_counts.get(name, math.nan)], col[rows]))
+        rise = np.diff(values)  # NaN after an unknown reference; < 0 is the driver restarting its count
+        up = np.isfinite(rise) & (rise > 0)
+        out[rows[up]] = np.rint(rise[up]).astype(np.int64)
+        last = float(values[-1])
+        self._reset_counts[name] = last
+        return out
 
     def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
         """Each ``signals.QUANTITIES`` value per interval, from the held columns (and the facility)."""

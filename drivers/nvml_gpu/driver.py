@@ -217,7 +217,7 @@ class NvmlGpuDriver:
             values["energy_j"] = energy_j
             if energy_estimated:
                 estimated.add("energy_j")
-            else:  # counter resets seen (driver reloads): the engine tells a reload from drift by it
+            else:  # energy_j is reset-safe, so the reset itself is reported (a driver reload: drift)
                 values["energy_resets"] = float(state.counter.resets)
         rates = optional("util_pct", lambda: nvml.utilization_pct(gpu))
         if rates is not None:

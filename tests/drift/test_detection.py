@@ -43,8 +43,18 @@ CASES = [
     ("gpu", 3.0, "gpu_hardware"),
     ("thermal", 0.8, "thermal"),
     ("setpoint", -1.2, "cooling"),
-    ("it", -4.0, "power_chain"),
 ]
+
+
+@pytest.mark.parametrize(("component", "magnitude"), [("it", -4.0), ("thermal", -0.8), ("cooling", -4.0)])
+def test_a_shift_that_saves_energy_is_adopted_not_a_fault(component: str, magnitude: float) -> None:
+    """Faults cost energy or margin: PDU power down for the same load, a narrower inlet spread or
+    a cheaper cooling unit is a new normal (counted in ``status``), never a PSU or a hot spot."""
+    monitor = DriftMonitor()
+    events = run(monitor, stream(2.5, 21, (Injection(component, FAULT_AT_S, magnitude),)))
+    assert onsets(events, faults_only=False) == []
+    assert monitor.status()[component]["adopted"] >= 1  # it was seen: adopted, not missed
+    assert not monitor.held  # and the baseline learns the new level
 
 
 @pytest.mark.parametrize(("component", "magnitude", "cause"), CASES)
@@ -210,3 +220,13 @@ def test_fault_building_before_a_job_change_is_not_taken_for_the_job() -> None:
     faults = onsets(events)
     assert faults and faults[0]["cause"] == "power_chain", faults
     assert float(faults[0]["ts"]) - (T0 + FAULT_AT_S) <= 3 * 3600  # type: ignore[arg-type]
+
+
+def test_gpu_power_down_for_the_same_stage_is_a_workload_change_not_a_fault() -> None:
+    """Less GPU power for the same stage and work rate is a lighter job or stage mix (faults cost
+    energy): re-learned and flagged ``workload``; no GPU fault is raised."""
+    monitor = DriftMonitor()
+    events = run(monitor, stream(2.5, 21, (Injection("gpu", FAULT_AT_S, -4.0),)))
+    assert onsets(events) == []
+    workload = [e for e in onsets(events, faults_only=False) if float(e["ts"]) >= T0 + FAULT_AT_S]  # type: ignore[arg-type]
+    assert workload and "faults cost energy" in workload[0]["detail"]["explanation"]  # type: ignore[index]

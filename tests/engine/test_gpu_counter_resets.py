@@ -77,3 +77,30 @@ def test_a_sample_without_the_field_still_builds() -> None:
     sample = ComponentSample(1.0, 60.0, "", "hint", "", False, *([float("nan")] * 11))
     assert sample.gpu_counter_resets == 0
 
+
+
+def _with_reset_counts(chunks: list[TraceChunk]) -> list[TraceChunk]:
+    """What a reset-safe driver (NVML, dcgm-exporter) records: ``energy_j`` keeps rising and
+    ``gpu.<i>.energy_resets`` counts the resets it absorbed (3 before the trace: history)."""
+    ts = np.concatenate([c.ts for c in chunks])
+    counts = np.full((4, ts.size), 3.0)
+    for offset, gpus in RESETS:
+        i = int(np.searchsorted(ts, synth.T0 + offset))
+        for g in gpus:
+            counts[g, i:] += 1.0
+    counts[1, 100:110] = np.nan  # missed polls carry no count: they neither reset nor hide one
+    out, a = [], 0
+    for c in chunks:
+        b = a + len(c)
+        numeric = dict(c.numeric) | {f"gpu.{g}.energy_resets": counts[g, a:b].copy() for g in range(4)}
+        out.append(TraceChunk(ts=c.ts, numeric=numeric, stage=c.stage, job=c.job))
+        a = b
+    return out
+
+
+def test_a_reset_safe_drivers_reset_count_is_a_reset_whatever_the_chunking() -> None:
+    base = _with_reset_counts(synth.chunks(1.5 / 24, seed=4, chunk_rows=1500))
+    expected = {1860.0: 2, 2400.0: 1, 3060.0: 4}
+    assert _resets_by_bin(base) == expected
+    assert _resets_by_bin(synth.rechunk(base, 7)) == expected
+    assert _resets_by_bin([TraceChunk.concat(base)]) == expected

@@ -28,12 +28,36 @@ MIX_MOVED = 0.3
 JOB_RECENT_S = 3 * 3600.0
 JOB_LEAD_S = 0.0  # a shift whose evidence began before a job change (by more than this) is not the job's
 GPU_WITH_IT_FRAC = 0.25  # (0.1 let a quarter-hour of checkpoint-slot noise name a PDU loss gpu_hardware)
+# Faults cost energy or margin (issue 16): a failed PSU, a hot spot, a degraded coil or an ageing
+# GPU only ever add power (or widen the inlet spread). A shift of one of these causes the other
+# way saves energy: it is a change of the rack's normal, never that fault (see ``costs``).
+COSTLY_CAUSES: frozenset[str] = frozenset({"cooling", "power_chain", "thermal", "gpu_hardware", "unknown"})
 
 
 @dataclass(frozen=True)
 class Attribution:
     cause: str
     explanation: str
+
+
+def costs(cause: str, deviation: float) -> bool:
+    """Whether a confirmed shift of ``deviation`` (signed, the residual's unit) can be ``cause``:
+    a fault cause needs a shift that costs energy or margin; ``workload`` is informational and
+    takes either sign."""
+    return cause not in COSTLY_CAUSES or deviation > 0.0
+
+
+def saving(component: str, deviation: float) -> Attribution:
+    """What a shift that saves energy (or narrows the inlet spread) is: on the GPUs, less power per
+    stage is a lighter job or a new stage mix (``workload``: re-learned, informational); on the
+    other components a new normal the baselines adopt without an event (``""``)."""
+    if component == "gpu":
+        return Attribution(
+            "workload",
+            f"GPU power moved {abs(deviation):.1f} % down for the same stage: a lighter job or a new "
+            "stage mix, not a fault (faults cost energy); re-learning its baseline.",
+        )
+    return Attribution("", f"{component} moved {deviation:+.2f} the saving way: adopted as the new normal.")
 
 
 def _channel_moving(channel: ResidualChannel) -> bool:

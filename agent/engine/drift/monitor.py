@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
-from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, attribute
+from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, attribute, costs, saving
 from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
@@ -131,6 +131,7 @@ class DriftMonitor:
         self._last_gpu_w = math.nan  # (not saved: a restart only judges one more bin)
         self._it_skip = 0
         self._pending: list[dict[str, object]] = []  # events made while stopped (offline accept)
+        self.adopted: dict[str, int] = {}  # per channel: saving shifts adopted without an event
 
     # ------------------------------------------------------------------------------ reading
     @property
@@ -158,7 +159,8 @@ class DriftMonitor:
     def status(self) -> dict[str, object]:
         """Compact per-channel view for summaries and debugging."""
         return {
-            name: {"mode": ch.mode, "cusum": round(ch.cusum, 2), "scale": ch.scale}
+            name: {"mode": ch.mode, "cusum": round(ch.cusum, 2), "scale": ch.scale,
+                   "adopted": self.adopted.get(name, 0)}
             for name, ch in self.channels.items()
         }
 
@@ -198,6 +200,10 @@ class DriftMonitor:
         channel = self.channels["cooling"]
         if channel.mode == ACTIVE or "cooling" in self.incidents:
             return []  # the channel found it by itself (its explanation names the setpoint too)
+        if not costs("cooling", shift.deviation_pct):  # a raised setpoint saves energy: a new normal
+            channel.start_grace(float(sample.ts) + channel.params.block_bins * self.bin_s)
+            self.adopted["cooling"] = self.adopted.get("cooling", 0) + 1
+            return []
         tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
                                  self.setpoint_watch.before_pct, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
@@ -317,6 +323,10 @@ class DriftMonitor:
         restart = self.job_kind.recent_restart(tr.ts, JOB_RECENT_S)
         if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
             verdict = name_restart(verdict, restart, self.context.job, tr.ts)
+        if not costs(verdict.cause, tr.deviation):
+            verdict = saving(name, tr.deviation)
+            if not verdict.cause:
+                return self._adopt(name, tr)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -346,6 +356,13 @@ class DriftMonitor:
         pct = _pct(name, tr, self.channels, stage_slot(sample.stage))
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
+
+    def _adopt(self, name: str, tr: Transition) -> list[dict[str, object]]:
+        """A shift that saves energy on a fault channel: no event; the channel re-centres on the new
+        level at once (its stage slots re-warm from their next bins), counted in ``status``."""
+        self.channels[name].start_grace(tr.ts + self.channels[name].params.block_bins * self.bin_s)
+        self.adopted[name] = self.adopted.get(name, 0) + 1
+        return []
 
     def _it_follows_gpu_incident(self, deviation: float) -> bool:
         """While the GPUs draw more than before (an active ``gpu_hardware`` incident), the IT model

@@ -76,6 +76,19 @@ def test_energy_counter_is_diffed_and_survives_a_reset(fake: FakeNvml, clock: Cl
     assert third > second
 
 
+def test_absorbed_resets_are_reported_for_the_engine(fake: FakeNvml, clock: Clock) -> None:
+    """The reset never reaches energy_j, so its count does: the engine's driver-reload evidence."""
+    driver = NvmlGpuDriver(NvmlSection(), clock=clock)
+    assert poll(driver).signals["gpu.0.energy_resets"] == 0.0
+    clock.now += 10
+    assert poll(driver).signals["gpu.0.energy_resets"] == 0.0
+    clock.now += 10
+    fake.reset_counter(0)
+    clock.now += 2
+    s = poll(driver).signals
+    assert s["gpu.0.energy_resets"] == 1.0 and s["gpu.1.energy_resets"] == 0.0
+
+
 def test_power_falls_back_to_power_usage_without_power_instant(fake: FakeNvml, clock: Clock) -> None:
     fake.unsupported.add("POWER_INSTANT")
     driver = NvmlGpuDriver(NvmlSection(), clock=clock)

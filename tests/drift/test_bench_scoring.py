@@ -1,0 +1,76 @@
+"""The randomised drift bench scores what the issue defines (bench/drift_random.py): a fault's size
+is measured in its component, onsets match faults or job changes, the rest are false alarms."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from agent.sim import FaultSpec
+from agent.sim.randomize import random_scenario
+from tests.conftest import REPO_ROOT
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("drift_random", REPO_ROOT / "bench" / "drift_random.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("drift_random", module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+dr = _bench()
+T0 = 1_000_000.0
+H = 3600.0
+
+
+def _truth(*jobs: tuple[float, float, str]) -> dict[str, Any]:
+    return {"jobs": [{"start_ts": T0 + a * H, "end_ts": T0 + b * H, "profile": p} for a, b, p in jobs]}
+
+
+def _onset(h: float, cause: str) -> dict[str, Any]:
+    return {"ts": T0 + h * H, "cause": cause, "state": "onset"}
+
+
+def test_a_gpu_step_is_measured_in_its_component() -> None:
+    sc = random_scenario(3, "single", days=0.125)
+    sc = replace(sc, faults=(FaultSpec("gpu_ageing", start_h=1.0, magnitude_pct=5.0, shape="step"),))
+    (effect,) = dr.fault_effects(sc)
+    assert effect["component"] == "gpu" and effect["effect_pct"] == pytest.approx(5.0, abs=1.0)
+    assert effect["ref_ts"] == sc.start_ts + H  # a step's reference is its start
+
+
+def test_onsets_are_matched_to_faults_and_job_changes() -> None:
+    fault = {"kind": "power_chain", "cause": "power_chain", "effect_pct": 4.0, "start_ts": T0 + 10 * H,
+             "ref_ts": T0 + 10 * H, "until_ts": T0 + 20 * H}
+    small = {**fault, "effect_pct": 1.0, "start_ts": T0 + 30 * H, "ref_ts": T0 + 30 * H,
+             "until_ts": T0 + 31 * H}
+    truth = _truth((0, 5, "a"), (5, 8, "b"), (8, 40, "b"))
+    onsets = [
+        _onset(5.2, "workload"),  # the change a → b: flagged
+        _onset(6.0, "thermal"),  # after a job change, but not workload: a false alarm
+        _onset(8.5, "workload"),  # b restarted as b: allowed its re-learn, not a job change
+        _onset(10.5, "gpu_hardware"),  # the fault, found after 30 min, named wrong
+        _onset(30.5, "cooling"),  # inside a fault too small to score: neither found nor false
+        _onset(35.0, "workload"),  # no job start in the 3 h before: false
+    ]
+    s = dr.score_onsets(onsets, [fault, small], truth, days=2.0)
+    assert [(f["found"], f["delay_s"], f["named"]) for f in s["faults"]] == [(True, 1800.0, "gpu_hardware")]
+    assert s["false"] == ["thermal", "workload"]
+    assert (s["job_changes"], s["flagged"]) == (1, 1)
+    summary = dr.summarise([{**s, "errors": [1.0] * 19 + [9.0], "errors_job": [], "unpredicted": 0,
+                             "held_pct": 0.0, "relearn_pct": 0.0}])
+    assert summary["false_per_day"] == 1.0 and summary["cause_pct"] == 0.0 and summary["found_pct"] == 100.0
+
+
+def test_a_fault_found_after_three_hours_is_missed() -> None:
+    fault = {"kind": "cooling", "cause": "cooling", "effect_pct": 5.0, "start_ts": T0, "ref_ts": T0 + H,
+             "until_ts": T0 + 10 * H}
+    s = dr.score_onsets([_onset(4.5, "cooling")], [fault], _truth((0, 10, "a")), days=1.0)
+    assert not s["faults"][0]["found"] and s["false"] == []
