@@ -38,13 +38,20 @@ def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]
     """Yield the scenario's trace as consecutive chunks (1-s rows, ``chunk_s`` rows each at most)."""
     if chunk_s < 1:
         raise ValueError(f"chunk_s must be ≥ 1, got {chunk_s}")
+    for hour, _clean in simulate_hours(scenario):
+        for i in range(0, len(hour), chunk_s):
+            yield hour if chunk_s >= len(hour) else hour.take(slice(i, i + chunk_s))
+
+
+def simulate_hours(scenario: Scenario) -> Iterator[tuple[TraceChunk, dict[str, np.ndarray]]]:
+    """Yield (trace chunk, clean physics values) hour by hour: benches that score per-node or
+    per-job energy need the true node power (``node_ac_w``, ``node_stage``, ``node_job``)."""
     physics = RackPhysics(scenario)
     sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.workload.job_ids())
     total = scenario.total_s
     for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
-        hour = sampler.to_chunk(physics.step(hour_start, min(total, hour_start + CHUNK_S)), scenario.hints)
-        for i in range(0, len(hour), chunk_s):
-            yield hour if chunk_s >= len(hour) else hour.take(slice(i, i + chunk_s))
+        clean = physics.step(hour_start, min(total, hour_start + CHUNK_S))
+        yield sampler.to_chunk(clean, scenario.hints), clean
 
 
 def scenario_truth(scenario: Scenario) -> dict[str, Any]:
