@@ -27,6 +27,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,11 +87,14 @@ def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = F
 
 
 def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_labels: bool = False,
-                 observe: Callable[[TraceChunk, dict], None] | None = None) -> dict:
+                 observe: Callable[[TraceChunk, dict], None] | None = None,
+                 node_gpus: tuple[tuple[int, ...], ...] = ()) -> dict:
     """Replay one twin scenario through the engine; ``observe(chunk, clean)`` sees every hour's
-    trace chunk and clean physics values (benches that score against the twin's truth)."""
+    trace chunk and clean physics values (benches that score against the twin's truth);
+    ``node_gpus`` is what a rack's [[node]] sections tell the engine (GPU coverage per node)."""
     meta = trace_meta(scenario)
-    engine = Engine(EngineSection(window_s=window_s), rack_info(meta), site=meta.site, rack_name=meta.rack)
+    info = replace(rack_info(meta), node_gpus=node_gpus)
+    engine = Engine(EngineSection(window_s=window_s), info, site=meta.site, rack_name=meta.rack)
     records: list[dict] = []
     t_engine = 0.0
     truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []

@@ -12,6 +12,9 @@ through ``Engine.process`` (bench/accuracy.py's ``run_scenario``, the same windo
   no-gpu+hints every ``gpu.*`` column removed, the trace's stage labels kept
   no-gpu       every ``gpu.*`` column and the stage labels removed
 
+The engine is told each node's GPUs (as a rack's [[node]] sections do), so a drained node's GPUs
+are not scaled from the others; ``--whole-rack-coverage`` leaves that out (the rule before).
+
 Printed per run: windows predicted after warm-up (%), healthy-window error P50/P95/max.
 
 Stage energy: the twin's truth credits each node's true AC power to that node's own stage and job
@@ -124,6 +127,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="node groups (jobs side by side), default 2")
     ap.add_argument("--drain", action="store_true", help="power one node down for 1–6 h")
     ap.add_argument("--skip-no-gpu", action="store_true", help="only the run with GPU columns")
+    ap.add_argument("--whole-rack-coverage", action="store_true",
+                    help="do not tell the engine which GPUs each node has (missing GPUs scaled from all)")
     args = ap.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(
@@ -147,7 +152,8 @@ def main() -> int:
                 continue
             truth = NodeTruth([j["id"] for j in info["jobs"]])
             observe = truth.observe if name == "gpu" else None
-            r = run_scenario(sc, args.window, no_gpu, no_labels, observe=observe)
+            nodes = () if args.whole_rack_coverage else tuple(tuple(g) for g in info["node_gpus"])
+            r = run_scenario(sc, args.window, no_gpu, no_labels, observe=observe, node_gpus=nodes)
             errs[name].append(_errors(r))
             predicted[name].append(100.0 * r["predicted_frac"])
             print(f"  {name:<13} predicted after warm-up {100 * r['predicted_frac']:5.1f} %  "
