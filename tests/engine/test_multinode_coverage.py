@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
+from agent.config.loader import load_config
 from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
 from agent.engine.signals import QUANTITIES, combine
@@ -63,3 +65,15 @@ def test_a_drained_node_is_not_scaled_from_the_live_one() -> None:
     np.testing.assert_allclose(per_node, truth, rtol=0.03)
     whole_rack, _ = _gpu_kwh_in_drain(())
     assert np.all(whole_rack > 1.8 * truth)  # the rule before: the live node counted twice
+
+
+def test_the_engine_learns_each_node_s_gpus_from_the_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(
+        '[agent]\nsite = "dc1"\nrack = "r07"\n\n[nvml]\nenabled = false\n\n'
+        '[[dcgm]]\nid = "a"\nurl = "http://127.0.0.1:9/metrics"\ngpu_count = 4\n\n'
+        '[[dcgm]]\nid = "b"\nurl = "http://127.0.0.1:9/metrics"\ngpu_count = 2\n'
+    )
+    info = rack_info(config=load_config(path))
+    assert info.node_gpus == ((0, 1, 2, 3), (4, 5))
+    assert info.gpu_node("gpu.5.power_w") == 1 and info.gpu_node("gpu.9.power_w") == -1
