@@ -122,3 +122,20 @@ def test_cli_writes_a_multijob_trace(tmp_path: Path) -> None:
     truth = json.loads((out / "truth.json").read_text())
     assert truth["scenario"]["name"] == "random_multijob"
     assert len(truth["node_stage_segments"]) == truth["scenario"]["nodes"]
+
+
+def test_the_stepping_twin_serves_a_multijob_rack() -> None:
+    from agent.sim import RackTwin
+    from agent.sim.params import STAGES
+
+    sc = random_multijob_scenario(4, days=0.2, nodes=2, per_node=4, jobs=1, drain=True)
+    (drain,) = scenario_truth(sc)["scenario"]["drains"]
+    twin = RackTwin(sc)
+    twin.advance_to(drain["start_ts"] + 10.0)
+    gpus = twin.gpu_values()
+    node = drain["node"]
+    off = [g for g in gpus if g // 4 == node]
+    assert all(gpus[g]["power_w"] == 0.0 for g in off)
+    assert all(gpus[g]["power_w"] > 0.0 for g in gpus if g not in off)
+    stage, job = twin.stage()
+    assert stage in STAGES and job in {"", *(j["id"] for j in scenario_truth(sc)["jobs"])}
