@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
 from agent.report.data import FacilityHold
-from agent.sim.scenarios import make_scenario
-from agent.sim.twin import scenario_truth, simulate, trace_meta
+from agent.sim.scenarios import Scenario, make_scenario
+from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
 from agent.trace.model import TraceChunk
 
 DAY_S = 86400.0
@@ -81,14 +83,25 @@ def _stage_mean_reference(truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndar
 
 def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = False,
             no_labels: bool = False) -> dict:
-    scenario = make_scenario(name, days=days, seed=seed)
+    return run_scenario(make_scenario(name, days=days, seed=seed), window_s, no_gpu, no_labels)
+
+
+def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_labels: bool = False,
+                 observe: Callable[[TraceChunk, dict], None] | None = None,
+                 node_gpus: tuple[tuple[int, ...], ...] = ()) -> dict:
+    """Replay one twin scenario through the engine; ``observe(chunk, clean)`` sees every hour's
+    trace chunk and clean physics values (benches that score against the twin's truth);
+    ``node_gpus`` is what a rack's [[node]] sections tell the engine (GPU coverage per node)."""
     meta = trace_meta(scenario)
-    engine = Engine(EngineSection(window_s=window_s), rack_info(meta), site=meta.site, rack_name=meta.rack)
+    info = replace(rack_info(meta), node_gpus=node_gpus)
+    engine = Engine(EngineSection(window_s=window_s), info, site=meta.site, rack_name=meta.rack)
     records: list[dict] = []
     t_engine = 0.0
     truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     facility = FacilityHold()  # the report's reading of trace-format.md's facility power
-    for chunk in simulate(scenario):
+    for chunk, clean in simulate_hours(scenario):
+        if observe is not None:
+            observe(chunk, clean)
         if no_gpu:
             truth_rows.append((chunk.ts, chunk.stage, facility.facility_power(chunk, meta.crac_shares)))
         chunk = _strip(chunk, no_gpu, no_labels)
@@ -140,6 +153,7 @@ def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = F
         "lag": engine.learned_lag,
         "true_lag": (c.tau_s, float(c.dead_s)),
         "engine_s": t_engine,
+        "engine": engine,
     }
 
 

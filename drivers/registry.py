@@ -125,6 +125,19 @@ class _GpuRanges:
         return first, None
 
 
+def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
+    """Each GPU node's rack-wide GPU indices ([[dcgm]], then [[node]]), by the same rule the
+    drivers are placed with; refused nodes are left out. The engine counts coverage per node."""
+    ranges = _GpuRanges()
+    out = []
+    nodes: list[DcgmSection | NodeSection] = [*config.dcgms, *config.nodes]
+    for node in nodes:
+        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
+        if not refused:
+            out.append(tuple(range(first, first + node.gpu_count)))
+    return tuple(out)
+
+
 def _dcgm_drivers(config: DeviceSections, ranges: _GpuRanges) -> list[Driver]:
     """One driver per ``[[dcgm]]`` node, on its rack-wide GPU range."""
     drivers: list[Driver] = []

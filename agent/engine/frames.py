@@ -39,6 +39,14 @@ class RackInfo:
     gpu_max_power_w: float = 1500.0
     crac_max_power_w: float = 200000.0
     interval_s: dict[str, float] = field(default_factory=dict)  # signal → known polling interval
+    # Rack-wide GPU indices per node (config [[node]]/[[dcgm]] order): coverage is per node.
+    # Empty: the rack is one group (a missing GPU is like the known ones).
+    node_gpus: tuple[tuple[int, ...], ...] = ()
+
+    def gpu_node(self, name: str) -> int:
+        """Node index of column ``gpu.<i>.…`` (-1: not in any listed node)."""
+        i = int(name.split(".")[1])
+        return next((k for k, gpus in enumerate(self.node_gpus) if i in gpus), -1)
 
     def max_power_w(self, name: str) -> float:
         parts = name.split(".")

@@ -26,4 +26,7 @@ def rack_info(
         for pdu in config.pdus:
             info.pdu_max_power_w[pdu.id] = pdu.max_power_w
             info.interval_s[f"pdu.{pdu.id}.power_w"] = pdu.interval_s
+        from drivers.registry import gpu_node_ranges  # the drivers' own GPU numbering rule
+
+        info.node_gpus = gpu_node_ranges(config)
     return info

@@ -304,7 +304,10 @@ class RowBinner:
             members = member_names(names, q.column)
             cols = np.stack([held[n] for n in members], axis=1) if members else np.zeros((m, 0))
             shares = np.array([self.rack.crac_shares.get(n.split(".")[1], 1.0) for n in members if "." in n])
-            out[q.name] = combine(q, cols, shares)
+            groups = None
+            if q.name == "gpu" and self.rack.node_gpus:
+                groups = np.array([self.rack.gpu_node(n) for n in members])
+            out[q.name] = combine(q, cols, shares, groups)
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 

@@ -113,11 +113,30 @@ def member_names(names: list[str], column: str) -> list[str]:
     return [n for n in names if col.matches(n)]
 
 
-def combine(q: Quantity, held: np.ndarray, shares: np.ndarray) -> np.ndarray:
-    """One interval value per row from the held members ``held`` (m × members)."""
+def combine(
+    q: Quantity, held: np.ndarray, shares: np.ndarray, groups: np.ndarray | None = None
+) -> np.ndarray:
+    """One interval value per row from the held members ``held`` (m × members).
+
+    ``groups`` (one id per member, for ``total``): the members' nodes. A node's missing members
+    are scaled from that node's known ones (same job, same stage), never from other nodes: a
+    node with none known adds nothing, it is not assumed to run like the rest (a drained node,
+    a lost node agent). NaN only when no member of any node is known.
+    """
     m, n = held.shape
     if n == 0:
         return np.full(m, q.absent)
+    if q.combine == "total" and groups is not None and np.unique(groups).size > 1:
+        out = np.zeros(m)
+        any_known = np.zeros(m, dtype=bool)
+        for g in np.unique(groups):
+            part = held[:, groups == g]
+            known_g = ~np.isnan(part)
+            cnt_g = known_g.sum(axis=1)
+            tot_g = np.where(known_g, part, 0.0).sum(axis=1)
+            out += np.where(cnt_g > 0, tot_g * part.shape[1] / np.maximum(cnt_g, 1), 0.0)
+            any_known |= cnt_g > 0
+        return np.where(any_known, out, np.nan)
     if q.combine == "sum":
         return np.asarray(held.sum(axis=1))
     if q.combine == "share_sum":

@@ -17,6 +17,7 @@ import numpy as np
 
 from agent.sim import cooling as cool
 from agent.sim.faults import combined
+from agent.sim.jobs import RackWorkload, nominal_rates
 from agent.sim.lag import first_order_lag
 from agent.sim.params import (
     CHECKPOINT,
@@ -27,7 +28,7 @@ from agent.sim.params import (
     INLET_POSITIONS,
 )
 from agent.sim.scenarios import Scenario
-from agent.sim.stages import V_SPIN, Timeline, build_timeline, profile_table
+from agent.sim.stages import V_SPIN, Timeline, profile_table
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
@@ -114,14 +115,25 @@ class RackPhysics:
     def __init__(self, scenario: Scenario, timeline: Timeline | None = None) -> None:
         self.scenario = scenario
         self.rp = scenario.rack
-        self.timeline = timeline or build_timeline(
-            scenario.plan, scenario.total_s, np.random.default_rng([scenario.seed, 0, 1])
+        if timeline is not None and (scenario.groups or scenario.drains):
+            raise ValueError("a given timeline runs on every node: it cannot go with node groups or drains")
+        self.workload = RackWorkload(
+            scenario.plan, scenario.groups, scenario.drains, self.rp.nodes, scenario.total_s, scenario.seed
         )
+        if timeline is not None:
+            self.workload.timelines[0] = self.workload.timeline = timeline
+            self.workload.jobs = timeline.jobs
+        self.timeline = self.workload.timeline  # rack-wide label view (a single job: its one timeline)
         self.k = rack_constants(scenario)
+        # The first GPU of each group's first node is its rank 0 (the one that writes a rank-0 checkpoint).
+        first_node = [min(g.nodes) for g in self.workload.groups]
+        self.rank0_gpu = np.zeros(self.rp.gpus, dtype=bool)
+        for n in first_node:
+            self.rank0_gpu[int(np.flatnonzero(self.k.node_of_gpu == n)[0])] = True
         self.env = cool.Environment(self.rp.cooling, self.k.phases, scenario.environment_swing)
         self.psu = psu_loss_coefficients(self.rp.node.psu_curve)
         self._tables()
-        self._job_nominal = np.array([j["work_rate_nominal"] for j in self.timeline.jobs] + [math.nan])
+        self._job_nominal = nominal_rates(self.workload.jobs)
         self.state = self._initial_state()
 
     def _tables(self) -> None:
@@ -182,8 +194,13 @@ class RackPhysics:
         tl, gp, k = self.timeline, self.rp.gpu, self.k
         n, g = s1 - s0, self.rp.gpus
         chunk, off = divmod(s0, CHUNK_S)
+        nodes = self.workload.per_node(s0, s1)  # (n, nodes) per-node stage truth
+        on_g = self.workload.powered(s0, s1)[:, k.node_of_gpu]
+        stage_g = nodes["stage"][:, k.node_of_gpu].astype(np.intp)
+        prof_g = nodes["profile"][:, k.node_of_gpu].astype(np.intp)
+        rate_g = nodes["work_rate"][:, k.node_of_gpu]
+        job_g = nodes["job"][:, k.node_of_gpu]
         stage = tl.stage[s0:s1].astype(np.intp)
-        prof = tl.profile[s0:s1].astype(np.intp)
         job = tl.job[s0:s1]
         rate_nom = tl.work_rate[s0:s1]
         # Draw whole-chunk noise and slice, so a chunk split into steps sees the same numbers.
@@ -191,21 +208,24 @@ class RackPhysics:
         util_noise = self.rng(chunk, S_UTIL).standard_normal((CHUNK_S, 2 * g))[off : off + n]
         rate_noise = self.rng(chunk, S_RATE).standard_normal(CHUNK_S)[off : off + n]
 
-        level = self.power_level[prof, stage]  # (n,)
-        training = (stage == FORWARD_BACKWARD) | (stage == GRAD_SYNC)
-        nominal = self._job_nominal[job]
-        ratio = np.where(training & (nominal > 0), rate_nom / np.where(nominal > 0, nominal, 1.0), 1.0)
+        level = self.power_level[prof_g, stage_g]  # (n, G)
+        training_g = (stage_g == FORWARD_BACKWARD) | (stage_g == GRAD_SYNC)
+        nominal = self._job_nominal[job_g]
+        ratio = np.where(training_g & (nominal > 0), rate_g / np.where(nominal > 0, nominal, 1.0), 1.0)
         ratio = np.nan_to_num(ratio, nan=1.0)
         level = gp.idle_w + (level - gp.idle_w) * ratio**gp.work_rate_exponent
+        training = (stage == FORWARD_BACKWARD) | (stage == GRAD_SYNC)
         ageing = combined(self.scenario.faults, "gpu_ageing", t)[:, None] * k.ageing_weight[None, :]
         ageing = ageing + combined(self.scenario.faults, "gpu_driver", t)[:, None]
-        level_g, util_g, mem_g = self._per_gpu(stage, prof, tl.variant[s0:s1], level)
+        level_g, util_g, mem_g = self._per_gpu(stage_g, prof_g, nodes["variant"][:, k.node_of_gpu], level)
         power = level_g * k.gpu_unit[None, :] * (1.0 + ageing)
         power = power * (1.0 + gp.noise_frac * gpu_noise)
         cap_noise = self.rng(chunk, S_CAP).standard_normal((CHUNK_S, g))[off : off + n]
         cap_w = gp.tdp_w * 1.02 * (1.0 + GPU_CAP_READING_NOISE_FRAC * np.clip(cap_noise, -3.0, 3.0))
         power = np.clip(np.minimum(power, cap_w), 0.85 * gp.idle_w, None)
+        power = np.where(on_g, power, 0.0)  # a drained node is powered down
         out["gpu_power_w"] = power
+        out["gpu_powered"] = on_g
 
         util = util_g + 0.5 * np.sqrt(util_g) * util_noise[:, :g]
         mem = mem_g + 0.4 * np.sqrt(mem_g) * util_noise[:, g:]
@@ -214,7 +234,7 @@ class RackPhysics:
         clock = gp.clock_max_mhz - gp.clock_throttle_mhz_per_w * np.maximum(
             power - gp.clock_throttle_knee_w, 0
         )
-        clock = np.where((stage == IDLE)[:, None], gp.clock_idle_mhz, np.round(clock / 15.0) * 15.0)
+        clock = np.where(stage_g == IDLE, gp.clock_idle_mhz, np.round(clock / 15.0) * 15.0)
         out["gpu_sm_clock_mhz"] = clock
         heat = first_order_lag(power, gp.temp_tau_s, self.state.gpu_heat_w)
         self.state.gpu_heat_w = heat[-1].copy()
@@ -231,6 +251,12 @@ class RackPhysics:
 
         training_or_eval = training | (stage == EVAL)
         reported = np.where(training_or_eval, rate_nom * (1.0 + 0.01 * rate_noise), rate_nom)
+        if self.workload.multi or self.workload.drains:  # a drained node's share of the throughput is gone
+            live = self.workload.live_fraction(s0, s1)
+            pick = self.workload.label_group[s0:s1] if self.workload.multi else np.zeros(n, np.intp)
+            reported = reported * live[np.arange(n), pick]
+        out["node_stage"] = nodes["stage"]
+        out["node_job"] = nodes["job"]
         out["work_rate"] = np.where(job >= 0, reported, np.nan)
         out["stage"] = stage
         out["job"] = job
@@ -242,22 +268,20 @@ class RackPhysics:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-GPU power level, utilisation and memory utilisation (rows × GPUs) before noise.
 
-        Every GPU shows the stage's level, except where a job kind has a per-rank signature: a
-        checkpoint written by rank 0 (GPU 0: the job spans the rack) while every other rank
-        spins in a collective, and a collective stall (``V_SPIN``) in which every rank spins.
+        Every GPU shows its node's stage level, except where a job kind has a per-rank signature:
+        a checkpoint written by rank 0 (the first GPU of the job's first node) while every other
+        rank spins in a collective, and a collective stall (``V_SPIN``) in which every rank spins.
+        All arguments are (rows × GPUs).
         """
-        g = self.rp.gpus
-        shape = (len(stage), g)
-        level_g = np.broadcast_to(level[:, None], shape).copy()
-        util_g = np.broadcast_to(self.util_level[prof, stage][:, None], shape).copy()
-        mem_g = np.broadcast_to(self.mem_level[prof, stage][:, None], shape).copy()
-        peers = (stage == CHECKPOINT) & self.rank0_writes[prof]
-        spin = (variant == V_SPIN) if variant.size else np.zeros(len(stage), bool)
-        for rows, first in ((peers, 1), (spin, 0)):
-            if rows.any():
-                level_g[rows, first:] = self.spin_w[prof[rows]][:, None]
-                util_g[rows, first:] = self.spin_util[prof[rows]][:, None]
-                mem_g[rows, first:] = 1.0  # a polling kernel barely touches memory
+        level_g = level.copy()
+        util_g = self.util_level[prof, stage]
+        mem_g = self.mem_level[prof, stage]
+        peers = (stage == CHECKPOINT) & self.rank0_writes[prof] & ~self.rank0_gpu[None, :]
+        spin = peers | (variant == V_SPIN)
+        if spin.any():
+            level_g[spin] = self.spin_w[prof[spin]]
+            util_g[spin] = self.spin_util[prof[spin]]
+            mem_g[spin] = 1.0  # a polling kernel barely touches memory
         return level_g, util_g, mem_g
 
     # --- nodes, PDU feeds, inlets, cooling ----------------------------------------------------
@@ -266,11 +290,14 @@ class RackPhysics:
         n = s1 - s0
         chunk, off = divmod(s0, CHUNK_S)
         faults = self.scenario.faults
-        stage, prof = out["stage"], self.timeline.profile[s0:s1].astype(np.intp)
+        nodes = self.workload.per_node(s0, s1)
+        on = self.workload.powered(s0, s1)
+        stage, prof = nodes["stage"].astype(np.intp), nodes["profile"].astype(np.intp)
         node_gpu_w = np.zeros((n, rp.nodes))
         np.add.at(node_gpu_w.T, k.node_of_gpu, out["gpu_power_w"].T)
         node_frac = k.node_gpu_count / node_p.gpus_per_node
-        node_fixed = (node_p.base_w + self.node_extra[prof, stage])[:, None] * node_frac[None, :]
+        # Powered down: the BMC's standby draw (tens of W) is below PDU noise and left out.
+        node_fixed = np.where(on, (node_p.base_w + self.node_extra[prof, stage]) * node_frac[None, :], 0.0)
         dc_no_fan = node_gpu_w + node_fixed
 
         # Pass 1: supply air from an estimate of the heat load without server fans.
@@ -312,7 +339,7 @@ class RackPhysics:
         gpu_frac = node_gpu_w / (np.maximum(k.node_gpu_count, 1) * rp.gpu.tdp_w)
         target = node_p.fan_base_frac + node_p.fan_load_gain * gpu_frac
         target = target + node_p.fan_inlet_gain_per_k * np.maximum(node_inlet - node_p.fan_inlet_ref_c, 0.0)
-        target = np.clip(target, node_p.fan_min_frac, 1.0)
+        target = np.where(on, np.clip(target, node_p.fan_min_frac, 1.0), 0.0)
         fan = first_order_lag(target, node_p.fan_tau_s, self.state.fan_frac)
         self.state.fan_frac = fan[-1].copy()
         fan_w = node_p.fan_max_w * fan**3 * node_frac[None, :]

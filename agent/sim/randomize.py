@@ -16,11 +16,13 @@ report on seeds from 10 000 (``REPORT_SEED_BASE``).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
 
 from agent.sim.faults import FAULT_KINDS, FaultSpec
+from agent.sim.jobs import Drain, NodeGroup
 from agent.sim.params import (
     CoolingParams,
     GpuParams,
@@ -38,6 +40,12 @@ FAMILIES: dict[str, str] = {
     "single": "one randomised job kind per rack, long jobs with restarts, faults",
     "churn": "short jobs of mixed randomised kinds, preemptions, long idles, unlabelled jobs, faults",
 }
+# Racks whose nodes run different workloads (agent.sim.jobs); apart from FAMILIES so the
+# single-job benches keep their tables.
+LAYOUT_FAMILIES: dict[str, str] = {
+    "multijob": "1–8 nodes split into 1–3 node groups, each with its own single-family jobs; "
+    "half the racks drain one node for 1–6 h",
+}
 DEV_SEEDS = range(0, 1000)  # seeds looked at while developing; benches report on others
 REPORT_SEED_BASE = 10_000
 _STREAM = 424242  # the rng stream of the randomiser's draws, apart from the physics streams
@@ -48,8 +56,11 @@ _MISSING_PROB = 0.25
 
 def random_scenario(seed: int, family: str = "single", days: float = 0.5, hints: bool = True) -> Scenario:
     """A randomised rack and workload; the same (seed, family, days) always gives the same run."""
+    if family in LAYOUT_FAMILIES:
+        return random_multijob_scenario(seed, days=days, hints=hints)
     if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}: expected one of {', '.join(FAMILIES)}")
+        known = ", ".join([*FAMILIES, *LAYOUT_FAMILIES])
+        raise ValueError(f"unknown family {family!r}: expected one of {known}")
     if not 0 < days <= 400:
         raise ValueError(f"days must be in (0, 400], got {days}")
     rng = np.random.default_rng([seed, 0, _STREAM])
@@ -69,14 +80,74 @@ def random_scenario(seed: int, family: str = "single", days: float = 0.5, hints:
     )
 
 
+def random_multijob_scenario(
+    seed: int,
+    days: float = 0.5,
+    hints: bool = True,
+    *,
+    nodes: int | None = None,
+    per_node: int | None = None,
+    jobs: int | None = None,
+    drain: bool | None = None,
+) -> Scenario:
+    """A randomised rack whose node groups run their own jobs side by side (``multijob``).
+
+    ``nodes``, ``per_node``, ``jobs`` (node groups) and ``drain`` (one node powered down for 1–6 h
+    while its group goes on with the rest) fix the layout; left out, the seed draws them. Groups
+    are contiguous and as even as the node count allows (8 nodes, 2 jobs: 4 + 4), the way a
+    scheduler packs jobs onto neighbouring nodes. No faults: the family is about the layout.
+    """
+    if not 0 < days <= 400:
+        raise ValueError(f"days must be in (0, 400], got {days}")
+    rng = np.random.default_rng([seed, 0, _STREAM, 1])  # its own stream: the other families do not move
+    hours = days * 24.0
+    rack = random_rack(rng, nodes=nodes, per_node=per_node)
+    n = rack.nodes
+    kinds = random_job_kinds(rng, rack.gpu)
+    k = int(rng.integers(1, min(3, n) + 1)) if jobs is None else jobs
+    if not 1 <= k <= n:
+        raise ValueError(f"jobs must be in 1…{n} (one node at least each), got {k}")
+    bounds = np.linspace(0, n, k + 1).round().astype(int).tolist()
+    groups = tuple(
+        NodeGroup(tuple(range(a, b)), random_plan(rng, "single", kinds, ()))
+        for a, b in itertools.pairwise(bounds)
+    )
+    wants_drain = bool(rng.random() < 0.5) if drain is None else drain
+    start_frac, length_h, pick = _u(rng, 0.2, 0.6), _u(rng, 1.0, 6.0), float(rng.random())
+    drains: tuple[Drain, ...] = ()
+    shared = [node for g in groups if len(g.nodes) > 1 for node in g.nodes]  # a lone node's job would stop
+    if wants_drain:
+        if not shared:
+            raise ValueError("drain needs a node group of at least 2 nodes")
+        start_h = start_frac * hours
+        node = shared[int(pick * len(shared))]
+        drains = (Drain(node, round(start_h, 3), round(min(length_h, hours - start_h), 3)),)
+    return Scenario(
+        name="random_multijob",
+        days=days,
+        seed=seed,
+        plan=groups[0].plan,
+        rack=rack,
+        hints=hints,
+        groups=groups if k > 1 else (),
+        drains=drains,
+    )
+
+
 def _u(rng: np.random.Generator, lo: float, hi: float) -> float:
     return float(rng.uniform(lo, hi))
 
 
-def random_rack(rng: np.random.Generator) -> RackParams:
-    """Hardware, cooling and instrumentation of one plausible rack."""
-    nodes = int(rng.integers(1, 9))
-    per_node = int(rng.integers(4, 9))
+def random_rack(
+    rng: np.random.Generator, nodes: int | None = None, per_node: int | None = None
+) -> RackParams:
+    """Hardware, cooling and instrumentation of one plausible rack (``nodes``/``per_node`` fix the
+    shape; the draws stay the same either way, so the rest of the rack does not move)."""
+    drawn_nodes, drawn_per_node = int(rng.integers(1, 9)), int(rng.integers(4, 9))
+    nodes = drawn_nodes if nodes is None else nodes
+    per_node = drawn_per_node if per_node is None else per_node
+    if not 1 <= nodes <= 8 or not 1 <= per_node <= 8:
+        raise ValueError(f"a rack has 1–8 nodes of 1–8 GPUs, got {nodes} nodes of {per_node}")
     tdp = _u(rng, 300.0, 1200.0)
     gpu = GpuParams(
         tdp_w=tdp,
@@ -291,4 +362,7 @@ def random_faults(
     return tuple(faults), tuple(maintenance)
 
 
-__all__ = ["DEV_SEEDS", "FAMILIES", "REPORT_SEED_BASE", "random_scenario"]
+__all__ = [
+    "DEV_SEEDS", "FAMILIES", "LAYOUT_FAMILIES", "REPORT_SEED_BASE", "random_multijob_scenario",
+    "random_scenario",
+]

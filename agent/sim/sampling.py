@@ -130,6 +130,7 @@ class Sampler:
             nvml_ok &= ~((t >= reset) & (t < reset + DRIVER_GAP_S))
         pdu_phase = {p: (sp.pdu_b_offset_s if j else 0) for j, p in enumerate(rack.pdu_ids)}
         down = self._outage_masks(t)
+        powered = clean.get("gpu_powered")  # (rows × GPUs); a drained node's GPUs are not read
         for name, col in values.items():
             if omitted(name, sp.omit):
                 continue
@@ -138,6 +139,8 @@ class Sampler:
             if kind == "gpu":
                 gpu = int(parts[1])
                 ok = nvml_ok & (miss_u[:, 4 + gpu] >= sp.miss_prob / 4)
+                if powered is not None:
+                    ok = ok & powered[:, gpu]
             elif kind == "pdu":
                 ok = (t % sp.pdu_interval_s == pdu_phase[parts[1]]) & (miss_u[:, 1] >= sp.miss_prob)
             elif kind == "crac":

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.sim.faults import FaultSpec, with_overrides
+from agent.sim.jobs import Drain, NodeGroup
 from agent.sim.params import INLET_POSITIONS, CoolingParams, RackParams
 from agent.sim.stages import WorkloadPlan
 from agent.trace.model import TraceMeta
@@ -46,6 +47,8 @@ class Scenario:
     environment_swing: bool = True  # False: flat outdoor temperature and other-racks heat
     rack_name: str = "r07"
     site: str = "hall-b"
+    groups: tuple[NodeGroup, ...] = ()  # nodes running separate workloads; () = every node runs `plan`
+    drains: tuple[Drain, ...] = ()  # nodes powered down for a while (maintenance)
 
     @property
     def total_s(self) -> int:
@@ -78,7 +81,20 @@ class Scenario:
             "hints": self.hints,
             "start_ts": self.start_ts,
             "end_ts": self.start_ts + self.total_s,
-        }
+        } | self._layout()
+
+    def _layout(self) -> dict[str, Any]:
+        """Node groups and drains, only where the rack has them (single-job truth stays as it was)."""
+        out: dict[str, Any] = {}
+        if self.groups:
+            out["node_groups"] = [list(g.nodes) for g in self.groups]
+        if self.drains:
+            out["drains"] = [
+                {"node": d.node, "start_ts": self.start_ts + d.span_s()[0],
+                 "end_ts": self.start_ts + min(d.span_s()[1], self.total_s)}
+                for d in self.drains
+            ]
+        return out
 
 
 def _fault_scenario(kind: str, hours: float) -> tuple[WorkloadPlan, tuple[FaultSpec, ...]]:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from agent.sim.faults import SHAPES
-from agent.sim.randomize import FAMILIES, random_scenario
+from agent.sim.randomize import FAMILIES, LAYOUT_FAMILIES, random_scenario
 from agent.sim.scenarios import SCENARIOS, make_scenario
 from agent.sim.twin import columns, decimals, scenario_truth, simulate, trace_meta
 from agent.trace.writer import TraceWriter
@@ -38,8 +38,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="draw the rack, its instruments and its jobs from wide ranges (seed decides; see docs/twin.md)",
     )
     parser.add_argument(
-        "--family", choices=list(FAMILIES), default="single",
-        help="with --randomize: single (one job kind, restarts) or churn (short mixed jobs)",
+        "--family", choices=[*FAMILIES, *LAYOUT_FAMILIES], default="single",
+        help="with --randomize: single (one job kind, restarts), churn (short mixed jobs) or "
+        "multijob (node groups with their own jobs, a drained node)",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
 

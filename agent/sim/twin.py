@@ -38,13 +38,20 @@ def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]
     """Yield the scenario's trace as consecutive chunks (1-s rows, ``chunk_s`` rows each at most)."""
     if chunk_s < 1:
         raise ValueError(f"chunk_s must be ≥ 1, got {chunk_s}")
-    physics = RackPhysics(scenario)
-    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.timeline.job_ids())
-    total = scenario.total_s
-    for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
-        hour = sampler.to_chunk(physics.step(hour_start, min(total, hour_start + CHUNK_S)), scenario.hints)
+    for hour, _clean in simulate_hours(scenario):
         for i in range(0, len(hour), chunk_s):
             yield hour if chunk_s >= len(hour) else hour.take(slice(i, i + chunk_s))
+
+
+def simulate_hours(scenario: Scenario) -> Iterator[tuple[TraceChunk, dict[str, np.ndarray]]]:
+    """Yield (trace chunk, clean physics values) hour by hour: benches that score per-node or
+    per-job energy need the true node power (``node_ac_w``, ``node_stage``, ``node_job``)."""
+    physics = RackPhysics(scenario)
+    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.workload.job_ids())
+    total = scenario.total_s
+    for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
+        clean = physics.step(hour_start, min(total, hour_start + CHUNK_S))
+        yield sampler.to_chunk(clean, scenario.hints), clean
 
 
 def scenario_truth(scenario: Scenario) -> dict[str, Any]:
@@ -61,7 +68,8 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
             "work_rate_nominal": j["work_rate_nominal"],
             "preempted": j["preempted"],
         }
-        for j in tl.jobs
+        | ({"nodes": j["nodes"]} if "nodes" in j else {})
+        for j in physics.workload.jobs
     ]
     changes: list[dict[str, Any]] = []
     plan = scenario.plan
@@ -92,7 +100,7 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
             }
         )
     c = scenario.rack.cooling
-    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), tl.job_ids())
+    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.workload.job_ids())
     outages = [
         {"device": device, "start_ts": t0 + start, "end_ts": t0 + min(end, scenario.total_s)}
         for chunk in range(-(-scenario.total_s // CHUNK_S))
@@ -103,7 +111,15 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         {"device": "nvml", "start_ts": t0 + s, "end_ts": t0 + min(s + DRIVER_GAP_S, scenario.total_s)}
         for s in _driver_resets(scenario)
     ]
-    return {
+    per_node: dict[str, Any] = {}
+    if scenario.groups or scenario.drains:  # the trace has no per-node stage column: truth only
+        per_node = {
+            "node_gpus": [
+                np.flatnonzero(physics.k.node_of_gpu == n).tolist() for n in range(scenario.rack.nodes)
+            ],
+            "node_stage_segments": physics.workload.node_segments(t0),
+        }
+    return per_node | {
         "scenario": scenario.describe(),
         "meta": {
             "rack": scenario.rack_name,
@@ -220,5 +236,5 @@ class RackTwin:
 
         flat = self._values_now()
         j = int(flat["job"])
-        ids = self._physics.timeline.job_ids()
+        ids = self._physics.workload.job_ids()
         return STAGES[int(flat["stage"])], (ids[j] if j >= 0 else "")
