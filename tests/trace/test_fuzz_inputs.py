@@ -124,6 +124,7 @@ def _saved_state() -> bytes:
 
 STATE = _saved_state()
 NAMES = sorted(unpack(STATE))
+SCALAR_NAMES = [n for n in NAMES if n.endswith("_scalars")]  # each part's scalars (state v3)
 ODD_VALUES = [math.nan, math.inf, -math.inf, 0.0, -1.0, 1e300, 1e18, 2**63, 946684800.0, 1.7e9 + 365 * 86400]
 
 
@@ -176,7 +177,7 @@ def _mutate_state(draw: st.DataObject) -> bytes:
     if kind == "json":
         _mutate_json(arrays, draw)
         return pack(arrays)
-    name = "scalars" if kind == "scalar" else draw.draw(st.sampled_from(NAMES))
+    name = draw.draw(st.sampled_from(SCALAR_NAMES if kind == "scalar" else NAMES))
     arr = arrays[name]
     if kind == "drop_array":
         del arrays[name]
