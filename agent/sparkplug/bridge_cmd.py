@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.live.cli_login import apply_cli_login
 from agent.sparkplug.node import EdgeNode
 from agent.watch.watch_cmd import _host_port, _positive
 
@@ -64,18 +65,7 @@ class Bridge:
             clean_session=True,  # Sparkplug B: edge node sessions are clean
         )
         self.client.suppress_exceptions = True
-        if args.username:
-            password = None
-            if args.password_file:
-                try:
-                    password = args.password_file.read_text().strip()
-                except OSError as exc:
-                    raise OSError(
-                        f"cannot read --password-file {args.password_file}: {exc.strerror}"
-                    ) from None
-            self.client.username_pw_set(args.username, password)
-        if args.ca_file:
-            self.client.tls_set(ca_certs=str(args.ca_file))
+        apply_cli_login(self.client, args)
         self._set_will()
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect

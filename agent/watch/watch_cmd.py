@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent.live.cli_login import apply_cli_login
 from agent.live.demo_cmd import _host_port, _positive, interactive_terminal
 from agent.watch.board import KINDS, SiteBoard
 from agent.watch.table import SORT_KEYS, change_key, json_line, plain_line, sort_rows, table_lines
@@ -75,18 +76,7 @@ class Feed:
             callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311, clean_session=True
         )
         self.client.suppress_exceptions = True
-        if args.username:
-            password = None
-            if args.password_file:
-                try:
-                    password = args.password_file.read_text().strip()
-                except OSError as exc:
-                    raise OSError(
-                        f"cannot read --password-file {args.password_file}: {exc.strerror}"
-                    ) from None
-            self.client.username_pw_set(args.username, password)
-        if args.ca_file:
-            self.client.tls_set(ca_certs=str(args.ca_file))
+        apply_cli_login(self.client, args)
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
