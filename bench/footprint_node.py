@@ -73,19 +73,7 @@ def role_node(argv: list[str]) -> int:
     with fake.installed():
         agent = NodeAgent(load_config(config_path))
 
-        async def main() -> int:
-            async def forget_calls() -> None:  # FakeNvml logs every call: not the agent's memory
-                while True:
-                    await asyncio.sleep(10)
-                    fake.calls.clear()
-
-            task = asyncio.create_task(forget_calls())
-            try:
-                return await serve(agent)
-            finally:
-                task.cancel()
-
-        code = asyncio.run(main())
+        code = asyncio.run(serve(agent))
     out.write_text(json.dumps({"sent": agent.sent, "bytes_sent": agent.bytes_sent,
                                "send_errors": agent.send_errors}))
     return code
@@ -107,7 +95,6 @@ def role_feeders(argv: list[str]) -> int:
             tasks = [asyncio.create_task(a.run()) for a in agents]
             while not all(t.done() for t in tasks):
                 await asyncio.sleep(5)
-                fake.calls.clear()
 
         asyncio.run(main())
     return 0

@@ -159,19 +159,7 @@ def role_agent(argv: list[str]) -> int:
         config = load_config(config_path)
         agent = LiveAgent(config, config_path=config_path, frame_sinks=[meter])
 
-        async def main() -> int:
-            async def forget_calls() -> None:  # FakeNvml records every call; not the agent's memory
-                while True:
-                    await asyncio.sleep(30)
-                    fake.calls.clear()
-
-            task = asyncio.create_task(forget_calls())
-            try:
-                return await serve(agent)
-            finally:
-                task.cancel()
-
-        code = asyncio.run(main())
+        code = asyncio.run(serve(agent))
     health = agent.poller.health_dict() if agent.poller else {}
     raw_out.write_text(
         json.dumps(

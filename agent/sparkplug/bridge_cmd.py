@@ -16,29 +16,18 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from agent.live.cli_login import apply_cli_login
+from agent.live.cli_login import add_broker_options, apply_cli_login
 from agent.sparkplug.node import EdgeNode
-from agent.watch.watch_cmd import _host_port, _positive
+from agent.watch.watch_cmd import _positive
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", required=True, help="the rack's site (its MQTT topics' site)")
     parser.add_argument("--rack", required=True, help="the rack: becomes the Sparkplug edge node id")
     parser.add_argument("--group", help="Sparkplug group id (default: the site)")
-    parser.add_argument(
-        "--mqtt",
-        type=_host_port,
-        metavar="HOST:PORT",
-        default=_host_port("localhost:1883"),
-        help="the site broker (default localhost:1883)",
-    )
-    parser.add_argument("--topic-root", default="rackwatt/v1", help="[mqtt] topic_root of the agent")
-    parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
-    parser.add_argument("--username", help="broker user name")
-    parser.add_argument("--password-file", type=Path, help="file holding the broker password")
+    add_broker_options(parser)
     parser.add_argument("--duration", type=_positive, metavar="S", help="stop after S seconds")
 
 

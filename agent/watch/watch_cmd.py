@@ -13,11 +13,10 @@ import argparse
 import queue
 import sys
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
-from agent.live.cli_login import apply_cli_login
-from agent.live.demo_cmd import _host_port, _positive, interactive_terminal
+from agent.live.cli_login import add_broker_options, apply_cli_login
+from agent.live.demo_cmd import _positive, interactive_terminal
 from agent.watch.board import KINDS, SiteBoard
 from agent.watch.table import SORT_KEYS, change_key, json_line, plain_line, sort_rows, table_lines
 
@@ -26,17 +25,7 @@ DEFAULT_INTERVAL_S = 2.0  # a summary comes every 2 min (or a window close): fas
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", required=True, help="the site whose racks to show")
-    parser.add_argument(
-        "--mqtt",
-        type=_host_port,
-        metavar="HOST:PORT",
-        default=_host_port("localhost:1883"),
-        help="the site broker (default localhost:1883)",
-    )
-    parser.add_argument("--topic-root", default="rackwatt/v1", help="[mqtt] topic_root of the agents")
-    parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
-    parser.add_argument("--username", help="broker user name")
-    parser.add_argument("--password-file", type=Path, help="file holding the broker password")
+    add_broker_options(parser)
     parser.add_argument(
         "--sort",
         choices=sorted(SORT_KEYS),

@@ -142,8 +142,6 @@ class DemoRack:
 
     def trim_request_logs(self) -> None:
         """The fakes keep a log of requests for tests; keep it short in a long demo."""
-        if len(self.fake_nvml.calls) > 1000:
-            del self.fake_nvml.calls[:-100]
         if self.crac is not None and len(self.crac.requests) > 1000:
             del self.crac.requests[:-100]
 

@@ -17,6 +17,7 @@ Error injection, as real NVML reports it (``pynvml.NVMLError(code)`` subclasses)
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ DEFAULT_GPU = {
     "sm_clock_mhz": 1755.0,
     "power_limit_w": 700.0,
 }
+
+
+CALL_LOG_LEN = 1000  # a few poll cycles of every call a test looks at, for up to 64 GPUs
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,8 @@ class FakeNvml:
         self.lost: set[int] = set()
         self.unsupported: set[str] = set()
         self.failures: dict[tuple[int | None, str], int] = {}
-        self.calls: list[str] = []
+        # the last calls, for tests to inspect; bounded so a long demo or bench run never grows it
+        self.calls: deque[str] = deque(maxlen=CALL_LOG_LEN)
         self.initialised = False
         self._inits = 0  # NVML counts nvmlInit calls: only the last nvmlShutdown shuts it down
         self._energy_mj: dict[int, float] = {}
