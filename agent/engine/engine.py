@@ -73,7 +73,8 @@ class Engine:
         self.stage_source = StageSource()
         self.segments = Segments()
         self.rows = RowBinner(
-            self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify, gap_s=GAP_WINDOWS * window_s
+            self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify, gap_s=GAP_WINDOWS * window_s,
+            window_s=window_s,
         )
         self.seq = 0
         self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu

@@ -99,6 +99,8 @@ class Signals:
         self.last_value = np.zeros(0)
         self.last_ts = np.zeros(0)
         self.interval_s = np.zeros(0)
+        self.step = np.zeros(0)  # per counter: its step as meter_power judges it (NaN: not seen yet)
+        self.meter_inc = np.zeros(0)  # per counter: its last increment between emitted readings
 
     def ensure(self, names: list[str]) -> None:
         """Register new signals (bounded by the rack's physical columns, never by uptime)."""
@@ -117,6 +119,8 @@ class Signals:
         self.last_ts = np.concatenate([self.last_ts, np.full(pad, -np.inf)])
         known = [self.rack.interval_s.get(n, np.nan) for n in self.names[k:]]
         self.interval_s = np.concatenate([self.interval_s, np.array(known, dtype=float)])
+        self.step = np.concatenate([self.step, np.full(pad, np.nan)])
+        self.meter_inc = np.concatenate([self.meter_inc, np.full(pad, np.nan)])
 
     def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> tuple[np.ndarray, ...]:
         """Held value at each interval start and whether it is still fresh at the interval's end.
@@ -166,13 +170,17 @@ class Signals:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         out = {f"hyg_{k}": v for k, v in self.hygiene.state_arrays().items()}
-        out.update(last_value=self.last_value, last_ts=self.last_ts, interval_s=self.interval_s)
+        out.update(last_value=self.last_value, last_ts=self.last_ts, interval_s=self.interval_s,
+                   meter_step=self.step, meter_inc=self.meter_inc)
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.hygiene.load_arrays({k[4:]: v for k, v in arrays.items() if k.startswith("hyg_")})
         for key in ("last_value", "last_ts", "interval_s"):
             getattr(self, key)[...] = arrays[key]
+        if "meter_step" in arrays:  # a state saved before meter_power learns the steps again
+            self.step[...] = arrays["meter_step"]
+            self.meter_inc[...] = arrays["meter_inc"]
 
 
 def split_pieces(
