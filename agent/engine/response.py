@@ -130,8 +130,15 @@ def it_predict(
     out = (gc != g[:, 0]) | (glc != gl)
     if out.any():
         gn, gln = gc[out] / scale_w, glc[out] / scale_w
-        Xc = it_features(gc[out], gc[out] ** 2, gc[out] ** 3, glc[out], frac[out], scale_w)
-        slope_g = theta[1] + 2 * theta[2] * gn + 3 * theta[3] * gn**2
+        # every node's load scaled by the same factor: the per-node moments keep the rack's load shape
+        r = np.where(g[out, 0] > 0, gc[out] / np.maximum(g[out, 0], 1e-9), 1.0)
+        m2 = np.where(g[out, 0] > 0, g[out, 1] * r**2, gc[out] ** 2)
+        m3 = np.where(g[out, 0] > 0, g[out, 2] * r**3, gc[out] ** 3)
+        Xc = it_features(gc[out], m2, m3, glc[out], frac[out], scale_w)
+        # slope along that scaling: d/dg of θ1·g + θ2·c2·g² + θ3·c3·g³, c2, c3 the load-shape factors
+        c2 = np.where(gc[out] > 0, m2 / np.maximum(gc[out], 1e-9) ** 2, 1.0)
+        c3 = np.where(gc[out] > 0, m3 / np.maximum(gc[out], 1e-9) ** 3, 1.0)
+        slope_g = theta[1] + 2 * theta[2] * c2 * gn + 3 * theta[3] * c3 * gn**2
         slope_gl = theta[4] + 2 * theta[5] * gln + 3 * theta[6] * gln**2
         pred[out] = (
             Xc @ theta + slope_g * (g[out, 0] - gc[out]) / scale_w + slope_gl * (gl[out] - glc[out]) / scale_w

@@ -35,6 +35,8 @@ from agent.engine.signals import (
     combine,
     is_engine_signal,
     member_names,
+    node_moments,
+    node_totals,
     remap_fields,
 )
 from agent.trace.model import TraceChunk
@@ -46,6 +48,7 @@ PER_SIGNAL = frozenset(
      "meter_step", "meter_inc"}
 )
 NAME_WIDTH = 64  # signal names saved in a state: canonical column names are far shorter
+MOMENTS = ("gpu2", "gpu3")  # interval values that only shape the GPU sums' 2nd and 3rd moments
 MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is read (fixed memory)
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -329,6 +332,8 @@ class RowBinner:
             if q.name == "gpu" and self.rack.node_gpus:
                 groups = np.array([self.rack.gpu_node(n) for n in members])
             out[q.name] = combine(q, cols, shares, groups)
+            if groups is not None and np.unique(groups).size > 1 and cols.shape[1]:
+                out["gpu2"], out["gpu3"] = node_moments(node_totals(cols, groups))
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
@@ -346,14 +351,18 @@ class RowBinner:
         w = np.zeros((m, N_FIELDS))
         w[:, F["dur_s"]] = dt
         for key, v_all in per.items():
+            if key in MOMENTS:
+                continue
             v = v_all[src]
             known = ~np.isnan(v)
             w[:, F[f"{key}_s"]] = dt * known
             vz = np.where(known, v, 0.0)
             w[:, F[f"{key}_ws"]] = dt * vz
-            if key == "gpu":
-                w[:, F["gpu2_ws"]] = dt * vz * vz
-                w[:, F["gpu3_ws"]] = dt * vz * vz * vz
+            if key == "gpu":  # per-node moments where the rack's nodes are known (signals.node_moments)
+                m2 = np.nan_to_num(per["gpu2"][src]) if "gpu2" in per else vz * vz
+                m3 = np.nan_to_num(per["gpu3"][src]) if "gpu3" in per else vz * vz * vz
+                w[:, F["gpu2_ws"]] = dt * np.where(known, m2, 0.0)
+                w[:, F["gpu3_ws"]] = dt * np.where(known, m3, 0.0)
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))

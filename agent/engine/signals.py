@@ -127,16 +127,8 @@ def combine(
     if n == 0:
         return np.full(m, q.absent)
     if q.combine == "total" and groups is not None and np.unique(groups).size > 1:
-        out = np.zeros(m)
-        any_known = np.zeros(m, dtype=bool)
-        for g in np.unique(groups):
-            part = held[:, groups == g]
-            known_g = ~np.isnan(part)
-            cnt_g = known_g.sum(axis=1)
-            tot_g = np.where(known_g, part, 0.0).sum(axis=1)
-            out += np.where(cnt_g > 0, tot_g * part.shape[1] / np.maximum(cnt_g, 1), 0.0)
-            any_known |= cnt_g > 0
-        return np.where(any_known, out, np.nan)
+        per_node = node_totals(held, groups)
+        return np.where(np.isnan(per_node).all(axis=1), np.nan, np.nansum(per_node, axis=1))
     if q.combine == "sum":
         return np.asarray(held.sum(axis=1))
     if q.combine == "share_sum":
@@ -152,6 +144,32 @@ def combine(
     tot = np.where(known, held, 0.0).sum(axis=1)
     scale = n if q.combine == "total" else 1  # total: missing members are like the known ones
     return np.where(cnt > 0, tot * scale / np.maximum(cnt, 1), np.nan)
+
+
+def node_totals(held: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per row and node (``groups``: each member's node), the node's total: its missing members scaled
+    from its known ones (same job, same stage); NaN where none of the node's members is known."""
+    nodes = np.unique(groups)
+    out = np.full((held.shape[0], nodes.size), np.nan)
+    for j, g in enumerate(nodes):
+        part = held[:, groups == g]
+        known_g = ~np.isnan(part)
+        cnt_g = known_g.sum(axis=1)
+        tot_g = np.where(known_g, part, 0.0).sum(axis=1)
+        out[:, j] = np.where(cnt_g > 0, tot_g * part.shape[1] / np.maximum(cnt_g, 1), np.nan)
+    return out
+
+
+def node_moments(per_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The IT model's 2nd and 3rd GPU-power moments from node totals: K·Σ gₙ² and K²·Σ gₙ³.
+
+    PSU losses and server-fan power are convex in each node's own load, not in the rack's: a node at
+    full load beside an idle one loses more than two at half load. For K nodes at equal load these
+    are exactly g² and g³ of the rack total g, so a one-job rack keeps the same regressors. Nodes
+    with no known member add nothing (as in ``combine``)."""
+    k = per_node.shape[1]
+    z = np.nan_to_num(per_node)
+    return k * (z * z).sum(axis=1), k * k * (z * z * z).sum(axis=1)
 
 
 def remap_fields(saved: np.ndarray, saved_names: list[str], trailing: int = 0) -> np.ndarray:
