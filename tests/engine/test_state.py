@@ -146,7 +146,10 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     assert int(unpack(blob)["engine_version"][0]) == 2 < persist.ENGINE_STATE_VERSION
     chunks = synth.chunks(10 / 24, chunk_rows=1800, seed=5)
     first, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
-    own = Engine.load_state(first.save_state(), None, rack_info(synth.meta()))  # the same rows lost
+    # the same rows lost; a v2 state has no shadow regressions (shadow.py), so this build's own state
+    # is compared without them too (a hold in progress at the save then starts its shadow afresh)
+    mine = {k: v for k, v in unpack(first.save_state()).items() if not k.startswith("shadow_")}
+    own = Engine.load_state(pack(mine), None, rack_info(synth.meta()))
     upgraded = Engine.load_state(blob, None, rack_info(synth.meta()))
     assert upgraded.warm and upgraded.seq == own.seq
     _, out_own = run_engine(chunks[len(chunks) // 2 :], own)
@@ -157,4 +160,6 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     for a, b in zip(wins_own, wins_up, strict=True):
         assert a["predicted_kwh"] is not None and a.keys() == b.keys()
         for key, value in a.items():
-            assert b[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), key
+            # rel 1e-8: the linear extension beyond the learned GPU range scales the bin's own moments
+            # (response.it_predict), which carries the state's rounding a little further than 1e-9
+            assert b[key] == (pytest.approx(value, rel=1e-8) if isinstance(value, float) else value), key
