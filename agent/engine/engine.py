@@ -308,6 +308,7 @@ class Engine:
         self.last_sample = sample
         self.last_ts = sample.ts
         events: list[dict[str, Any]] = list(self.drift.observe(sample)) if self.window_warm else []
+        self.model.shadow.note_events(events, self.held)  # a fault onset confirms a held suspicion
         if not self.held:  # every stage with ≥ 10 % of the bin: its share of the power (stage_attribution)
             for sp in stage_powers(wb, sl, self.model if self.window_warm else None):
                 bl = (sp.facility_w, sp.gpu_w, sp.it_w, sp.cooling_w)

@@ -36,6 +36,7 @@ from agent.engine.response import (
     stage_it_features,
     stage_it_ridge,
 )
+from agent.engine.shadow import ShadowFits
 from agent.engine.signals import F
 from agent.engine.window_buffer import Prediction, WindowBuffer
 
@@ -120,6 +121,7 @@ class ResponseModel:
         self.it_stage = EWLS(1, 2 * n_slots, stage_it_ridge(n_slots))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
+        self.shadow = ShadowFits(self.fits())  # what held components would have learned (shadow.py)
         self.job_rates = JobRates()
         self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
         self.score = np.zeros(K)
@@ -137,6 +139,10 @@ class ResponseModel:
         self.last_g = np.array([math.nan, math.nan, math.nan])
 
     # ------------------------------------------------------------------ read-only views
+    def fits(self) -> dict[str, list[EWLS]]:
+        """The regressions of each learned component (``components.LEARNED``)."""
+        return {"it": [self.it, self.it_stage], "cooling": [self.cool], "gpu": [self.gpu_model]}
+
     @property
     def learned_lag(self) -> tuple[float, float]:
         """(time constant, dead time) of the cooling response, seconds."""
@@ -255,9 +261,17 @@ class ResponseModel:
             if not finite.size or finite.max() <= 0:
                 return
             self.scale_w = float(finite.max())
+        fits = self.fits()
+        for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
+            if wb.held[: c.n, LEARNED.index(comp)].any():
+                self.shadow.start(comp, fits[comp])
         self._learn_it(wb, c, relearn)
         self._learn_cooling(wb, c, window_warm, relearn)
         self._learn_gpu(wb, c, relearn)
+        self._learn_shadows(wb, c, relearn)
+        for comp in LEARNED:  # a hold that is over by the window's last bin: adopt or discard its shadow
+            if not wb.held[c.n - 1, LEARNED.index(comp)]:
+                self.shadow.end(comp, fits[comp])
         # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
         has_cooling = float(self.cool.weight.max()) > 0
         cool_ready = float(self.cool.weight.min()) >= WARMUP_H or not has_cooling
@@ -266,12 +280,11 @@ class ResponseModel:
             self.warm = True
 
     def _learn_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
-        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
+        """The IT residual level and learned GPU range (main model only), then the IT regressions."""
+        n, sums, dur = c.n, c.sums, c.dur
         seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         g = np.nan_to_num(_gpu_moments_raw(sums))
-        X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
-        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
@@ -282,15 +295,26 @@ class ResponseModel:
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
             self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
+        self._fit_it(wb, c, relearn, wb.held[:n, HELD_IT], self.it, self.it_stage)
+
+    def _fit_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+                it: EWLS, it_stage: EWLS) -> None:
+        """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
+        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
+        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        rows = c.gpu_ok & seen_it & ~held
+        g = np.nan_to_num(_gpu_moments_raw(sums))
+        X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
+        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
         lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
-            self.it.update(X[None], y[None], (w_h * rows)[None], lam_it)
+            it.update(X[None], y[None], (w_h * rows)[None], lam_it)
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
-        rows_s = seen_it & ~wb.held[:n, HELD_IT]
+        rows_s = seen_it & ~held
         if rows_s.any():
             Xs = stage_it_features(frac, self.job_rate_n(sums, wb.jobs[:n]))
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
-            self.it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
+            it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
     def _learn_cooling(self, wb: WindowBuffer, c: _Closed, warm: bool, relearn: frozenset[str]) -> None:
         """Score every lag candidate on its frozen predictions, then update all."""
@@ -326,35 +350,65 @@ class ResponseModel:
         seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
         self.bias_cool = ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
+        self._fit_cooling(wb, c, relearn, wb.held[:n, HELD_COOLING], self.cool)
+        if self.scored:
+            self.best = int(np.argmin(self.score))
+
+    def _fit_cooling(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+                     cool: EWLS) -> None:
+        """Every lag candidate's cooling regression ``cool`` learns the bins not ``held``."""
+        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
+        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~held
+        y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
+        w_c = w_h * rows_c
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
         K = Xc.shape[0]
         lam_c = 0.5 ** (c.length_h / self._halflife_h("cooling", relearn))
         if w_c.sum() > 0:
-            self.cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
-        if self.scored:
-            self.best = int(np.argmin(self.score))
+            cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+
+    def _learn_shadows(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+        """Shadows of held components learn every bin of the window, held or not (shadow.py)."""
+        free = np.zeros(c.n, dtype=bool)
+        it = self.shadow.learning("it")
+        if it is not None:
+            self._fit_it(wb, c, relearn, free, it[0], it[1])
+        cool = self.shadow.learning("cooling")
+        if cool is not None:
+            self._fit_cooling(wb, c, relearn, free, cool[0])
+        gpu = self.shadow.learning("gpu")
+        if gpu is not None and math.isfinite(self.wr_scale):
+            self._fit_gpu(wb, c, relearn, free, gpu[0])
 
     def _learn_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
+        n, sums, dur = c.n, c.sums, c.dur
         wr = _mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
         if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
             self.wr_scale = float(np.nanmax(wr[wr_ok]))
         if not math.isfinite(self.wr_scale):
             return
+        self._fit_gpu(wb, c, relearn, wb.held[:n, HELD_GPU], self.gpu_model)
+
+    def _fit_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+                 model: EWLS) -> None:
+        """The GPU-per-work regression ``model`` learns the pure-stage bins not ``held``."""
+        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
+        wr = _mean(sums, "wr")
+        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9
-        use = wr_ok & c.gpu_ok & pure & ~wb.held[:n, HELD_GPU]
-        S = self.gpu_model.theta.shape[0]
+        use = wr_ok & c.gpu_ok & pure & ~held
+        S = model.theta.shape[0]
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
         yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
         lam_g = 0.5 ** (c.length_h / self._halflife_h("gpu", relearn))
         lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
         if use.any():
-            self.gpu_model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
+            model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
 
     # ------------------------------------------------------------------ state
     def state_arrays(self) -> dict[str, np.ndarray]:
@@ -373,6 +427,7 @@ class ResponseModel:
         out.update(self.cool.state_arrays("cool"))
         out.update(self.gpu_model.state_arrays("gpum"))
         out.update(self.it_stage.state_arrays("itstage"))
+        out.update(self.shadow.state_arrays())
         return out
 
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
@@ -391,6 +446,7 @@ class ResponseModel:
         self.gpu_model.load_arrays("gpum", a)
         if "itstage_theta" in a:  # state saved before the stage-only IT model: it starts fresh
             self.it_stage.load_arrays("itstage", a)
+        self.shadow.load_arrays(a)
 
     def restart_inputs(self) -> None:
         """After a discontinuity: the lag filters and the held GPU load restart from the next bins."""
