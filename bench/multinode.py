@@ -15,7 +15,10 @@ through ``Engine.process`` (bench/accuracy.py's ``run_scenario``, the same windo
 The engine is told each node's GPUs (as a rack's [[node]] sections do), so a drained node's GPUs
 are not scaled from the others; ``--whole-rack-coverage`` leaves that out (the rule before).
 
-Printed per run: windows predicted after warm-up (%), healthy-window error P50/P95/max.
+Printed per run: windows predicted after warm-up (%), healthy-window error P50/P95/max; for the
+runs without GPU columns also bench/accuracy.py's naive stage-mean reference (each label stage's
+first-day mean facility power × the window's time in it): the trace's one label column names the
+stage of one job only, so this shows how much of the error the missing per-node stages leave.
 
 Stage energy: the twin's truth credits each node's true AC power to that node's own stage and job
 (truth.json ``node_stage_segments``). The trace format has one ``stage``/``job`` column per row,
@@ -78,8 +81,8 @@ class NodeTruth:
         return out
 
 
-def _errors(r: dict) -> np.ndarray:
-    e = r["errs"]["engine"]
+def _errors(r: dict, method: str = "engine") -> np.ndarray:
+    e = r["errs"][method]
     return e[np.isfinite(e)]
 
 
@@ -137,6 +140,7 @@ def main() -> int:
         "|predicted − measured| / measured on healthy windows after the first 24 h"
     )
     errs: dict[str, list[np.ndarray]] = defaultdict(list)
+    naive: dict[str, list[np.ndarray]] = defaultdict(list)  # the stage-mean reference (no-gpu runs)
     predicted: dict[str, list[float]] = defaultdict(list)
     worst_stage = 0.0
     for seed in seeds:
@@ -158,6 +162,9 @@ def main() -> int:
             predicted[name].append(100.0 * r["predicted_frac"])
             print(f"  {name:<13} predicted after warm-up {100 * r['predicted_frac']:5.1f} %  "
                   f"{_fmt(_errors(r))}  (engine {r['engine_s']:.0f} s)")
+            if "stage mean" in r["errs"]:
+                naive[name].append(_errors(r, "stage mean"))
+                print(f"    stage-mean reference (first-day power per label stage): {_fmt(naive[name][-1])}")
             if name == "gpu":
                 engine = r["engine"]
                 view = engine.view()
@@ -176,6 +183,8 @@ def main() -> int:
         if name != "gpu":
             line += f" (≥ 99 % predicted: {'meets' if min(predicted[name]) >= 99 else 'MISSES'})"
         print(line)
+        if naive.get(name):
+            print(f"    stage-mean reference       {_fmt(np.concatenate(naive[name]))}")
     print(f"  stage IT energy, engine (one stage per bin) vs per-node truth: worst {worst_stage:.1f} % "
           "(target per job ≤ 2 %: the engine reports no per-job stage energy)")
     return 0
