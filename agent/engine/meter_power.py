@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, Signals
+from agent.trace.model import TraceChunk
 
 # Two meter steps may cost at most a third of the tightest window-accuracy target (issue 14/3: P95 ≤
 # 1.5 %): the measurement must not use up the error budget the model is judged by.
@@ -119,3 +120,18 @@ def meter_power(
             sig.meter_inc[energy_k] = float(inc[done - 1])
     sig.hold(energy_k, emit_ts, clean_kwh, start_ts)  # the last emitted reading becomes the carried one
     return out
+
+
+def apply_meters(sig: Signals, held: dict[str, np.ndarray], buf: TraceChunk, n: int,
+                 clean: dict[str, np.ndarray], start_ts: np.ndarray, t0: float, window_s: float) -> None:
+    """Each PDU feed with an energy meter: its held power (``held``, per emitted row interval) replaced
+    by the meter's exact mean power wherever two readings enclose the interval."""
+    for k, name in enumerate(sig.names):
+        if not (name.startswith("pdu.") and name.endswith(".energy_kwh")) or name not in buf.numeric:
+            continue
+        power_name = name[: -len("energy_kwh")] + "power_w"
+        if power_name not in held:
+            continue
+        power = meter_power(sig, sig.names.index(power_name), k, buf.ts[:n], start_ts, buf.ts,
+                            buf.numeric[name], clean[name], t0, window_s)
+        held[power_name] = np.where(np.isnan(power), held[power_name], power)

@@ -13,10 +13,10 @@ regressions and the lag bank are ``response.py``'s; docs/engine.md explains the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.closed_window import KNOWN_FRAC, ClosedWindow, bin_mean, bin_work_rate, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -51,56 +51,9 @@ TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the faci
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
-KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
 # The lag candidate used before any is scored: the twin's and a typical CRAC's response
 # (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
 START_TAU_S, START_DEAD_S = 240.0, 60.0
-
-
-def _mean(sums: np.ndarray, q: str) -> np.ndarray:
-    """Per bin, the mean of quantity ``q`` while known (nan/inf where never known)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = sums[:, F[f"{q}_ws"]] / sums[:, F[f"{q}_s"]]
-    return out
-
-
-def _gpu_moments_raw(sums: np.ndarray) -> np.ndarray:
-    """Per bin, the GPU power's first three moments while known (the IT model's g, g², g³)."""
-    moments = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(moments / sums[:, F["gpu_s"], None])
-
-
-def bin_work_rate(sums: np.ndarray) -> np.ndarray:
-    """Each bin's mean reported work rate (nan where none was reported)."""
-    known = sums[:, F["wr_s"]] > 0
-    out: np.ndarray = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), np.nan)
-    return out
-
-
-@dataclass(frozen=True)
-class _Closed:
-    """A closed window's bins as learning reads them: sums, lengths, stage fractions, means."""
-
-    n: int
-    sums: np.ndarray
-    dur: np.ndarray  # s per bin (never 0)
-    length_h: float
-    frac: np.ndarray  # (n, S) share of each bin per stage slot
-    w_h: np.ndarray  # a bin's weight: its length in hours
-    gpu_ok: np.ndarray  # GPU power known for ≥ KNOWN_FRAC of the bin
-    gpu_mean: np.ndarray
-    pdu_mean: np.ndarray
-    cool_mean: np.ndarray
-
-    @staticmethod
-    def of(wb: WindowBuffer) -> _Closed:
-        n = wb.n
-        sums = wb.sums[:n]
-        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
-        frac, gpu_ok = wb.stage_s[:n] / dur[:, None], sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
-        means = (_mean(sums, "gpu"), _mean(sums, "pdu"), _mean(sums, "cool"))
-        return _Closed(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means)
 
 
 class ResponseModel:
@@ -203,7 +156,7 @@ class ResponseModel:
         return Prediction(it_pred, heat, hl, hl_s, cool_pred, gpu_exp, transient, gl)
 
     def _gpu_moments(self, sums: np.ndarray) -> np.ndarray:
-        g = _gpu_moments_raw(sums)
+        g = gpu_moments(sums)
         ok = sums[:, F["gpu_s"]] > 0
         if not ok.all():  # no GPU sample in a bin: hold the last known load
             last = self.last_g
@@ -251,7 +204,7 @@ class ResponseModel:
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
         then); ``relearn``: components the drift monitor re-learns with a short half-life.
         """
-        c = _Closed.of(wb)
+        c = ClosedWindow.of(wb)
         if not math.isfinite(self.scale_w):
             # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU
             # telemetry) the PDUs'. It only scales the regressions, so either is fine once fixed.
@@ -279,12 +232,12 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
         n, sums, dur = c.n, c.sums, c.dur
         seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
-        g = np.nan_to_num(_gpu_moments_raw(sums))
+        g = np.nan_to_num(gpu_moments(sums))
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
@@ -297,13 +250,13 @@ class ResponseModel:
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
         self._fit_it(wb, c, relearn, wb.held[:n, HELD_IT], self.it, self.it_stage)
 
-    def _fit_it(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+    def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                 it: EWLS, it_stage: EWLS) -> None:
         """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
         n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
         seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
         rows = c.gpu_ok & seen_it & ~held
-        g = np.nan_to_num(_gpu_moments_raw(sums))
+        g = np.nan_to_num(gpu_moments(sums))
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
         y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
         lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
@@ -316,7 +269,7 @@ class ResponseModel:
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
-    def _learn_cooling(self, wb: WindowBuffer, c: _Closed, warm: bool, relearn: frozenset[str]) -> None:
+    def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, relearn: frozenset[str]) -> None:
         """Score every lag candidate on its frozen predictions, then update all."""
         n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
         rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
@@ -354,7 +307,7 @@ class ResponseModel:
         if self.scored:
             self.best = int(np.argmin(self.score))
 
-    def _fit_cooling(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+    def _fit_cooling(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                      cool: EWLS) -> None:
         """Every lag candidate's cooling regression ``cool`` learns the bins not ``held``."""
         n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
@@ -368,7 +321,7 @@ class ResponseModel:
         if w_c.sum() > 0:
             cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
 
-    def _learn_shadows(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
         """Shadows of held components learn every bin of the window, held or not (shadow.py)."""
         free = np.zeros(c.n, dtype=bool)
         it = self.shadow.learning("it")
@@ -381,10 +334,10 @@ class ResponseModel:
         if gpu is not None and math.isfinite(self.wr_scale):
             self._fit_gpu(wb, c, relearn, free, gpu[0])
 
-    def _learn_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str]) -> None:
+    def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
         n, sums, dur = c.n, c.sums, c.dur
-        wr = _mean(sums, "wr")
+        wr = bin_mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
         if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
             self.wr_scale = float(np.nanmax(wr[wr_ok]))
@@ -392,11 +345,11 @@ class ResponseModel:
             return
         self._fit_gpu(wb, c, relearn, wb.held[:n, HELD_GPU], self.gpu_model)
 
-    def _fit_gpu(self, wb: WindowBuffer, c: _Closed, relearn: frozenset[str], held: np.ndarray,
+    def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                  model: EWLS) -> None:
         """The GPU-per-work regression ``model`` learns the pure-stage bins not ``held``."""
         n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
-        wr = _mean(sums, "wr")
+        wr = bin_mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from agent.engine.frames import BinBatch, RackInfo, RowBatch, Signals, split_pieces
-from agent.engine.meter_power import meter_power
+from agent.engine.meter_power import apply_meters
 from agent.engine.row_times import RowTimes
 from agent.engine.signals import (
     FACILITY,
@@ -254,7 +254,7 @@ class RowBinner:
             for k, name in enumerate(sig.names)
             if not sig.hygiene.kinds[k].counter  # counters are only checked for resets
         }
-        self._meter_spans(held, buf, n, clean, start_ts)
+        apply_meters(self.signals, held, buf, n, clean, start_ts, self.t0, self.window_s)
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
         job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
@@ -270,22 +270,6 @@ class RowBinner:
             return self._empty()[0], rows
         per = self._interval_values(held, starts.size)
         return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
-
-    def _meter_spans(self, held: dict[str, np.ndarray], buf: TraceChunk, n: int,
-                     clean: dict[str, np.ndarray], start_ts: np.ndarray) -> None:
-        """Each PDU feed with an energy meter: its held power replaced by the meter's exact mean power
-        wherever two readings enclose the interval (``meter_power``)."""
-        sig = self.signals
-        for k, name in enumerate(sig.names):
-            if not (name.startswith("pdu.") and name.endswith(".energy_kwh")) or name not in buf.numeric:
-                continue
-            power_name = name[: -len("energy_kwh")] + "power_w"
-            if power_name not in held:
-                continue
-            power = meter_power(sig, sig.names.index(power_name), k, buf.ts[:n], start_ts, buf.ts,
-                                buf.numeric[name], clean[name], self.t0, self.window_s)
-            known = ~np.isnan(power)
-            held[power_name] = np.where(known, power, held[power_name])
 
     def _note_gpu_resets(self, ts: np.ndarray, buf: TraceChunk, n: int) -> None:
         """Remember the rows of this emit where GPU energy counters went backwards, or where a

@@ -1,0 +1,62 @@
+"""A closed window's bins as the response model's learning reads them, and the per-bin means it uses.
+
+Split from ``model.py`` (which predicts and learns) so that module keeps one job; nothing here
+holds state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.engine.signals import F
+from agent.engine.window_buffer import WindowBuffer
+
+KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
+
+
+def bin_mean(sums: np.ndarray, q: str) -> np.ndarray:
+    """Per bin, the mean of quantity ``q`` while known (nan/inf where never known)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = sums[:, F[f"{q}_ws"]] / sums[:, F[f"{q}_s"]]
+    return out
+
+
+def gpu_moments(sums: np.ndarray) -> np.ndarray:
+    """Per bin, the GPU power's first three moments while known (the IT model's g, g², g³)."""
+    moments = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(moments / sums[:, F["gpu_s"], None])
+
+
+def bin_work_rate(sums: np.ndarray) -> np.ndarray:
+    """Each bin's mean reported work rate (nan where none was reported)."""
+    known = sums[:, F["wr_s"]] > 0
+    out: np.ndarray = np.where(known, sums[:, F["wr_ws"]] / np.maximum(sums[:, F["wr_s"]], 1e-9), np.nan)
+    return out
+
+
+@dataclass(frozen=True)
+class ClosedWindow:
+    """A closed window's bins as learning reads them: sums, lengths, stage fractions, means."""
+
+    n: int
+    sums: np.ndarray
+    dur: np.ndarray  # s per bin (never 0)
+    length_h: float
+    frac: np.ndarray  # (n, S) share of each bin per stage slot
+    w_h: np.ndarray  # a bin's weight: its length in hours
+    gpu_ok: np.ndarray  # GPU power known for ≥ KNOWN_FRAC of the bin
+    gpu_mean: np.ndarray
+    pdu_mean: np.ndarray
+    cool_mean: np.ndarray
+
+    @staticmethod
+    def of(wb: WindowBuffer) -> ClosedWindow:
+        n = wb.n
+        sums = wb.sums[:n]
+        dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
+        frac, gpu_ok = wb.stage_s[:n] / dur[:, None], sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
+        means = (bin_mean(sums, "gpu"), bin_mean(sums, "pdu"), bin_mean(sums, "cool"))
+        return ClosedWindow(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means)
