@@ -181,7 +181,7 @@ class LiveAgent:
             return
         log.info("engine: state restored from %s", self.store.path)
 
-    def _open_store(self, seq_floor: int = 0) -> Store:
+    def _open_store(self, seq_floor: int | None = None) -> Store:
         max_bytes = int(self.config.mqtt.spool_max_mb * 1024 * 1024)
         state_dir = Path(self.config.agent.state_dir)
         return Store.open(state_dir, max_bytes, clock=self.clock.time, seq_floor=seq_floor)
