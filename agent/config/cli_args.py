@@ -15,7 +15,6 @@ from pathlib import Path
 from agent.config.loader import DEFAULT_CONFIG_PATH, load_config
 from agent.config.model import Config
 
-DEFAULT_CONF_D = Path("/etc/rackwatt/conf.d")
 CONF_D_HELP = (
     "merge the *.toml drop-ins of DIR, in name order (default: conf.d next to the file, if it exists)"
 )

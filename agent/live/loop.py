@@ -136,14 +136,6 @@ class LiveAgent:
 
     # ---- derived settings ------------------------------------------------------------------
     @property
-    def engine_errors(self) -> int:
-        return self.tally.engine_errors
-
-    @property
-    def last_engine_error(self) -> str | None:
-        return self.tally.last_engine_error
-
-    @property
     def topics(self) -> Topics:
         c = self.config
         return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
@@ -271,7 +263,6 @@ class LiveAgent:
     async def run(self) -> int:
         """Run until stopped; returns the process exit status."""
         self.started_ts = self.clock.time()
-        self._started_mono = time.monotonic()
         self._wake = asyncio.Event()
         drivers = self.driver_factory(self.config)
         self.poller = Poller(drivers, self.clock)
@@ -412,14 +403,11 @@ class LiveAgent:
         try:
             reports = self.engine.process(chunk)
         except Exception as exc:
-            self._engine_failed("process", exc)
+            self.tally.engine_failed("process", exc)
             return False
         return self._handle_reports(reports)
 
     # ---- outputs ---------------------------------------------------------------------------
-    def _engine_failed(self, what: str, exc: Exception) -> None:
-        self.tally.engine_failed(what, exc)
-
     def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
         return self.outbox.reports(reports) if self.outbox is not None else False
 
@@ -429,7 +417,7 @@ class LiveAgent:
         try:
             payload = self.engine.summary_payload(ts)
         except Exception as exc:
-            self._engine_failed("summary_payload", exc)
+            self.tally.engine_failed("summary_payload", exc)
             return
         if payload:
             self.outbox.send("summary", payload)
@@ -440,7 +428,7 @@ class LiveAgent:
         try:
             baselines = self.engine.baseline_payloads(ts)
         except Exception as exc:
-            self._engine_failed("baseline_payloads", exc)
+            self.tally.engine_failed("baseline_payloads", exc)
             return
         self.outbox.baselines(baselines)
 
@@ -516,7 +504,7 @@ class LiveAgent:
         try:
             blob = self.engine.state_bytes()
         except Exception as exc:
-            self._engine_failed("serialising its state", exc)
+            self.tally.engine_failed("serialising its state", exc)
             return
         try:
             self.store.save_state(ENGINE_STATE, blob)

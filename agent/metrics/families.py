@@ -18,7 +18,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from agent.metrics.snapshot import RackSnapshot
 
 P = "rackwatt_"
-WH_J = 3600.0
 KWH_J = 3.6e6
 
 
