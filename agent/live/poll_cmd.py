@@ -20,10 +20,9 @@ import dataclasses
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
-from agent.config.cli_args import add_config_arguments
+from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
 from drivers.base import Driver, PollResult
 
@@ -63,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _load(args.config, args.conf_d, dropins=not args.no_conf_d)
+    config = load_or_report(args.config, args, lambda line: print(line, file=sys.stderr))
     if config is None:
         return 2
     if args.timeout_s is not None:
@@ -85,27 +84,6 @@ def run(args: argparse.Namespace) -> int:
 
 def answered(result: PollResult) -> bool:
     return result.ok or bool(result.signals)
-
-
-def _load(path: Path, dropin_dir: Path | None, dropins: bool = True) -> Config | None:
-    """The validated configuration, or None after printing every problem."""
-    try:
-        from agent.config.errors import ConfigError
-        from agent.config.loader import load_config
-    except ModuleNotFoundError as exc:  # a build without the loader: say so instead of a traceback
-        print(f"rackwatt poll: configuration loader not available: {exc}", file=sys.stderr)
-        return None
-    try:
-        config = load_config(path, dropin_dir, dropins=dropins)
-    except ConfigError as exc:
-        from agent.config.cli_args import issue_lines
-
-        for line in issue_lines(exc.issues):
-            print(line, file=sys.stderr)
-        return None
-    for warning in getattr(config, "warnings", ()):
-        print(f"warning: {warning}", file=sys.stderr)
-    return config
 
 
 def _with_timeout(config: Config, timeout_s: float) -> Config:
