@@ -24,7 +24,7 @@ from agent import __version__
 from agent.config.model import Config
 from agent.live import reload_ack, sdnotify
 from agent.live.accept import parse_accept
-from agent.live.clock import Clock, WallClock
+from agent.live.clock import Clock, WallClock, sleep_unless
 from agent.live.engine_link import EngineLink
 from agent.live.frames import FrameBuilder, Row
 from agent.live.outbox import MessageObserver, Outbox
@@ -353,15 +353,8 @@ class LiveAgent:
             await asyncio.sleep(0)
             return
         self._wake.clear()
-        if self._stop_requested or self._reload_requested:
-            return
-        sleeper = asyncio.ensure_future(self.clock.sleep(remaining))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
+        if not (self._stop_requested or self._reload_requested):
+            await sleep_unless(self.clock, remaining, self._wake)
 
     def make_row(self, ts: float, signals: dict[str, float]) -> Row:
         """The row for one tick: fresh samples plus the stage the timeline says now."""

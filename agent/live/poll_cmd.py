@@ -20,10 +20,12 @@ import dataclasses
 import json
 import math
 import sys
+import time
 from typing import Any
 
 from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
+from agent.live.poller import guarded_poll
 from drivers.base import Driver, PollResult
 
 HARD_CAP_S = 60.0  # a driver's own deadline ends its poll long before this; belt and braces
@@ -104,20 +106,7 @@ async def poll_all(drivers: list[Driver]) -> list[PollResult]:
 
 
 async def _poll_one(driver: Driver) -> PollResult:
-    started = asyncio.get_running_loop().time()
-    try:
-        return await asyncio.wait_for(driver.poll(), timeout=HARD_CAP_S)
-    except Exception as exc:  # drivers never raise; if one does, it is that device's error
-        reason = "no result" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
-        return PollResult(
-            device=driver.device,
-            ts=0.0,
-            signals={},
-            ok=False,
-            elapsed_ms=elapsed_ms,
-            error=f"{driver.device}: {reason}",
-        )
+    return await guarded_poll(driver, HARD_CAP_S, time.time)
 
 
 async def _close_one(driver: Driver) -> None:
