@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.live.clock import Clock
+from agent.live.logsetup import worth_logging
 from drivers.base import Driver, PollResult
 
 log = logging.getLogger("rackwatt.poll")
@@ -120,7 +121,7 @@ class Poller:
             health.failures += 1
             health.consecutive_failures += 1
             health.last_error = result.error
-            if health.consecutive_failures in (1, 10, 100) or health.consecutive_failures % 1000 == 0:
+            if worth_logging(health.consecutive_failures):
                 log.warning(
                     "%s (failed %d time(s) in a row)",
                     result.error or f"{result.device}: poll failed",

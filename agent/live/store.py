@@ -44,6 +44,7 @@ from pathlib import Path
 from agent.engine.state import quarantine_name
 from agent.live import legacy_spool
 from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+from agent.live.logsetup import worth_logging
 from agent.live.memory_hold import MemoryHold
 from agent.live.store_file import DB_FILE, connect, is_disk_full, set_aside, transaction
 
@@ -387,7 +388,7 @@ class Store:
             self._bytes -= int(victim_size)
             self.dropped[kind] = self.dropped.get(kind, 0) + 1
             total = sum(self.dropped.values())
-            if total in (1, 10, 100, 1000) or total % 10000 == 0:
+            if worth_logging(total):
                 log.warning(
                     "store: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
                     self.max_bytes,

@@ -27,6 +27,7 @@ from agent.config.model import Config
 from agent.config.secrets import SecretError, read_secret
 from agent.live import reload_ack, sdnotify
 from agent.live.clock import Clock, WallClock, sleep_unless
+from agent.live.logsetup import worth_logging
 from agent.live.poller import guarded_poll
 from agent.node import wire
 from agent.node.config import UplinkSection
@@ -162,7 +163,7 @@ class NodeAgent:
         result = await guarded_poll(driver, max(2.0, 0.8 * self.uplink.interval_s), self.clock.time)
         if not result.ok:
             self.poll_failures += 1
-            if self.poll_failures in (1, 10, 100) or self.poll_failures % 1000 == 0:
+            if worth_logging(self.poll_failures):
                 log.warning("%s (failed %d time(s))", result.error, self.poll_failures)
         elif self.poll_failures:
             log.info("nvml: answering again after %d failed poll(s)", self.poll_failures)
@@ -215,7 +216,7 @@ class NodeAgent:
 
     def _send_failed(self, why: str) -> None:
         self.send_errors += 1
-        if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
+        if worth_logging(self.send_errors):
             log.warning("node '%s': %s (%d time(s))", self.uplink.node_id, why, self.send_errors)
 
     async def _reload(self) -> None:
