@@ -18,6 +18,7 @@ from typing import Any
 from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
 
 from agent.config.secrets import read_secret
+from agent.trace.model import J_PER_KWH
 from drivers.base import PollResult
 from drivers.counters import CounterDelta
 
@@ -389,7 +390,7 @@ class SnmpPduDriver:
             last_ts, last_w = self._last_power
             dt = ts - last_ts
             if 0 < dt <= 3 * self.interval_s:  # across a longer gap the power is unknown: skip it
-                self._energy_est_kwh += (last_w + power_w) / 2 * dt / 3.6e6
+                self._energy_est_kwh += (last_w + power_w) / 2 * dt / J_PER_KWH
         self._last_power = (ts, power_w)
         return self._energy_est_kwh
 
