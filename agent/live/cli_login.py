@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.model import MqttSection
+from agent.live.demo.setup import MqttTarget
 from agent.live.demo_cmd import _host_port
 
 
@@ -20,8 +21,8 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
         "--mqtt",
         type=_host_port,
         metavar="HOST:PORT",
-        default=_host_port("localhost:1883"),
-        help="the site broker (default localhost:1883)",
+        default=MqttTarget(MqttSection.host, MqttSection.port),
+        help=f"the site broker (default {MqttSection.host}:{MqttSection.port})",
     )
     parser.add_argument("--topic-root", default=MqttSection.topic_root, help="the agents' [mqtt] topic_root")
     parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
