@@ -185,8 +185,14 @@ class Store:
         self._next_seq = floor
 
     def _start_fresh(self, state_dir: Path) -> bool:
-        """A new file: import an older spool and state once; True if there was one (a history)."""
+        """A file with no counter: import an older spool and state once; True if that gave it seqs.
+
+        Without one the counter is first written by the first message, so a run killed before
+        it leaves no history to announce a jump from (``seq_after`` only names assigned seqs).
+        """
         legacy = legacy_spool.read_legacy(state_dir)
+        if not legacy.found:
+            return False
         db = self._conn()
         with transaction(db):
             for env in legacy.pending:
@@ -198,19 +204,18 @@ class Store:
             self._next_seq = max([self._next_seq, legacy.next_seq, *(e.seq + 1 for e in legacy.pending)])
             self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
-        if legacy.found:
-            self.corrupt_skipped += legacy.skipped
-            legacy_spool.remove_legacy(state_dir)
-            log.info(
-                "store: imported the older spool and state of %s: %d pending message(s)%s, %s; "
-                "its last seq was %d",
-                state_dir,
-                len(legacy.pending),
-                f" ({legacy.skipped} torn record(s) skipped)" if legacy.skipped else "",
-                "engine state kept" if legacy.state is not None else "no engine state",
-                self._next_seq - 1,
-            )
-        return legacy.found
+        self.corrupt_skipped += legacy.skipped
+        legacy_spool.remove_legacy(state_dir)
+        log.info(
+            "store: imported the older spool and state of %s: %d pending message(s)%s, %s; "
+            "its last seq was %d",
+            state_dir,
+            len(legacy.pending),
+            f" ({legacy.skipped} torn record(s) skipped)" if legacy.skipped else "",
+            "engine state kept" if legacy.state is not None else "no engine state",
+            self._next_seq - 1,
+        )
+        return self._next_seq > 1
 
     def _resume_after_degraded_crash(self) -> None:
         lease = self._meta("degraded_seq_end")

@@ -72,6 +72,13 @@ def test_a_restart_on_an_older_store_jumps_past_the_newer_one_and_says_so(tmp_pa
     assert Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW + 20)).next_seq == env.seq + 2
 
 
+def test_a_store_that_never_numbered_a_message_announces_no_jump(tmp_path: Path) -> None:
+    Store.open(tmp_path, 1 << 20, clock=_at(NOW)).close()  # a run killed before its first message
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW + 60))
+    env = again.put("summary", "t", {}, retain=False, qos=1)
+    assert env.seq == clock_seq_floor(NOW + 60) and "seq_after" not in env.payload, "no predecessor"
+
+
 def test_a_reload_into_a_folder_with_an_older_store_continues_the_higher_counter(tmp_path: Path) -> None:
     older = Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW))
     last_older = _fill(older, 5)[-1]
