@@ -93,13 +93,24 @@ def build_drivers(config: DeviceSections, clock: Callable[[], float] = time.time
     for pdu in config.pdus:
         drivers.append(build_driver("pdu", pdu, f"pdu.{pdu.id}", pdu.interval_s))
     for crac in config.cracs:
-        kind = "crac_snmp" if getattr(crac, "protocol", "modbus") == "snmp" else "crac"
+        kind = "crac_snmp" if crac.protocol == "snmp" else "crac"
         drivers.append(build_driver(kind, crac, f"crac.{crac.id}", crac.interval_s))
     if config.nvml.enabled:
         drivers.append(build_driver("nvml", config.nvml, "nvml", config.nvml.interval_s))
-    ranges = _GpuRanges()
-    drivers.extend(_dcgm_drivers(config, ranges))
-    drivers.extend(_node_drivers(config, ranges, clock))
+    placed: list[tuple[NodeSection, int]] = []
+    for node, first, refused in _placed_gpu_nodes(config):
+        device = f"{'dcgm' if isinstance(node, DcgmSection) else 'node'}.{node.id}"
+        if refused:
+            drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
+        elif isinstance(node, DcgmSection):
+            drivers.append(build_driver("dcgm", dataclasses.replace(node, first_gpu=first), device,
+                                        node.interval_s))
+        else:
+            placed.append((node, first))
+    if placed:  # the node role's sources share one UDP receiver
+        from agent.node.source import build_node_drivers
+
+        drivers.extend(build_node_drivers(config.node_link, placed, clock=clock))
     return drivers
 
 
@@ -125,46 +136,21 @@ class _GpuRanges:
         return first, None
 
 
-def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
-    """Each GPU node's rack-wide GPU indices ([[dcgm]], then [[node]]), by the same rule the
-    drivers are placed with; refused nodes are left out. The engine counts coverage per node."""
+def _placed_gpu_nodes(
+    config: DeviceSections,
+) -> list[tuple[DcgmSection | NodeSection, int, str | None]]:
+    """(node, first rack-wide GPU index, why it is refused or None) for every GPU node, in the one
+    order the ranges are placed in: [[dcgm]], then [[node]]."""
     ranges = _GpuRanges()
-    out = []
     nodes: list[DcgmSection | NodeSection] = [*config.dcgms, *config.nodes]
-    for node in nodes:
-        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
-        if not refused:
-            out.append(tuple(range(first, first + node.gpu_count)))
-    return tuple(out)
+    return [(node, *ranges.claim(node.id, node.first_gpu, node.gpu_count)) for node in nodes]
 
 
-def _dcgm_drivers(config: DeviceSections, ranges: _GpuRanges) -> list[Driver]:
-    """One driver per ``[[dcgm]]`` node, on its rack-wide GPU range."""
-    drivers: list[Driver] = []
-    for node in config.dcgms:
-        device = f"dcgm.{node.id}"
-        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
-        if refused:
-            drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
-            continue
-        drivers.append(build_driver("dcgm", dataclasses.replace(node, first_gpu=first), device,
-                                    node.interval_s))
-    return drivers
-
-
-def _node_drivers(config: DeviceSections, ranges: _GpuRanges, clock: Callable[[], float]) -> list[Driver]:
-    """One driver per ``[[node]]`` (rackwatt's node role), all sharing one UDP receiver."""
-    if not config.nodes:
-        return []
-    from agent.node.source import build_node_drivers
-
-    drivers: list[Driver] = []
-    placed = []
-    for node in config.nodes:
-        first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
-        if refused:
-            device = f"node.{node.id}"
-            drivers.append(UnavailableDriver(device, node.interval_s, f"{device}: {refused}"))
-        else:
-            placed.append((node, first))
-    return drivers + list(build_node_drivers(config.node_link, placed, clock=clock))
+def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
+    """Each GPU node's rack-wide GPU indices, placed as the drivers are; refused nodes are left
+    out. The engine counts coverage per node."""
+    return tuple(
+        tuple(range(first, first + node.gpu_count))
+        for node, first, refused in _placed_gpu_nodes(config)
+        if not refused
+    )

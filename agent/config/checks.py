@@ -28,11 +28,7 @@ def positive(value: float) -> str | None:
     return None if value > 0 else f"must be > 0, got {show(value)}"
 
 
-def at_least(low: float) -> Check:
-    return lambda value: None if value >= low else f"must be >= {low}, got {show(value)}"
-
-
-def between(low: int, high: int) -> Check:
+def between(low: float, high: float) -> Check:
     def check(value: float) -> str | None:
         return None if low <= value <= high else f"must be between {low} and {high}, got {show(value)}"
 

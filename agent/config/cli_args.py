@@ -9,13 +9,13 @@ sees the same rack as the service.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from agent.config.errors import ConfigError
 from agent.config.loader import DEFAULT_CONFIG_PATH, load_config
 from agent.config.model import Config
 
-DEFAULT_CONF_D = Path("/etc/rackwatt/conf.d")
 CONF_D_HELP = (
     "merge the *.toml drop-ins of DIR, in name order (default: conf.d next to the file, if it exists)"
 )
@@ -32,6 +32,22 @@ def add_dropin_arguments(parser: argparse.ArgumentParser) -> None:
 def load_from_args(path: Path, args: argparse.Namespace) -> Config:
     """``load_config(path)`` with the parsed drop-in options (absent ones: the defaults)."""
     return load_config(path, getattr(args, "conf_d", None), dropins=not getattr(args, "no_conf_d", False))
+
+
+def load_or_report(path: Path, args: argparse.Namespace, say: Callable[[str], None]) -> Config | None:
+    """The configuration, or None after ``say`` was given every problem (one line each); warnings
+    are said too. What every command that runs on a configuration does (``check-config`` also
+    lists the warnings of a file that fails)."""
+    try:
+        config = load_from_args(path, args)
+    except ConfigError as exc:
+        say(f"configuration {path} is not valid ({len(exc.issues)} problem(s)):")
+        for line in issue_lines(exc.issues):
+            say(f"  {line}")
+        return None
+    for warning in config.warnings:
+        say(f"warning: {warning}")
+    return config
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:

@@ -19,7 +19,6 @@ from agent.config.rules import SECTIONS, check_unique_ids
 from agent.node.config import check_roles
 
 DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
-DEFAULT_DROPIN_DIR = Path("/etc/rackwatt/conf.d")
 
 
 def default_dropin_dir(path: Path) -> Path:

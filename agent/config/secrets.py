@@ -1,6 +1,7 @@
 """Secrets (SNMP community, USM keys, MQTT password) live in files, never in the TOML itself.
 
-Drivers and the MQTT publisher call ``read_secret(path)``; the loader calls ``secret_file_problem``
+Drivers, the node link and the MQTT publisher call ``read_secret(path)``, which also keeps the
+secret out of every log line (``logsetup.register_secret``); the loader calls ``secret_file_problem``
 to reject a secret file that is missing or unusable and to warn about one that the wrong people
 can read, or that the agent's own user cannot.
 
@@ -19,6 +20,8 @@ import os
 import pwd
 import stat
 from pathlib import Path
+
+from agent.live.logsetup import register_secret
 
 # The user and group the package creates (packaging/debian/postinst) and the unit runs as.
 SERVICE_USER = "rackwatt"
@@ -54,6 +57,7 @@ def read_secret(path: Path | str) -> str:
         raise SecretError(f"secret file {path}: is empty")
     if "\0" in secret:
         raise SecretError(f"secret file {path}: contains a NUL byte")
+    register_secret(secret)  # whoever reads a secret, no log line ever shows it
     return secret
 
 

@@ -1,7 +1,7 @@
 """Broker options and login for the command-line MQTT clients (``rackwatt watch``, ``rackwatt sparkplug``).
 
-One owner for ``--mqtt``, ``--topic-root``, ``--ca-file``, ``--username`` and ``--password-file``
-and for how they reach a paho client, so both commands spell them and name a failure the same way.
+One owner for the paho client they build and for ``--mqtt``, ``--topic-root``, ``--ca-file``,
+``--username`` and ``--password-file``, so both commands spell them and name a failure the same way.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from agent.config.model import MqttSection
+from agent.live.demo.setup import MqttTarget
 from agent.live.demo_cmd import _host_port
 
 
@@ -19,17 +21,34 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
         "--mqtt",
         type=_host_port,
         metavar="HOST:PORT",
-        default=_host_port("localhost:1883"),
-        help="the site broker (default localhost:1883)",
+        default=MqttTarget(MqttSection.host, MqttSection.port),
+        help=f"the site broker (default {MqttSection.host}:{MqttSection.port})",
     )
-    parser.add_argument("--topic-root", default="rackwatt/v1", help="[mqtt] topic_root of the agents")
+    parser.add_argument("--topic-root", default=MqttSection.topic_root, help="the agents' [mqtt] topic_root")
     parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
     parser.add_argument("--username", help="broker user name")
     parser.add_argument("--password-file", type=Path, help="file holding the broker password")
 
 
-def apply_cli_login(client: Any, args: argparse.Namespace) -> None:
-    """Set the user/password and CA file given on the command line; OSError names the bad file."""
+def cli_client(args: argparse.Namespace, client_id: str = "") -> Any:
+    """A paho client for a command-line tool: clean session, callbacks that never kill paho's
+    thread, reconnects within 30 s, and the login given on the command line (OSError names a bad file)."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.client import CallbackAPIVersion
+
+    client = mqtt.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=mqtt.MQTTv311,
+        clean_session=True,
+    )
+    client.suppress_exceptions = True
+    client.reconnect_delay_set(min_delay=1, max_delay=30)
+    _apply_login(client, args)
+    return client
+
+
+def _apply_login(client: Any, args: argparse.Namespace) -> None:
     if args.username:
         password = None
         if args.password_file:

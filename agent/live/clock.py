@@ -26,6 +26,17 @@ class Clock(Protocol):
         ...
 
 
+async def sleep_unless(clock: Clock, seconds: float, event: asyncio.Event) -> None:
+    """Sleep ``seconds`` on ``clock``, or less if ``event`` is set meanwhile (a stop, a reload)."""
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waker = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waker.cancel()
+
+
 class WallClock:
     speed = 1.0
 

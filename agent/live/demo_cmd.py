@@ -15,6 +15,7 @@ import os
 import re
 import sys
 
+from agent.config.model import MqttSection
 from agent.live.demo.session import (
     FAULT_CHOICES,
     FAULT_WARMUP_H,
@@ -27,7 +28,7 @@ from agent.live.demo.session import (
 from agent.live.demo.setup import MqttTarget, broker_answers
 
 DEFAULT_SPEED = 60.0
-LOCAL_BROKER = ("localhost", 1883)
+LOCAL_BROKER = (MqttSection.host, MqttSection.port)  # [mqtt]'s defaults
 
 
 def _host_port(text: str) -> MqttTarget:

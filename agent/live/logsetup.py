@@ -32,6 +32,12 @@ LIBRARY_LOGGERS = ("paho", "rackwatt.mqtt.paho", "pymodbus", "pysnmp", "pyasn1")
 _DEMOTED = {logging.CRITICAL: logging.WARNING, logging.ERROR: logging.INFO, logging.WARNING: logging.DEBUG}
 
 
+def worth_logging(count: int) -> bool:
+    """Log the 1st, 10th, 100th and every 1000th time a condition repeats: the journal shows that
+    it goes on (and how often) without one line per occurrence."""
+    return count in (1, 10, 100) or count % 1000 == 0
+
+
 def register_secret(secret: str) -> None:
     """Never print ``secret``: every log line is scrubbed of it, whatever its length."""
     global _scrubber

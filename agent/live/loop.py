@@ -24,7 +24,7 @@ from agent import __version__
 from agent.config.model import Config
 from agent.live import reload_ack, sdnotify
 from agent.live.accept import parse_accept
-from agent.live.clock import Clock, WallClock
+from agent.live.clock import Clock, WallClock, sleep_unless
 from agent.live.engine_link import EngineLink
 from agent.live.frames import FrameBuilder, Row
 from agent.live.outbox import MessageObserver, Outbox
@@ -136,14 +136,6 @@ class LiveAgent:
 
     # ---- derived settings ------------------------------------------------------------------
     @property
-    def engine_errors(self) -> int:
-        return self.tally.engine_errors
-
-    @property
-    def last_engine_error(self) -> str | None:
-        return self.tally.last_engine_error
-
-    @property
     def topics(self) -> Topics:
         c = self.config
         return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
@@ -181,7 +173,7 @@ class LiveAgent:
             return
         log.info("engine: state restored from %s", self.store.path)
 
-    def _open_store(self, seq_floor: int = 0) -> Store:
+    def _open_store(self, seq_floor: int | None = None) -> Store:
         max_bytes = int(self.config.mqtt.spool_max_mb * 1024 * 1024)
         state_dir = Path(self.config.agent.state_dir)
         return Store.open(state_dir, max_bytes, clock=self.clock.time, seq_floor=seq_floor)
@@ -271,7 +263,6 @@ class LiveAgent:
     async def run(self) -> int:
         """Run until stopped; returns the process exit status."""
         self.started_ts = self.clock.time()
-        self._started_mono = time.monotonic()
         self._wake = asyncio.Event()
         drivers = self.driver_factory(self.config)
         self.poller = Poller(drivers, self.clock)
@@ -362,15 +353,8 @@ class LiveAgent:
             await asyncio.sleep(0)
             return
         self._wake.clear()
-        if self._stop_requested or self._reload_requested:
-            return
-        sleeper = asyncio.ensure_future(self.clock.sleep(remaining))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
+        if not (self._stop_requested or self._reload_requested):
+            await sleep_unless(self.clock, remaining, self._wake)
 
     def make_row(self, ts: float, signals: dict[str, float]) -> Row:
         """The row for one tick: fresh samples plus the stage the timeline says now."""
@@ -412,14 +396,11 @@ class LiveAgent:
         try:
             reports = self.engine.process(chunk)
         except Exception as exc:
-            self._engine_failed("process", exc)
+            self.tally.engine_failed("process", exc)
             return False
         return self._handle_reports(reports)
 
     # ---- outputs ---------------------------------------------------------------------------
-    def _engine_failed(self, what: str, exc: Exception) -> None:
-        self.tally.engine_failed(what, exc)
-
     def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
         return self.outbox.reports(reports) if self.outbox is not None else False
 
@@ -429,7 +410,7 @@ class LiveAgent:
         try:
             payload = self.engine.summary_payload(ts)
         except Exception as exc:
-            self._engine_failed("summary_payload", exc)
+            self.tally.engine_failed("summary_payload", exc)
             return
         if payload:
             self.outbox.send("summary", payload)
@@ -440,7 +421,7 @@ class LiveAgent:
         try:
             baselines = self.engine.baseline_payloads(ts)
         except Exception as exc:
-            self._engine_failed("baseline_payloads", exc)
+            self.tally.engine_failed("baseline_payloads", exc)
             return
         self.outbox.baselines(baselines)
 
@@ -516,7 +497,7 @@ class LiveAgent:
         try:
             blob = self.engine.state_bytes()
         except Exception as exc:
-            self._engine_failed("serialising its state", exc)
+            self.tally.engine_failed("serialising its state", exc)
             return
         try:
             self.store.save_state(ENGINE_STATE, blob)

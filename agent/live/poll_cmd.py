@@ -20,11 +20,12 @@ import dataclasses
 import json
 import math
 import sys
-from pathlib import Path
+import time
 from typing import Any
 
-from agent.config.cli_args import add_config_arguments
+from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
+from agent.live.poller import guarded_poll
 from drivers.base import Driver, PollResult
 
 HARD_CAP_S = 60.0  # a driver's own deadline ends its poll long before this; belt and braces
@@ -63,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _load(args.config, args.conf_d, dropins=not args.no_conf_d)
+    config = load_or_report(args.config, args, lambda line: print(line, file=sys.stderr))
     if config is None:
         return 2
     if args.timeout_s is not None:
@@ -87,27 +88,6 @@ def answered(result: PollResult) -> bool:
     return result.ok or bool(result.signals)
 
 
-def _load(path: Path, dropin_dir: Path | None, dropins: bool = True) -> Config | None:
-    """The validated configuration, or None after printing every problem."""
-    try:
-        from agent.config.errors import ConfigError
-        from agent.config.loader import load_config
-    except ModuleNotFoundError as exc:  # a build without the loader: say so instead of a traceback
-        print(f"rackwatt poll: configuration loader not available: {exc}", file=sys.stderr)
-        return None
-    try:
-        config = load_config(path, dropin_dir, dropins=dropins)
-    except ConfigError as exc:
-        from agent.config.cli_args import issue_lines
-
-        for line in issue_lines(exc.issues):
-            print(line, file=sys.stderr)
-        return None
-    for warning in getattr(config, "warnings", ()):
-        print(f"warning: {warning}", file=sys.stderr)
-    return config
-
-
 def _with_timeout(config: Config, timeout_s: float) -> Config:
     return dataclasses.replace(
         config,
@@ -126,20 +106,7 @@ async def poll_all(drivers: list[Driver]) -> list[PollResult]:
 
 
 async def _poll_one(driver: Driver) -> PollResult:
-    started = asyncio.get_running_loop().time()
-    try:
-        return await asyncio.wait_for(driver.poll(), timeout=HARD_CAP_S)
-    except Exception as exc:  # drivers never raise; if one does, it is that device's error
-        reason = "no result" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
-        return PollResult(
-            device=driver.device,
-            ts=0.0,
-            signals={},
-            ok=False,
-            elapsed_ms=elapsed_ms,
-            error=f"{driver.device}: {reason}",
-        )
+    return await guarded_poll(driver, HARD_CAP_S, time.time)
 
 
 async def _close_one(driver: Driver) -> None:

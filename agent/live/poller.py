@@ -13,10 +13,12 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agent.live.clock import Clock
+from agent.live.logsetup import worth_logging
 from drivers.base import Driver, PollResult
 
 log = logging.getLogger("rackwatt.poll")
@@ -97,18 +99,7 @@ class Poller:
 
     async def poll_once(self, driver: Driver) -> PollResult:
         """One poll under the deadline; never raises."""
-        start_ts = self.clock.time()
-        started = time.monotonic()
-        deadline_s = deadline_of(driver)
-        try:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-            # arrives as the poll completes, and the task would then outlive stop().
-            async with asyncio.timeout(deadline_s):
-                result = await driver.poll()
-        except TimeoutError:
-            result = _failed(driver, start_ts, started, f"poll exceeded its deadline of {deadline_s:g} s")
-        except Exception as exc:  # a driver bug must not stop the agent
-            result = _failed(driver, start_ts, started, f"driver raised {type(exc).__name__}: {exc}")
+        result = await guarded_poll(driver, deadline_of(driver), self.clock.time)
         self._record(result)
         return result
 
@@ -130,7 +121,7 @@ class Poller:
             health.failures += 1
             health.consecutive_failures += 1
             health.last_error = result.error
-            if health.consecutive_failures in (1, 10, 100) or health.consecutive_failures % 1000 == 0:
+            if worth_logging(health.consecutive_failures):
                 log.warning(
                     "%s (failed %d time(s) in a row)",
                     result.error or f"{result.device}: poll failed",
@@ -151,8 +142,19 @@ class Poller:
             await self.clock.sleep(next_at - now)
 
 
-def _failed(driver: Driver, start_ts: float, started: float, why: str) -> PollResult:
-    """A poll that produced nothing: no signals (missing, never zero), and why."""
+async def guarded_poll(driver: Driver, deadline_s: float, now: Callable[[], float]) -> PollResult:
+    """``driver.poll()`` within ``deadline_s``; never raises: a driver that overruns or raises
+    gives a failed result (no signals: missing, never zero) saying why and which device."""
+    start_ts, started = now(), time.monotonic()
+    try:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # arrives as the poll completes, and the task would then outlive stop().
+        async with asyncio.timeout(deadline_s):
+            return await driver.poll()
+    except TimeoutError:
+        why = f"poll exceeded its deadline of {deadline_s:g} s"
+    except Exception as exc:  # a driver bug must not stop the agent
+        why = f"driver raised {type(exc).__name__}: {exc}"
     elapsed_ms = (time.monotonic() - started) * 1000
     # drivers of network devices name themselves with host:port (``where``): say which device it was
     where = getattr(driver, "where", None) or driver.device

@@ -44,7 +44,6 @@ from paho.mqtt.client import CallbackAPIVersion
 
 from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret
-from agent.live.logsetup import register_secret
 from agent.live.store import Store
 from agent.live.tls_probe import tls_failure
 from agent.live.topics import SCHEMA_VERSION, Topics
@@ -146,7 +145,6 @@ class MqttPublisher:
                 password = read_secret(cfg.password_file)
             except SecretError as exc:
                 raise MqttConfigError(f"mqtt.password_file: {exc}") from None
-            register_secret(password)
             client.username_pw_set(cfg.username or "", password)
         elif cfg.username:
             client.username_pw_set(cfg.username)

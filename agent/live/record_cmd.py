@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.config.cli_args import add_config_arguments
+from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
-from agent.live.run_cmd import load_or_report, serve, skip_unused_imports
+from agent.live.run_cmd import report_to_log, serve, skip_unused_imports
 from agent.trace.model import TraceChunk, TraceMeta
 from agent.trace.writer import TraceWriter
 
@@ -121,7 +121,7 @@ async def _record(agent: LiveAgent, duration_s: float | None) -> int:
 def run(args: argparse.Namespace) -> int:
     skip_unused_imports()
     setup_logging(args.verbose)
-    config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)
+    config = load_or_report(args.config, args, report_to_log)
     if config is None:
         return 2
     config = dataclasses.replace(

@@ -13,12 +13,9 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Protocol
 
-from agent.config.cli_args import add_config_arguments, issue_lines
-from agent.config.errors import ConfigError
-from agent.config.loader import load_config
+from agent.config.cli_args import add_config_arguments, load_from_args, load_or_report
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
 from agent.live.loop import LiveAgent
@@ -48,21 +45,9 @@ def skip_unused_imports() -> None:
     sys.modules.setdefault("pysmi", None)  # type: ignore[arg-type]
 
 
-def load_or_report(path: Path, conf_d: Path | None, dropins: bool = True) -> Config | None:
-    """The configuration, or None after logging every problem (one line each)."""
-    try:
-        config = load_config(path, conf_d, dropins=dropins)
-    except ConfigError as exc:
-        log.error("configuration %s is not valid (%d problem(s)):", path, len(exc.issues))
-        for line in issue_lines(exc.issues):
-            log.error("  %s", line)
-        return None
-    except OSError as exc:
-        log.error("configuration %s: %s", path, exc)
-        return None
-    for warning in getattr(config, "warnings", ()) or ():
-        log.warning("configuration: %s", warning)
-    return config
+def report_to_log(line: str) -> None:
+    """How a service command says a configuration problem: the journal, at error priority."""
+    (log.warning if line.startswith("warning: ") else log.error)("%s", line)
 
 
 class Servable(Protocol):
@@ -107,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
     skip_unused_imports()
     setup_logging(args.verbose)
-    config = load_or_report(args.config, args.conf_d, dropins=not args.no_conf_d)
+    config = load_or_report(args.config, args, report_to_log)
     if config is None:
         return 2
     if config.agent.role == "node":
@@ -116,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         config_path=args.config,
         save_interval_s=args.save_interval,
-        config_loader=lambda p: load_config(p, args.conf_d, dropins=not args.no_conf_d),
+        config_loader=lambda p: load_from_args(p, args),
     )
     try:
         return asyncio.run(serve(agent))
@@ -130,8 +115,7 @@ def _run_node(config: Config, args: argparse.Namespace) -> int:
     from agent.node.sender import NodeAgent, NodeSetupError
 
     try:
-        node = NodeAgent(config,
-                         config_loader=lambda p: load_config(p, args.conf_d, dropins=not args.no_conf_d))
+        node = NodeAgent(config, config_loader=lambda p: load_from_args(p, args))
     except NodeSetupError as exc:
         log.error("%s", exc)
         return 2

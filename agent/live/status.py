@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.live.engine_link import EngineLink
+from agent.live.logsetup import worth_logging
 from agent.live.poller import Poller
 from agent.live.store import Store
 from agent.metrics.snapshot import active_drift_list
@@ -30,7 +31,7 @@ class AgentTally:
     def engine_failed(self, what: str, exc: Exception) -> None:
         self.engine_errors += 1
         self.last_engine_error = f"{what}: {type(exc).__name__}: {exc}"
-        if self.engine_errors in (1, 10, 100) or self.engine_errors % 1000 == 0:
+        if worth_logging(self.engine_errors):
             log.error(
                 "engine: %s failed (%d time(s) so far); the agent keeps running",
                 what,

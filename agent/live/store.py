@@ -19,12 +19,15 @@ A full disk, in this order (each step counted in ``stats()`` and logged once per
    (``dropped_disk_full``);
 4. once twice the reserve is free the held messages are written and the store is durable again.
 
-``seq`` never goes backwards (docs/mqtt.md): it continues from the store's counter; a new
-file continues from what is known (``seq_floor``: the running agent's counter when ``state_dir``
-moves by reload; or the older spool it imports), else from the clock: milliseconds since the
-epoch, which covers a restart with a ``state_dir`` holding no store (an older store would have
-had to assign over 1000 seqs a second to be ahead of it); seqs that only lived in memory during a
-full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``).
+``seq`` never goes backwards (docs/mqtt.md), whatever ``state_dir`` does. A reload that moves
+``state_dir`` carries the running counter over (``seq_floor``). A start knows nothing but its own
+file, which may be an older store that another ``state_dir`` has since outrun, so it starts at
+``max(the file's counter, the clock floor)``: milliseconds since the epoch, above any seq a store
+can have reached (one that assigns under 1000 seqs a second never passes the clock; the agent
+sends a few a second). A jump over seqs the file never assigned is announced by the next
+message's ``seq_after`` (its predecessor), so a subscriber tells it from a loss. Seqs that only
+lived in memory during a full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``), even if the
+clock was stepped back.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 from agent.engine.state import quarantine_name
 from agent.live import legacy_spool
 from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+from agent.live.logsetup import worth_logging
 from agent.live.memory_hold import MemoryHold
 from agent.live.store_file import DB_FILE, connect, is_disk_full, set_aside, transaction
 
@@ -95,6 +99,7 @@ class Store:
         self.corrupt_skipped = 0
         self.reserve_bytes = MIN_RESERVE_BYTES
         self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
+        self._seq_after: int | None = None  # the next message's predecessor, after a jump
         self._degraded: str | None = None if db is not None else "no store file"
         if db is not None:
             self._load_counters()
@@ -107,9 +112,11 @@ class Store:
         max_bytes: int,
         *,
         clock: Callable[[], float] = time.time,
-        seq_floor: int = 0,
+        seq_floor: int | None = None,
     ) -> Store:
         """The store in ``state_dir`` (created, or imported from an older spool); never raises.
+
+        ``seq_floor``: the running counter when a reload moves ``state_dir``; None at a start.
 
         A file that is not a readable store is set aside (``quarantine``) and a new one started;
         a directory where no file can be written gives a store held in memory, logged.
@@ -141,13 +148,16 @@ class Store:
         state_dir: Path,
         max_bytes: int,
         clock: Callable[[], float],
-        seq_floor: int,
+        seq_floor: int | None,
     ) -> Store:
         try:
-            store = cls(db, state_dir / DB_FILE, max_bytes, clock, seq_floor)
-            if store._meta("next_seq") is None:  # new (or made by a run killed before its first commit)
-                store._start_fresh(state_dir, seq_floor)
+            store = cls(db, state_dir / DB_FILE, max_bytes, clock, 1)
+            history = store._meta("next_seq") is not None or store._start_fresh(state_dir)
             store._resume_after_degraded_crash()
+            if seq_floor is None:  # a start: the file may be an older store that was outrun
+                store._jump_to(clock_seq_floor(clock()), announce=history)
+            else:  # a reload: the running counter continues, no jump
+                store._next_seq = max(store._next_seq, seq_floor)
         except BaseException:
             db.close()
             raise
@@ -156,21 +166,33 @@ class Store:
 
     @classmethod
     def _in_memory(
-        cls, path: Path, max_bytes: int, clock: Callable[[], float], seq_floor: int, exc: BaseException
+        cls, path: Path, max_bytes: int, clock: Callable[[], float], seq_floor: int | None, exc: BaseException
     ) -> Store:
         log.error(
             "store: cannot open %s (%s); messages and state are held in memory only until a restart",
             path,
             exc,
         )
-        return cls(None, None, max_bytes, clock, max(seq_floor, clock_seq_floor(clock())))
+        return cls(None, None, max_bytes, clock, max(seq_floor or 0, clock_seq_floor(clock())))
 
-    def _start_fresh(self, state_dir: Path, seq_floor: int) -> None:
-        """A new file: import an older spool and state once, else start at the clock floor."""
+    def _jump_to(self, floor: int, *, announce: bool) -> None:
+        """Raise the counter to ``floor``; if seqs of this store's history are skipped, the next
+        message says which seq it follows (``seq_after``)."""
+        if floor <= self._next_seq:
+            return
+        if announce:
+            self._seq_after = self._next_seq - 1
+        self._next_seq = floor
+
+    def _start_fresh(self, state_dir: Path) -> bool:
+        """A file with no counter: import an older spool and state once; True if that gave it seqs.
+
+        Without one the counter is first written by the first message, so a run killed before
+        it leaves no history to announce a jump from (``seq_after`` only names assigned seqs).
+        """
         legacy = legacy_spool.read_legacy(state_dir)
-        known = max(seq_floor, legacy.next_seq if legacy.found else 0)  # a continuation: no jump
-        start = known if known > 0 else clock_seq_floor(self._clock())
-        self._next_seq = max(self._next_seq, start)
+        if not legacy.found:
+            return False
         db = self._conn()
         with transaction(db):
             for env in legacy.pending:
@@ -179,21 +201,21 @@ class Store:
                 db.execute(
                     "INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)", (legacy.state, self._clock())
                 )
-            self._next_seq = max([self._next_seq, *(e.seq + 1 for e in legacy.pending)])
+            self._next_seq = max([self._next_seq, legacy.next_seq, *(e.seq + 1 for e in legacy.pending)])
             self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
-        if legacy.found:
-            self.corrupt_skipped += legacy.skipped
-            legacy_spool.remove_legacy(state_dir)
-            log.info(
-                "store: imported the older spool and state of %s: %d pending message(s)%s, %s; "
-                "seq continues at %d",
-                state_dir,
-                len(legacy.pending),
-                f" ({legacy.skipped} torn record(s) skipped)" if legacy.skipped else "",
-                "engine state kept" if legacy.state is not None else "no engine state",
-                self._next_seq,
-            )
+        self.corrupt_skipped += legacy.skipped
+        legacy_spool.remove_legacy(state_dir)
+        log.info(
+            "store: imported the older spool and state of %s: %d pending message(s)%s, %s; "
+            "its last seq was %d",
+            state_dir,
+            len(legacy.pending),
+            f" ({legacy.skipped} torn record(s) skipped)" if legacy.skipped else "",
+            "engine state kept" if legacy.state is not None else "no engine state",
+            self._next_seq - 1,
+        )
+        return self._next_seq > 1
 
     def _resume_after_degraded_crash(self) -> None:
         lease = self._meta("degraded_seq_end")
@@ -337,7 +359,10 @@ class Store:
         """
         seq = self._next_seq
         self._next_seq += 1
-        env = Envelope(seq, kind, topic, retain, qos, self._clock(), {**payload, "seq": seq})
+        numbered = {**payload, "seq": seq}
+        if self._seq_after is not None:
+            numbered["seq_after"], self._seq_after = self._seq_after, None
+        env = Envelope(seq, kind, topic, retain, qos, self._clock(), numbered)
         _encode(env.payload)  # a payload that is not JSON is the caller's ValueError, before any write
         self._recover()
         if self._degraded is None and self._space_low():
@@ -368,7 +393,7 @@ class Store:
             self._bytes -= int(victim_size)
             self.dropped[kind] = self.dropped.get(kind, 0) + 1
             total = sum(self.dropped.values())
-            if total in (1, 10, 100, 1000) or total % 10000 == 0:
+            if worth_logging(total):
                 log.warning(
                     "store: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
                     self.max_bytes,

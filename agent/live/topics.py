@@ -15,13 +15,18 @@ from agent.live.envelope import MessageKind
 SCHEMA_VERSION = 1  # the "v" field of every payload
 
 
+def site_prefix(topic_root: str, site: str) -> str:
+    """``<topic_root>/<site>/``: what every rack of one site publishes under."""
+    return f"{topic_root.rstrip('/')}/{site}/"
+
+
 @dataclass(frozen=True)
 class Topics:
-    root: str  # "rackwatt/v1/<site>/<rack>"
+    root: str  # "rackwatt/v1/<site>/<rack>"; "…/<site>/+" gives a site's wildcard filters
 
     @classmethod
     def for_rack(cls, topic_root: str, site: str, rack: str) -> Topics:
-        return cls(f"{topic_root.rstrip('/')}/{site}/{rack}")
+        return cls(site_prefix(topic_root, site) + rack)
 
     @property
     def status(self) -> str:

@@ -16,10 +16,9 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent.metrics.snapshot import RackSnapshot
+from agent.trace.model import J_PER_KWH
 
 P = "rackwatt_"
-WH_J = 3600.0
-KWH_J = 3.6e6
 
 
 def _num(value: Any) -> float | None:
@@ -158,7 +157,7 @@ def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
             fs.counter(
                 "stage_energy_joules",
                 "Facility energy by stage: IT, and cooling attributed to the stage that caused the heat.",
-                value * KWH_J if value is not None else None,
+                value * J_PER_KWH if value is not None else None,
                 stage=stage,
                 part=part,
             )
@@ -166,7 +165,7 @@ def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
         fs.counter(
             "stage_gpu_energy_joules",
             "GPU energy by stage (part of IT).",
-            gpu * KWH_J if gpu is not None else None,
+            gpu * J_PER_KWH if gpu is not None else None,
             stage=stage,
         )
 

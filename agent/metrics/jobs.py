@@ -19,9 +19,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from agent.trace.model import J_PER_KWH
+
 NO_JOB = "none"
 PARTS = ("it", "cooling")  # facility energy = IT + the rack's attributed cooling energy
-JOULES_PER_KWH = 3.6e6
 
 
 def stage_energy_kwh(summary: Mapping[str, Any]) -> dict[tuple[str, str], float]:
@@ -70,7 +71,7 @@ class JobEnergyLedger:
     def _credit(self, job: str, added_kwh: Mapping[str, float]) -> None:
         totals = self._totals_j.pop(job, None) or {part: 0.0 for part in PARTS}
         for part, kwh in added_kwh.items():
-            totals[part] += kwh * JOULES_PER_KWH
+            totals[part] += kwh * J_PER_KWH
         self._totals_j[job] = totals  # most recently seen last
         while len(self._totals_j) > self.max_jobs:
             self._totals_j.popitem(last=False)

@@ -91,7 +91,7 @@ def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:
         try:
             summary = link.summary_payload(now)
         except Exception as exc:  # the engine's failure is the engine's metric, not a failed scrape
-            agent._engine_failed("summary_payload (metrics)", exc)
+            agent.tally.engine_failed("summary_payload (metrics)", exc)
     return RackSnapshot(
         labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
         info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},

@@ -20,12 +20,12 @@ their value rules and the rules between roles (``check_roles``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config.convert import Check, Context, Spec, show
+from agent.config.checks import PORT, between, matches, positive
+from agent.config.convert import Context, Spec, show
 from agent.config.hosts import host_problem
 from agent.config.secrets import SecretError, read_secret, secret_file_problem
 from agent.config.toml_lines import KeyPath
@@ -74,21 +74,6 @@ class NodeSection:
     interval_s: float = 1.0  # the node's [uplink] interval_s
 
 
-def _matches(pattern: str, why: str) -> Check:
-    compiled = re.compile(pattern)
-    return lambda value: (None if compiled.fullmatch(value)
-                          else f"must match {pattern} ({why}), got {show(value)}")
-
-
-def _between(low: float, high: float) -> Check:
-    return lambda value: (None if low <= value <= high
-                          else f"must be between {low:g} and {high:g}, got {show(value)}")
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"must be > 0, got {show(value)}"
-
-
 def check_key_file(ctx: Context, path: KeyPath, value: Any) -> None:
     """The shared key: a usable, private secret file, long enough to be a key."""
     if not isinstance(value, Path):
@@ -107,20 +92,19 @@ def check_key_file(ctx: Context, path: KeyPath, value: Any) -> None:
         ctx.error(path, f"key in {value} is {len(key)} characters; at least {MIN_KEY_CHARS} ({KEY_HINT})")
 
 
-NODE_ID = _matches(rf"[a-z0-9_]{{1,{MAX_ID_BYTES}}}", "the node's id in the rack's [[node]] tables")
-PORT = _between(1, 65535)
+NODE_ID = matches(rf"[a-z0-9_]{{1,{MAX_ID_BYTES}}}", "the node's id in the rack's [[node]] tables")
 UPLINK = Spec(
     checks={"node_id": [NODE_ID], "gateway": [host_problem], "port": [PORT],
-            "interval_s": [_between(0.1, 60)]},  # 0.1 s: NVML's own refresh; 60 s: slower is not telemetry
+            "interval_s": [between(0.1, 60)]},  # 0.1 s: NVML's own refresh; 60 s: slower is not telemetry
     literal_secrets={"key": "key_file", "secret": "key_file"},
     on_value=check_key_file,
 )
 NODE_LINK = Spec(
-    checks={"address": [host_problem], "port": [PORT], "max_skew_s": [_positive]},
+    checks={"address": [host_problem], "port": [PORT], "max_skew_s": [positive]},
 )
 NODE = Spec(
-    checks={"id": [NODE_ID], "gpu_count": [_between(1, MAX_GPUS)], "first_gpu": [_between(0, 4095)],
-            "interval_s": [_between(0.1, 60)]},
+    checks={"id": [NODE_ID], "gpu_count": [between(1, MAX_GPUS)], "first_gpu": [between(0, 4095)],
+            "interval_s": [between(0.1, 60)]},
     literal_secrets={"key": "key_file", "secret": "key_file"},
     on_value=check_key_file,
 )

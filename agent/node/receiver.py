@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config.secrets import SecretError, read_secret
+from agent.live.logsetup import worth_logging
 from agent.node import wire
 from agent.node.config import NodeLinkSection, NodeSection
 
@@ -34,10 +35,6 @@ log = logging.getLogger("rackwatt.node_link")
 SKEW_WINDOW = 60
 REASONS = ("malformed", "unknown_node", "bad_mac", "replayed", "skewed")
 MAX_UNKNOWN_IDS = 64  # distinct unknown node ids remembered for log rate-limiting (bounded memory)
-
-
-def _log_now(count: int) -> bool:
-    return count in (1, 10, 100) or count % 1000 == 0
 
 
 @dataclass
@@ -181,7 +178,7 @@ class NodeReceiver(asyncio.DatagramProtocol):
             peer.refused[reason] = peer.refused.get(reason, 0) + 1
             peer.last_refusal = message
             count = peer.refused[reason]
-        if _log_now(count):
+        if worth_logging(count):
             log.error("%s (%d time(s))", message, count)
 
     def _refuse_unknown(self, claimed: str, where: str) -> None:
@@ -189,7 +186,7 @@ class NodeReceiver(asyncio.DatagramProtocol):
         if claimed not in self._unknown and len(self._unknown) >= MAX_UNKNOWN_IDS:
             return  # counted; logging stays bounded
         count = self._unknown[claimed] = self._unknown.get(claimed, 0) + 1
-        if _log_now(count):
+        if worth_logging(count):
             log.error("node link: datagram from %s names node %r, which is not one of this rack's [[node]] "
                       "tables: refused (%d time(s))", where, claimed, count)
 

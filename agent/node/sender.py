@@ -26,7 +26,9 @@ from typing import Any
 from agent.config.model import Config
 from agent.config.secrets import SecretError, read_secret
 from agent.live import reload_ack, sdnotify
-from agent.live.clock import Clock, WallClock
+from agent.live.clock import Clock, WallClock, sleep_unless
+from agent.live.logsetup import worth_logging
+from agent.live.poller import guarded_poll
 from agent.node import wire
 from agent.node.config import UplinkSection
 from drivers.base import Driver, PollResult
@@ -148,7 +150,7 @@ class NodeAgent:
                 now = self.clock.time()
                 if next_at < now:  # overran (NVML slow): skip the missed slots, never burst
                     next_at = now + self.uplink.interval_s * 0.5
-                await self._sleep(next_at - now)
+                await sleep_unless(self.clock, next_at - now, self._stop)
         finally:
             sdnotify.stopping()
             await driver.close()
@@ -157,25 +159,11 @@ class NodeAgent:
             log.info("node '%s': stopped after %d datagram(s)", up.node_id, self.sent)
         return 0
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep on the agent's clock, or until a stop request."""
-        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
-        stopper = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            stopper.cancel()
-
     async def _poll(self, driver: Driver) -> PollResult:
-        try:
-            async with asyncio.timeout(max(2.0, 0.8 * self.uplink.interval_s)):
-                result = await driver.poll()
-        except Exception as exc:  # the driver never raises; a bug must not stop the uplink
-            result = PollResult(driver.device, self.clock.time(), {}, False, 0.0, error=f"nvml: {exc}")
+        result = await guarded_poll(driver, max(2.0, 0.8 * self.uplink.interval_s), self.clock.time)
         if not result.ok:
             self.poll_failures += 1
-            if self.poll_failures in (1, 10, 100) or self.poll_failures % 1000 == 0:
+            if worth_logging(self.poll_failures):
                 log.warning("%s (failed %d time(s))", result.error, self.poll_failures)
         elif self.poll_failures:
             log.info("nvml: answering again after %d failed poll(s)", self.poll_failures)
@@ -228,7 +216,7 @@ class NodeAgent:
 
     def _send_failed(self, why: str) -> None:
         self.send_errors += 1
-        if self.send_errors in (1, 10, 100) or self.send_errors % 1000 == 0:
+        if worth_logging(self.send_errors):
             log.warning("node '%s': %s (%d time(s))", self.uplink.node_id, why, self.send_errors)
 
     async def _reload(self) -> None:

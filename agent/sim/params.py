@@ -12,7 +12,6 @@ from agent.trace.model import CANONICAL_STAGES
 
 INLET_POSITIONS: tuple[str, ...] = ("top", "mid", "bottom")
 STAGES: tuple[str, ...] = CANONICAL_STAGES  # index = stage code used in arrays
-STAGE_CODE: dict[str, int] = {name: i for i, name in enumerate(STAGES)}
 IDLE, DATA_LOAD, FORWARD_BACKWARD, GRAD_SYNC, CHECKPOINT, EVAL = range(6)
 
 

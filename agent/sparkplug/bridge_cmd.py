@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from agent.live.cli_login import add_broker_options, apply_cli_login
+from agent.live.cli_login import add_broker_options, cli_client
+from agent.live.topics import Topics
 from agent.sparkplug.node import EdgeNode
 from agent.watch.watch_cmd import _positive
 
@@ -39,24 +40,14 @@ class Bridge:
     """paho client + EdgeNode; all node state is touched on paho's network thread only."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.client import CallbackAPIVersion
-
         self.node = EdgeNode(args.group or args.site, args.rack)
-        root = f"{args.topic_root.rstrip('/')}/{args.site}/{args.rack}"
-        self.summary_topic, self.status_topic = f"{root}/summary", f"{root}/status"
+        topics = Topics.for_rack(args.topic_root, args.site, args.rack)
+        self.summary_topic, self.status_topic = topics.summary, topics.status
         self.last_summary: dict[str, Any] | None = None
         self.note = "connecting"
-        self.client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=f"rackwatt-spb-{self.node.group_id}-{self.node.edge_node_id}"[:64],
-            protocol=mqtt.MQTTv311,
-            clean_session=True,  # Sparkplug B: edge node sessions are clean
-        )
-        self.client.suppress_exceptions = True
-        apply_cli_login(self.client, args)
+        # Sparkplug B: edge node sessions are clean (cli_client's)
+        self.client = cli_client(args, f"rackwatt-spb-{self.node.group_id}-{self.node.edge_node_id}"[:64])
         self._set_will()
-        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.sparkplug.payload import BOOLEAN, DOUBLE, STRING, UINT64, Metric, Value, encode_payload
+from agent.trace.model import J_PER_KWH
 
 NAMESPACE = "spBv1.0"
-KWH_J = 3.6e6
 
 
 def _num(value: Any) -> float | None:
@@ -46,7 +46,7 @@ def summary_metrics(summary: Mapping[str, Any]) -> dict[str, tuple[int, Value]]:
     for stage, parts in sorted((summary.get("energy_kwh") or {}).items()):
         for part in ("it", "cooling"):
             kwh = _num((parts or {}).get(part))
-            out[f"energy/{stage}/{part}_j"] = (DOUBLE, kwh * KWH_J if kwh is not None else None)
+            out[f"energy/{stage}/{part}_j"] = (DOUBLE, kwh * J_PER_KWH if kwh is not None else None)
     for cause in sorted(summary.get("held") or ()):
         out[f"drift/{cause}/held"] = (BOOLEAN, True)
     return out

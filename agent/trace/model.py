@@ -20,6 +20,7 @@ CANONICAL_STAGES: tuple[str, ...] = (
     "eval",
 )
 TEXT_COLUMNS: tuple[str, ...] = ("stage", "job")
+J_PER_KWH = 3.6e6  # energy columns and payloads are in kWh; NVML, Prometheus and Sparkplug count J
 
 # The stage-label rule, owned here and used by the trace reader, the hint parser and the engine's
 # stage slots (the stdlib-only ``agent.stages.client`` keeps a copy; a test holds them equal).

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.live.topics import Topics, site_prefix
+
 KINDS = ("status", "summary", "event")
 
 
@@ -105,7 +107,7 @@ class SiteBoard:
     """Every rack seen under one site; ``ignored`` counts messages that were not readable."""
 
     def __init__(self, topic_root: str, site: str) -> None:
-        self.prefix = f"{topic_root.rstrip('/')}/{site}/"
+        self.prefix = site_prefix(topic_root, site)
         self.racks: dict[str, RackState] = {}
         self.ignored = 0
 
@@ -113,7 +115,8 @@ class SiteBoard:
         """Take one message; False (and counted) when it is not one this board reads."""
         if not topic.startswith(self.prefix):
             return False
-        rack, _, kind = topic[len(self.prefix) :].partition("/")
+        rack = topic[len(self.prefix) :].partition("/")[0]
+        kind = Topics(self.prefix + rack).kind_of(topic)
         if not rack or kind not in KINDS:
             return False
         try:

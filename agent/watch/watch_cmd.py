@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from agent.live.cli_login import add_broker_options, apply_cli_login
+from agent.live.cli_login import add_broker_options, cli_client
 from agent.live.demo_cmd import _positive, interactive_terminal
+from agent.live.topics import Topics, site_prefix
 from agent.watch.board import KINDS, SiteBoard
 from agent.watch.table import SORT_KEYS, change_key, json_line, plain_line, sort_rows, table_lines
 
@@ -53,20 +54,12 @@ class Feed:
     """A read-only MQTT client; messages land in a thread-safe queue for the main loop."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.client import CallbackAPIVersion
-
         self.messages: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
         self.note = "connecting"
         self.connected = False
-        root = f"{args.topic_root.rstrip('/')}/{args.site}"
-        self._filters = [(f"{root}/+/{kind}", 1) for kind in KINDS]
-        self.client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311, clean_session=True
-        )
-        self.client.suppress_exceptions = True
-        apply_cli_login(self.client, args)
-        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
+        every_rack = Topics(site_prefix(args.topic_root, args.site) + "+")
+        self._filters = [(getattr(every_rack, kind), 1) for kind in KINDS]
+        self.client = cli_client(args)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect_fail = self._on_connect_fail

@@ -17,6 +17,8 @@ from typing import Any
 
 from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
 
+from agent.config.secrets import read_secret
+from agent.trace.model import J_PER_KWH
 from drivers.base import PollResult
 from drivers.counters import CounterDelta
 
@@ -41,16 +43,6 @@ FALLBACK_PROFILE = "entity_sensor"  # tried when sysObjectID matches no vendor p
 # at the steady deadline it would start again from nothing each time and never finish on a slow
 # agent; 30 s still fails a dead device in bounded time, and costs a few samples once an hour.
 DISCOVERY_DEADLINE_S = 30.0
-
-
-def _read_secret(path: Path) -> str:
-    """The secret in ``path`` (community or USM key); one place to swap the implementation."""
-    from agent.config.secrets import read_secret
-    from agent.live.logsetup import register_secret
-
-    secret = read_secret(path)
-    register_secret(secret)  # a community or key never reaches a log line, whatever logs it
-    return secret
 
 
 def meta_value(value: int | float | str | Oid) -> int | str:
@@ -238,13 +230,13 @@ class SnmpPduDriver:
         if str(cfg.version) == "3":
             if not cfg.user:
                 raise SnmpError('version = "3" needs user')
-            auth_key = _read_secret(cfg.auth_key_file) if cfg.auth_key_file else None
-            priv_key = _read_secret(cfg.priv_key_file) if cfg.priv_key_file else None
+            auth_key = read_secret(cfg.auth_key_file) if cfg.auth_key_file else None
+            priv_key = read_secret(cfg.priv_key_file) if cfg.priv_key_file else None
             auth = v3_auth(cfg.user, auth_key, priv_key, cfg.auth_protocol, cfg.priv_protocol)
         else:
             if cfg.community_file is None:
                 raise SnmpError('version = "2c" needs community_file')
-            auth = v2c_auth(_read_secret(cfg.community_file))
+            auth = v2c_auth(read_secret(cfg.community_file))
         if self._engine is None:
             self._engine = _acquire_loop_engine()
             self._uses_loop_engine = True
@@ -398,7 +390,7 @@ class SnmpPduDriver:
             last_ts, last_w = self._last_power
             dt = ts - last_ts
             if 0 < dt <= 3 * self.interval_s:  # across a longer gap the power is unknown: skip it
-                self._energy_est_kwh += (last_w + power_w) / 2 * dt / 3.6e6
+                self._energy_est_kwh += (last_w + power_w) / 2 * dt / J_PER_KWH
         self._last_power = (ts, power_w)
         return self._energy_est_kwh
 

@@ -76,7 +76,7 @@ def test_real_engine_publishes_valid_summaries_baselines_and_restorable_state(
 
     asyncio.run(scenario_run())
     time.sleep(0.5)
-    assert agent.engine is not None and agent.engine_errors == 0, agent.last_engine_error
+    assert agent.engine is not None and agent.tally.engine_errors == 0, agent.tally.last_engine_error
     summaries = [m.json() for m in sub.on("/summary")]
     assert len(summaries) >= HOURS * 3600 / config.mqtt.summary_interval_s * 0.9
     baselines = [m for m in sub.snapshot() if "/baseline/" in m.topic]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from agent.config.secrets import read_secret
 from agent.live import logsetup
 from agent.live.logsetup import register_secret, scrub, setup_logging
 
@@ -67,3 +69,12 @@ def test_other_handlers_see_the_library_record_unchanged(
         logging.getLogger("pymodbus").error("Failed to connect")
     assert caplog.records[-1].levelno == logging.ERROR
     assert journald_lines.getvalue().startswith("<6>")
+
+
+def test_every_secret_read_from_a_file_is_scrubbed(journald_lines: io.StringIO, tmp_path: Path) -> None:
+    key = tmp_path / "node.key"
+    key.write_text("node-link-key-7\n")
+    read_secret(key)  # as the node link, the dcgm driver, SNMP and MQTT all do
+    logging.getLogger("rackwatt.test").error("peer rejected key node-link-key-7")
+    assert "node-link-key-7" not in journald_lines.getvalue()
+    assert "***" in journald_lines.getvalue()

@@ -10,12 +10,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from agent.config.model import Config
 from agent.live.loop import LiveAgent
+from agent.live.store import Store
 from tests.live.conftest import Broker, Subscriber, persistent_broker_lines
 from tests.live.fakes import FakeDriver, FakeEngine, fake_link, make_config
 from tests.live.store_peek import pending_seqs, stored_state
-from tests.live.test_agent_mqtt import await_until, check_no_loss_in_order, data_seqs
+from tests.live.test_agent_mqtt import announced_jumps, await_until, check_no_loss_in_order, data_seqs
 
 
 def _agent(config: Config, engine: FakeEngine, loader: Callable[[Path], Config] | None = None) -> LiveAgent:
@@ -31,9 +34,25 @@ def _agent(config: Config, engine: FakeEngine, loader: Callable[[Path], Config] 
     )
 
 
+def _older_store(state_dir: Path, age_s: float) -> int:
+    """A store in ``state_dir`` last used ``age_s`` ago, everything delivered; its last seq."""
+    store = Store.open(state_dir, 1 << 20, clock=lambda: time.time() - age_s)
+    seqs = [store.put("summary", "t", {}, retain=False, qos=1).seq for _ in range(3)]
+    for seq in seqs:
+        store.ack(seq)
+    store.close()
+    return seqs[-1]
+
+
+@pytest.mark.parametrize("new_dir_holds", ["nothing", "an older store"])
 def test_a_reload_that_moves_state_dir_moves_pending_messages_state_and_seq(
-    tmp_path: Path, make_broker: Callable[..., Broker], subscribe: Callable[..., Subscriber]
+    tmp_path: Path,
+    make_broker: Callable[..., Broker],
+    subscribe: Callable[..., Subscriber],
+    new_dir_holds: str,
 ) -> None:
+    if new_dir_holds == "an older store":
+        _older_store(tmp_path / "new", 3600)
     (tmp_path / "broker").mkdir()
     broker = make_broker(persistent_broker_lines(tmp_path / "broker"))
     sub = subscribe(broker.port, persistent=True)
@@ -85,8 +104,14 @@ def test_a_restart_with_a_new_state_dir_continues_seq(
     last_a = max(data_seqs(sub))
     count_a = len(data_seqs(sub))
     asyncio.run(run(tmp_path / "b", 5))  # a fresh store: nothing known but the clock
-    asyncio.run(run(tmp_path / "b", 5))  # and that store continues its own counter, without a gap
+    last_b1 = max(data_seqs(sub))
+    asyncio.run(run(tmp_path / "b", 5))  # that store again: it continues past the clock floor
+    last_b, count_b = max(data_seqs(sub)), len(data_seqs(sub))
+    asyncio.run(run(tmp_path / "a", 5))  # back to the older store, which b has outrun
     seqs = data_seqs(sub)
     assert seqs[count_a] > last_a, "a new state_dir never restarts seq"
-    check_no_loss_in_order(seqs[count_a:], max(seqs))
-    assert seqs[:count_a] == sorted(seqs[:count_a])
+    assert min(seqs[count_b:]) > last_b, "an older state_dir never takes seq back"
+    assert seqs == sorted(seqs), "seq only goes up, across every restart"
+    check_no_loss_in_order(seqs[count_a:], max(seqs), announced_jumps(sub))
+    jumps = [m.json() for m in sub.snapshot() if "seq_after" in m.json()]
+    assert [j["seq_after"] for j in jumps] == [last_b1, last_a], "each restart's jump is announced"

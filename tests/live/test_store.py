@@ -8,6 +8,7 @@ import os
 import stat
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,14 +23,21 @@ def _fill(store: Store, n: int, kind: MessageKind = "summary") -> list[int]:
     ]
 
 
+NOW = 1_764_400_000.0
+
+
+def _at(t: float) -> Callable[[], float]:
+    return lambda: t
+
+
 def test_order_is_kept_across_a_restart_and_acked_messages_stay_done(tmp_path: Path) -> None:
-    store = Store.open(tmp_path, 1 << 20)
+    store = Store.open(tmp_path, 1 << 20, clock=_at(NOW))
     seqs = _fill(store, 20)
     assert seqs == list(range(seqs[0], seqs[0] + 20))
     for s in seqs[:7]:
         store.ack(s)
     store.close()
-    again = Store.open(tmp_path, 1 << 20)
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW))  # the clock floor is behind the counter
     assert [e.seq for e in again.pending(100)] == seqs[7:]
     assert [e.payload["i"] for e in again.pending(3)] == [7, 8, 9]
     assert again.pending(100)[0].payload["seq"] == seqs[7]
@@ -38,12 +46,52 @@ def test_order_is_kept_across_a_restart_and_acked_messages_stay_done(tmp_path: P
 
 
 def test_seq_never_goes_back_even_when_everything_was_delivered(tmp_path: Path) -> None:
-    store = Store.open(tmp_path, 1 << 20)
+    store = Store.open(tmp_path, 1 << 20, clock=_at(NOW))
     last = _fill(store, 3)[-1]
     for s in range(last - 2, last + 1):
         store.ack(s)
     store.close()
-    assert Store.open(tmp_path, 1 << 20).put("event", "t", {}, retain=False, qos=1).seq == last + 1
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW - 3600))  # and the clock was stepped back
+    env = again.put("event", "t", {}, retain=False, qos=1)
+    assert env.seq == last + 1 and "seq_after" not in env.payload, "consecutive: nothing to announce"
+
+
+def test_a_restart_on_an_older_store_jumps_past_the_newer_one_and_says_so(tmp_path: Path) -> None:
+    older = Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW))
+    last_older = _fill(older, 5)[-1]
+    older.close()
+    newer = Store.open(tmp_path / "b", 1 << 20, clock=_at(NOW + 10))  # restart with another state_dir
+    last_newer = _fill(newer, 100)[-1]  # 10 a second for 10 s
+    newer.close()
+    back = Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW + 20))  # and back to the older one
+    env = back.put("summary", "t", {}, retain=False, qos=1)
+    assert env.seq > last_newer > last_older, "seq never goes backwards"
+    assert env.payload["seq_after"] == last_older, "the jump names the store's own predecessor"
+    assert back.put("summary", "t", {}, retain=False, qos=1).payload.get("seq_after") is None
+    back.close()
+    assert Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW + 20)).next_seq == env.seq + 2
+
+
+def test_a_store_that_never_numbered_a_message_announces_no_jump(tmp_path: Path) -> None:
+    Store.open(tmp_path, 1 << 20, clock=_at(NOW)).close()  # a run killed before its first message
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW + 60))
+    env = again.put("summary", "t", {}, retain=False, qos=1)
+    assert env.seq == clock_seq_floor(NOW + 60) and "seq_after" not in env.payload, "no predecessor"
+
+
+def test_a_reload_into_a_folder_with_an_older_store_continues_the_higher_counter(tmp_path: Path) -> None:
+    older = Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW))
+    last_older = _fill(older, 5)[-1]
+    older.close()
+    running = Store.open(tmp_path / "b", 1 << 20, clock=_at(NOW + 10))
+    moved = Store.open(tmp_path / "a", 1 << 20, clock=_at(NOW + 20), seq_floor=running.next_seq)
+    env = moved.put("event", "t", {}, retain=False, qos=1)
+    assert env.seq == running.next_seq > last_older and "seq_after" not in env.payload
+    reload_back = Store.open(tmp_path / "c", 1 << 20, clock=_at(NOW), seq_floor=last_older + 1)
+    _fill(reload_back, 1)
+    reload_back.close()
+    again = Store.open(tmp_path / "c", 1 << 20, clock=_at(NOW), seq_floor=3)  # a floor below it
+    assert again.next_seq == last_older + 2, "a floor below the file's counter changes nothing"
 
 
 def test_a_new_store_starts_past_every_floor(tmp_path: Path) -> None:
@@ -151,13 +199,14 @@ def test_an_old_spool_and_state_file_are_imported_once(
         store = Store.open(tmp_path, 1 << 20)
     assert [e.seq for e in store.pending(100)] == [41, 42, 43, 44, 45]
     assert store.load_state("engine") == b"old state"
-    assert store.next_seq == 46, "seq continues from the old spool, no jump"
+    assert store.opened_seq >= clock_seq_floor(NOW), "a start: at least the clock floor"
+    assert store.put("event", "t", {}, retain=False, qos=1).payload["seq_after"] == 45, "after the old spool"
     assert store.corrupt_skipped == 1
     assert "imported the older spool" in caplog.text
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(DB_FILE)) == []
     store.close()
     again = Store.open(tmp_path, 1 << 20)
-    assert [e.seq for e in again.pending(100)] == [41, 42, 43, 44, 45], "imported once"
+    assert [e.seq for e in again.pending(100)][:6] == [41, 42, 43, 44, 45, store.opened_seq], "imported once"
 
 
 def test_seqs_held_in_memory_are_never_reused_after_the_run_dies(

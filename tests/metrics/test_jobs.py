@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.metrics.jobs import JOULES_PER_KWH, NO_JOB, JobEnergyLedger
+from agent.metrics.jobs import NO_JOB, JobEnergyLedger
+from agent.trace.model import J_PER_KWH
 
 
 def summary(job: str | None, **stages: tuple[float, float]) -> dict[str, object]:
@@ -21,9 +22,9 @@ def test_each_window_is_credited_to_the_job_of_its_summary() -> None:
     ledger.observe_summary(summary("b", fb=(3.0, 1.0), ckpt=(0.5, 0.25)))
     ledger.observe_summary(summary(None, fb=(4.0, 1.5), ckpt=(0.5, 0.25)))
     totals = ledger.totals_j()
-    assert totals["a"] == pytest.approx({"it": 2.0 * JOULES_PER_KWH, "cooling": 0.5 * JOULES_PER_KWH})
-    assert totals["b"] == pytest.approx({"it": 0.5 * JOULES_PER_KWH, "cooling": 0.25 * JOULES_PER_KWH})
-    assert totals[NO_JOB] == pytest.approx({"it": 1.0 * JOULES_PER_KWH, "cooling": 0.5 * JOULES_PER_KWH})
+    assert totals["a"] == pytest.approx({"it": 2.0 * J_PER_KWH, "cooling": 0.5 * J_PER_KWH})
+    assert totals["b"] == pytest.approx({"it": 0.5 * J_PER_KWH, "cooling": 0.25 * J_PER_KWH})
+    assert totals[NO_JOB] == pytest.approx({"it": 1.0 * J_PER_KWH, "cooling": 0.5 * J_PER_KWH})
 
 
 def test_a_stage_counter_that_went_down_was_reset_and_counts_in_full() -> None:
@@ -31,7 +32,7 @@ def test_a_stage_counter_that_went_down_was_reset_and_counts_in_full() -> None:
     ledger.start_from(summary("a", fb=(5.0, 2.0)))
     ledger.observe_summary(summary("a", fb=(0.5, 0.1)))  # the slot was reused for a new stage name
     assert ledger.totals_j()["a"] == pytest.approx(
-        {"it": 0.5 * JOULES_PER_KWH, "cooling": 0.1 * JOULES_PER_KWH}
+        {"it": 0.5 * J_PER_KWH, "cooling": 0.1 * J_PER_KWH}
     )
 
 
@@ -44,8 +45,8 @@ def test_only_the_most_recently_seen_jobs_are_kept_and_nothing_is_folded() -> No
         ledger.observe_summary(summary(job, fb=(kwh, 0.0)))
     totals = ledger.totals_j()
     assert list(totals) == ["j1", "j3"]  # j2 was seen least recently
-    assert totals["j1"]["it"] == pytest.approx(2 * JOULES_PER_KWH)
-    assert totals["j3"]["it"] == pytest.approx(JOULES_PER_KWH)
+    assert totals["j1"]["it"] == pytest.approx(2 * J_PER_KWH)
+    assert totals["j3"]["it"] == pytest.approx(J_PER_KWH)
 
 
 def test_without_a_reference_the_first_summary_only_sets_it() -> None:

@@ -19,8 +19,9 @@ import pytest
 from paho.mqtt.client import CallbackAPIVersion
 from tahutils.tahu import sparkplug_b_pb2 as pb  # Eclipse Tahu's generated code (test extra)
 
-from agent.sparkplug.node import KWH_J, EdgeNode, summary_metrics
+from agent.sparkplug.node import EdgeNode, summary_metrics
 from agent.sparkplug.payload import BOOLEAN, DOUBLE, STRING, UINT64, Metric, encode_payload
+from agent.trace.model import J_PER_KWH
 from tests.conftest import REPO_ROOT
 from tests.live.conftest import Broker, wait_until
 
@@ -97,7 +98,7 @@ def test_birth_then_only_changes_then_rebirth_for_a_new_metric() -> None:
     values = _values(birth)
     assert values["bdSeq"] == 0 and values["power/it_w"] == 9000.0 and values["power/facility_w"] == 12000.0
     assert values["power/cooling_expected_w"] is None  # unknown is null, never 0
-    assert values["energy/forward_backward/it_j"] == pytest.approx(1.5 * KWH_J)
+    assert values["energy/forward_backward/it_j"] == pytest.approx(1.5 * J_PER_KWH)
     assert values["drift/cooling/held"] is True and values["stage"] == "forward_backward"
     assert set(values) - {"bdSeq"} == set(summary_metrics(_summary()))
     assert node.update(_summary(), 2) is None  # nothing changed: nothing sent
@@ -163,7 +164,7 @@ def test_the_bridge_on_a_real_broker_births_updates_and_dies(broker: Broker, sub
         assert values["bdSeq"] == 0 and values["stage"] == real["stage"]
         assert values["power/it_w"] == pytest.approx(real["power_w"]["it"])
         for stage, parts in real["energy_kwh"].items():
-            assert values[f"energy/{stage}/cooling_j"] == pytest.approx(parts["cooling"] * KWH_J)
+            assert values[f"energy/{stage}/cooling_j"] == pytest.approx(parts["cooling"] * J_PER_KWH)
         changed = {**real, "power_w": {**real["power_w"], "it": real["power_w"]["it"] + 50.0}}
         agent.publish("rackwatt/v1/dc1/r07/summary", json.dumps(changed), qos=1)
         wait_until(lambda: sub.on("/NDATA/r07"), 10, "NDATA")

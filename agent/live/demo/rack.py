@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,7 +179,3 @@ class InletProbeDriver:
 
     async def close(self) -> None:
         return None
-
-
-def iter_feeds() -> Iterator[str]:
-    yield from PDU_VENDORS

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config.loader import load_config
-from agent.config.model import Config
+from agent.config.model import Config, MqttSection
 from agent.live.demo.nodes import NodePlan
 from agent.live.demo.rack import CRAC_EXTRA_REGISTERS, CRAC_PROFILE, PDU_VENDORS, DevicePorts
 
@@ -102,8 +102,8 @@ def write_config(
         "",
         "[mqtt]",
         f"enabled = {'true' if mqtt else 'false'}",
-        f"host = {_q(mqtt.host if mqtt else 'localhost')}",
-        f"port = {mqtt.port if mqtt else 1883}",
+        f"host = {_q(mqtt.host if mqtt else MqttSection.host)}",
+        f"port = {mqtt.port if mqtt else MqttSection.port}",
         f"summary_interval_s = {intervals.summary_s}",
         "keepalive_s = 10",
         "",

@@ -1,0 +1,69 @@
+"""The twin's traces are a function of the scenario: a refactor must not change one byte.
+
+Each case writes a short trace (and its truth) and compares its SHA-256 with
+``golden_trace_hashes.json``. A change meant to alter the twin's output regenerates that file
+(``RACKWATT_REGOLD=1 pytest tests/sim/test_trace_golden.py``) and says why in its commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.sim import (
+    FAMILIES,
+    FaultSpec,
+    RackTwin,
+    columns,
+    decimals,
+    make_scenario,
+    random_scenario,
+    scenario_truth,
+    simulate,
+    trace_meta,
+)
+from agent.sim.scenarios import Scenario
+from agent.trace.writer import TraceWriter
+
+GOLDEN = Path(__file__).with_name("golden_trace_hashes.json")
+DAYS = 0.03  # 43 min of 1-s rows: every stage, sampling rate and glitch path runs, in well under a second
+
+
+def _cases() -> dict[str, Scenario]:
+    cases: dict[str, Scenario] = {
+        name: make_scenario(name, days=DAYS, seed=3, gpus=4)
+        for name in ("steady", "mixed", "fault_cooling", "lag_steps")
+    }
+    cases["hotspot_at_start"] = make_scenario(
+        "steady", days=DAYS, seed=5, gpus=4, fault=FaultSpec("hotspot", start_h=0.1)
+    )
+    for family in FAMILIES:
+        cases[f"random_{family}"] = random_scenario(10003, family, days=DAYS)
+    return cases
+
+
+def _digest(sc: Scenario, path: Path) -> str:
+    with TraceWriter(path, trace_meta(sc), columns(sc), decimals(sc)) as writer:
+        for chunk in simulate(sc):
+            writer.write(chunk)
+    h = hashlib.sha256(path.read_bytes())
+    h.update(json.dumps(scenario_truth(sc), sort_keys=True, default=str).encode())
+    twin = RackTwin(sc)  # the stepping API the fake devices read
+    for t in range(0, int(DAYS * 86400), 397):
+        twin.advance_to(sc.start_ts + t)
+        h.update(json.dumps([twin.device_values(), twin.stage()], sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def test_every_case_writes_the_trace_it_always_wrote(tmp_path: Path) -> None:
+    got = {name: _digest(sc, tmp_path / f"{name}.csv") for name, sc in _cases().items()}
+    if os.environ.get("RACKWATT_REGOLD") == "1":
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        pytest.skip("golden hashes regenerated")
+    want = json.loads(GOLDEN.read_text())
+    changed = sorted(name for name in want if got.get(name) != want[name])
+    assert not changed and set(got) == set(want), f"traces changed for: {changed}"
