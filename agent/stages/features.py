@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,9 +33,15 @@ from agent.trace.model import TraceChunk
 # - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
 # - alternating: whether the alternation was seen within the last ALT_S seconds;
 # - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S, and the GPUs
-#   went straight on without a low spell: a job that trains in visible steps is evaluating.
+#   went straight on without a low spell: a job that trains in visible steps is evaluating; or
+#   busy and flat in a job that has shown no sign of training (see _untrained);
+# - over_start: log of median GPU power over the job's own start-up power (contexts up, nothing
+#   running), 0 at or below it: a data stall leaves the GPUs as the start-up did, while a rank
+#   writing a checkpoint or spinning in a collective draws more (H100: 115 W start-up, 145 W
+#   writing, 155 W spinning).
 FEATURES: tuple[str, ...] = (
-    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped"
+    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped",
+    "over_start",
 )
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
@@ -112,6 +119,16 @@ def hold_last(
     carry_value[seen] = values[last[seen], np.flatnonzero(seen)]
     carry_ts[seen] = ts[last[seen]]
     return held
+
+
+class _JobRows(NamedTuple):
+    """Per row of a chunk, what its job has shown (FeatureExtractor._training_level)."""
+
+    train_w: np.ndarray  # the training level the row is placed against, W
+    proof: np.ndarray  # how the job proved to be training: PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT
+    busy: np.ndarray  # utilisation high enough to teach a training level
+    step_ts: np.ndarray  # when a clear step alternation was last seen (any job), NaN before any
+    start_w: np.ndarray  # the job's start-up power (contexts up, nothing running), NaN if unseen
 
 
 @dataclass
@@ -214,13 +231,14 @@ class FeatureExtractor:
                     limit_w = np.where(np.isnan(limit_w), float(self.power_ref_w), limit_w)
                 floor, peak_train = self._references(ts, mean_w, med_util, limit_w)
                 lift = np.log(np.maximum(mean_w, 1.0) / floor)
-                train, proof, busy, step_ts = self._training_level(
-                    ts, mean_w, med_util, lift, writer, feats[:, 3], peak_train
-                )
-                train = np.maximum(train, floor * 1.5)
+                job = self._training_level(ts, mean_w, med_util, lift, writer, feats[:, 3], peak_train)
+                train = np.maximum(job.train_w, floor * 1.5)
                 level = (mean_w - floor) / np.maximum(train - floor, 1.0)
                 feats[:, 0] = np.clip(level, -0.3, 1.5)
                 feats[:, 1] = np.clip(lift, -1.0, 3.0)
+                with np.errstate(invalid="ignore"):
+                    # one-sided: below the start-up says nothing (clocks may drop over a long write)
+                    feats[:, 10] = np.clip(np.log(np.maximum(mean_w, 1.0) / job.start_w), 0.0, 3.0)
                 if pdu.shape[1]:
                     # every feed and every GPU must be known, or the difference is meaningless
                     # median × count: one GPU's spike must not move the node estimate
@@ -231,7 +249,7 @@ class FeatureExtractor:
                     feats[:, 5] = self._node_frac(ts, node_w)
                 feats[:, 6], feats[:, 7] = self._swing(feats[:, 0])
                 feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6], feats[:, 0])
-                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, proof, busy, step_ts))
+                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job))
         return feats
 
     def _references(
@@ -276,10 +294,9 @@ class FeatureExtractor:
         writer: np.ndarray,
         copy: np.ndarray,
         peak_w: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The training level (W) each row is placed against, from what its job has shown;
-        also per row how the job proved to train (``PROOF_*``), whether the row is busy, and
-        when a clear step alternation was last seen (any job).
+    ) -> _JobRows:
+        """Per row, what its job has shown (``_JobRows``), above all the training level (W) the
+        row is placed against:
 
         - The job steps visibly (a clear alternation since it started, within STEP_MEMORY_S):
           the high side of its steps.
@@ -295,7 +312,7 @@ class FeatureExtractor:
         with np.errstate(invalid="ignore"):
             copying = (copy >= COPY_MIN) & (util <= _IDLE_UTIL) & ~idle
         step_hi, step_ts = self._step_high(ts, mean_w)
-        start, checkpointed, job_hi = self.job.update(ts, mean_w, idle, busy, writer | copying)
+        start, checkpointed, job_hi, start_w = self.job.update(ts, mean_w, idle, busy, writer | copying)
         with np.errstate(invalid="ignore"):
             stepped = np.isfinite(step_hi) & (step_ts >= start) & (ts - step_ts <= STEP_MEMORY_S)
         flat_trainer = checkpointed & np.isfinite(job_hi) & ~stepped
@@ -304,11 +321,9 @@ class FeatureExtractor:
         unproven = np.where(np.isfinite(train_ref), train_ref, peak_w)
         train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
-        return train, proof, busy, step_ts
+        return _JobRows(train, proof, busy, step_ts, start_w)
 
-    def _untrained(
-        self, ts: np.ndarray, feats: np.ndarray, proof: np.ndarray, busy: np.ndarray, step_ts: np.ndarray
-    ) -> np.ndarray:
+    def _untrained(self, ts: np.ndarray, feats: np.ndarray, job: _JobRows) -> np.ndarray:
         """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
         whose training jobs show their steps.
 
@@ -321,9 +336,9 @@ class FeatureExtractor:
         level, flat = feats[:, 0], feats[:, 8] == 0.0
         with np.errstate(invalid="ignore"):
             working = flat & (level >= LOW_LEVEL)
-        flat_trainer = working & busy & (proof == PROOF_CHECKPOINT)
-        steps_visible = self.job.steps_visible(ts, flat_trainer, step_ts)
-        return (working & (proof == PROOF_NONE) & steps_visible).astype(float)
+        flat_trainer = working & job.busy & (job.proof == PROOF_CHECKPOINT)
+        steps_visible = self.job.steps_visible(ts, flat_trainer, job.step_ts)
+        return (working & (job.proof == PROOF_NONE) & steps_visible).astype(float)
 
     def _alternating(
         self, ts: np.ndarray, swing: np.ndarray, level: np.ndarray

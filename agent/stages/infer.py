@@ -24,7 +24,7 @@ from agent.stages.features import ALT_S, FEATURES, N_FEATURES, SWING_ROWS, Featu
 from agent.trace.model import TraceChunk
 
 # Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
-# step_pos, alternating, unstepped); NaN = no opinion. A stage may have more than one signature (a
+# step_pos, alternating, unstepped, over_start); NaN = no opinion. A stage may have more than one signature (a
 # prototype "<stage>~<variant>"), as real racks show:
 # - idle: at the floor, nothing running.
 # - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
@@ -37,6 +37,9 @@ from agent.trace.model import TraceChunk
 # - checkpoint: every rank copies its shard out (memory busy, SMs idle: copy > 0), where a data
 #   stall or a start-up leaves memory as idle as the SMs; checkpoint~spin: one
 #   rank writes while the others spin in a collective: the writer flag.
+# - over_start: only data_load has an opinion (at its job's start-up power, 0): a data stall
+#   leaves the GPUs as the start-up did, so a row well above it is something else (writing,
+#   spinning), while one at it may still be a checkpoint that copies at idle clocks.
 # - eval: forward passes only, steady below the training level (no swing); the last minute's
 #   alternation is no evidence against it, since an eval starts where training stops.
 # The low stages have no opinion on the alternation: checkpoints every step or two and input
@@ -45,17 +48,17 @@ from agent.trace.model import TraceChunk
 # better than power does, so it only separates signatures that power leaves alike.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
-    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN),
-    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN),
-    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0),
-    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0),
-    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN),
-    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN),
-    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN),
-    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN),
+    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN, 0.00),
+    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0, _NAN),
+    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0, _NAN),
+    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN, _NAN),
+    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30])
+PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30, 0.12])
 VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
@@ -68,10 +71,10 @@ _NO_OPINION_COST = 1.0
 MAX_STAGES = 16  # canonical stages and their variants plus up to 8 custom labels learned from hints
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
-STATE_VERSION = 2  # 2: scale-free features relative to the job's own level, signature variants
+STATE_VERSION = 3  # 3: the job's start-up power (over_start); 2: features relative to the job's level
 # Versions an engine state may still hold: they are read as "nothing learned", so the rest of a
 # saved engine (baselines, drift) is not refused for the inferrer's sake.
-_FORMER_VERSIONS = (1,)
+_FORMER_VERSIONS = (1, 2)
 LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
 LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
 STEADY_BLOCK_ROWS = 96

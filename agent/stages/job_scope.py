@@ -36,8 +36,8 @@ HABIT_MEMORY_S = 86400.0
 # row of one GPU lagging or of a counter's rounding is one sample, while the shortest checkpoint
 # written between steps lasts several seconds (3–20 s on frequent-checkpoint runs).
 CKPT_PROOF_ROWS = 3
-# Above any GPU power reading (features.MAX_GPU_POWER_W is 1500 W): offsets the running maximum
-# of each job so that one cumulative maximum serves every job of a chunk.
+# Twice any GPU power reading (features.MAX_GPU_POWER_W is 1500 W) and more: offsets each job's
+# running extreme above the last job's, so that one cumulative maximum serves every job of a chunk.
 _SEGMENT_OFFSET_W = 1.0e4
 
 
@@ -49,6 +49,7 @@ class JobScope:
     _ckpt_ts: float = float("-inf")  # the last row of a believed checkpoint
     _ckpt_run: int = 0  # consecutive checkpoint-signature rows at the end of the last chunk
     _job_hi_w: float = float("nan")  # the highest busy power of the current job
+    _start_w: float = float("nan")  # the lowest power of the current job's start-up
     _train_ref_w: float = float("nan")  # the node's proven training level …
     _train_ref_ts: float = float("nan")  # … and when it was last taught
     _step_seen_ts: float = float("-inf")  # the last clear step alternation (any job)
@@ -61,8 +62,9 @@ class JobScope:
         idle: np.ndarray,
         busy: np.ndarray,
         ckpt_like: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row: job start ts, whether the job has checkpointed, the job's highest busy power.
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per row: job start ts, whether the job has checkpointed, the job's highest busy power,
+        and its start-up power (contexts up, nothing running: the floor of its low stages).
 
         ``idle``: the row is at the idle floor (no job); ``busy``: the row may teach the job's
         level (utilisation high); ``ckpt_like``: the row shows a checkpoint's signature.
@@ -72,18 +74,14 @@ class JobScope:
         ckpt = _last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
         self._job_start_ts, self._ckpt_ts = float(start[-1]), float(ckpt[-1])
         self._ckpt_run = int(run[-1])
-        job_hi = self._job_high(mean_w, idle, busy)
-        return start, ckpt > start, job_hi
-
-    def _job_high(self, mean_w: np.ndarray, idle: np.ndarray, busy: np.ndarray) -> np.ndarray:
-        """Running maximum of busy power, restarted at every idle row (one cumulative max)."""
         seg = np.cumsum(idle)
-        value = np.where(busy & np.isfinite(mean_w), mean_w, 0.0) + seg * _SEGMENT_OFFSET_W
-        carry = self._job_hi_w if np.isfinite(self._job_hi_w) else 0.0
-        run = np.maximum.accumulate(np.concatenate(([carry], value)))[1:] - seg * _SEGMENT_OFFSET_W
-        out = np.where(run > 0.0, run, np.nan)
-        self._job_hi_w = float(out[-1]) if out.size else self._job_hi_w
-        return out
+        job_hi = _job_extreme(mean_w, busy, seg, self._job_hi_w, upper=True)
+        # the start-up: the job's rows before its first busy one, with nothing running yet
+        start_up = ~idle & ~busy & np.isnan(job_hi)
+        start_w = _job_extreme(mean_w, start_up, seg, self._start_w, upper=False)
+        if job_hi.size:
+            self._job_hi_w, self._start_w = float(job_hi[-1]), float(start_w[-1])
+        return start, ckpt > start, job_hi, start_w
 
     def train_ref(self, ts: np.ndarray, proven_w: np.ndarray) -> np.ndarray:
         """The node's proven training level per row: a day-forgetting maximum of ``proven_w``
@@ -111,6 +109,7 @@ class JobScope:
             "ckpt_ts": _finite_or_nan(self._ckpt_ts),
             "ckpt_run": float(self._ckpt_run),
             "job_hi_w": self._job_hi_w,
+            "start_w": self._start_w,
             "train_ref_w": self._train_ref_w,
             "train_ref_ts": self._train_ref_ts,
             "step_seen_ts": _finite_or_nan(self._step_seen_ts),
@@ -126,12 +125,29 @@ class JobScope:
         run = float(state.get("ckpt_run", 0.0))
         self._ckpt_run = int(run) if np.isfinite(run) and run > 0 else 0
         self._job_hi_w = float(state.get("job_hi_w", float("nan")))
+        self._start_w = float(state.get("start_w", float("nan")))
         self._train_ref_w = float(state.get("train_ref_w", float("nan")))
         self._train_ref_ts = float(state.get("train_ref_ts", float("nan")))
         step = float(state.get("step_seen_ts", float("nan")))
         flat = float(state.get("flat_seen_ts", float("nan")))
         self._step_seen_ts = step if np.isfinite(step) else float("-inf")
         self._flat_seen_ts = flat if np.isfinite(flat) else float("-inf")
+
+
+def _job_extreme(
+    values: np.ndarray, mask: np.ndarray, seg: np.ndarray, carry: float, upper: bool
+) -> np.ndarray:
+    """Running max (or min) of ``values`` over ``mask`` rows, restarted where ``seg`` (the count
+    of idle rows so far) steps up; ``carry`` continues the job the chunk starts in. NaN before
+    the job's first such row. Each job is offset above the last, so one cumulative max serves."""
+    half = 0.5 * _SEGMENT_OFFSET_W
+    sign = 1.0 if upper else -1.0
+    base = 0.0 if upper else half
+    use = mask & np.isfinite(values)
+    value = np.where(use, base + sign * np.where(use, values, 0.0), 0.0) + seg * _SEGMENT_OFFSET_W
+    first = base + sign * carry if np.isfinite(carry) else 0.0
+    run = np.maximum.accumulate(np.concatenate(([first], value)))[1:] - seg * _SEGMENT_OFFSET_W
+    return np.where(run > 0.0, sign * (run - base), np.nan)
 
 
 def _last_true_ts(ts: np.ndarray, mask: np.ndarray, carry: float) -> np.ndarray:
