@@ -95,7 +95,7 @@ class StageInferrer:
         self,
         dwell_s: float = 5.0,
         margin: float = 8.0,
-        strong_margin: float = 50.0,
+        strong_margin: float = 15.0,
         power_ref_w: float | None = None,
         max_hold_s: float = 30.0,
         gpus: tuple[int, ...] | None = None,
@@ -103,7 +103,11 @@ class StageInferrer:
         """``gpus``: infer from these GPU indices only (one node, one job); None = the whole rack."""
         self.dwell_s = dwell_s
         self.margin = margin  # squared-z distance by which a new stage must win on two rows
-        self.strong_margin = strong_margin  # … or on one row
+        # … or on one row: nearer by 15 is about four prior spreads on one feature (√15), far past
+        # what sample noise moves a row (1–4 % per GPU, a tenth of a spread), while a row that
+        # straddles a change lands between the two levels and wins by less. A step between a
+        # busy and a low stage (a 3-s checkpoint after a step, a stall's end) is followed at once.
+        self.strong_margin = strong_margin
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w, gpus=gpus)
         self._stages: list[str] = list(PRIOR_CENTROIDS)  # prototype slots
         self._mean = np.zeros((MAX_STAGES, N_FEATURES))
