@@ -66,7 +66,8 @@ class Tally:
     worst: tuple[float, int] = (2.0, -1)
     confusion: dict[tuple[str, str], float] = field(default_factory=dict)  # (true, inferred) → s
     # eval seconds (total, right) of serving jobs (steady kinds: forward passes only, no step)
-    # apart from evals within training jobs: the first look alike only to flat training
+    # apart from evals within training jobs, and those after the rack has shown a training job
+    # apart from those before: until then a serving job looks like flat training in every signal
     eval_split: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, d: dict[str, float], key: str, v: float) -> None:
@@ -145,9 +146,14 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
         tally.confusion[key] = tally.confusion.get(key, 0.0) + float(w[mask].sum())
     steady_kinds = {k.name for k in scenario.plan.job_kinds if k.steady}
     serving_jobs = {j["id"] for j in truth["jobs"] if j["profile"] in steady_kinds}
+    trainers = [j["start_ts"] for j in truth["jobs"] if j["profile"] not in steady_kinds]
+    first_training_ts = min(trainers, default=np.inf)  # before it the rack has shown no training
     job = truth_per_row(ts, [[a, b, j] for a, b, _, j in truth["stage_segments"]])
     serving = np.isin(job, list(serving_jobs))
-    for name, mask in (("in training jobs", ~serving), ("of serving jobs", serving)):
+    unseen = ts < first_training_ts
+    splits = (("in training jobs", ~serving), ("of serving jobs after a training job", serving & ~unseen),
+              ("of serving jobs before any training", serving & unseen))
+    for name, mask in splits:
         evals = mask & (true == "eval")
         cell = tally.eval_split.setdefault(name, [0.0, 0.0])
         cell[0] += float(w[evals].sum())
@@ -182,10 +188,9 @@ def report(family: str, t: Tally, wall_s: float) -> bool:
         ok &= not miss
         flag = " *" if miss else ""
         print(f"  {stage:17} {share:6.1%} {acc:9.1%} {ref:10.1%} {e_err:11.1%} {r_err:8.1%}{flag}")
-    split = [f"{name} {right / tot:.1%} ({tot / total:.1%} of the time)"
-             for name, (tot, right) in t.eval_split.items() if tot > 0]
-    if split:
-        print("  eval " + "; ".join(split))
+    for name, (tot, right) in t.eval_split.items():
+        if tot > 0:
+            print(f"  eval {name}: {right / tot:.1%} inferred ({tot / total:.1%} of the time)")
     return ok
 
 
