@@ -3,6 +3,7 @@
     .venv/bin/python bench/stages.py                       # 50 seeds per family, 6-h traces
     .venv/bin/python bench/stages.py --seeds 5 --days 0.1  # quick look
     .venv/bin/python bench/stages.py --dev --confusion     # development seeds 0–49, confusion matrix
+    .venv/bin/python bench/stages.py --nvml-limit          # the inferrer knows the GPUs' power limit
 
 For each family of ``agent.sim.randomize`` (single-job racks, churning racks) and each seed from
 ``REPORT_SEED_BASE`` (10 000; seeds 0–999 are the development range and are never reported), a
@@ -111,10 +112,12 @@ def reference(power: np.ndarray, tdp_w: float) -> np.ndarray:
     return names[np.argmax(counts, axis=1)]
 
 
-def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
+def evaluate(family: str, seed: int, days: float, tally: Tally, nvml_limit: bool = False) -> None:
     scenario = random_scenario(seed, family, days=days, hints=False)
     chunks = list(simulate(scenario))
-    inferrer = StageInferrer()
+    # a live agent reads each GPU's board power limit over NVML (the twin's fake NVML serves the
+    # TDP); a trace carries no limit column, so by default the inferrer goes without it
+    inferrer = StageInferrer(power_ref_w=scenario.rack.gpu.tdp_w if nvml_limit else None)
     labels = []
     cpu = time.process_time()
     for chunk in chunks:
@@ -217,6 +220,8 @@ def main() -> int:
     parser.add_argument("--dev", action="store_true",
                         help=f"development seeds from {DEV_SEEDS.start} (never reported), not --first-seed")
     parser.add_argument("--confusion", action="store_true", help="print the per-stage confusion matrix")
+    parser.add_argument("--nvml-limit", action="store_true",
+                        help="give the inferrer the GPUs' NVML power limit, as a live agent has it")
     args = parser.parse_args()
     families = args.family or list(FAMILIES)
     first = DEV_SEEDS.start if args.dev else args.first_seed
@@ -224,14 +229,15 @@ def main() -> int:
     if not args.dev and any(s in DEV_SEEDS for s in seeds):
         parser.error(f"seeds {DEV_SEEDS.start}–{DEV_SEEDS.stop - 1} are the development range: use --dev")
     kind = "DEVELOPMENT seeds (not a result)" if args.dev else "seeds"
+    limit = "; the inferrer knows the NVML power limit" if args.nvml_limit else ""
     print(f"stage inference without labels on randomised racks: {kind} {seeds.start}–{seeds.stop - 1}, "
-          f"{args.days:g}-day traces; accuracy is time-weighted")
+          f"{args.days:g}-day traces; accuracy is time-weighted{limit}")
     ok = True
     for family in families:
         tally = Tally()
         started = time.perf_counter()
         for seed in seeds:
-            evaluate(family, seed, args.days, tally)
+            evaluate(family, seed, args.days, tally, args.nvml_limit)
         ok &= report(family, tally, time.perf_counter() - started)
         if args.confusion:
             print_confusion(tally)
