@@ -42,6 +42,9 @@ from agent.trace.model import TraceChunk
 #   spinning), while one at it may still be a checkpoint that copies at idle clocks.
 # - eval: forward passes only, steady below the training level (no swing); the last minute's
 #   alternation is no evidence against it, since an eval starts where training stops.
+# - eval~serve: busy and flat with no sign of training in its job (unstepped): forward passes of
+#   another model, which may draw more than a lighter job trained before it on the same GPUs,
+#   so no opinion on the level.
 # The low stages have no opinion on the alternation: checkpoints every step or two and input
 # stalls alternate with 1–3 s training bursts, and the low side of that is not grad_sync.
 # Utilisation has a wide scale: on its own it tells a spinning rank from a computing one no
@@ -56,6 +59,7 @@ PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN, _NAN),
     "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN),
     "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "eval~serve": (_NAN, _NAN, 0.85, _NAN, 0.0, _NAN, 0.0, _NAN, 0.0, 1.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
 PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30, 0.12])
@@ -351,7 +355,7 @@ class StageInferrer:
     def _distances(self, feats: np.ndarray) -> np.ndarray:
         """(rows, slots) distance of each row to each prototype slot."""
         mean, scale = self._effective()
-        usable = np.isfinite(mean[:, 0])
+        usable = np.isfinite(mean).any(axis=1)  # a custom slot is usable once it has learned
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
         row_known = np.isfinite(feats)[:, None, :]
         both = row_known & np.isfinite(mean)[None, :, :]
