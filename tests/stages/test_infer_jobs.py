@@ -159,3 +159,15 @@ def test_a_checkpoint_is_believed_after_consecutive_rows_only() -> None:
     _, checkpointed, _, _ = scope.update(ts, np.full(12, 150.0), idle, busy, like)
     assert not checkpointed[: 9 + CKPT_PROOF_ROWS - 1].any()
     assert checkpointed[9 + CKPT_PROOF_ROWS - 1:].all()
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_forward_passes_above_a_lighter_trainers_level_are_eval(scale: float) -> None:
+    # the job trained before drew less (a memory-offload job): serving at more than its level,
+    # still with neither a step nor a checkpoint, is forward passes, not training
+    plan = [("idle", 120), ("startup", 90), *steps(60, "light_"), ("writer_ckpt", 60), ("idle", 600),
+            ("startup", 60), ("serve", 3600), ("idle", 120)]
+    chunk, truth = node_chunk(plan, scale, seed=5)
+    got = infer(chunk)
+    assert share(got, truth == "eval", "eval") >= 0.95
+    assert share(got, truth == "forward_backward", "forward_backward") >= 0.95
