@@ -127,7 +127,7 @@ class _JobRows(NamedTuple):
     train_w: np.ndarray  # the training level the row is placed against, W
     proof: np.ndarray  # how the job proved to be training: PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT
     busy: np.ndarray  # utilisation high enough to teach a training level
-    step_ts: np.ndarray  # when a clear step alternation was last seen (any job), NaN before any
+    step_ts: np.ndarray  # the row's ts where a clear fb ↔ grad_sync alternation shows, else NaN
     start_w: np.ndarray  # the job's start-up power (contexts up, nothing running), NaN if unseen
 
 
@@ -231,7 +231,7 @@ class FeatureExtractor:
                     limit_w = np.where(np.isnan(limit_w), float(self.power_ref_w), limit_w)
                 floor, peak_train = self._references(ts, mean_w, med_util, limit_w)
                 lift = np.log(np.maximum(mean_w, 1.0) / floor)
-                job = self._training_level(ts, mean_w, med_util, lift, writer, feats[:, 3], peak_train)
+                job = self._training_level(ts, mean_w, med_util, lift, writer, feats[:, 3], peak_train, floor)
                 train = np.maximum(job.train_w, floor * 1.5)
                 level = (mean_w - floor) / np.maximum(train - floor, 1.0)
                 feats[:, 0] = np.clip(level, -0.3, 1.5)
@@ -294,6 +294,7 @@ class FeatureExtractor:
         writer: np.ndarray,
         copy: np.ndarray,
         peak_w: np.ndarray,
+        floor: np.ndarray,
     ) -> _JobRows:
         """Per row, what its job has shown (``_JobRows``), above all the training level (W) the
         row is placed against:
@@ -311,7 +312,7 @@ class FeatureExtractor:
         busy = unknown_util | (util >= _BUSY_UTIL)
         with np.errstate(invalid="ignore"):
             copying = (copy >= COPY_MIN) & (util <= _IDLE_UTIL) & ~idle
-        step_hi, step_ts = self._step_high(ts, mean_w)
+        step_hi, step_ts, visible_ts = self._step_high(ts, mean_w, floor)
         start, checkpointed, job_hi, start_w = self.job.update(ts, mean_w, idle, busy, writer | copying)
         with np.errstate(invalid="ignore"):
             stepped = np.isfinite(step_hi) & (step_ts >= start) & (ts - step_ts <= STEP_MEMORY_S)
@@ -321,7 +322,7 @@ class FeatureExtractor:
         unproven = np.where(np.isfinite(train_ref), train_ref, peak_w)
         train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
-        return _JobRows(train, proof, busy, step_ts, start_w)
+        return _JobRows(train, proof, busy, visible_ts, start_w)
 
     def _untrained(self, ts: np.ndarray, feats: np.ndarray, job: _JobRows) -> np.ndarray:
         """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
@@ -358,9 +359,14 @@ class FeatureExtractor:
         unstepped = (age > ALT_S) & (age <= STEP_MEMORY_S) & straight_on
         return (age <= ALT_S).astype(float), unstepped.astype(float)
 
-    def _step_high(self, ts: np.ndarray, mean_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _step_high(
+        self, ts: np.ndarray, mean_w: np.ndarray, floor: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the high side (W) of the latest clear step alternation, held for
-        STEP_MEMORY_S, and when it was seen; NaN before any or after that.
+        STEP_MEMORY_S, and when it was seen (NaN before any or after that); and the row's ts
+        where the alternation's low side is a working level (a step's communication, above
+        LOW_LEVEL), NaN elsewhere: training bursts between checkpoints or stalls alternate
+        too, but with a low side that computes nothing, and show no step of the job.
 
         A window of STEP_ROWS rows alternates clearly when the series crosses its midpoint
         ``ALT_CROSSINGS`` times, ``ALT_SIDE_ROWS`` rows lie on each side of it, and the mean of
@@ -385,6 +391,9 @@ class FeatureExtractor:
             sides = np.minimum(np.count_nonzero(above, axis=1), np.count_nonzero(below, axis=1))
             clear = (crossings >= ALT_CROSSINGS) & (sides >= ALT_SIDE_ROWS) & (hi >= ALT_RATIO * lo)
             clear &= np.isfinite(windows).all(axis=1)
+        with np.errstate(invalid="ignore"):
+            working_low = lo - floor >= LOW_LEVEL * (hi - floor)
+        visible = np.where(clear & working_low, ts, np.nan)
         seen = np.where(clear, np.nanmax(windows, axis=1), np.nan)
         idx = np.where(clear, np.arange(len(seen)), -1)
         np.maximum.accumulate(idx, out=idx)
@@ -394,7 +403,7 @@ class FeatureExtractor:
             self._step_hi_w, self._step_hi_ts = float(held[-1]), float(held_ts[-1])
         with np.errstate(invalid="ignore"):
             recent = ts - held_ts <= STEP_MEMORY_S
-        return np.where(recent, held, np.nan), held_ts
+        return np.where(recent, held, np.nan), held_ts, visible
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this

@@ -94,8 +94,9 @@ class JobScope:
         return ref
 
     def steps_visible(self, ts: np.ndarray, flat_trainer: np.ndarray, step_ts: np.ndarray) -> np.ndarray:
-        """Per row: this node's training jobs show their steps — a clear step alternation has
-        been seen, and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
+        """Per row: this node's training jobs show their steps — a clear forward/backward ↔
+        grad_sync alternation has been seen (``step_ts``: the rows' ts where one shows, else
+        NaN), and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
         flat = _last_true_ts(ts, flat_trainer, self._flat_seen_ts)
         with np.errstate(invalid="ignore"):
             seen = np.fmax(np.maximum.accumulate(np.nan_to_num(step_ts, nan=-np.inf)), self._step_seen_ts)

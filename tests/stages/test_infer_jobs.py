@@ -171,3 +171,20 @@ def test_forward_passes_above_a_lighter_trainers_level_are_eval(scale: float) ->
     got = infer(chunk)
     assert share(got, truth == "eval", "eval") >= 0.95
     assert share(got, truth == "forward_backward", "forward_backward") >= 0.95
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_flat_run_after_a_run_that_checkpoints_every_few_steps_is_training(scale: float) -> None:
+    # the recording's runs: one checkpointing every 10 steps (1–3 s bursts between checkpoints:
+    # an alternation, but its low side is a checkpoint, not a step's communication), then one
+    # checkpointing every 1000 steps, flat for minutes before its first checkpoint
+    rng = np.random.default_rng(6)
+    bursts = [p for _ in range(40) for p in (("writer_ckpt", int(rng.integers(4, 12))),
+                                             ("flat", int(rng.integers(1, 4))))]
+    plan = [("idle", 120), ("startup", 90), ("flat", 120), *bursts, ("idle", 300), ("startup", 90),
+            ("flat", 900), ("writer_ckpt", 30), ("flat", 300)]
+    chunk, truth = node_chunk(plan, scale, seed=6)
+    got = infer(chunk)
+    second = np.arange(len(truth)) >= len(truth) - (900 + 30 + 300)
+    assert share(got, second & (truth == "forward_backward"), "forward_backward") >= 0.97
+    assert share(got, second, "eval") == 0.0
