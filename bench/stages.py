@@ -3,6 +3,7 @@
     .venv/bin/python bench/stages.py                       # 50 seeds per family, 6-h traces
     .venv/bin/python bench/stages.py --seeds 5 --days 0.1  # quick look
     .venv/bin/python bench/stages.py --dev --confusion     # development seeds 0–49, confusion matrix
+    .venv/bin/python bench/stages.py --nvml-limit          # the inferrer knows the GPUs' power limit
 
 For each family of ``agent.sim.randomize`` (single-job racks, churning racks) and each seed from
 ``REPORT_SEED_BASE`` (10 000; seeds 0–999 are the development range and are never reported), a
@@ -66,7 +67,8 @@ class Tally:
     worst: tuple[float, int] = (2.0, -1)
     confusion: dict[tuple[str, str], float] = field(default_factory=dict)  # (true, inferred) → s
     # eval seconds (total, right) of serving jobs (steady kinds: forward passes only, no step)
-    # apart from evals within training jobs: the first look alike only to flat training
+    # apart from evals within training jobs, and those after the rack has shown a training job
+    # apart from those before: until then a serving job looks like flat training in every signal
     eval_split: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, d: dict[str, float], key: str, v: float) -> None:
@@ -110,10 +112,12 @@ def reference(power: np.ndarray, tdp_w: float) -> np.ndarray:
     return names[np.argmax(counts, axis=1)]
 
 
-def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
+def evaluate(family: str, seed: int, days: float, tally: Tally, nvml_limit: bool = False) -> None:
     scenario = random_scenario(seed, family, days=days, hints=False)
     chunks = list(simulate(scenario))
-    inferrer = StageInferrer()
+    # a live agent reads each GPU's board power limit over NVML (the twin's fake NVML serves the
+    # TDP); a trace carries no limit column, so by default the inferrer goes without it
+    inferrer = StageInferrer(power_ref_w=scenario.rack.gpu.tdp_w if nvml_limit else None)
     labels = []
     cpu = time.process_time()
     for chunk in chunks:
@@ -145,9 +149,14 @@ def evaluate(family: str, seed: int, days: float, tally: Tally) -> None:
         tally.confusion[key] = tally.confusion.get(key, 0.0) + float(w[mask].sum())
     steady_kinds = {k.name for k in scenario.plan.job_kinds if k.steady}
     serving_jobs = {j["id"] for j in truth["jobs"] if j["profile"] in steady_kinds}
+    trainers = [j["start_ts"] for j in truth["jobs"] if j["profile"] not in steady_kinds]
+    first_training_ts = min(trainers, default=np.inf)  # before it the rack has shown no training
     job = truth_per_row(ts, [[a, b, j] for a, b, _, j in truth["stage_segments"]])
     serving = np.isin(job, list(serving_jobs))
-    for name, mask in (("in training jobs", ~serving), ("of serving jobs", serving)):
+    unseen = ts < first_training_ts
+    splits = (("in training jobs", ~serving), ("of serving jobs after a training job", serving & ~unseen),
+              ("of serving jobs before any training", serving & unseen))
+    for name, mask in splits:
         evals = mask & (true == "eval")
         cell = tally.eval_split.setdefault(name, [0.0, 0.0])
         cell[0] += float(w[evals].sum())
@@ -182,10 +191,9 @@ def report(family: str, t: Tally, wall_s: float) -> bool:
         ok &= not miss
         flag = " *" if miss else ""
         print(f"  {stage:17} {share:6.1%} {acc:9.1%} {ref:10.1%} {e_err:11.1%} {r_err:8.1%}{flag}")
-    split = [f"{name} {right / tot:.1%} ({tot / total:.1%} of the time)"
-             for name, (tot, right) in t.eval_split.items() if tot > 0]
-    if split:
-        print("  eval " + "; ".join(split))
+    for name, (tot, right) in t.eval_split.items():
+        if tot > 0:
+            print(f"  eval {name}: {right / tot:.1%} inferred ({tot / total:.1%} of the time)")
     return ok
 
 
@@ -212,6 +220,8 @@ def main() -> int:
     parser.add_argument("--dev", action="store_true",
                         help=f"development seeds from {DEV_SEEDS.start} (never reported), not --first-seed")
     parser.add_argument("--confusion", action="store_true", help="print the per-stage confusion matrix")
+    parser.add_argument("--nvml-limit", action="store_true",
+                        help="give the inferrer the GPUs' NVML power limit, as a live agent has it")
     args = parser.parse_args()
     families = args.family or list(FAMILIES)
     first = DEV_SEEDS.start if args.dev else args.first_seed
@@ -219,14 +229,15 @@ def main() -> int:
     if not args.dev and any(s in DEV_SEEDS for s in seeds):
         parser.error(f"seeds {DEV_SEEDS.start}–{DEV_SEEDS.stop - 1} are the development range: use --dev")
     kind = "DEVELOPMENT seeds (not a result)" if args.dev else "seeds"
+    limit = "; the inferrer knows the NVML power limit" if args.nvml_limit else ""
     print(f"stage inference without labels on randomised racks: {kind} {seeds.start}–{seeds.stop - 1}, "
-          f"{args.days:g}-day traces; accuracy is time-weighted")
+          f"{args.days:g}-day traces; accuracy is time-weighted{limit}")
     ok = True
     for family in families:
         tally = Tally()
         started = time.perf_counter()
         for seed in seeds:
-            evaluate(family, seed, args.days, tally)
+            evaluate(family, seed, args.days, tally, args.nvml_limit)
         ok &= report(family, tally, time.perf_counter() - started)
         if args.confusion:
             print_confusion(tally)

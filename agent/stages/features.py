@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
+from agent.stages.fading import decaying_extreme as _decaying_extreme
+from agent.stages.job_scope import JobScope
 from agent.trace.model import TraceChunk
 
 # Feature order of the matrix returned by FeatureExtractor.extract. Every feature is scale-free,
@@ -30,9 +33,15 @@ from agent.trace.model import TraceChunk
 # - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
 # - alternating: whether the alternation was seen within the last ALT_S seconds;
 # - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S, and the GPUs
-#   went straight on without a low spell: a job that trains in visible steps is evaluating.
+#   went straight on without a low spell: a job that trains in visible steps is evaluating; or
+#   busy and flat in a job that has shown no sign of training (see _untrained);
+# - over_start: log of median GPU power over the job's own start-up power (contexts up, nothing
+#   running), 0 at or below it: a data stall leaves the GPUs as the start-up did, while a rank
+#   writing a checkpoint or spinning in a collective draws more (H100: 115 W start-up, 145 W
+#   writing, 155 W spinning).
 FEATURES: tuple[str, ...] = (
-    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped"
+    "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped",
+    "over_start",
 )
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
@@ -76,6 +85,15 @@ _BUSY_UTIL = 0.50
 # writer: at least one GPU under _WRITER_UTIL while the median is over _PEERS_UTIL
 _WRITER_UTIL = 25.0
 _PEERS_UTIL = 75.0
+# Idle floor vs contexts up: a GPU with a job's contexts up draws 1.4–2.0 × its idle power even
+# with nothing running (H100: 115 W vs 65 W), so halfway between, in log terms, is no job: the
+# end of one job and the start of the next. Many noise widths (1–4 % per GPU) from either side.
+IDLE_LIFT = 0.5 * float(np.log(1.4))
+# Memory busy while the SMs are idle is a copy (a checkpoint reading GPU memory out). NVML's
+# percentages are integers and a data stall reads 0–3 % on both: 4 points is above that rounding.
+COPY_MIN = 0.04
+# How a row's job has proved to be training (features._training_level)
+PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT = 0, 1, 2
 
 
 def hold_last(
@@ -101,6 +119,16 @@ def hold_last(
     carry_value[seen] = values[last[seen], np.flatnonzero(seen)]
     carry_ts[seen] = ts[last[seen]]
     return held
+
+
+class _JobRows(NamedTuple):
+    """Per row of a chunk, what its job has shown (FeatureExtractor._training_level)."""
+
+    train_w: np.ndarray  # the training level the row is placed against, W
+    proof: np.ndarray  # how the job proved to be training: PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT
+    busy: np.ndarray  # utilisation high enough to teach a training level
+    step_ts: np.ndarray  # the row's ts where a clear fb ↔ grad_sync alternation shows, else NaN
+    start_w: np.ndarray  # the job's start-up power (contexts up, nothing running), NaN if unseen
 
 
 @dataclass
@@ -150,6 +178,7 @@ class FeatureExtractor:
     _node_lo_w: float = float("nan")
     _node_hi_w: float = float("nan")
     _node_ts: float = float("nan")
+    job: JobScope = field(default_factory=JobScope)  # what the current job has shown
 
     def _matrix(self, chunk: TraceChunk, suffix: str, prefix: str, lo: float, hi: float) -> np.ndarray:
         """Columns <prefix>*<suffix> as a matrix; implausible cells (glitches) count as missing."""
@@ -186,6 +215,7 @@ class FeatureExtractor:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             med_util = _nanmedian(util) / 100.0 if util.shape[1] else np.full(n, np.nan)
+            writer = np.zeros(n, dtype=bool)
             if util.shape[1]:
                 feats[:, 2] = med_util
                 lowest = np.nanmin(util, axis=1)
@@ -199,13 +229,16 @@ class FeatureExtractor:
                 limit_w = _nanmedian(limit) if limit.shape[1] else np.full(n, np.nan)
                 if self.power_ref_w:
                     limit_w = np.where(np.isnan(limit_w), float(self.power_ref_w), limit_w)
-                floor, train = self._references(ts, mean_w, med_util, limit_w)
-                step_hi = self._step_high(ts, mean_w)
-                # the job's own training level once it has shown a step; the learned peak until then
-                train = np.where(np.isfinite(step_hi), np.maximum(step_hi, floor * 1.5), train)
+                floor, peak_train = self._references(ts, mean_w, med_util, limit_w)
+                lift = np.log(np.maximum(mean_w, 1.0) / floor)
+                job = self._training_level(ts, mean_w, med_util, lift, writer, feats[:, 3], peak_train, floor)
+                train = np.maximum(job.train_w, floor * 1.5)
                 level = (mean_w - floor) / np.maximum(train - floor, 1.0)
                 feats[:, 0] = np.clip(level, -0.3, 1.5)
-                feats[:, 1] = np.clip(np.log(np.maximum(mean_w, 1.0) / floor), -1.0, 3.0)
+                feats[:, 1] = np.clip(lift, -1.0, 3.0)
+                with np.errstate(invalid="ignore"):
+                    # one-sided: below the start-up says nothing (clocks may drop over a long write)
+                    feats[:, 10] = np.clip(np.log(np.maximum(mean_w, 1.0) / job.start_w), 0.0, 3.0)
                 if pdu.shape[1]:
                     # every feed and every GPU must be known, or the difference is meaningless
                     # median × count: one GPU's spike must not move the node estimate
@@ -216,6 +249,7 @@ class FeatureExtractor:
                     feats[:, 5] = self._node_frac(ts, node_w)
                 feats[:, 6], feats[:, 7] = self._swing(feats[:, 0])
                 feats[:, 8], feats[:, 9] = self._alternating(ts, feats[:, 6], feats[:, 0])
+                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job))
         return feats
 
     def _references(
@@ -251,6 +285,62 @@ class FeatureExtractor:
         train = np.maximum(train, floor * 1.5)
         return np.maximum(floor, 1.0), train
 
+    def _training_level(
+        self,
+        ts: np.ndarray,
+        mean_w: np.ndarray,
+        util: np.ndarray,
+        lift: np.ndarray,
+        writer: np.ndarray,
+        copy: np.ndarray,
+        peak_w: np.ndarray,
+        floor: np.ndarray,
+    ) -> _JobRows:
+        """Per row, what its job has shown (``_JobRows``), above all the training level (W) the
+        row is placed against:
+
+        - The job steps visibly (a clear alternation since it started, within STEP_MEMORY_S):
+          the high side of its steps.
+        - It has written a checkpoint (so it trains) but shows no step: it trains in steps
+          shorter than a sample, and its highest busy level is its training level.
+        - It has shown neither (a start-up, forward passes, training not yet proven): the level
+          this node's GPUs draw in jobs that did prove to be training; the learned peak until
+          one has.
+        """
+        unknown_util = np.isnan(util)
+        idle = (lift < IDLE_LIFT) & (unknown_util | (util <= _IDLE_UTIL))
+        busy = unknown_util | (util >= _BUSY_UTIL)
+        with np.errstate(invalid="ignore"):
+            copying = (copy >= COPY_MIN) & (util <= _IDLE_UTIL) & ~idle
+        step_hi, step_ts, visible_ts = self._step_high(ts, mean_w, floor)
+        start, checkpointed, job_hi, start_w = self.job.update(ts, mean_w, idle, busy, writer | copying)
+        with np.errstate(invalid="ignore"):
+            stepped = np.isfinite(step_hi) & (step_ts >= start) & (ts - step_ts <= STEP_MEMORY_S)
+        flat_trainer = checkpointed & np.isfinite(job_hi) & ~stepped
+        proven = np.where(stepped, step_hi, np.where(flat_trainer & busy, job_hi, np.nan))
+        train_ref = self.job.train_ref(ts, proven)
+        unproven = np.where(np.isfinite(train_ref), train_ref, peak_w)
+        train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
+        proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
+        return _JobRows(train, proof, busy, visible_ts, start_w)
+
+    def _untrained(self, ts: np.ndarray, feats: np.ndarray, job: _JobRows) -> np.ndarray:
+        """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
+        whose training jobs show their steps.
+
+        How this node's training looks at this sampling rate is learned from the jobs that proved
+        to train: if they step visibly, a busy job with neither a step nor a checkpoint runs
+        forward passes only (serving, offline inference), and reads as eval; if one trained flat
+        within the last day (steps shorter than a sample, proven by its checkpoints), such a job
+        may be training too, and only its level against the training level tells.
+        """
+        level, flat = feats[:, 0], feats[:, 8] == 0.0
+        with np.errstate(invalid="ignore"):
+            working = flat & (level >= LOW_LEVEL)
+        flat_trainer = working & job.busy & (job.proof == PROOF_CHECKPOINT)
+        steps_visible = self.job.steps_visible(ts, flat_trainer, job.step_ts)
+        return (working & (job.proof == PROOF_NONE) & steps_visible).astype(float)
+
     def _alternating(
         self, ts: np.ndarray, swing: np.ndarray, level: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -269,9 +359,14 @@ class FeatureExtractor:
         unstepped = (age > ALT_S) & (age <= STEP_MEMORY_S) & straight_on
         return (age <= ALT_S).astype(float), unstepped.astype(float)
 
-    def _step_high(self, ts: np.ndarray, mean_w: np.ndarray) -> np.ndarray:
+    def _step_high(
+        self, ts: np.ndarray, mean_w: np.ndarray, floor: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the high side (W) of the latest clear step alternation, held for
-        STEP_MEMORY_S; NaN before any or after that (the learned peak is used then).
+        STEP_MEMORY_S, and when it was seen (NaN before any or after that); and the row's ts
+        where the alternation's low side is a working level (a step's communication, above
+        LOW_LEVEL), NaN elsewhere: training bursts between checkpoints or stalls alternate
+        too, but with a low side that computes nothing, and show no step of the job.
 
         A window of STEP_ROWS rows alternates clearly when the series crosses its midpoint
         ``ALT_CROSSINGS`` times, ``ALT_SIDE_ROWS`` rows lie on each side of it, and the mean of
@@ -296,6 +391,9 @@ class FeatureExtractor:
             sides = np.minimum(np.count_nonzero(above, axis=1), np.count_nonzero(below, axis=1))
             clear = (crossings >= ALT_CROSSINGS) & (sides >= ALT_SIDE_ROWS) & (hi >= ALT_RATIO * lo)
             clear &= np.isfinite(windows).all(axis=1)
+        with np.errstate(invalid="ignore"):
+            working_low = lo - floor >= LOW_LEVEL * (hi - floor)
+        visible = np.where(clear & working_low, ts, np.nan)
         seen = np.where(clear, np.nanmax(windows, axis=1), np.nan)
         idx = np.where(clear, np.arange(len(seen)), -1)
         np.maximum.accumulate(idx, out=idx)
@@ -305,7 +403,7 @@ class FeatureExtractor:
             self._step_hi_w, self._step_hi_ts = float(held[-1]), float(held_ts[-1])
         with np.errstate(invalid="ignore"):
             recent = ts - held_ts <= STEP_MEMORY_S
-        return np.where(recent, held, np.nan)
+        return np.where(recent, held, np.nan), held_ts, visible
 
     def _swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this
@@ -374,6 +472,7 @@ class FeatureExtractor:
             "node_ts": self._node_ts,
             "step_hi_w": self._step_hi_w,
             "step_hi_ts": self._step_hi_ts,
+            **self.job.state(),
         }
 
     def load(self, state: dict[str, float]) -> None:
@@ -392,35 +491,7 @@ class FeatureExtractor:
         self._node_ts = float(state.get("node_ts", float("nan")))
         self._step_hi_w = float(state.get("step_hi_w", float("nan")))
         self._step_hi_ts = float(state.get("step_hi_ts", float("nan")))
-
-
-def _decaying_extreme(
-    ts: np.ndarray, x: np.ndarray, carry: float, carry_ts: float, halflife_s: float, upper: bool
-) -> np.ndarray:
-    """Running max (or min) whose old values fade toward the present with the given half-life.
-
-    max_{j<=i} x_j * d^(t_i - t_j) is computed in log space with one cumulative max, so a chunk
-    of any length costs a few vector operations. For the min, the distance above the running
-    minimum fades instead (min_{j<=i} x_j * d^-(t_i - t_j)), a symmetric slow release.
-    """
-    if ts.size == 0:
-        return x.copy()
-    t0 = float(ts[0])
-    rel = ts - t0
-    k = np.log(2.0) / halflife_s
-    sign = 1.0 if upper else -1.0
-    with np.errstate(all="ignore"):
-        logx = np.where(np.isfinite(x) & (x > 0), np.log(np.maximum(x, 1e-9)), -np.inf)
-        if not upper:
-            logx = np.where(np.isfinite(x) & (x > 0), -np.log(np.maximum(x, 1e-9)), -np.inf)
-        base = logx + k * rel
-        if np.isfinite(carry) and carry > 0 and np.isfinite(carry_ts):
-            carry_log = sign * np.log(carry) + k * (carry_ts - t0)
-            base = np.maximum(base, carry_log)
-        cm = np.maximum.accumulate(base)
-        out = np.exp(sign * (cm - k * rel))
-    out[~np.isfinite(cm)] = np.nan
-    return out
+        self.job.load(state)
 
 
 def _nanmean(m: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from agent.stages.features import ALT_S, FEATURES, N_FEATURES, SWING_ROWS, Featu
 from agent.trace.model import TraceChunk
 
 # Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
-# step_pos, alternating, unstepped); NaN = no opinion. A stage may have more than one signature (a
+# step_pos, alternating, unstepped, over_start); NaN = no opinion. A stage may have more than one signature (a
 # prototype "<stage>~<variant>"), as real racks show:
 # - idle: at the floor, nothing running.
 # - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
@@ -37,25 +37,32 @@ from agent.trace.model import TraceChunk
 # - checkpoint: every rank copies its shard out (memory busy, SMs idle: copy > 0), where a data
 #   stall or a start-up leaves memory as idle as the SMs; checkpoint~spin: one
 #   rank writes while the others spin in a collective: the writer flag.
+# - over_start: only data_load has an opinion (at its job's start-up power, 0): a data stall
+#   leaves the GPUs as the start-up did, so a row well above it is something else (writing,
+#   spinning), while one at it may still be a checkpoint that copies at idle clocks.
 # - eval: forward passes only, steady below the training level (no swing); the last minute's
 #   alternation is no evidence against it, since an eval starts where training stops.
+# - eval~serve: busy and flat with no sign of training in its job (unstepped): forward passes of
+#   another model, which may draw more than a lighter job trained before it on the same GPUs,
+#   so no opinion on the level.
 # The low stages have no opinion on the alternation: checkpoints every step or two and input
 # stalls alternate with 1–3 s training bursts, and the low side of that is not grad_sync.
 # Utilisation has a wide scale: on its own it tells a spinning rank from a computing one no
 # better than power does, so it only separates signatures that power leaves alike.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
-    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN),
-    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN),
-    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0),
-    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0),
-    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN),
-    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN),
-    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN),
-    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN),
+    "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "data_load": (0.08, 0.50, 0.02, 0.00, 0.0, 0.65, _NAN, _NAN, _NAN, _NAN, 0.00),
+    "forward_backward": (1.00, _NAN, 0.95, _NAN, 0.0, _NAN, _NAN, 1.0, _NAN, 0.0, _NAN),
+    "grad_sync": (0.55, _NAN, 0.75, _NAN, 0.0, _NAN, _NAN, 0.0, 1.0, 0.0, _NAN),
+    "checkpoint": (0.13, 0.70, 0.03, 0.10, 0.0, 0.55, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "eval": (0.70, _NAN, 0.85, _NAN, 0.0, 0.50, 0.0, _NAN, _NAN, _NAN, _NAN),
+    "grad_sync~stall": (0.15, 0.80, 1.00, _NAN, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "checkpoint~spin": (0.15, 0.80, 0.97, _NAN, 1.0, 0.55, _NAN, _NAN, _NAN, _NAN, _NAN),
+    "eval~serve": (_NAN, _NAN, 0.85, _NAN, 0.0, _NAN, 0.0, _NAN, 0.0, 1.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
-PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30])
+PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30, 0.12])
 VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
 FAST_ALTERNATING = frozenset({"forward_backward", "grad_sync"})
@@ -68,10 +75,10 @@ _NO_OPINION_COST = 1.0
 MAX_STAGES = 16  # canonical stages and their variants plus up to 8 custom labels learned from hints
 _PRIOR_WEIGHT_ROWS = 300.0  # labelled rows after which learned means outweigh the priors
 _MIN_LEARN_RATE = 0.002  # EWMA floor so learned levels keep following a drifting job
-STATE_VERSION = 2  # 2: scale-free features relative to the job's own level, signature variants
+STATE_VERSION = 3  # 3: the job's start-up power (over_start); 2: features relative to the job's level
 # Versions an engine state may still hold: they are read as "nothing learned", so the rest of a
 # saved engine (baselines, drift) is not refused for the inferrer's sake.
-_FORMER_VERSIONS = (1,)
+_FORMER_VERSIONS = (1, 2)
 LEARN_BLOCK_ROWS = 512  # all-hinted chunks: contiguous rows per learning sample block …
 LEARN_EVERY_ROWS = 8192  # … one per this many rows, and one of this many at each steady-stage run:
 STEADY_BLOCK_ROWS = 96
@@ -92,7 +99,7 @@ class StageInferrer:
         self,
         dwell_s: float = 5.0,
         margin: float = 8.0,
-        strong_margin: float = 50.0,
+        strong_margin: float = 15.0,
         power_ref_w: float | None = None,
         max_hold_s: float = 30.0,
         gpus: tuple[int, ...] | None = None,
@@ -100,7 +107,11 @@ class StageInferrer:
         """``gpus``: infer from these GPU indices only (one node, one job); None = the whole rack."""
         self.dwell_s = dwell_s
         self.margin = margin  # squared-z distance by which a new stage must win on two rows
-        self.strong_margin = strong_margin  # … or on one row
+        # … or on one row: nearer by 15 is about four prior spreads on one feature (√15), far past
+        # what sample noise moves a row (1–4 % per GPU, a tenth of a spread), while a row that
+        # straddles a change lands between the two levels and wins by less. A step between a
+        # busy and a low stage (a 3-s checkpoint after a step, a stall's end) is followed at once.
+        self.strong_margin = strong_margin
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w, gpus=gpus)
         self._stages: list[str] = list(PRIOR_CENTROIDS)  # prototype slots
         self._mean = np.zeros((MAX_STAGES, N_FEATURES))
@@ -344,7 +355,7 @@ class StageInferrer:
     def _distances(self, feats: np.ndarray) -> np.ndarray:
         """(rows, slots) distance of each row to each prototype slot."""
         mean, scale = self._effective()
-        usable = np.isfinite(mean[:, 0])
+        usable = np.isfinite(mean).any(axis=1)  # a custom slot is usable once it has learned
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
         row_known = np.isfinite(feats)[:, None, :]
         both = row_known & np.isfinite(mean)[None, :, :]

@@ -1,0 +1,171 @@
+"""What the GPUs of one node have shown since their current job started: the job's own evidence.
+
+What it is: the per-job memory the feature extractor places a busy row against. A job starts
+where the GPUs leave their idle floor (contexts come up) and ends when they return to it; within
+a job, a data stall or a checkpoint keeps the contexts up, so power never falls back to idle.
+Over the job it carries whether the job has proven to be training — by a checkpoint (optimiser
+state written out: only training keeps any) — and the highest busy power the job has drawn. Over
+jobs it carries the node's proven training level: the most its GPUs have drawn in jobs that
+showed they train (a clear step alternation or a checkpoint).
+
+Why: a busy, flat row alone cannot tell forward passes from training whose steps are shorter
+than the sample (an 8B GPT on H100s reads flat at 1 s). What tells them apart is the job: a job
+that checkpoints trains, and its flat level is its training level; a job that has shown no sign
+of training is placed against the level this node's GPUs draw when they do train — forward
+passes with no backward pass draw clearly less than that.
+
+What it is not: a classifier, or a job-id tracker (the scheduler's job ids are not in the GPU
+telemetry). Memory is fixed: a handful of carried scalars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.stages.fading import decaying_extreme
+
+# A training level learned from jobs that proved to be training is a property of the GPU model
+# and of what the site trains, like the idle floor: it forgets over a day, not over a job.
+TRAIN_REF_HALFLIFE_S = 86400.0
+# How a node's training jobs look at its sampling rate (visible steps or flat) is a habit of the
+# site's models and sampling: one job that trained flat is remembered for a day, as the floor is.
+HABIT_MEMORY_S = 86400.0
+# A checkpoint is believed on this many consecutive rows (seconds) of its signature: a single
+# row of one GPU lagging or of a counter's rounding is one sample, while the shortest checkpoint
+# written between steps lasts several seconds (3–20 s on frequent-checkpoint runs).
+CKPT_PROOF_ROWS = 3
+# Twice any GPU power reading (features.MAX_GPU_POWER_W is 1500 W) and more: offsets each job's
+# running extreme above the last job's, so that one cumulative maximum serves every job of a chunk.
+_SEGMENT_OFFSET_W = 1.0e4
+
+
+@dataclass
+class JobScope:
+    """Carried per-job and per-node evidence; ``update`` returns it per row of a chunk."""
+
+    _job_start_ts: float = float("-inf")  # the last row at the idle floor
+    _ckpt_ts: float = float("-inf")  # the last row of a believed checkpoint
+    _ckpt_run: int = 0  # consecutive checkpoint-signature rows at the end of the last chunk
+    _job_hi_w: float = float("nan")  # the highest busy power of the current job
+    _start_w: float = float("nan")  # the lowest power of the current job's start-up
+    _train_ref_w: float = float("nan")  # the node's proven training level …
+    _train_ref_ts: float = float("nan")  # … and when it was last taught
+    _step_seen_ts: float = float("-inf")  # the last clear step alternation (any job)
+    _flat_seen_ts: float = float("-inf")  # the last busy row of a job that trained flat
+
+    def update(
+        self,
+        ts: np.ndarray,
+        mean_w: np.ndarray,
+        idle: np.ndarray,
+        busy: np.ndarray,
+        ckpt_like: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per row: job start ts, whether the job has checkpointed, the job's highest busy power,
+        and its start-up power (contexts up, nothing running: the floor of its low stages).
+
+        ``idle``: the row is at the idle floor (no job); ``busy``: the row may teach the job's
+        level (utilisation high); ``ckpt_like``: the row shows a checkpoint's signature.
+        """
+        start = _last_true_ts(ts, idle, self._job_start_ts)
+        run = _run_length(ckpt_like, self._ckpt_run)
+        ckpt = _last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
+        self._job_start_ts, self._ckpt_ts = float(start[-1]), float(ckpt[-1])
+        self._ckpt_run = int(run[-1])
+        seg = np.cumsum(idle)
+        job_hi = _job_extreme(mean_w, busy, seg, self._job_hi_w, upper=True)
+        # the start-up: the job's rows before its first busy one, with nothing running yet
+        start_up = ~idle & ~busy & np.isnan(job_hi)
+        start_w = _job_extreme(mean_w, start_up, seg, self._start_w, upper=False)
+        if job_hi.size:
+            self._job_hi_w, self._start_w = float(job_hi[-1]), float(start_w[-1])
+        return start, ckpt > start, job_hi, start_w
+
+    def train_ref(self, ts: np.ndarray, proven_w: np.ndarray) -> np.ndarray:
+        """The node's proven training level per row: a day-forgetting maximum of ``proven_w``
+        (rows of jobs that showed they train; NaN elsewhere), NaN until one is seen."""
+        carry_w, carry_ts = self._train_ref_w, self._train_ref_ts
+        ref = decaying_extreme(ts, proven_w, carry_w, carry_ts, TRAIN_REF_HALFLIFE_S, upper=True)
+        finite = np.flatnonzero(np.isfinite(ref))
+        if finite.size:
+            self._train_ref_w, self._train_ref_ts = float(ref[finite[-1]]), float(ts[finite[-1]])
+        return ref
+
+    def steps_visible(self, ts: np.ndarray, flat_trainer: np.ndarray, step_ts: np.ndarray) -> np.ndarray:
+        """Per row: this node's training jobs show their steps — a clear forward/backward ↔
+        grad_sync alternation has been seen (``step_ts``: the rows' ts where one shows, else
+        NaN), and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
+        flat = _last_true_ts(ts, flat_trainer, self._flat_seen_ts)
+        with np.errstate(invalid="ignore"):
+            seen = np.fmax(np.maximum.accumulate(np.nan_to_num(step_ts, nan=-np.inf)), self._step_seen_ts)
+        self._flat_seen_ts = float(flat[-1]) if flat.size else self._flat_seen_ts
+        self._step_seen_ts = float(seen[-1]) if seen.size else self._step_seen_ts
+        return np.isfinite(seen) & (ts - flat > HABIT_MEMORY_S)
+
+    def state(self) -> dict[str, float]:
+        return {
+            "job_start_ts": _finite_or_nan(self._job_start_ts),
+            "ckpt_ts": _finite_or_nan(self._ckpt_ts),
+            "ckpt_run": float(self._ckpt_run),
+            "job_hi_w": self._job_hi_w,
+            "start_w": self._start_w,
+            "train_ref_w": self._train_ref_w,
+            "train_ref_ts": self._train_ref_ts,
+            "step_seen_ts": _finite_or_nan(self._step_seen_ts),
+            "flat_seen_ts": _finite_or_nan(self._flat_seen_ts),
+        }
+
+    def load(self, state: dict[str, float]) -> None:
+        """Restore from ``state``; keys missing (a state saved before job scope) start afresh."""
+        start = float(state.get("job_start_ts", float("nan")))
+        ckpt = float(state.get("ckpt_ts", float("nan")))
+        self._job_start_ts = start if np.isfinite(start) else float("-inf")
+        self._ckpt_ts = ckpt if np.isfinite(ckpt) else float("-inf")
+        run = float(state.get("ckpt_run", 0.0))
+        self._ckpt_run = int(run) if np.isfinite(run) and run > 0 else 0
+        self._job_hi_w = float(state.get("job_hi_w", float("nan")))
+        self._start_w = float(state.get("start_w", float("nan")))
+        self._train_ref_w = float(state.get("train_ref_w", float("nan")))
+        self._train_ref_ts = float(state.get("train_ref_ts", float("nan")))
+        step = float(state.get("step_seen_ts", float("nan")))
+        flat = float(state.get("flat_seen_ts", float("nan")))
+        self._step_seen_ts = step if np.isfinite(step) else float("-inf")
+        self._flat_seen_ts = flat if np.isfinite(flat) else float("-inf")
+
+
+def _job_extreme(
+    values: np.ndarray, mask: np.ndarray, seg: np.ndarray, carry: float, upper: bool
+) -> np.ndarray:
+    """Running max (or min) of ``values`` over ``mask`` rows, restarted where ``seg`` (the count
+    of idle rows so far) steps up; ``carry`` continues the job the chunk starts in. NaN before
+    the job's first such row. Each job is offset above the last, so one cumulative max serves."""
+    half = 0.5 * _SEGMENT_OFFSET_W
+    sign = 1.0 if upper else -1.0
+    base = 0.0 if upper else half
+    use = mask & np.isfinite(values)
+    value = np.where(use, base + sign * np.where(use, values, 0.0), 0.0) + seg * _SEGMENT_OFFSET_W
+    first = base + sign * carry if np.isfinite(carry) else 0.0
+    run = np.maximum.accumulate(np.concatenate(([first], value)))[1:] - seg * _SEGMENT_OFFSET_W
+    return np.where(run > 0.0, sign * (run - base), np.nan)
+
+
+def _last_true_ts(ts: np.ndarray, mask: np.ndarray, carry: float) -> np.ndarray:
+    """Per row: the ts of the latest row (this one included) where ``mask`` holds, else ``carry``."""
+    seen = np.where(mask, ts, -np.inf)
+    return np.maximum.accumulate(np.concatenate(([carry], seen)))[1:]
+
+
+def _run_length(mask: np.ndarray, carry: int) -> np.ndarray:
+    """Per row: how many consecutive rows up to it ``mask`` has held (carried across chunks)."""
+    n = mask.size
+    idx = np.arange(1, n + 1)
+    last_false = np.maximum.accumulate(np.where(mask, 0, idx))
+    run = idx - last_false
+    # rows before the chunk's first False continue the carried run
+    return np.where(last_false == 0, run + carry, run)
+
+
+def _finite_or_nan(x: float) -> float:
+    return x if np.isfinite(x) else float("nan")
