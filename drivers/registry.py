@@ -128,13 +128,19 @@ class _GpuRanges:
 def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
     """Each GPU node's rack-wide GPU indices ([[dcgm]], then [[node]]), by the same rule the
     drivers are placed with; refused nodes are left out. The engine counts coverage per node."""
+    return tuple(gpus for _, gpus in gpu_nodes(config))
+
+
+def gpu_nodes(config: DeviceSections) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(node id, rack-wide GPU indices) per GPU node, in ``gpu_node_ranges`` order: the ids stage
+    hints name a node by (``agent.stages``), the GPUs the engine reads that node's stage from."""
     ranges = _GpuRanges()
     out = []
     nodes: list[DcgmSection | NodeSection] = [*config.dcgms, *config.nodes]
     for node in nodes:
         first, refused = ranges.claim(node.id, node.first_gpu, node.gpu_count)
         if not refused:
-            out.append(tuple(range(first, first + node.gpu_count)))
+            out.append((node.id, tuple(range(first, first + node.gpu_count))))
     return tuple(out)
 
 
