@@ -26,6 +26,7 @@ Target (issue 14): per-job stage energy within 2 % of the truth. Dev seeds 0–9
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from dataclasses import replace
@@ -110,14 +111,14 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
         if not node_hints:
             chunk = _blank_stage(chunk)
         cuts = np.searchsorted(chunk.ts, np.arange(chunk.ts[0], chunk.ts[-1] + step_s, step_s))
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        for a, b in itertools.pairwise(cuts.tolist()):
             if b <= a:
                 continue
             if node_hints:
                 clock[0] = float(chunk.ts[b - 1])
                 feed.send(chunk.ts[a:b], clean["node_stage"][a:b], clean["node_job"][a:b])
             t = time.perf_counter()
-            engine.process(chunk.take(slice(int(a), int(b))))
+            engine.process(chunk.take(slice(a, b)))
             t_engine += time.perf_counter() - t
     engine.finish()
     return {"truth": truth, "table": engine.job_energy.table(), "engine_s": t_engine,
@@ -144,10 +145,11 @@ def score(r: dict) -> tuple[float, float]:
             err = 100.0 * (e / t - 1.0)
             worst_cell = max(worst_cell, abs(err))
             print(f"      {stage:<16} truth {t:8.1f}  engine {e:8.1f}  {err:+5.2f} %")
-    other = {j: sum(c["it"] for c in s.values()) for j, s in table.items() if j not in {k for k, _ in truth.by_job_stage}}
+    known = {k for k, _ in truth.by_job_stage}
+    other = {j: sum(c["it"] for c in s.values()) for j, s in table.items() if j not in known}
     if other:
-        print("    other cells (kWh IT): " + ", ".join(f"{'no job' if j == NO_JOB else j} {e:.1f}"
-                                               for j, e in sorted(other.items())))
+        shown = [f"{'no job' if j == NO_JOB else j} {e:.1f}" for j, e in sorted(other.items())]
+        print("    other cells (kWh IT): " + ", ".join(shown))
     return worst_cell, worst_job
 
 
@@ -163,18 +165,21 @@ def main() -> int:
     args = ap.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     how = "node stages inferred from each node's GPUs" if args.no_node_hints else "per-node hints"
-    print(f"8 nodes × 8 GPUs, {args.jobs} jobs{', one node drained' if args.drain else ''}, {args.days:g} days, "
-          f"{how}; seeds {seeds[0]}…{seeds[-1]}")
+    drained = ", one node drained" if args.drain else ""
+    print(f"8 nodes × 8 GPUs, {args.jobs} jobs{drained}, {args.days:g} days, {how}; "
+          f"seeds {seeds[0]}…{seeds[-1]}")
     worst_cell = worst_job = 0.0
     for seed in seeds:
         r = run_seed(seed, args.days, args.jobs, args.drain, args.step, not args.no_node_hints)
         truth: NodeTruth = r["truth"]
         c = r["counters"]
-        print(f"\nseed {seed}: groups {r['info']['scenario'].get('node_groups')}, drains "
-              f"{r['info']['scenario'].get('drains', [])}; rack IT engine {r['rack_it']:.1f} kWh vs node truth "
-              f"{truth.rack_kwh:.1f} ({100 * (r['rack_it'] / truth.rack_kwh - 1):+.2f} %); hints accepted "
-              f"{c['accepted']}, dropped {sum(v for k, v in c.items() if k not in ('accepted', 'commands', 'queries'))}; "
-              f"engine {r['engine_s']:.0f} s")
+        scen = r["info"]["scenario"]
+        dropped = sum(v for k, v in c.items() if k not in ("accepted", "commands", "queries", "expired"))
+        rack_err = 100 * (r["rack_it"] / truth.rack_kwh - 1)
+        print(f"\nseed {seed}: groups {scen.get('node_groups')}, drains {scen.get('drains', [])}; "
+              f"rack IT engine {r['rack_it']:.1f} kWh vs node truth {truth.rack_kwh:.1f} ({rack_err:+.2f} %); "
+              "hints accepted "
+              f"{c['accepted']}, dropped {dropped}; engine {r['engine_s']:.0f} s")
         cell, job = score(r)
         worst_cell, worst_job = max(worst_cell, cell), max(worst_job, job)
     verdict = "meets" if worst_cell <= TARGET_PCT else "MISSES"

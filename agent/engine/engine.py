@@ -29,8 +29,8 @@ from agent.engine.drift import DriftMonitor
 from agent.engine.energy_ledger import EnergyLedger
 from agent.engine.frames import BinBatch, RackInfo, RowBatch
 from agent.engine.job_energy import JobEnergy
-from agent.engine.node_stages import NodeHints
 from agent.engine.model import ResponseModel
+from agent.engine.node_stages import NodeHints
 from agent.engine.rows import RowBinner, Stretch
 from agent.engine.signals import SAMPLE_MEANS, F
 from agent.engine.stage_attribution import stage_powers

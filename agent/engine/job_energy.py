@@ -33,10 +33,10 @@ import numpy as np
 
 from agent.engine.frames import RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
-from agent.engine.node_power import NodePowerModel
+from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F
-from agent.engine.stage_attribution import K_MAX, K_MIN, MIN_KNOWN
+from agent.engine.stage_attribution import MIN_KNOWN
 from agent.trace.model import TraceChunk
 
 # The jobs the engine tracks work rates for (job_rates.CAPACITY) × the 8 stages a job typically
@@ -44,6 +44,7 @@ from agent.trace.model import TraceChunk
 MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
 J_PER_KWH = 3.6e6
+
 
 
 class JobEnergy:
@@ -56,7 +57,8 @@ class JobEnergy:
         self.gap_s = gap_s
         self.cells: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # → [it, cooling, gpu] kWh
         self.evicted_kwh = 0.0
-        self._open: dict[int, dict[tuple[str, str], np.ndarray]] = {}  # bin index → cell → [G W·s, S s]
+        # bin index → (node, cell) → [GPU W·s, node-seconds]
+        self._open: dict[int, dict[tuple[int, tuple[str, str]], np.ndarray]] = {}
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_keys: list[tuple[str, str]] = []
@@ -86,16 +88,16 @@ class JobEnergy:
                     if c not in keys:
                         keys.append(c)
                 pend_codes = np.array([keys.index(c) for c in self._pend_keys])
-            w = np.vstack([self._pend_w[None, :], power[:-1]])
-            c = np.vstack([pend_codes[None, :], codes[:-1]])
+            held_w = np.vstack([self._pend_w[None, :], power[:-1]])
+            held_c = np.vstack([pend_codes[None, :], codes[:-1]])
         else:  # the first row (or the first after a gap) starts an interval, it closes none
-            starts, w, c = ts[:-1], power[:-1], codes[:-1]
+            starts, held_w, held_c = ts[:-1], power[:-1], codes[:-1]
             ts = ts[1:]
         self._pend_ts, self._pend_w = float(chunk.ts[-1]), power[-1].copy()
         self._pend_keys = [keys[int(i)] for i in codes[-1]]
         if not starts.size:
             return
-        self._integrate(starts, ts, w, c, keys, t0)
+        self._integrate(starts, ts, held_w, held_c, keys, t0)
 
     def _node_power(self, chunk: TraceChunk) -> np.ndarray:
         """(rows × nodes) GPU power; NaN where none of the node's GPUs has a reading."""
@@ -122,14 +124,16 @@ class JobEnergy:
         on = np.where(known.any(axis=1)[:, None], known, True)  # nobody reports: every node is on
         g = np.where(known, p, 0.0) * dt[:, None]
         s = on * dt[:, None]
-        n_keys = len(keys)
-        flat = (bins[:, None] - bins.min()) * n_keys + code
+        n_keys, n_nodes = len(keys), p.shape[1]
+        node = np.arange(n_nodes)[None, :]
+        flat = ((bins[:, None] - bins.min()) * n_nodes + node) * n_keys + code
         size = int(flat.max()) + 1
         g_sum = np.bincount(flat.ravel(), weights=g.ravel(), minlength=size)
         s_sum = np.bincount(flat.ravel(), weights=s.ravel(), minlength=size)
         for f in np.flatnonzero(s_sum > 0):
-            b, k = divmod(int(f), n_keys)
-            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault(keys[k], np.zeros(2))
+            bn, k = divmod(int(f), n_keys)
+            b, n = divmod(bn, n_nodes)
+            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(2))
             cell += (g_sum[f], s_sum[f])
 
     # ----------------------------------------------------------------------------- bins
@@ -137,36 +141,48 @@ class JobEnergy:
         """Completed bins (the engine's, time ordered): split each bin's measured energy over the
         cells its rows fell in; accumulators of bins that will never close (a gap) are dropped."""
         for i in range(len(start)):
-            idx = int(round((float(start[i]) - t0) / self.bin_s))
+            idx = round((float(start[i]) - t0) / self.bin_s)
             for stale in [b for b in self._open if b < idx]:
                 del self._open[stale]
             acc = self._open.pop(idx, None)
             if acc:
                 self._split(acc, sums[i])
 
-    def _split(self, acc: dict[tuple[str, str], np.ndarray], row: np.ndarray) -> None:
-        cells = list(acc)
-        g = np.array([acc[c][0] for c in cells])
-        s = np.array([acc[c][1] for c in cells])
+    def _split(self, acc: dict[tuple[int, tuple[str, str]], np.ndarray], row: np.ndarray) -> None:
+        """Split one bin over the nodes by the learned node power model (``node_power``), then
+        within a node over its (job, stage) cells: the PSUs' loss on each cell's GPU energy, each
+        stage's learned non-GPU extra, and the rest of the node's power (fans, which follow the
+        heat over tens of seconds) by time: stages alternating within seconds share the fans."""
+        entries = list(acc)
+        v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds] per (node, cell)
+        node = np.array([n for n, _ in entries])
         it_ws, cool_ws = float(row[F["pdu_ws"]]), float(row[F["cool_ws"]])
         pdu_s, dur = float(row[F["pdu_s"]]), float(row[F["dur_s"]])
         m = self.power
-        k = min(max(m.k, K_MIN), K_MAX)
-        weight = np.maximum(k * g + np.array([m.node_w(stage) for _, stage in cells]) * s, 0.0)
+        node_g = np.bincount(node, weights=v[:, 0])
+        node_s = np.bincount(node, weights=v[:, 1])
+        stage_w = np.array([m.stage_w(stage) for _, (_, stage) in entries])
+        node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
+                                                                      minlength=node_g.size)
+        inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rest = (node_w - np.bincount(node, weights=inner, minlength=node_g.size)) / node_s
+        weight = np.maximum(inner + np.nan_to_num(rest[node]) * v[:, 1], 0.0)
         total = float(weight.sum())
-        frac = weight / total if total > 0 else s / max(float(s.sum()), 1e-9)
+        frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
         if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
             by_stage: dict[str, float] = {}
-            for (_, stage), node_s in zip(cells, s.tolist(), strict=True):
-                by_stage[stage] = by_stage.get(stage, 0.0) + node_s / dur
-            m.learn(m.features(float(g.sum()) / dur, by_stage, self.nodes.n), it_ws / pdu_s, self.nodes.n)
-        for j, cell in enumerate(cells):
+            for (_, (_, stage)), sec in zip(entries, v[:, 1].tolist(), strict=True):
+                by_stage[stage] = by_stage.get(stage, 0.0) + sec / dur
+            x = m.features(node_g / dur, node_s / dur, by_stage, self.nodes.n)
+            m.learn(x, it_ws / pdu_s, self.nodes.n)
+        for j, (_, cell) in enumerate(entries):
             e = self._cell(cell)
             if pdu_s > 0:
                 e[0] += frac[j] * it_ws / J_PER_KWH
             if float(row[F["cool_s"]]) > 0:
                 e[1] += frac[j] * cool_ws / J_PER_KWH
-            e[2] += g[j] / J_PER_KWH
+            e[2] += v[j, 0] / J_PER_KWH
 
     def _cell(self, cell: tuple[str, str]) -> np.ndarray:
         e = self.cells.pop(cell, None)

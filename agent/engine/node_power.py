@@ -1,20 +1,24 @@
-"""``NodePowerModel``: what one powered node draws at the PDU beyond its GPUs, per stage, learned.
+"""``NodePowerModel``: what each powered node of a rack draws at the PDU, learned from the rack's bins.
 
 Why: splitting a bin's measured IT energy over the jobs needs each node's share. A node's AC power
 is its GPU power through the PSUs plus a non-GPU part (CPUs, memory, NICs, storage, fans) that
-depends on the stage: data loading and checkpoints keep CPUs and storage busy while the GPUs idle.
-Splitting that part evenly over the nodes credits a checkpointing job with too little and a
-training one with too much (several % per stage on the twin).
+depends on the stage — data loading and checkpoints keep CPUs and storage busy while the GPUs
+idle. Splitting the non-GPU part evenly credits a checkpointing job with too little and a
+training one with too much.
 
-Model (per bin, mean powers): IT_w = k·G_w + Σ_s (b + d_s)·N_s, with G_w the rack's GPU power,
-N_s the mean number of powered nodes in stage s, k IT watts per GPU watt, b the base per node and
-d_s the stage's own extra. Learned by exponentially weighted least squares (half-life
-``HALFLIFE_H``) with a ridge prior that holds k at the PSUs' typical loss and every d_s at 0 until
-the data tells them apart (nodes of different jobs in different stages, stage mixes changing).
+Model, per bin and node n (mean powers; G_n the node's GPU power, t_n its share of the bin
+powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt
+(PSU loss, kept in [K_MIN, K_MAX] as stage_attribution does), b: the base per powered node, d_s:
+stage s's own non-GPU extra. Only Σ_n P_n is measured (the PDUs), so the coefficients come from
+exponentially weighted least squares over bins (half-life ``HALFLIFE_H``) with a ridge prior that
+holds k at the PSUs' typical loss and every d_s at 0 until the data tells them apart (nodes of
+different jobs in different stages, stage mixes changing). Tried and left out: terms in the
+node's GPU power squared and cubed (PSU I²R loss, fan cube law): from rack-level sums they were
+not identifiable and made the twin's per-job split worse (bench/job_energy.py).
 It only splits what was measured: the split always adds up to the bin's IT energy.
 
-Fixed memory: one (2 + ``MAX_STAGES``)² normal matrix; stages beyond ``MAX_STAGES`` share the last
-column (the engine keeps at most that many stage slots anyway).
+Fixed memory: one (``FIRST_STAGE`` + ``MAX_STAGES``)² normal matrix; stages beyond ``MAX_STAGES``
+share the last column (the engine keeps at most that many stage slots anyway).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
 # PSUs convert at 90–96 % across their load range (docs/DESIGN: 90 % at 10 % load, 96 % at 50 %,
@@ -35,6 +40,7 @@ SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so on
 # Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): k and
 # the stage extras move from their prior after ~6 minutes of bins that tell them apart.
 RIDGE_BINS = 24.0
+FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage
 BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first bin)
 
 
@@ -42,7 +48,7 @@ class NodePowerModel:
     """k (IT per GPU watt) and per-stage non-GPU watts per node, from bins of measured IT power."""
 
     def __init__(self, bin_s: float) -> None:
-        self.n = 2 + MAX_STAGES
+        self.n = FIRST_STAGE + MAX_STAGES
         self.decay = 0.5 ** (bin_s / (HALFLIFE_H * 3600.0))
         self.stages: list[str] = []
         self._a = np.zeros((self.n, self.n))
@@ -51,26 +57,43 @@ class NodePowerModel:
         self._ridge[1] = BASE_RIDGE
         self._prior = np.zeros(self.n)
         self._prior[0] = IT_PER_GPU_W
-        self.theta = self._prior.copy()
+        self.theta: np.ndarray = self._prior.copy()
         self.bins = 0
 
     def column(self, stage: str) -> int:
         """The feature column of a stage label (new labels take the next free one, the last is shared)."""
         if stage in self.stages:
-            return 2 + self.stages.index(stage)
+            return FIRST_STAGE + self.stages.index(stage)
         if len(self.stages) < MAX_STAGES:
             self.stages.append(stage)
-            return 1 + len(self.stages)
+            return FIRST_STAGE - 1 + len(self.stages)
         return self.n - 1
 
-    def features(self, gpu_w: float, nodes_by_stage: dict[str, float], n_nodes: int) -> np.ndarray:
+    def features(self, gpu_w: np.ndarray, on: np.ndarray, nodes_by_stage: dict[str, float],
+                 n_nodes: int) -> np.ndarray:
+        """One bin's features from per-node GPU power (W, mean over the bin) and powered share of
+        the bin; ``nodes_by_stage``: powered nodes in each stage (mean over the bin)."""
         x = np.zeros(self.n)
         per = SCALE_W * max(n_nodes, 1)
-        x[0] = gpu_w / per
+        x[0] = float(gpu_w.sum()) / per
+        x[1] = float(on.sum()) * SCALE_W / per
         for stage, nodes in nodes_by_stage.items():
-            x[1] += nodes * SCALE_W / per
             x[self.column(stage)] += nodes * SCALE_W / per
         return x
+
+    def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
+        """Each node's modelled energy over a bin (J) without its stages' extras: k·G + b·t."""
+        out: np.ndarray = self.k * gpu_ws + float(self.theta[1]) * SCALE_W * on_s
+        return out
+
+    @property
+    def k(self) -> float:
+        """IT watts per GPU watt, within [K_MIN, K_MAX] (PSUs lose, and by a bounded amount)."""
+        return min(max(float(self.theta[0]), K_MIN), K_MAX)
+
+    def stage_w(self, stage: str) -> float:
+        """Stage ``stage``'s learned non-GPU extra per powered node (W)."""
+        return float(self.theta[self.column(stage)]) * SCALE_W
 
     def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
         """One bin: its features and its measured mean IT power."""
@@ -82,29 +105,25 @@ class NodePowerModel:
         self._a += np.outer(x, x)
         self._r += x * y
         self.bins += 1
-        a = self._a + np.diag(self._ridge)
+        self._solve()
+
+    def _solve(self) -> None:
         try:
-            self.theta = np.linalg.solve(a, self._r + self._ridge * self._prior)
+            rhs = self._r + self._ridge * self._prior
+            theta: np.ndarray = np.linalg.solve(self._a + np.diag(self._ridge), rhs)
         except np.linalg.LinAlgError:
-            return
-
-    def node_w(self, stage: str) -> float:
-        """The learned non-GPU power of one powered node in ``stage`` (W, ≥ 0)."""
-        col = self.column(stage)
-        return max(float(self.theta[1] + self.theta[col]), 0.0) * SCALE_W
-
-    @property
-    def k(self) -> float:
-        return float(self.theta[0])
+            return  # keeps the last solution (the ridge makes this all but impossible)
+        self.theta = theta
 
     def state(self) -> dict[str, Any]:
         return {"stages": list(self.stages), "a": self._a.tolist(), "r": self._r.tolist(), "bins": self.bins}
 
     def load(self, state: dict[str, Any]) -> None:
         a, r = np.asarray(state["a"], dtype=float), np.asarray(state["r"], dtype=float)
-        if a.shape != (self.n, self.n) or r.shape != (self.n,) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
+        finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(r)))
+        if a.shape != (self.n, self.n) or r.shape != (self.n,) or not finite:
             raise ValueError(f"node power model: expected finite {self.n}×{self.n} arrays")
         self.stages = [str(s) for s in state.get("stages", [])][:MAX_STAGES]
         self._a[...], self._r[...] = a, r
         self.bins = int(state.get("bins", 0))
-        self.theta = np.linalg.solve(self._a + np.diag(self._ridge), self._r + self._ridge * self._prior)
+        self._solve()

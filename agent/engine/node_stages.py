@@ -76,6 +76,9 @@ class NodeStages:
             else:
                 hint = np.asarray(rack_hints, dtype=object)
                 job[:, k] = job_col
+            if rows and (hint != "").all():  # hinted throughout: nothing to infer (the rack's own
+                stage[:, k] = hint           # inferrer learns from the hints; 8 more would double the cost)
+                continue
             sub = TraceChunk(ts=chunk.ts, numeric={c: chunk.numeric[c] for c in columns[k]}, stage=hint,
                              job=job[:, k], first_line=chunk.first_line)
             labelled, _ = self.inferrers[k].infer_chunk(sub, hint)
@@ -87,7 +90,8 @@ class NodeStages:
         key = tuple(chunk.numeric)
         cached = self._columns.get(key)
         if cached is None:
-            cached = [[c for c in key if not c.startswith("gpu.") or _gpu_index(c) in gpus] for gpus in self.gpus]
+            cached = [[c for c in key if not c.startswith("gpu.") or _gpu_index(c) in gpus]
+                      for gpus in self.gpus]
             self._columns = {key: cached}  # one column set at a time: a trace keeps its columns
         return cached
 

@@ -151,8 +151,9 @@ def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
     ts = _timestamp(obj.get("ts"), now)
     node = obj.get("node")
     if node is not None and (not isinstance(node, str) or not NODE_RE.match(node)):
-        raise HintError("bad_value", f"node: expected a node id of 1–{MAX_ID_BYTES} characters [a-z0-9_], got "
-                                     f"{str(node)[:40]!r}")
+        shown = str(node)[:40]
+        raise HintError("bad_value", f"node: expected a node id of 1–{MAX_ID_BYTES} characters [a-z0-9_], "
+                                     f"got {shown!r}")
     return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=work_rate, node=node)
 
 

@@ -123,6 +123,16 @@ class NodeTimelines:
     def expired(self) -> int:
         return self.rack.expired
 
+    def for_nodes(self, nodes: Iterable[str]) -> NodeTimelines:
+        """After a reload: the same rack timeline and the rings of nodes still listed; new nodes
+        start empty, nodes no longer listed are dropped (their hints would now be refused)."""
+        out = NodeTimelines(self.rack, nodes)
+        for node in out.nodes:
+            if node in self.nodes:
+                out.nodes[node] = self.nodes[node]
+        out.set_ttl(self.rack.ttl_s)
+        return out
+
     def knows(self, node: str) -> bool:
         return node in self.nodes
 
