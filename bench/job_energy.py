@@ -56,8 +56,9 @@ TARGET_PCT = 2.0
 class NodeHintFeed:
     """Turns the twin's per-node stage truth into hint datagrams, node by node, as jobs send them."""
 
-    def __init__(self, ids: list[str], job_ids: list[str], intake: HintIntake, ttl_s: float) -> None:
-        self.ids, self.job_ids, self.intake = ids, [*job_ids, ""], intake
+    def __init__(self, ids: list[str], job_ids: list[str], intake: HintIntake, ttl_s: float,
+                 clock: list[float]) -> None:
+        self.ids, self.job_ids, self.intake, self.clock = ids, [*job_ids, ""], intake, clock
         self.repeat_s = ttl_s / 2.0
         self.last: list[tuple[int, int, float]] = [(-2, -2, -np.inf)] * len(ids)  # stage, job, sent at
 
@@ -80,6 +81,7 @@ class NodeHintFeed:
                 if s_col[i] < 0:
                     continue  # a powered-down node sends nothing; its hints expire
                 job_id = self.job_ids[j_col[i]] or None
+                self.clock[0] = float(ts[i])  # sent as the stage begins: the rate limit sees real time
                 self.intake.receive(encode_hint(STAGES[s_col[i]], job=job_id, ts=float(ts[i]), node=node),
                                     "udp", node)
             last = int(max(rows)) if rows else -1
@@ -95,13 +97,18 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
     info = scenario_truth(sc)
     meta = trace_meta(sc)
     ids = [f"n{i}" for i in range(len(info["node_gpus"]))]
-    rack = replace(rack_info(meta), node_gpus=tuple(tuple(g) for g in info["node_gpus"]), node_ids=tuple(ids))
+    node = sc.rack.node
+    # what a rack's [[pdu]] max_power_w says: the PSUs on one feed at their rating (the 30 kW default
+    # is below an 8-node feed at full load, whose readings would be rejected as out of range)
+    feed_max_w = sc.rack.nodes * node.psu_count * node.psu_rating_w / len(sc.rack.pdu_ids)
+    rack = replace(rack_info(meta), node_gpus=tuple(tuple(g) for g in info["node_gpus"]), node_ids=tuple(ids),
+                   default_pdu_max_w=feed_max_w)
     engine = Engine(EngineSection(), rack, site=meta.site, rack_name=meta.rack)
     timeline = StageTimeline()
     nodes = NodeTimelines(timeline, ids)
     clock = [0.0]
     intake = HintIntake(timeline, clock=lambda: clock[0], nodes=nodes)
-    feed = NodeHintFeed(ids, [j["id"] for j in info["jobs"]], intake, timeline.ttl_s)
+    feed = NodeHintFeed(ids, [j["id"] for j in info["jobs"]], intake, timeline.ttl_s, clock)
     if node_hints:
         engine.node_hints = nodes.labels_at
     truth = NodeTruth([j["id"] for j in info["jobs"]])
@@ -115,7 +122,6 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
             if b <= a:
                 continue
             if node_hints:
-                clock[0] = float(chunk.ts[b - 1])
                 feed.send(chunk.ts[a:b], clean["node_stage"][a:b], clean["node_job"][a:b])
             t = time.perf_counter()
             engine.process(chunk.take(slice(a, b)))
@@ -177,7 +183,8 @@ def main() -> int:
         dropped = sum(v for k, v in c.items() if k not in ("accepted", "commands", "queries", "expired"))
         rack_err = 100 * (r["rack_it"] / truth.rack_kwh - 1)
         print(f"\nseed {seed}: groups {scen.get('node_groups')}, drains {scen.get('drains', [])}; "
-              f"rack IT engine {r['rack_it']:.1f} kWh vs node truth {truth.rack_kwh:.1f} ({rack_err:+.2f} %); "
+              f"rack IT engine {r['rack_it']:.1f} kWh vs node truth {truth.rack_kwh:.1f} "
+              f"({rack_err:+.2f} %); "
               "hints accepted "
               f"{c['accepted']}, dropped {dropped}; engine {r['engine_s']:.0f} s")
         cell, job = score(r)

@@ -174,8 +174,8 @@ class JobEnergy:
             by_stage: dict[str, float] = {}
             for (_, (_, stage)), sec in zip(entries, v[:, 1].tolist(), strict=True):
                 by_stage[stage] = by_stage.get(stage, 0.0) + sec / dur
-            x = m.features(node_g / dur, node_s / dur, by_stage, self.nodes.n)
-            m.learn(x, it_ws / pdu_s, self.nodes.n)
+            x = m.features(node_s / dur, by_stage, self.nodes.n)
+            m.learn(x, it_ws / pdu_s, float(node_g.sum()) / dur, self.nodes.n)
         for j, (_, cell) in enumerate(entries):
             e = self._cell(cell)
             if pdu_s > 0:

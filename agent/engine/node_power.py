@@ -7,14 +7,16 @@ idle. Splitting the non-GPU part evenly credits a checkpointing job with too lit
 training one with too much.
 
 Model, per bin and node n (mean powers; G_n the node's GPU power, t_n its share of the bin
-powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt
-(PSU loss, kept in [K_MIN, K_MAX] as stage_attribution does), b: the base per powered node, d_s:
-stage s's own non-GPU extra. Only Σ_n P_n is measured (the PDUs), so the coefficients come from
-exponentially weighted least squares over bins (half-life ``HALFLIFE_H``) with a ridge prior that
-holds k at the PSUs' typical loss and every d_s at 0 until the data tells them apart (nodes of
-different jobs in different stages, stage mixes changing). Tried and left out: terms in the
-node's GPU power squared and cubed (PSU I²R loss, fan cube law): from rack-level sums they were
-not identifiable and made the twin's per-job split worse (bench/job_energy.py).
+powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt, the
+PSUs' typical loss (``IT_PER_GPU_W``, not learned: a stage's GPU power is nearly constant, so k
+and that stage's extra cannot be told apart from the PDUs — a learned k traded against d_s and
+mis-split); b: the base per powered node; d_s: stage s's own non-GPU extra (fans included: they
+follow the stage's heat). Only Σ_n P_n is measured (the PDUs), so b and d_s come from
+exponentially weighted least squares over bins (half-life ``HALFLIFE_H``) of the residual
+IT − k·ΣG, with a ridge prior that holds every d_s at 0 until the data tells the stages apart
+(nodes of different jobs in different stages, stage mixes changing). Tried and left out: a
+learned k, and terms in the node's GPU power squared and cubed (PSU I²R loss, fan cube law): from
+rack-level sums they were not identifiable and made the twin's per-job split worse.
 It only splits what was measured: the split always adds up to the bin's IT energy.
 
 Fixed memory: one (``FIRST_STAGE`` + ``MAX_STAGES``)² normal matrix; stages beyond ``MAX_STAGES``
@@ -28,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
 # PSUs convert at 90–96 % across their load range (docs/DESIGN: 90 % at 10 % load, 96 % at 50 %,
@@ -37,15 +38,15 @@ IT_PER_GPU_W = 1.0 / 0.93
 MAX_STAGES = N_SLOTS  # the engine's own bound on distinct stages
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
-# Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): k and
-# the stage extras move from their prior after ~6 minutes of bins that tell them apart.
-RIDGE_BINS = 24.0
-FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage
+# Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): the
+# stage extras move from their prior after a minute of bins that tell them apart (4 bins of 15 s).
+RIDGE_BINS = 4.0
+FIRST_STAGE = 1  # columns: b (powered nodes), then one per stage
 BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first bin)
 
 
 class NodePowerModel:
-    """k (IT per GPU watt) and per-stage non-GPU watts per node, from bins of measured IT power."""
+    """Non-GPU watts of a powered node (base and per stage), from bins of measured IT power."""
 
     def __init__(self, bin_s: float) -> None:
         self.n = FIRST_STAGE + MAX_STAGES
@@ -54,9 +55,8 @@ class NodePowerModel:
         self._a = np.zeros((self.n, self.n))
         self._r = np.zeros(self.n)
         self._ridge = np.full(self.n, RIDGE_BINS)
-        self._ridge[1] = BASE_RIDGE
+        self._ridge[0] = BASE_RIDGE
         self._prior = np.zeros(self.n)
-        self._prior[0] = IT_PER_GPU_W
         self.theta: np.ndarray = self._prior.copy()
         self.bins = 0
 
@@ -69,37 +69,30 @@ class NodePowerModel:
             return FIRST_STAGE - 1 + len(self.stages)
         return self.n - 1
 
-    def features(self, gpu_w: np.ndarray, on: np.ndarray, nodes_by_stage: dict[str, float],
-                 n_nodes: int) -> np.ndarray:
-        """One bin's features from per-node GPU power (W, mean over the bin) and powered share of
-        the bin; ``nodes_by_stage``: powered nodes in each stage (mean over the bin)."""
+    def features(self, on: np.ndarray, nodes_by_stage: dict[str, float], n_nodes: int) -> np.ndarray:
+        """One bin's features: each node's powered share of the bin (``on``) and the powered nodes
+        in each stage (``nodes_by_stage``, means over the bin)."""
         x = np.zeros(self.n)
         per = SCALE_W * max(n_nodes, 1)
-        x[0] = float(gpu_w.sum()) / per
-        x[1] = float(on.sum()) * SCALE_W / per
+        x[0] = float(on.sum()) * SCALE_W / per
         for stage, nodes in nodes_by_stage.items():
             x[self.column(stage)] += nodes * SCALE_W / per
         return x
 
     def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
         """Each node's modelled energy over a bin (J) without its stages' extras: k·G + b·t."""
-        out: np.ndarray = self.k * gpu_ws + float(self.theta[1]) * SCALE_W * on_s
+        out: np.ndarray = IT_PER_GPU_W * gpu_ws + float(self.theta[0]) * SCALE_W * on_s
         return out
-
-    @property
-    def k(self) -> float:
-        """IT watts per GPU watt, within [K_MIN, K_MAX] (PSUs lose, and by a bounded amount)."""
-        return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
     def stage_w(self, stage: str) -> float:
         """Stage ``stage``'s learned non-GPU extra per powered node (W)."""
         return float(self.theta[self.column(stage)]) * SCALE_W
 
-    def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
-        """One bin: its features and its measured mean IT power."""
-        if not math.isfinite(it_w) or not np.all(np.isfinite(x)):
+    def learn(self, x: np.ndarray, it_w: float, gpu_w: float, n_nodes: int) -> None:
+        """One bin: its features, its measured mean IT power and its GPU power (W)."""
+        if not (math.isfinite(it_w) and math.isfinite(gpu_w)) or not np.all(np.isfinite(x)):
             return
-        y = it_w / (SCALE_W * max(n_nodes, 1))
+        y = (it_w - IT_PER_GPU_W * gpu_w) / (SCALE_W * max(n_nodes, 1))
         self._a *= self.decay
         self._r *= self.decay
         self._a += np.outer(x, x)
