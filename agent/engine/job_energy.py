@@ -4,7 +4,7 @@ Why: on a rack whose nodes run different jobs, "energy by stage" mixes the jobs;
 what *its* job's checkpoints cost. The rack's meters (PDUs, cooling unit) see the whole rack, so
 the energy of each bin (``Engine.bin_s``, ≈ 15 s) is split over the (job, stage) each node was in.
 
-How, per bin (docs/engine.md, "Energy per job"):
+How, per bin (docs/stage-hints.md, "Several jobs on one rack"):
 - per node and row: its stage and job (``node_stages.NodeStages``) and its GPU power (the sum of
   its own ``gpu.<i>.power_w``; a missing GPU is scaled from the node's known ones, as the engine's
   GPU total does). A node with no GPU reading is off (drained, powered down) while other nodes
