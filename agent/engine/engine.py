@@ -82,7 +82,7 @@ class Engine:
         self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
         # energy per job and stage, node by node (job_energy.py); node_hints: each node's own stage
         # hints (the live loop sets it to its NodeTimelines.labels_at; None: rack-wide hints only)
-        self.job_energy = JobEnergy(self.rack, self.bin_s, gap_s=GAP_WINDOWS * window_s)
+        self.job_energy = JobEnergy(self.rack, self.bin_s, self.slots, gap_s=GAP_WINDOWS * window_s)
         self.node_hints: NodeHints | None = None
         self.rewarms = 0  # times the model was forgotten after a gap longer than max_state_age_h
         self._start_learning()
@@ -208,6 +208,7 @@ class Engine:
         for i in self.slots.evicted:
             self.baselines.reset_slot(i)
             self.energy_kwh[i] = 0.0
+            self.job_energy.power.reset_slot(i)
         self.slots.evicted.clear()
         return slots, inferred, hinted
 

@@ -37,6 +37,7 @@ from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F
 from agent.engine.stage_attribution import MIN_KNOWN
+from agent.engine.stage_slots import StageSlots
 from agent.trace.model import TraceChunk
 
 # The jobs the engine tracks work rates for (job_rates.CAPACITY) × the 8 stages a job typically
@@ -50,8 +51,9 @@ J_PER_KWH = 3.6e6
 class JobEnergy:
     """Per (job, stage): IT, cooling and GPU energy (kWh) since the engine started, node-wise split."""
 
-    def __init__(self, rack: RackInfo, bin_s: float, gap_s: float = math.inf) -> None:
+    def __init__(self, rack: RackInfo, bin_s: float, slots: StageSlots, gap_s: float = math.inf) -> None:
         self.nodes = NodeStages(rack)
+        self.slots = slots  # the engine's stage-slot table: the node power model's stages are its slots
         self.power = NodePowerModel(bin_s)
         self.bin_s = float(bin_s)
         self.gap_s = gap_s
@@ -146,9 +148,9 @@ class JobEnergy:
                 del self._open[stale]
             acc = self._open.pop(idx, None)
             if acc:
-                self._split(acc, sums[i])
+                self._split(acc, sums[i], float(start[i]))
 
-    def _split(self, acc: dict[tuple[int, tuple[str, str]], np.ndarray], row: np.ndarray) -> None:
+    def _split(self, acc: dict[tuple[int, tuple[str, str]], np.ndarray], row: np.ndarray, ts: float) -> None:
         """Split one bin over the nodes by the learned node power model (``node_power``), then
         within a node over its (job, stage) cells: the PSUs' loss on each cell's GPU energy, each
         stage's learned non-GPU extra, and the rest of the node's power (fans, which follow the
@@ -161,7 +163,8 @@ class JobEnergy:
         m = self.power
         node_g = np.bincount(node, weights=v[:, 0])
         node_s = np.bincount(node, weights=v[:, 1])
-        stage_w = np.array([m.stage_w(stage) for _, (_, stage) in entries])
+        slot = [self.slots.slot(stage, ts) for _, (_, stage) in entries]
+        stage_w = np.array([m.stage_w(i) for i in slot])
         node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
                                                                       minlength=node_g.size)
         inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]
@@ -171,10 +174,10 @@ class JobEnergy:
         total = float(weight.sum())
         frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
         if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
-            by_stage: dict[str, float] = {}
-            for (_, (_, stage)), sec in zip(entries, v[:, 1].tolist(), strict=True):
-                by_stage[stage] = by_stage.get(stage, 0.0) + sec / dur
-            x = m.features(node_s / dur, by_stage, self.nodes.n)
+            by_slot: dict[int, float] = {}
+            for i, sec in zip(slot, v[:, 1].tolist(), strict=True):
+                by_slot[i] = by_slot.get(i, 0.0) + sec / dur
+            x = m.features(node_s / dur, by_slot, self.nodes.n)
             m.learn(x, it_ws / pdu_s, float(node_g.sum()) / dur, self.nodes.n)
         for j, (_, cell) in enumerate(entries):
             e = self._cell(cell)

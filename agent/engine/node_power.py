@@ -19,8 +19,10 @@ learned k, and terms in the node's GPU power squared and cubed (PSU I²R loss, f
 rack-level sums they were not identifiable and made the twin's per-job split worse.
 It only splits what was measured: the split always adds up to the bin's IT energy.
 
-Fixed memory: one (``FIRST_STAGE`` + ``MAX_STAGES``)² normal matrix; stages beyond ``MAX_STAGES``
-share the last column (the engine keeps at most that many stage slots anyway).
+Stages are the engine's stage slots (``stage_slots.StageSlots``, the one table of stage labels):
+one column per slot, reset with the slot when the table evicts its label.
+
+Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS``)² normal matrix.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from agent.engine.stage_slots import N_SLOTS
 # PSUs convert at 90–96 % across their load range (docs/DESIGN: 90 % at 10 % load, 96 % at 50 %,
 # 91 % at 100 %): a GPU watt costs 1/0.93 ≈ 1.075 W at the PDU, the middle of that range.
 IT_PER_GPU_W = 1.0 / 0.93
-MAX_STAGES = N_SLOTS  # the engine's own bound on distinct stages
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
 # Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): the
@@ -49,9 +50,8 @@ class NodePowerModel:
     """Non-GPU watts of a powered node (base and per stage), from bins of measured IT power."""
 
     def __init__(self, bin_s: float) -> None:
-        self.n = FIRST_STAGE + MAX_STAGES
+        self.n = FIRST_STAGE + N_SLOTS
         self.decay = 0.5 ** (bin_s / (HALFLIFE_H * 3600.0))
-        self.stages: list[str] = []
         self._a = np.zeros((self.n, self.n))
         self._r = np.zeros(self.n)
         self._ridge = np.full(self.n, RIDGE_BINS)
@@ -60,23 +60,22 @@ class NodePowerModel:
         self.theta: np.ndarray = self._prior.copy()
         self.bins = 0
 
-    def column(self, stage: str) -> int:
-        """The feature column of a stage label (new labels take the next free one, the last is shared)."""
-        if stage in self.stages:
-            return FIRST_STAGE + self.stages.index(stage)
-        if len(self.stages) < MAX_STAGES:
-            self.stages.append(stage)
-            return FIRST_STAGE - 1 + len(self.stages)
-        return self.n - 1
+    def reset_slot(self, slot: int) -> None:
+        """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
+        col = FIRST_STAGE + slot
+        self._a[col, :] = 0.0
+        self._a[:, col] = 0.0
+        self._r[col] = 0.0
+        self._solve()
 
-    def features(self, on: np.ndarray, nodes_by_stage: dict[str, float], n_nodes: int) -> np.ndarray:
+    def features(self, on: np.ndarray, nodes_by_slot: dict[int, float], n_nodes: int) -> np.ndarray:
         """One bin's features: each node's powered share of the bin (``on``) and the powered nodes
-        in each stage (``nodes_by_stage``, means over the bin)."""
+        in each stage slot (``nodes_by_slot``, means over the bin)."""
         x = np.zeros(self.n)
         per = SCALE_W * max(n_nodes, 1)
         x[0] = float(on.sum()) * SCALE_W / per
-        for stage, nodes in nodes_by_stage.items():
-            x[self.column(stage)] += nodes * SCALE_W / per
+        for slot, nodes in nodes_by_slot.items():
+            x[FIRST_STAGE + slot] += nodes * SCALE_W / per
         return x
 
     def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
@@ -84,9 +83,9 @@ class NodePowerModel:
         out: np.ndarray = IT_PER_GPU_W * gpu_ws + float(self.theta[0]) * SCALE_W * on_s
         return out
 
-    def stage_w(self, stage: str) -> float:
-        """Stage ``stage``'s learned non-GPU extra per powered node (W)."""
-        return float(self.theta[self.column(stage)]) * SCALE_W
+    def stage_w(self, slot: int) -> float:
+        """The learned non-GPU extra of a powered node in stage slot ``slot`` (W)."""
+        return float(self.theta[FIRST_STAGE + slot]) * SCALE_W
 
     def learn(self, x: np.ndarray, it_w: float, gpu_w: float, n_nodes: int) -> None:
         """One bin: its features, its measured mean IT power and its GPU power (W)."""
@@ -109,14 +108,13 @@ class NodePowerModel:
         self.theta = theta
 
     def state(self) -> dict[str, Any]:
-        return {"stages": list(self.stages), "a": self._a.tolist(), "r": self._r.tolist(), "bins": self.bins}
+        return {"a": self._a.tolist(), "r": self._r.tolist(), "bins": self.bins}
 
     def load(self, state: dict[str, Any]) -> None:
         a, r = np.asarray(state["a"], dtype=float), np.asarray(state["r"], dtype=float)
         finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(r)))
         if a.shape != (self.n, self.n) or r.shape != (self.n,) or not finite:
             raise ValueError(f"node power model: expected finite {self.n}×{self.n} arrays")
-        self.stages = [str(s) for s in state.get("stages", [])][:MAX_STAGES]
         self._a[...], self._r[...] = a, r
         self.bins = int(state.get("bins", 0))
         self._solve()
