@@ -177,8 +177,8 @@ class JobEnergy:
             by_slot: dict[int, float] = {}
             for i, sec in zip(slot, v[:, 1].tolist(), strict=True):
                 by_slot[i] = by_slot.get(i, 0.0) + sec / dur
-            x = m.features(node_s / dur, by_slot, self.nodes.n)
-            m.learn(x, it_ws / pdu_s, float(node_g.sum()) / dur, self.nodes.n)
+            x = m.features(float(node_g.sum()) / dur, node_s / dur, by_slot, self.nodes.n)
+            m.learn(x, it_ws / pdu_s, self.nodes.n)
         for j, (_, cell) in enumerate(entries):
             e = self._cell(cell)
             if pdu_s > 0:

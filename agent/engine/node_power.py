@@ -7,16 +7,16 @@ idle. Splitting the non-GPU part evenly credits a checkpointing job with too lit
 training one with too much.
 
 Model, per bin and node n (mean powers; G_n the node's GPU power, t_n its share of the bin
-powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt, the
-PSUs' typical loss (``IT_PER_GPU_W``, not learned: a stage's GPU power is nearly constant, so k
-and that stage's extra cannot be told apart from the PDUs — a learned k traded against d_s and
-mis-split); b: the base per powered node; d_s: stage s's own non-GPU extra (fans included: they
-follow the stage's heat). Only Σ_n P_n is measured (the PDUs), so b and d_s come from
-exponentially weighted least squares over bins (half-life ``HALFLIFE_H``) of the residual
-IT − k·ΣG, with a ridge prior that holds every d_s at 0 until the data tells the stages apart
-(nodes of different jobs in different stages, stage mixes changing). Tried and left out: a
-learned k, and terms in the node's GPU power squared and cubed (PSU I²R loss, fan cube law): from
-rack-level sums they were not identifiable and made the twin's per-job split worse.
+powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt
+(the PSUs' loss plus the server fans that speed up with the GPU heat), kept in [K_MIN, K_MAX] as
+stage_attribution does; b: the base per powered node; d_s: stage s's own non-GPU extra. Only
+Σ_n P_n is measured (the PDUs), so k, b and d_s come from exponentially weighted least squares
+over bins (half-life ``HALFLIFE_H``) with a ridge prior that holds k at the PSUs' typical loss
+and every d_s at 0 until the data tells them apart (nodes of different jobs in different stages,
+stage mixes changing). A stage whose GPU power hardly varies leaves k and its d_s partly
+interchangeable; the split of a node's total is what the bench scores. Tried and left out: terms
+in the node's GPU power squared and cubed (PSU I²R loss, fan cube law): from rack-level sums they
+were not identifiable and made the twin's per-job split worse (bench/job_energy.py).
 It only splits what was measured: the split always adds up to the bin's IT energy.
 
 Stages are the engine's stage slots (``stage_slots.StageSlots``, the one table of stage labels):
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
 # PSUs convert at 90–96 % across their load range (docs/DESIGN: 90 % at 10 % load, 96 % at 50 %,
@@ -42,12 +43,12 @@ SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so on
 # Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): the
 # stage extras move from their prior after a minute of bins that tell them apart (4 bins of 15 s).
 RIDGE_BINS = 4.0
-FIRST_STAGE = 1  # columns: b (powered nodes), then one per stage
+FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage
 BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first bin)
 
 
 class NodePowerModel:
-    """Non-GPU watts of a powered node (base and per stage), from bins of measured IT power."""
+    """IT watts per GPU watt and non-GPU watts of a powered node (base, per stage), learned."""
 
     def __init__(self, bin_s: float) -> None:
         self.n = FIRST_STAGE + N_SLOTS
@@ -55,8 +56,9 @@ class NodePowerModel:
         self._a = np.zeros((self.n, self.n))
         self._r = np.zeros(self.n)
         self._ridge = np.full(self.n, RIDGE_BINS)
-        self._ridge[0] = BASE_RIDGE
+        self._ridge[1] = BASE_RIDGE
         self._prior = np.zeros(self.n)
+        self._prior[0] = IT_PER_GPU_W
         self.theta: np.ndarray = self._prior.copy()
         self.bins = 0
 
@@ -68,30 +70,38 @@ class NodePowerModel:
         self._r[col] = 0.0
         self._solve()
 
-    def features(self, on: np.ndarray, nodes_by_slot: dict[int, float], n_nodes: int) -> np.ndarray:
-        """One bin's features: each node's powered share of the bin (``on``) and the powered nodes
-        in each stage slot (``nodes_by_slot``, means over the bin)."""
+    def features(
+        self, gpu_w: float, on: np.ndarray, nodes_by_slot: dict[int, float], n_nodes: int
+    ) -> np.ndarray:
+        """One bin's features: the rack's GPU power (W), each node's powered share of the bin
+        (``on``) and the powered nodes in each stage slot (``nodes_by_slot``, means over the bin)."""
         x = np.zeros(self.n)
         per = SCALE_W * max(n_nodes, 1)
-        x[0] = float(on.sum()) * SCALE_W / per
+        x[0] = gpu_w / per
+        x[1] = float(on.sum()) * SCALE_W / per
         for slot, nodes in nodes_by_slot.items():
             x[FIRST_STAGE + slot] += nodes * SCALE_W / per
         return x
 
     def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
         """Each node's modelled energy over a bin (J) without its stages' extras: k·G + b·t."""
-        out: np.ndarray = IT_PER_GPU_W * gpu_ws + float(self.theta[0]) * SCALE_W * on_s
+        out: np.ndarray = self.k * gpu_ws + float(self.theta[1]) * SCALE_W * on_s
         return out
+
+    @property
+    def k(self) -> float:
+        """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
+        return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
     def stage_w(self, slot: int) -> float:
         """The learned non-GPU extra of a powered node in stage slot ``slot`` (W)."""
         return float(self.theta[FIRST_STAGE + slot]) * SCALE_W
 
-    def learn(self, x: np.ndarray, it_w: float, gpu_w: float, n_nodes: int) -> None:
-        """One bin: its features, its measured mean IT power and its GPU power (W)."""
-        if not (math.isfinite(it_w) and math.isfinite(gpu_w)) or not np.all(np.isfinite(x)):
+    def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
+        """One bin: its features and its measured mean IT power (W)."""
+        if not math.isfinite(it_w) or not np.all(np.isfinite(x)):
             return
-        y = (it_w - IT_PER_GPU_W * gpu_w) / (SCALE_W * max(n_nodes, 1))
+        y = it_w / (SCALE_W * max(n_nodes, 1))
         self._a *= self.decay
         self._r *= self.decay
         self._a += np.outer(x, x)
