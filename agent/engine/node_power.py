@@ -40,9 +40,12 @@ from agent.engine.stage_slots import N_SLOTS
 IT_PER_GPU_W = 1.0 / 0.93
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
-# Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units): the
-# stage extras move from their prior after a minute of bins that tell them apart (4 bins of 15 s).
-RIDGE_BINS = 4.0
+# Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units). A
+# stage's column is its share of the nodes, 0.1–0.5 per bin, so 24 is half an hour to an hour of
+# bins in which that stage ran: stages that always alternate together (forward/backward and
+# grad_sync) stay near the prior instead of trading watts between them (bench/job_energy.py: a
+# prior of 4 bins doubled the twin's worst stage error).
+RIDGE_BINS = 24.0
 FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage
 BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first bin)
 

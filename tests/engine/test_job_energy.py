@@ -51,7 +51,10 @@ def _rack(drain: tuple[int, int] | None = None, seed: int = 0) -> tuple[list[Tra
     gpu = np.zeros((n, 4))
     ac = np.zeros((n, 2))
     for k in range(2):
-        level = np.array([GPU_W[s] for s in stages[:, k]])
+        # each job's own model size, and a slow swing (sequence lengths, power capping): GPU power
+        # within a stage is not a constant, as on real racks
+        swing = (1.0 - 0.25 * k) * (1 + 0.1 * np.sin(2 * np.pi * np.arange(n) / (3000 + 1700 * k)))
+        level = np.array([GPU_W[s] for s in stages[:, k]]) * swing
         for g in range(2):
             gpu[:, 2 * k + g] = np.where(on[:, k], level * (1 + 0.02 * rng.standard_normal(n)), np.nan)
         extra = np.array([EXTRA_W[s] for s in stages[:, k]])
@@ -112,10 +115,12 @@ def test_each_jobs_stage_energy_matches_what_its_nodes_drew() -> None:
     for job in ("a", "b"):
         total = sum(v for (j, _), v in truth.items() if j == job)
         got = sum(c["it"] for c in table[job].values())
-        assert got == pytest.approx(total, rel=0.02), job
+        # within 3 % after 4 h (the ridge prior holds the extras of stages seen for minutes near 0
+        # in the first hour); bench/job_energy.py prints the figures on the full twin
+        assert got == pytest.approx(total, rel=0.03), job
         for (j, stage), t in truth.items():
             if j == job:
-                assert table[job][stage]["it"] == pytest.approx(t, rel=0.04), (job, stage)
+                assert table[job][stage]["it"] == pytest.approx(t, rel=0.06), (job, stage)
     # the split adds up to what the engine accounted for the rack (nothing lost, nothing made up)
     it = sum(c["it"] for s in table.values() for c in s.values())
     cooling = sum(c["cooling"] for s in table.values() for c in s.values())
@@ -127,15 +132,18 @@ def test_each_jobs_stage_energy_matches_what_its_nodes_drew() -> None:
     assert extra_w > 300  # truth: 550 W
 
 
-def test_splitting_evenly_per_node_would_miss_the_checkpointing_job() -> None:
+def test_splitting_evenly_per_node_would_miss_the_data_loading_job() -> None:
     """The reference the learned split beats: every powered node the same non-GPU power."""
     chunks, truth, stages = _rack()
-    engine = _engine(RACK, stages)
-    engine.job_energy.power.learn = lambda *a, **k: None  # type: ignore[method-assign]  # prior only
-    _run(engine, chunks)
-    table = engine.job_energy.table()
-    t = truth[("b", "data_load")]
-    assert abs(table["b"]["data_load"]["it"] / t - 1) > 0.04  # several % off without the stage extras
+    errors = []
+    for learn in (True, False):
+        engine = _engine(RACK, stages)
+        if not learn:
+            engine.job_energy.power.learn = lambda *a, **k: None  # type: ignore[method-assign]  # prior only
+        _run(engine, chunks)
+        got = engine.job_energy.table()["b"]["data_load"]["it"]
+        errors.append(abs(got / truth[("b", "data_load")] - 1))
+    assert errors[1] > 0.1 and errors[1] > 2 * errors[0], errors
 
 
 def test_a_drained_node_is_credited_nothing_while_the_other_reports() -> None:
