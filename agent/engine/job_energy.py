@@ -168,9 +168,10 @@ class JobEnergy:
         node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
                                                                       minlength=node_g.size)
         inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rest = (node_w - np.bincount(node, weights=inner, minlength=node_g.size)) / node_s
-        weight = np.maximum(inner + np.nan_to_num(rest[node]) * v[:, 1], 0.0)
+        on = node_s > 0
+        rest = np.where(on, node_w - np.bincount(node, weights=inner, minlength=node_g.size), 0.0)
+        rest /= np.where(on, node_s, 1.0)  # the node's unexplained W per second: shared by time
+        weight = np.maximum(inner + rest[node] * v[:, 1], 0.0)
         total = float(weight.sum())
         frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
         if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
