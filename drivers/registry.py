@@ -146,11 +146,17 @@ def _placed_gpu_nodes(
     return [(node, *ranges.claim(node.id, node.first_gpu, node.gpu_count)) for node in nodes]
 
 
-def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
-    """Each GPU node's rack-wide GPU indices, placed as the drivers are; refused nodes are left
-    out. The engine counts coverage per node."""
+def gpu_nodes(config: DeviceSections) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(node id, rack-wide GPU indices) per GPU node, placed as the drivers are; refused nodes are
+    left out. The ids are what stage hints name a node by (``agent.stages``); the engine counts
+    coverage and reads each node's stage from its GPUs."""
     return tuple(
-        tuple(range(first, first + node.gpu_count))
+        (node.id, tuple(range(first, first + node.gpu_count)))
         for node, first, refused in _placed_gpu_nodes(config)
         if not refused
     )
+
+
+def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
+    """Each GPU node's rack-wide GPU indices, in ``gpu_nodes`` order."""
+    return tuple(gpus for _, gpus in gpu_nodes(config))

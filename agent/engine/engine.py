@@ -28,7 +28,9 @@ from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.energy_ledger import EnergyLedger
 from agent.engine.frames import BinBatch, RackInfo, RowBatch
+from agent.engine.job_energy import JobEnergy
 from agent.engine.model import ResponseModel
+from agent.engine.node_stages import NodeHints
 from agent.engine.rows import RowBinner, Stretch
 from agent.engine.signals import SAMPLE_MEANS, F
 from agent.engine.stage_attribution import stage_powers
@@ -79,6 +81,10 @@ class Engine:
         self.seq = 0
         self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu
         self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
+        # energy per job and stage, node by node (job_energy.py); node_hints: each node's own stage
+        # hints (the live loop sets it to its NodeTimelines.labels_at; None: rack-wide hints only)
+        self.job_energy = JobEnergy(self.rack, self.bin_s, self.slots, gap_s=GAP_WINDOWS * window_s)
+        self.node_hints: NodeHints | None = None
         self.rewarms = 0  # times the model was forgotten after a gap longer than max_state_age_h
         self._start_learning()
 
@@ -155,7 +161,8 @@ class Engine:
                                          times.out_of_order_rows, times.bad_ts_rows, r.gaps)
         return outputs.EngineView(self.site, self.rack_name, self.warm, self.last_sample, self.slots.name,
                                   self.baselines, self.energy_kwh, self.learned_lag, self.model.scored,
-                                  self.held, hygiene, self.capabilities(), self.last_window)
+                                  self.held, hygiene, self.capabilities(), self.last_window,
+                                  self.job_energy)
 
     def summary_payload(self, ts: float, seq: int | None = None) -> dict[str, Any]:
         return outputs.summary_payload(self.view(), ts, self.seq if seq is None else seq)
@@ -188,7 +195,7 @@ class Engine:
 
     def _parts(self) -> persist.EngineParts:
         return persist.EngineParts(self.rows, self.model, self.slots, self.segments, self.baselines, self.buf,
-                                   self.stage_source, self.drift)
+                                   self.stage_source, self.drift, self.job_energy)
 
     def _own(self) -> persist.EngineOwn:
         return persist.EngineOwn(self.window_s, self.bin_s, self.window_idx, self.window_warm, self.seq,
@@ -197,10 +204,12 @@ class Engine:
     # ================================================================== rows → bins
     def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, inferred, hinted = self.stage_source.infer_stages(chunk)
+        self.job_energy.observe(chunk, self.rows.t0, self.stage_source.last_hints, labels, self.node_hints)
         slots = self.slots.slots_of(labels, chunk.ts)
         for i in self.slots.evicted:
             self.baselines.reset_slot(i)
             self.energy_kwh[i] = 0.0
+            self.job_energy.power.reset_slot(i)
         self.slots.evicted.clear()
         return slots, inferred, hinted
 
@@ -271,6 +280,7 @@ class Engine:
         self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / 3.6e6
         self.energy_kwh[:, 2] += (frac * sums[:, F["gpu_ws"], None]).sum(axis=0) / 3.6e6
         self.ledger.add(start, sums, jobs)
+        self.job_energy.account(start, sums, self.rows.t0)
         out: list[dict[str, Any]] = []
         g_per = self.bins_per_drift
         for j in range(j0, self.buf.n):

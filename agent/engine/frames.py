@@ -42,6 +42,8 @@ class RackInfo:
     # Rack-wide GPU indices per node (config [[node]]/[[dcgm]] order): coverage is per node.
     # Empty: the rack is one group (a missing GPU is like the known ones).
     node_gpus: tuple[tuple[int, ...], ...] = ()
+    # Each node's id, in node_gpus order (stage hints name nodes by it); empty: "n0", "n1", … by index.
+    node_ids: tuple[str, ...] = ()
 
     def gpu_node(self, name: str) -> int:
         """Node index of column ``gpu.<i>.…`` (-1: not in any listed node)."""

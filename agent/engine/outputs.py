@@ -18,6 +18,7 @@ import numpy as np
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.components import ComponentSample
 from agent.engine.hygiene import RULES, Hygiene
+from agent.engine.job_energy import JobEnergy
 
 PAYLOAD_VERSION = 1
 
@@ -39,6 +40,7 @@ class EngineView:
     hygiene: dict[str, Any]
     capabilities: dict[str, Any]
     last_window: dict[str, Any]
+    job_energy: JobEnergy | None = None
 
 
 def _r(x: float, nd: int = 1) -> float | None:
@@ -131,12 +133,25 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         "held": sorted(view.held),
         "hygiene": view.hygiene,
     }
+    if view.job_energy is not None and view.job_energy.cells:
+        payload["job_energy_kwh"] = job_energy_entries(view.job_energy)
+        if view.job_energy.nodes.ids:
+            payload["nodes"] = view.job_energy.now
     if view.last_window:
         w = view.last_window
         payload["window"] = {
             k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
         }
     return payload
+
+
+def job_energy_entries(job_energy: JobEnergy) -> dict[str, dict[str, dict[str, float | None]]]:
+    """``job_energy_kwh``: {job: {stage: {it, cooling, facility, gpu}}} kWh, rounded like ``energy_kwh``
+    (job ``-``: rows no job reported)."""
+    return {
+        job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
+        for job, stages in job_energy.table().items()
+    }
 
 
 def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[str, Any]]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from agent.engine.baselines import BaselineLibrary
 from agent.engine.drift import DriftMonitor
+from agent.engine.job_energy import JobEnergy
 from agent.engine.model import ResponseModel
 from agent.engine.response import N_IT_BASE
 from agent.engine.rows import RowBinner
@@ -46,6 +47,7 @@ class EngineParts:
     buf: WindowBuffer
     stage_source: StageSource
     drift: DriftMonitor
+    job_energy: JobEnergy | None = None  # absent in states before per-job energy: starts at zero
 
 
 @dataclass
@@ -88,6 +90,8 @@ def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
         arrays.update(part.state_arrays())
     misc = {"last_window": own.last_window, "jobs": p.buf.jobs[: p.buf.n], "rows": p.rows.state(),
             "rewarms": own.rewarms, "job_rates": p.model.job_rates.state()}
+    if p.job_energy is not None:
+        misc["job_energy"] = p.job_energy.state()
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(p.stage_source.state())
     arrays["drift"] = _blob(p.drift.save_state())
@@ -141,6 +145,8 @@ def _load(p: EngineParts, a: dict[str, np.ndarray], own: EngineOwn) -> EngineOwn
     jobs = list(misc.get("jobs") or [])
     p.buf.jobs[: len(jobs)] = jobs
     p.stage_source.load(_unblob(a["stages"]) or {})
+    if p.job_energy is not None and misc.get("job_energy"):  # states before per-job energy have none
+        p.job_energy.load(misc["job_energy"])
     drift = _unblob(a["drift"])
     if drift is not None:
         p.drift.load_state(drift)

@@ -26,7 +26,9 @@ def rack_info(
         for pdu in config.pdus:
             info.pdu_max_power_w[pdu.id] = pdu.max_power_w
             info.interval_s[f"pdu.{pdu.id}.power_w"] = pdu.interval_s
-        from drivers.registry import gpu_node_ranges  # the drivers' own GPU numbering rule
+        from drivers.registry import gpu_nodes  # the drivers' own GPU numbering rule
 
-        info.node_gpus = gpu_node_ranges(config)
+        nodes = gpu_nodes(config)
+        info.node_gpus = tuple(gpus for _, gpus in nodes)
+        info.node_ids = tuple(node_id for node_id, _ in nodes)
     return info

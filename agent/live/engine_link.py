@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from agent.config.model import Config
 from agent.engine import Engine, rack_info
+from agent.engine.node_stages import NodeHints
 from agent.trace.model import TraceChunk
 
 log = logging.getLogger("rackwatt.engine")
@@ -84,6 +85,11 @@ class EngineLink:
     def capabilities(self) -> Payload | None:
         """What the rack's data lets the engine do now (agent/engine/capabilities.py)."""
         return self.engine.capabilities() if isinstance(self.engine, Engine) else None
+
+    def use_node_hints(self, hints: NodeHints | None) -> None:
+        """Each node's own stage hints (``NodeTimelines.labels_at``) for the engine's per-job energy."""
+        if isinstance(self.engine, Engine):
+            self.engine.node_hints = hints
 
     def accept(self, cause: str, ts: float, by: str) -> list[Report]:
         """Operator accepts the active deviation of ``cause`` (or component) as the new normal."""

@@ -111,6 +111,7 @@ class LiveAgent:
         self.outbox: Outbox | None = None
         self.publisher: MqttPublisher | None = None
         self.timeline: Any = None
+        self.node_timelines: Any = None  # per-node stage hints (agent.stages.timeline.NodeTimelines)
         self.intake: Any = None
         self._listener: Any = None
         self._wake = asyncio.Event()
@@ -203,12 +204,15 @@ class LiveAgent:
         from agent.stages.energy_query import engine_answerer
         from agent.stages.intake import HintIntake
         from agent.stages.listener import command_policy
-        from agent.stages.timeline import StageTimeline
+        from agent.stages.timeline import NodeTimelines, StageTimeline
+        from drivers.registry import gpu_nodes
 
         st = self.config.stages
         self.timeline = StageTimeline(ttl_s=st.hint_ttl_s)
+        self.node_timelines = NodeTimelines(self.timeline, [node for node, _ in gpu_nodes(self.config)])
         self.intake = HintIntake(
             self.timeline,
+            nodes=self.node_timelines,
             rate_limit_per_s=st.rate_limit_per_s,
             on_command=self._on_command,
             clock=self.clock.time,
@@ -393,6 +397,8 @@ class LiveAgent:
         chunk = self.frames.take_chunk()
         if self.engine is None:
             return False
+        if self.node_timelines is not None:  # each node's own hints, read as the engine classifies rows
+            self.engine.use_node_hints(self.node_timelines.labels_at)
         try:
             reports = self.engine.process(chunk)
         except Exception as exc:
@@ -589,11 +595,14 @@ class LiveAgent:
         from agent.stages.energy_query import engine_answerer
         from agent.stages.intake import HintIntake
         from agent.stages.listener import command_policy
+        from drivers.registry import gpu_nodes
 
         timeline = self.timeline
         timeline.ttl_s = self.config.stages.hint_ttl_s
+        self.node_timelines = self.node_timelines.for_nodes(node for node, _ in gpu_nodes(self.config))
         self.intake = HintIntake(
             timeline,
+            nodes=self.node_timelines,
             rate_limit_per_s=self.config.stages.rate_limit_per_s,
             on_command=self._on_command,
             clock=self.clock.time,

@@ -285,6 +285,15 @@
     s.insertAdjacentHTML("beforeend", "<table><thead><tr><th>stage</th><th>time h</th><th>energy kWh</th><th>share</th><th>baseline W</th><th>band W</th><th>lag τ + dead s</th><th>facility/GPU</th></tr></thead><tbody>" + rows + "</tbody></table>");
   }
 
+  // 6b. Energy per job (racks whose nodes run different jobs): each job's total, then its stages.
+  if (D.jobs && D.jobs.length) {
+    const s = section("Energy by job", "Since the engine started, kWh. Each bin's measured IT and cooling energy is split over the (job, stage) every node was in, by each node's GPU power and its stage's learned non-GPU power.");
+    const rows = D.jobs.map((r) => "<tr" + (r.stage == null ? " class=\"total\"" : "") + "><td>" + esc(r.stage == null ? r.job : "") + "</td><td>" +
+      (r.stage == null ? "<b>all stages</b>" : "<i style=\"background:" + (D.colours[r.stage] || "#999") + "\"></i>" + esc(r.stage)) + "</td><td>" +
+      fmt(r.facility, 1) + "</td><td>" + fmt(r.it, 1) + "</td><td>" + fmt(r.cooling, 1) + "</td><td>" + fmt(r.gpu, 1) + "</td></tr>").join("");
+    s.insertAdjacentHTML("beforeend", "<table><thead><tr><th>job</th><th>stage</th><th>facility kWh</th><th>IT kWh</th><th>cooling kWh</th><th>GPU kWh</th></tr></thead><tbody>" + rows + "</tbody></table>");
+  }
+
   // 7. The playbook sections for the causes above, embedded (the page travels without the docs).
   {
     const causes = Object.keys(D.playbook);

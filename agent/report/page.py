@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
@@ -286,6 +287,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             for name, (why, share) in sorted(data.detections_off.items())
         ],
         "table": table,
+        "jobs": job_rows(last),
         "input": _skipped_input(last),
         "energy": {
             "total_kwh": total_energy or None,
@@ -293,6 +295,35 @@ def build_payload(data: ReportData) -> dict[str, Any]:
         },
     }
     return _clean(payload)
+
+
+JOB_PARTS = ("it", "cooling", "facility", "gpu")  # summary.schema.json job_energy_kwh entries
+
+
+def job_rows(last_summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The "Energy by job" table: per job its total, then each stage, from the last summary's
+    ``job_energy_kwh`` (energy since the engine started, split node by node; agent.engine.job_energy).
+    Empty when the summary has none (a report written before per-job energy)."""
+    per_job = last_summary.get("job_energy_kwh")
+    if not isinstance(per_job, dict):
+        return []
+    rows: list[dict[str, Any]] = []
+    for job, stages in sorted(per_job.items()):
+        if not isinstance(stages, dict):
+            continue
+        parts = {stage: p for stage, p in sorted(stages.items()) if isinstance(p, dict)}
+        name = "no job reported" if job == "-" else job
+        rows.append({"job": name, "stage": None, **{k: _total(parts.values(), k) for k in JOB_PARTS}})
+        rows += [{"job": name, "stage": stage, **{k: p.get(k) for k in JOB_PARTS}}
+                 for stage, p in parts.items()]
+    return rows
+
+
+def _total(parts: Iterable[dict[str, Any]], key: str) -> float | None:
+    """The sum of one energy part over a job's stages; None when any stage does not know it."""
+    values = [p.get(key) for p in parts]
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    return float(sum(numbers)) if len(numbers) == len(values) else None
 
 
 def _power_axis(data: ReportData) -> dict[str, Any] | None:

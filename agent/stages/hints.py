@@ -2,7 +2,9 @@
 
 A hint says which stage the training job is in:
 ``{"stage": "checkpoint", "job": "llama-70b-r3", "work_rate": 1834.5, "ts": 1764400000.1}``
-(``job``, ``work_rate`` and ``ts`` optional). A command asks the agent to do something:
+(``job``, ``work_rate``, ``ts`` and ``node`` optional). ``node`` names the GPU node the stage is
+for (its ``[[node]]``/``[[dcgm]]`` id): racks whose nodes run different jobs send one hint per node;
+a hint without it is for the whole rack. A command asks the agent to do something:
 ``{"command": "accept", "cause": "cooling"}`` (sent by ``rackwatt accept``).
 
 Everything is checked strictly and cheaply (bounded size first, then JSON, then fields) because
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent.node.wire import MAX_ID_BYTES
 from agent.trace.model import STAGE_LABEL_MAX_CHARS, is_stage_label
 
 MAX_DATAGRAM_BYTES = 1024
@@ -30,8 +33,11 @@ MIN_TS = 946684800.0  # 2000-01-01: anything earlier is a clock that was never s
 MAX_FUTURE_S = 60.0  # a ts further ahead of the agent's clock than this is rejected
 
 JOB_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]*\Z")
+# A node id as the rack's [[node]] tables spell it (agent.node.config.NODE_ID: the node link's own
+# id field bounds it); whether the rack has such a node is the intake's question (it knows the config).
+NODE_RE = re.compile(rf"[a-z0-9_]{{1,{MAX_ID_BYTES}}}\Z")
 
-HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts"})
+HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts", "node"})
 COMMAND_FIELDS = frozenset({"command", "cause", "stage", "ts"})
 COMMANDS = frozenset({"accept"})
 CAUSES = frozenset({"cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown"})
@@ -47,6 +53,7 @@ DROP_REASONS: tuple[str, ...] = (
     "stale",
     "flood",
     "unauthorized",  # a command from a transport or sender that may not give commands
+    "unknown_node",  # a hint for a node the rack's configuration does not list
 )
 
 
@@ -67,6 +74,7 @@ class Hint:
     source: str
     job: str | None = None
     work_rate: float | None = None
+    node: str | None = None  # the GPU node it is for; None: the whole rack
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,12 @@ def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
         if not 0.0 <= work_rate <= MAX_WORK_RATE:
             raise HintError("bad_value", f"work_rate: {work_rate} outside [0, {MAX_WORK_RATE:g}]")
     ts = _timestamp(obj.get("ts"), now)
-    return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=work_rate)
+    node = obj.get("node")
+    if node is not None and (not isinstance(node, str) or not NODE_RE.match(node)):
+        shown = str(node)[:40]
+        raise HintError("bad_value", f"node: expected a node id of 1–{MAX_ID_BYTES} characters [a-z0-9_], "
+                                     f"got {shown!r}")
+    return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=work_rate, node=node)
 
 
 def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
@@ -188,10 +201,16 @@ def _timestamp(value: object, now: float) -> float:
 
 
 def encode_hint(
-    stage: str, job: str | None = None, work_rate: float | None = None, ts: float | None = None
+    stage: str,
+    job: str | None = None,
+    work_rate: float | None = None,
+    ts: float | None = None,
+    node: str | None = None,
 ) -> bytes:
     """The datagram for a hint (what the client and ``rackwatt stage`` send)."""
     obj: dict[str, Any] = {"stage": stage}
+    if node is not None:
+        obj["node"] = node
     if job is not None:
         obj["job"] = job
     if work_rate is not None:

@@ -10,6 +10,9 @@ bucket, so a flood from many ports cannot grow the table. Buckets are per sender
 its kernel-verified uid and pid, a UDP peer by address, so one local flooder only spends its own
 allowance (and at most that share of the global one).
 
+A hint that names a ``node`` goes to that node's timeline (``timeline.NodeTimelines``); a node the
+rack's configuration does not list is dropped as ``unknown_node``, with the known ones in the message.
+
 Commands (``accept``) change what the engine reports, so they are taken only from the Unix socket
 and only from a sender the ``CommandPolicy`` permits; any other is dropped as ``unauthorized``.
 (``cmd/accept`` over MQTT is a separate path, guarded by the broker's ACL.)
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from agent.stages.energy_query import Query, parse_query
 from agent.stages.hints import DROP_REASONS, MAX_DATAGRAM_BYTES, Command, HintError, parse_datagram
 from agent.stages.peers import CommandPolicy, PeerCred
-from agent.stages.timeline import StageTimeline
+from agent.stages.timeline import NodeTimelines, StageTimeline
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +67,13 @@ class HintIntake:
         max_senders: int = 256,
         command_policy: CommandPolicy | None = None,
         on_query: Callable[[Query], bytes] | None = None,
+        nodes: NodeTimelines | None = None,
     ):
         if rate_limit_per_s <= 0:
             raise ValueError(f"stages.rate_limit_per_s must be > 0, got {rate_limit_per_s}")
         self.timeline = timeline
+        # per-node timelines around the same rack-wide one; none given: the rack lists no nodes
+        self.nodes = nodes if nodes is not None else NodeTimelines(timeline)
         self.rate_limit_per_s = rate_limit_per_s
         self.on_command = on_command
         self.on_query = on_query  # energy queries (energy_query.py): Query → reply datagram
@@ -157,7 +163,12 @@ class HintIntake:
             age_s = now - message.ts
             self._drop("stale", f"{key}: hint is {age_s:.0f} s old (ttl {self.timeline.ttl_s:g} s)")
             return False
-        self.timeline.apply(message)
+        if message.node is not None and not self.nodes.knows(message.node):
+            known = ", ".join(sorted(self.nodes.nodes)[:8]) or "none: the rack lists no [[node]] or [[dcgm]]"
+            self._drop("unknown_node", f"{key}: hint for node {message.node!r}, not a node of this rack "
+                                       f"(known: {known})")
+            return False
+        self.nodes.apply(message)
         self._counts["accepted"] += 1
         return True
 

@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from agent.config.model import StagesSection
 from agent.stages.hints import MAX_DATAGRAM_BYTES, Command
 from agent.stages.intake import HintIntake
 from agent.stages.peers import SO_RXQ_OVFL, CommandPolicy, ancillary_space, parse_ancillary
-from agent.stages.timeline import StageTimeline
+from agent.stages.timeline import NodeTimelines, StageTimeline
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +207,10 @@ def command_policy(stages: StagesSection) -> CommandPolicy:
 
 
 def build_stage_input(
-    stages: StagesSection, on_command: Callable[[Command], None] | None = None
+    stages: StagesSection, on_command: Callable[[Command], None] | None = None, nodes: Iterable[str] = ()
 ) -> tuple[StageTimeline, HintIntake, HintListener]:
-    """The timeline, intake and listener the live agent needs, from the ``[stages]`` config.
+    """The timeline, intake and listener the live agent needs, from the ``[stages]`` config;
+    ``nodes``: the rack's GPU node ids, which hints may name (``intake.nodes``).
 
     The live loop starts the listener, feeds MQTT hint payloads to ``intake.receive(payload,
     "mqtt", client_id)``, asks ``timeline.current(ts)`` each tick and shows ``intake.counters``.
@@ -220,6 +221,7 @@ def build_stage_input(
         rate_limit_per_s=stages.rate_limit_per_s,
         on_command=on_command,
         command_policy=command_policy(stages),
+        nodes=NodeTimelines(timeline, nodes),
     )
     listener = HintListener(intake, stages.socket_path, stages.udp_port)
     return timeline, intake, listener

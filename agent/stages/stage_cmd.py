@@ -13,14 +13,17 @@ import os
 import sys
 
 from agent.stages.client import DEFAULT_SOCKET
-from agent.stages.hints import MAX_LABEL_CHARS, HintError, encode_hint, parse_hint, valid_label
+from agent.stages.hints import HintError, encode_hint, parse_hint, valid_label
 from agent.stages.send import send_udp, send_unix
+from agent.trace.model import STAGE_LABEL_RULE
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("label", help="stage label, [a-z][a-z0-9_]* (e.g. checkpoint, idle)")
     parser.add_argument("--job", help="job id that reports the stage (default: $SLURM_JOB_ID)")
     parser.add_argument("--work-rate", type=float, help="training throughput (samples/s or tokens/s)")
+    parser.add_argument("--node", help="the GPU node this stage is for (its [[node]]/[[dcgm]] id); "
+                                       "default: the whole rack")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--socket",
@@ -32,8 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not valid_label(args.label):
         print(
-            f"rackwatt stage: invalid label {args.label!r}: must match [a-z][a-z0-9_]* "
-            f"(at most {MAX_LABEL_CHARS} characters)",
+            f"rackwatt stage: invalid label {args.label!r}: must {STAGE_LABEL_RULE}",
             file=sys.stderr,
         )
         return 2
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rackwatt stage: --work-rate must be a finite number >= 0, got {rate}", file=sys.stderr)
         return 2
     job = args.job if args.job is not None else (os.environ.get("SLURM_JOB_ID") or None)
-    data = encode_hint(args.label, job=job, work_rate=rate)
+    data = encode_hint(args.label, job=job, work_rate=rate, node=args.node)
     try:
         parse_hint(data, "cli")  # the agent's own checks, so a typo fails here, not silently there
     except HintError as exc:

@@ -5,15 +5,24 @@ Every hint source (Unix socket, UDP, MQTT, ``rackwatt stage``, the client) ends 
 next one or until it is older than ``ttl_s``; then the stage is unknown (``stage == ""``, source
 ``"expired"``) and the engine infers it from telemetry. When hints return, they win.
 
-Fixed memory: a ring of the last ``capacity`` hints, kept in time order so a hint that arrives
-slightly late (MQTT, a busy sender) still lands at its own time.
+Per node: a hint that names its ``node`` goes to that node's own ring (``NodeTimelines``); a
+node's fresh hint wins over a rack-wide one for that node, and a rack-wide hint (no ``node``) holds
+for every node as before. The engine asks ``NodeTimelines.labels_at(node, ts)`` for the rows it
+classifies (``agent.engine.job_energy``).
+
+Fixed memory: a ring of the last ``capacity`` hints per timeline, kept in time order so a hint that
+arrives slightly late (MQTT, a busy sender) still lands at its own time; one timeline per node the
+rack's configuration lists (the intake refuses any other node).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 from typing import NamedTuple
+
+import numpy as np
 
 from agent.stages.hints import Hint
 
@@ -74,3 +83,71 @@ class StageTimeline:
 
     def __len__(self) -> int:
         return len(self._hints)
+
+    def labels_at(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(stage, job) per time of ``ts`` (object arrays, "" where no fresh hint): ``current``
+        for many rows at once, without touching the expiry counter."""
+        stage = np.full(ts.shape[0], UNKNOWN, dtype=object)
+        job = np.full(ts.shape[0], "", dtype=object)
+        if not self._ts or not ts.size:
+            return stage, job
+        i = np.searchsorted(np.asarray(self._ts), ts, side="right") - 1
+        held = i >= 0
+        hint_ts = np.where(held, np.asarray(self._ts)[np.maximum(i, 0)], -math.inf)
+        fresh = held & (ts - hint_ts <= self.ttl_s)
+        stages = np.array([h.stage for h in self._hints], dtype=object)
+        jobs = np.array([h.job or "" for h in self._hints], dtype=object)
+        stage[fresh] = stages[i[fresh]]
+        job[fresh] = jobs[i[fresh]]
+        return stage, job
+
+
+class NodeTimelines:
+    """The rack-wide timeline plus one per known node; routes each hint by its ``node``.
+
+    ``rack`` is the timeline every consumer had before nodes (``current(ts)``, the status); node
+    hints never enter it, so a rack-wide reader sees only rack-wide hints.
+    """
+
+    def __init__(self, rack: StageTimeline, nodes: Iterable[str] = ()) -> None:
+        self.rack = rack
+        self.nodes: dict[str, StageTimeline] = {
+            n: StageTimeline(rack.ttl_s, rack.capacity) for n in dict.fromkeys(nodes)
+        }
+
+    @property
+    def ttl_s(self) -> float:
+        return self.rack.ttl_s
+
+    @property
+    def expired(self) -> int:
+        return self.rack.expired
+
+    def for_nodes(self, nodes: Iterable[str]) -> NodeTimelines:
+        """After a reload: the same rack timeline and the rings of nodes still listed; new nodes
+        start empty, nodes no longer listed are dropped (their hints would now be refused)."""
+        out = NodeTimelines(self.rack, nodes)
+        for node in out.nodes:
+            if node in self.nodes:
+                out.nodes[node] = self.nodes[node]
+        out.set_ttl(self.rack.ttl_s)
+        return out
+
+    def knows(self, node: str) -> bool:
+        return node in self.nodes
+
+    def apply(self, hint: Hint) -> None:
+        """A node hint to its node's ring, any other to the rack's (callers check ``knows`` first)."""
+        (self.nodes[hint.node] if hint.node is not None else self.rack).apply(hint)
+
+    def set_ttl(self, ttl_s: float) -> None:
+        for timeline in (self.rack, *self.nodes.values()):
+            timeline.ttl_s = ttl_s
+
+    def labels_at(self, node: str, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(stage, job) per row from ``node``'s own fresh hints ("" where it has none: the rack-wide
+        hint, which the rows already carry, or inference decides there)."""
+        own = self.nodes.get(node)
+        if own is None:
+            return np.full(ts.shape[0], UNKNOWN, dtype=object), np.full(ts.shape[0], "", dtype=object)
+        return own.labels_at(ts)

@@ -216,3 +216,35 @@ def test_inbound_hint_and_accept_reach_the_timeline_and_engine(
     event = sub.on("/event")[0].json()
     jsonschema.validate(event, load_schema("event"))
     assert event["detail"]["by"] == "alice"
+
+
+def test_a_node_hint_over_mqtt_reaches_that_nodes_timeline(
+    tmp_path: Path, broker: Broker, subscribe: Callable[..., Subscriber]
+) -> None:
+    """The scheduler path: one rack `hint` topic, the node named in the payload (issue 14)."""
+    import dataclasses
+
+    import numpy as np
+
+    from agent.node.config import NodeSection
+
+    config = make_config(tmp_path / "state", broker.port, tick_s=0.05)
+    config = dataclasses.replace(config, nodes=(NodeSection(id="n1", key_file=tmp_path / "k"),))
+    agent = LiveAgent(config, engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+                      engine=fake_link(FakeEngine(summary_every=0, event_every=0)))
+    topic = "rackwatt/v1/s1/r1/hint"
+
+    async def scenario() -> None:
+        task = asyncio.create_task(agent.run())
+        await await_until(lambda: agent.publisher and agent.publisher.connected, 10, "connect")
+        for body in (b'{"stage":"checkpoint","job":"j7","node":"n1"}', b'{"stage":"eval","node":"n9"}'):
+            await asyncio.to_thread(mqtt_publish.single, topic, body, qos=1, hostname="127.0.0.1",
+                                    port=broker.port)
+        await await_until(lambda: agent.intake.counters["unknown_node"] == 1, 5, "unknown node counted")
+        now = np.array([time.time()])
+        assert agent.node_timelines.labels_at("n1", now)[0].tolist() == ["checkpoint"]
+        assert agent.stage_now is None or agent.stage_now.stage == ""  # the rack-wide stage is untouched
+        agent.request_stop()
+        await asyncio.wait_for(task, 10)
+
+    asyncio.run(scenario())

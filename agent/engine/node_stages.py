@@ -1,0 +1,111 @@
+"""``NodeStages``: the stage and job of every GPU node of the rack, row by row.
+
+Why: nodes of one rack may run different jobs (multi-tenant racks, a node drained), so one stage
+per row cannot say which job a node's energy belongs to. Per node and row the label is, in order:
+
+1. that node's own fresh hint (a hint naming its ``node``, ``agent.stages.timeline.NodeTimelines``),
+2. the rack-wide hint the row carries (a hint without ``node`` holds for every node, as before),
+3. the stage inferred from that node's own GPUs: the existing ``StageInferrer``, one instance per
+   node, fed the row's columns with only that node's ``gpu.<i>.*`` (it is wrapped, not changed).
+
+The job follows the label's source (a node hint's job, else the row's). A rack that lists no
+nodes (``RackInfo.node_gpus`` empty) is one node: the rack's own labels and jobs, no extra work.
+
+What it is not: the rack's stage timeline (``stage_slots.StageSource`` keeps that, for baselines
+and segments) nor the accounting (``job_energy``).
+Fixed memory: one inferrer per configured node (their state is the inferrer's fixed arrays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agent.engine.frames import RackInfo
+from agent.stages.infer import StageInferrer
+from agent.trace.model import TraceChunk
+
+# (node id, row times) → (stage, job) object arrays, "" where the node has no fresh hint of its own
+NodeHints = Callable[[str, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def node_ids(rack: RackInfo) -> tuple[str, ...]:
+    """The rack's node ids in ``node_gpus`` order (``n0``, ``n1``, … where the config gave none)."""
+    if rack.node_ids and len(rack.node_ids) == len(rack.node_gpus):
+        return tuple(rack.node_ids)
+    return tuple(f"n{i}" for i in range(len(rack.node_gpus)))
+
+
+class NodeStages:
+    """Per node and row: (stage, job, from a hint?) — node hint, else rack hint, else inferred."""
+
+    def __init__(self, rack: RackInfo) -> None:
+        self.ids = node_ids(rack)
+        self.gpus = tuple(frozenset(g) for g in rack.node_gpus)
+        self.inferrers = [StageInferrer() for _ in self.ids]
+        self._columns: dict[tuple[str, ...], list[list[str]]] = {}  # chunk columns → per node
+
+    @property
+    def n(self) -> int:
+        """Nodes the accounting splits the rack into (1 for a rack that lists none)."""
+        return max(1, len(self.ids))
+
+    def labels(
+        self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray, hints: NodeHints | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(stage, job) as (rows × nodes) object arrays.
+
+        ``rack_hints``: the rows' valid stage hints ("" none); ``rack_labels``: the rack's stage per
+        row (hint or inferred); ``hints``: each node's own hints (None: no node hints at all).
+        """
+        rows = len(chunk)
+        job_col = np.asarray(chunk.job, dtype=object)
+        if not self.ids:
+            return np.asarray(rack_labels, dtype=object)[:, None], job_col[:, None]
+        stage = np.empty((rows, len(self.ids)), dtype=object)
+        job = np.empty((rows, len(self.ids)), dtype=object)
+        columns = self._node_columns(chunk)
+        for k, node in enumerate(self.ids):
+            own_stage, own_job = hints(node, chunk.ts) if hints is not None else (None, None)
+            if own_stage is not None and own_job is not None:
+                mine = own_stage != ""
+                hint = np.where(mine, own_stage, rack_hints).astype(object)
+                job[:, k] = np.where(mine, own_job, job_col)
+            else:
+                hint = np.asarray(rack_hints, dtype=object)
+                job[:, k] = job_col
+            if rows and (hint != "").all():  # hinted throughout: nothing to infer (the rack's own
+                stage[:, k] = hint           # inferrer learns from the hints; 8 more would double the cost)
+                continue
+            sub = TraceChunk(ts=chunk.ts, numeric={c: chunk.numeric[c] for c in columns[k]}, stage=hint,
+                             job=job[:, k], first_line=chunk.first_line)
+            labelled, _ = self.inferrers[k].infer_chunk(sub, hint)
+            stage[:, k] = labelled
+        return stage, job
+
+    def _node_columns(self, chunk: TraceChunk) -> list[list[str]]:
+        """Per node: the chunk's columns except other nodes' ``gpu.<i>.*`` (cached per column set)."""
+        key = tuple(chunk.numeric)
+        cached = self._columns.get(key)
+        if cached is None:
+            cached = [[c for c in key if not c.startswith("gpu.") or _gpu_index(c) in gpus]
+                      for gpus in self.gpus]
+            self._columns = {key: cached}  # one column set at a time: a trace keeps its columns
+        return cached
+
+    def state(self) -> dict[str, Any]:
+        return {"ids": list(self.ids), "inferrers": [inf.save_state() for inf in self.inferrers]}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Restore the inferrers of nodes that are still configured (by id; others start afresh)."""
+        saved = dict(zip(state.get("ids", []), state.get("inferrers", []), strict=False))
+        for node, inferrer in zip(self.ids, self.inferrers, strict=True):
+            if saved.get(node):
+                inferrer.load_state(saved[node])
+
+
+def _gpu_index(column: str) -> int:
+    part = column.split(".")[1]
+    return int(part) if part.isdigit() else -1

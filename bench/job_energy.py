@@ -1,0 +1,200 @@
+"""Per-job stage energy on a rack whose nodes run different jobs, against the twin's truth.
+
+    .venv/bin/python bench/job_energy.py [--seeds 2] [--first-seed 0] [--days 1] [--jobs 2]
+                                         [--drain] [--step 60] [--no-node-hints]
+
+Each seed draws a randomised multi-job rack (agent.sim.randomize ``multijob``: 8 nodes of 8 GPUs,
+``--jobs`` node groups, each with its own jobs and timeline; ``--drain`` powers one node down for
+1–6 h). The trace is replayed through ``Engine.process`` in steps of ``--step`` seconds, and before
+each step every node's stage changes in it are sent as stage hints that name their node
+(``{"stage": …, "job": …, "node": "n3"}``), through the agent's own ``HintIntake`` into its
+``NodeTimelines`` — the path a hint from the job takes live (the engine reads each node's stage
+from it as it classifies rows). A hint is repeated every ``ttl / 2`` while a node stays in one
+stage, as the client does. ``--no-node-hints`` sends none: every node's stage is then inferred
+from its own GPUs (the rack-wide ``stage`` column is blanked too).
+
+Truth: the twin's true AC power of each node credited to that node's own (job, stage) (multinode's
+``NodeTruth``). Printed per seed and job: each (job, stage) cell with at least 1 % of its job's IT
+energy, the engine's ``job_energy_kwh`` IT figure beside the truth, and the error; then the worst
+cell and the worst job total over all seeds. The rack's own IT (Σ PDU) against Σ node truth is
+printed too: a difference there is the PDUs' metering, shared by every cell.
+
+Target (issue 14): per-job stage energy within 2 % of the truth. Dev seeds 0–9; report seeds
+10000–10004. Measured (``--seeds 5 --first-seed 10000 --days 1``): job totals within 4.0 %, the
+worst cell 13.8 %: the target is missed (docs/stage-hints.md, "Several jobs on one rack").
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from multinode import STAGE_ENERGY_FLOOR, NodeTruth
+
+from agent.config.model import EngineSection
+from agent.engine import Engine, rack_info
+from agent.engine.job_energy import NO_JOB
+from agent.sim.params import STAGES
+from agent.sim.randomize import random_multijob_scenario
+from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
+from agent.stages.hints import encode_hint
+from agent.stages.intake import HintIntake
+from agent.stages.timeline import NodeTimelines, StageTimeline
+from agent.trace.model import TraceChunk
+
+TARGET_PCT = 2.0
+
+
+class NodeHintFeed:
+    """Turns the twin's per-node stage truth into hint datagrams, node by node, as jobs send them."""
+
+    def __init__(self, ids: list[str], job_ids: list[str], intake: HintIntake, ttl_s: float,
+                 clock: list[float]) -> None:
+        self.ids, self.job_ids, self.intake, self.clock = ids, [*job_ids, ""], intake, clock
+        self.repeat_s = ttl_s / 2.0
+        self.last: list[tuple[int, int, float]] = [(-2, -2, -np.inf)] * len(ids)  # stage, job, sent at
+
+    def send(self, ts: np.ndarray, stage: np.ndarray, job: np.ndarray) -> None:
+        """Hints for rows ``ts`` (per node stage codes, job indices; stage < 0: node powered off)."""
+        for n, node in enumerate(self.ids):
+            s_col, j_col = stage[:, n].astype(np.int64), job[:, n].astype(np.int64)
+            prev_s, prev_j, sent = self.last[n]
+            change = np.flatnonzero((s_col != np.concatenate(([prev_s], s_col[:-1])))
+                                    | (j_col != np.concatenate(([prev_j], j_col[:-1]))))
+            rows = set(change.tolist())
+            t = sent
+            for i in range(len(ts)):  # repeats inside a long stage
+                if i in rows:
+                    t = ts[i]
+                elif ts[i] - t >= self.repeat_s:
+                    rows.add(i)
+                    t = ts[i]
+            for i in sorted(rows):
+                if s_col[i] < 0:
+                    continue  # a powered-down node sends nothing; its hints expire
+                job_id = self.job_ids[j_col[i]] or None
+                self.clock[0] = float(ts[i])  # sent as the stage begins: the rate limit sees real time
+                self.intake.receive(encode_hint(STAGES[s_col[i]], job=job_id, ts=float(ts[i]), node=node),
+                                    "udp", node)
+            last = int(max(rows)) if rows else -1
+            self.last[n] = (int(s_col[-1]), int(j_col[-1]), float(ts[last]) if last >= 0 else sent)
+
+
+def _blank_stage(chunk: TraceChunk) -> TraceChunk:
+    return replace(chunk, stage=np.full(len(chunk), "", dtype=object))
+
+
+def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node_hints: bool) -> dict:
+    sc = random_multijob_scenario(seed, days=days, nodes=8, per_node=8, jobs=jobs, drain=drain)
+    info = scenario_truth(sc)
+    meta = trace_meta(sc)
+    ids = [f"n{i}" for i in range(len(info["node_gpus"]))]
+    node = sc.rack.node
+    # what a rack's [[pdu]] max_power_w says: the PSUs on one feed at their rating (the 30 kW default
+    # is below an 8-node feed at full load, whose readings would be rejected as out of range)
+    feed_max_w = sc.rack.nodes * node.psu_count * node.psu_rating_w / len(sc.rack.pdu_ids)
+    rack = replace(rack_info(meta), node_gpus=tuple(tuple(g) for g in info["node_gpus"]), node_ids=tuple(ids),
+                   default_pdu_max_w=feed_max_w)
+    engine = Engine(EngineSection(), rack, site=meta.site, rack_name=meta.rack)
+    timeline = StageTimeline()
+    nodes = NodeTimelines(timeline, ids)
+    clock = [0.0]
+    intake = HintIntake(timeline, clock=lambda: clock[0], nodes=nodes)
+    feed = NodeHintFeed(ids, [j["id"] for j in info["jobs"]], intake, timeline.ttl_s, clock)
+    if node_hints:
+        engine.node_hints = nodes.labels_at
+    truth = NodeTruth([j["id"] for j in info["jobs"]])
+    t_engine = 0.0
+    for chunk, clean in simulate_hours(sc):
+        truth.observe(chunk, clean)
+        if not node_hints:
+            chunk = _blank_stage(chunk)
+        cuts = np.searchsorted(chunk.ts, np.arange(chunk.ts[0], chunk.ts[-1] + step_s, step_s))
+        for a, b in itertools.pairwise(cuts.tolist()):
+            if b <= a:
+                continue
+            if node_hints:
+                feed.send(chunk.ts[a:b], clean["node_stage"][a:b], clean["node_job"][a:b])
+            t = time.perf_counter()
+            engine.process(chunk.take(slice(a, b)))
+            t_engine += time.perf_counter() - t
+    engine.finish()
+    return {"truth": truth, "table": engine.job_energy.table(), "engine_s": t_engine,
+            "rack_it": float(engine.energy_kwh[:, 0].sum()), "counters": intake.counters, "info": info}
+
+
+def score(r: dict) -> tuple[float, float]:
+    """Print the per-job tables; return (worst cell error %, worst job-total error %)."""
+    truth: NodeTruth = r["truth"]
+    table = r["table"]
+    worst_cell = worst_job = 0.0
+    for job in sorted({j for j, _ in truth.by_job_stage if j}):
+        cells = table.get(job, {})
+        t_total = sum(truth.by_job_stage.get((job, s), 0.0) for s in STAGES)
+        e_total = sum(c["it"] for c in cells.values())
+        err_total = 100.0 * (e_total / t_total - 1.0)
+        worst_job = max(worst_job, abs(err_total))
+        print(f"    {job:<10} total truth {t_total:8.1f} kWh  engine {e_total:8.1f}  {err_total:+5.2f} %")
+        for stage in STAGES:
+            t = truth.by_job_stage.get((job, stage), 0.0)
+            if t < STAGE_ENERGY_FLOOR * t_total:
+                continue
+            e = cells.get(stage, {}).get("it", 0.0)
+            err = 100.0 * (e / t - 1.0)
+            worst_cell = max(worst_cell, abs(err))
+            print(f"      {stage:<16} truth {t:8.1f}  engine {e:8.1f}  {err:+5.2f} %")
+    known = {k for k, _ in truth.by_job_stage}
+    other = {j: sum(c["it"] for c in s.values()) for j, s in table.items() if j not in known}
+    if other:
+        shown = [f"{'no job' if j == NO_JOB else j} {e:.1f}" for j, e in sorted(other.items())]
+        print("    other cells (kWh IT): " + ", ".join(shown))
+    return worst_cell, worst_job
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--days", type=float, default=1.0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--drain", action="store_true")
+    ap.add_argument("--step", type=float, default=60.0, help="seconds of trace per engine call")
+    ap.add_argument("--no-node-hints", action="store_true")
+    args = ap.parse_args()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    how = "node stages inferred from each node's GPUs" if args.no_node_hints else "per-node hints"
+    drained = ", one node drained" if args.drain else ""
+    print(f"8 nodes × 8 GPUs, {args.jobs} jobs{drained}, {args.days:g} days, {how}; "
+          f"seeds {seeds[0]}…{seeds[-1]}")
+    worst_cell = worst_job = 0.0
+    for seed in seeds:
+        r = run_seed(seed, args.days, args.jobs, args.drain, args.step, not args.no_node_hints)
+        truth: NodeTruth = r["truth"]
+        c = r["counters"]
+        scen = r["info"]["scenario"]
+        dropped = sum(v for k, v in c.items() if k not in ("accepted", "commands", "queries", "expired"))
+        rack_err = 100 * (r["rack_it"] / truth.rack_kwh - 1)
+        print(f"\nseed {seed}: groups {scen.get('node_groups')}, drains {scen.get('drains', [])}; "
+              f"rack IT engine {r['rack_it']:.1f} kWh vs node truth {truth.rack_kwh:.1f} "
+              f"({rack_err:+.2f} %); "
+              "hints accepted "
+              f"{c['accepted']}, dropped {dropped}; engine {r['engine_s']:.0f} s")
+        cell, job = score(r)
+        worst_cell, worst_job = max(worst_cell, cell), max(worst_job, job)
+    verdict = "meets" if worst_cell <= TARGET_PCT else "MISSES"
+    print(f"\nall seeds: worst (job, stage) cell {worst_cell:.2f} %, worst job total {worst_job:.2f} %; "
+          f"target ≤ {TARGET_PCT} %: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
