@@ -106,8 +106,8 @@ def test_without_unit_signals_transient_bins_never_reach_the_cooling_detector() 
     run(monitor, samples)
     steady = sum(not s.transient for s in samples)
     assert 0 < steady < len(samples)
-    cooling_n: Any = monitor.channels["cooling"].state()["loc_n"]
-    it_n: Any = monitor.channels["it"].state()["loc_n"]
+    cooling_n: Any = monitor.channels["cooling"].state()["levels"]["n"]  # type: ignore[index]
+    it_n: Any = monitor.channels["it"].state()["levels"]["n"]  # type: ignore[index]
     assert sum(cooling_n) == steady
     # the IT side judges settling bins too, except a large GPU load step's bin and the next
     # (server fans lag the GPUs' heat)

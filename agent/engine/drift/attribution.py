@@ -79,12 +79,13 @@ def attribute(
     up = "up" if deviation >= 0 else "down"
     if component == "cooling":
         setpoint = ctx.levels["setpoint_c"]
-        moved = setpoint.moved()
-        if math.isfinite(moved) and abs(moved) >= SETPOINT_MOVED_C:
+        moved = ctx.moved("setpoint_c")
+        was, now = setpoint.ref, setpoint.fast
+        if math.isfinite(moved) and abs(moved) >= SETPOINT_MOVED_C and was is not None and now is not None:
             return Attribution(
                 "cooling",
                 f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat; the cooling-unit "
-                f"setpoint moved from {setpoint.ref:.1f} °C to {setpoint.fast:.1f} °C.",
+                f"setpoint moved from {was:.1f} °C to {now:.1f} °C.",
             )
         return Attribution(
             "cooling",
@@ -167,9 +168,9 @@ def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> 
     thermal = channels.get("thermal")
     if thermal is not None and _channel_moving(thermal) and thermal.recent_deviation() > 0:
         return True
-    spread = ctx.levels["inlet_spread_c"].moved()
-    mean = ctx.levels["inlet_mean_c"].moved()
-    setpoint = ctx.levels["setpoint_c"].moved()
+    spread = ctx.moved("inlet_spread_c")
+    mean = ctx.moved("inlet_mean_c")
+    setpoint = ctx.moved("setpoint_c")
     setpoint = setpoint if math.isfinite(setpoint) else 0.0
     if math.isfinite(spread) and spread >= SPREAD_MOVED_C:
         return True

@@ -21,9 +21,8 @@ not a workload change. A reset without a job change needs nothing special (the c
 against its long-learned level), but an onset within ``RECENT_S`` names the reload too. A reset
 with no power change is harmless: the pinned level is simply right.
 
-Channel levels are read and pinned through ``ResidualChannel.state()``/``restore()`` (its public
-persistence API), so the channel needs no knowledge of drivers. Fixed state: a few floats per
-stage slot.
+Channel levels are read and pinned through ``ResidualChannel.levels`` and ``pin``, so the
+channel needs no knowledge of drivers. Fixed state: a few floats per stage slot.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import numpy as np
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.channel import GRACE, NORMAL, WARMING, ResidualChannel
+from agent.engine.drift.channel import GRACE, ResidualChannel
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 
 SAME_RELOAD_S = 600.0  # resets this close together are one reload (counters of several GPUs)
@@ -114,9 +113,7 @@ class DriverReloadWatch:
         """A new workload is about to start re-learning: remember the old job's per-stage level and
         work rate (call before the channel's grace wipes its counts)."""
         if channel.mode != GRACE:  # inside a re-learn the levels are the half-learned new job's
-            noise = channel.state()["bin_scale"]
-            assert isinstance(noise, list)
-            self.prev_noise[:] = [math.nan if v is None else float(v) for v in noise]
+            self.prev_noise[:] = channel.levels.scales()
             for slot in range(len(STAGE_SLOTS)):
                 ready = channel.slot_ready(slot)
                 self.prev_level[slot] = channel.location(slot) if ready else math.nan
@@ -165,10 +162,8 @@ class DriverReloadWatch:
             self.phase = IDLE  # no re-learn under way: the channel judges against its usual level
             return
         # The new job's own level per stage, learned since the job change, as it is before this bin.
-        counts = channel.state()["loc_n"]
-        assert isinstance(counts, list)
         for s in range(len(STAGE_SLOTS)):
-            own = (counts[s] or 0.0) >= MIN_BEFORE_BINS
+            own = channel.levels.count(s) >= MIN_BEFORE_BINS
             self.own_level[s] = channel.location(s) if own else math.nan
         self.phase = DECIDING
 
@@ -196,7 +191,7 @@ class DriverReloadWatch:
             for s in range(len(STAGE_SLOTS)):
                 if s not in levels and self._comparable(s):
                     levels[s] = float(self.prev_level[s])
-        pin_levels(channel, levels, self.prev_noise)
+        channel.pin(levels, self.prev_noise)
         self.phase = JUDGING
 
     def _comparable(self, s: int) -> bool:
@@ -255,35 +250,6 @@ class DriverReloadWatch:
                 target[:] = getattr(fresh, key)
                 continue
             target[:] = [math.nan if v is None else float(v) for v in values]
-
-
-def pin_levels(channel: ResidualChannel, levels: dict[int, float], noise: np.ndarray) -> None:
-    """End the channel's grace now and judge from here on: each slot in ``levels`` is pinned to that
-    level with a full day's weight (it moves at the slow everyday rate) and its settled bin noise
-    (``noise``, where known); other slots re-warm from the bins that follow, so nothing from
-    before the change point is mixed into them."""
-    st = channel.state()
-    p = channel.params
-    loc, loc_n, scale = st["loc"], st["loc_n"], st["bin_scale"]
-    assert isinstance(loc, list) and isinstance(loc_n, list) and isinstance(scale, list)
-    weight = p.loc_halflife_bins / math.log(2.0)
-    for s in range(len(loc)):
-        if s in levels:
-            loc[s], loc_n[s] = levels[s], max(weight, float(p.slot_warm_bins))
-            if math.isfinite(noise[s]):
-                scale[s] = float(noise[s])
-        else:
-            loc_n[s] = 0.0
-    n_blocks = st.get("n_blocks")
-    warm = isinstance(n_blocks, (int, float)) and n_blocks >= p.warm_blocks
-    st["mode"] = NORMAL if warm else WARMING
-    st["grace_until"] = None
-    for key in ("s_up", "s_dn", "block_sum", "block_z", "block_n", "clear_count", "trend"):
-        st[key] = 0.0
-    ring = st.get("ring")
-    if isinstance(ring, list):
-        st["ring"] = [None] * len(ring)
-    channel.restore(st)
 
 
 def _clock(ts: float) -> str:

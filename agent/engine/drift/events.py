@@ -70,14 +70,14 @@ def evidence_for(
         if name == component or channel.cusum < 0.25 * channel.params.threshold_h:
             continue
         other, meaning = CHANNEL_SIGNALS[name]
-        since = channel.since_up if channel.s_up >= channel.s_dn else channel.since_dn
+        since = channel.since
         items.append({"signal": other, "compares": meaning, "moved": _round(channel.recent_deviation(), 2),
                       "cusum_of_threshold": _round(channel.cusum / channel.params.threshold_h, 2),
                       "since": _round(since, 1), "role": "moved_with"})
     for name, level in ctx.levels.items():
-        moved = level.moved()
-        if math.isfinite(moved) and abs(moved) >= CONTEXT_MOVED[name]:
-            items.append({"signal": name, "from": _round(level.ref, 2), "to": _round(level.fast, 2),
+        moved, ref, fast = level.moved, level.ref, level.fast
+        if moved is not None and ref is not None and fast is not None and abs(moved) >= CONTEXT_MOVED[name]:
+            items.append({"signal": name, "from": _round(ref, 2), "to": _round(fast, 2),
                           "moved": _round(moved, 2), "unit": CONTEXT_UNITS[name], "role": "context"})
     rate = ctx.work_rate_moved_pct()
     if math.isfinite(rate) and abs(rate) >= 1.0:

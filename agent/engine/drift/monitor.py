@@ -28,7 +28,10 @@ from agent.engine.drift.job_kind import SAME, JobKindCheck, KindVerdict, name_re
 from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
 from agent.engine.drift.threshold import threshold_for_target
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
+# Older layouts whose numbers no longer map: the drift monitor re-warms (as on a fresh install;
+# about a day) while the rest of the engine state loads as usual.
+RE_WARM_VERSIONS = frozenset({1})
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
 LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
 CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
@@ -587,7 +590,11 @@ class DriftMonitor:
         }
 
     def load_state(self, state: dict[str, object]) -> None:
-        """Restore ``save_state()`` output; a wrong version or shape raises ``ValueError``."""
+        """Restore ``save_state()`` output; a wrong version or shape raises ``ValueError`` (a state
+        of a version in ``RE_WARM_VERSIONS`` is accepted and the monitor starts afresh)."""
+        if isinstance(state, dict) and state.get("version") in RE_WARM_VERSIONS:
+            self._reset()
+            return
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             found = state.get("version") if isinstance(state, dict) else "?"
             raise ValueError(f"drift state: version {found} is not {STATE_VERSION}")
