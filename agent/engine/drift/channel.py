@@ -14,10 +14,11 @@ This module knows nothing about causes or events: ``DriftMonitor`` maps transiti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import CorrelatedScale, DelayedReference, StageLocation, TwoSidedCusum
 
 # Modes of a channel.
@@ -27,35 +28,68 @@ MODE_NAMES = ("warming", "normal", "suspected", "active", "grace")
 
 @dataclass(frozen=True)
 class ChannelParams:
-    """Tuning of one channel; defaults suit residuals in % of a power."""
+    """Tuning of one channel in the estimators' own counts (bins, blocks): built from the
+    seconds and noise units of ``tuning.py`` by ``params_for``."""
 
     n_slots: int
     threshold_h: float  # CUSUM decision threshold (from the false-alarm target)
-    k: float = 1.0  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
-    z_clip: float = 6.0  # one block can add at most z_clip − k to a CUSUM
-    bin_z_clip: float = 6.0  # one bin's standardised deviation is clipped to this
-    block_bins: int = 3  # bins averaged per block
-    warm_blocks: int = 36  # blocks of learning before detection starts
-    slot_warm_bins: int = 60  # bins a stage slot needs before its residuals count
-    loc_halflife_bins: float = 1440.0  # slow per-stage location (24 h at 60 s bins)
-    bin_scale_halflife_bins: float = 2880.0  # per-stage bin noise (48 h at 60 s bins)
-    scale_halflife_blocks: float = 960.0  # block z scale (48 h at 3 min blocks)
-    min_bin_scale: float = 0.15  # floor on a stage's bin noise (unit of the residual)
-    min_block_scale: float = 0.2  # floor on the block z scale
-    min_effect: float = 1.0  # a confirmed shift must be at least this large (unit of the residual)
-    min_evidence_s: float = 900.0  # … and its evidence must span at least this long (no blips)
-    suspect_frac: float = 0.4  # CUSUM ≥ this × h → suspected (learning held)
-    calm_frac: float = 0.15  # noise scales learn only while the CUSUM is below this × h
-    release_frac: float = 0.1  # suspected and CUSUM < this × h → back to normal
-    max_suspect_s: float = 3 * 3600.0  # suspicion that never confirms is dropped after this
-    clear_frac: float = 0.6  # a reverse CUSUM past this × h, testing "back below half the onset
+    k: float  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
+    z_clip: float  # one block can add at most z_clip − k to a CUSUM; one bin's z is clipped to it
+    block_bins: int  # bins averaged per block
+    warm_blocks: int  # blocks of learning before detection starts
+    slot_warm_bins: int  # bins a stage slot needs before its residuals count
+    loc_halflife_bins: float  # slow per-stage location
+    bin_scale_halflife_bins: float  # per-stage bin noise
+    scale_halflife_blocks: float  # block z scale
+    min_bin_scale: float  # floor on a stage's bin noise (unit of the residual)
+    min_block_scale: float  # floor on the block z scale
+    min_effect: float  # a confirmed shift must be at least this large (unit of the residual)
+    min_evidence_s: float  # … and its evidence must span at least this long (no blips)
+    suspect_frac: float  # CUSUM ≥ this × h → suspected (learning held)
+    calm_frac: float  # noise scales learn only while the CUSUM is below this × h
+    release_frac: float  # suspected and CUSUM < this × h → back to normal
+    max_suspect_s: float  # suspicion that never confirms is dropped after this
+    clear_frac: float  # a reverse CUSUM past this × h, testing "back below half the onset
     # deviation" against "still at the onset deviation", clears an active shift
-    grace_loc_halflife_bins: float = 30.0  # fast re-centring while in grace
+    grace_loc_halflife_bins: float  # fast re-centring while in grace
+    frozen_trend_halflife_bins: float  # while held, the extrapolated trend fades out
     trend_halflife_bins: float = 0.0  # > 0: the location also follows a local trend (Holt), for
     # residuals that wander with unmeasured slow factors (weather on a cooling unit's efficiency)
-    frozen_trend_halflife_bins: float = 360.0  # while held, the extrapolated trend fades out
     reference_delay_bins: int = 0  # > 0 (trend mode): judge each bin against the level as it was
     # this many bins ago, extrapolated, so a fast-following level cannot absorb a step unseen
+
+
+def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, weather_known: bool = True
+               ) -> ChannelParams:
+    """``name``'s tuning (it, cooling, gpu, thermal) at drift bins of ``bin_s`` seconds; the
+    cooling channel without a measured outdoor temperature (``weather_known`` False) follows a
+    local trend, judged against its level an hour before (tuning.py: BLIND_COOLING_*)."""
+    block_bins = T.whole_bins(T.BLOCK_S, bin_s)
+    block_s = block_bins * bin_s
+    params = ChannelParams(
+        n_slots=n_slots, threshold_h=threshold_h, k=T.CUSUM_K, z_clip=T.Z_CLIP, block_bins=block_bins,
+        warm_blocks=max(1, round(T.DETECT_AFTER_S / block_s)),
+        slot_warm_bins=T.whole_bins(T.STAGE_WARM_S, bin_s),
+        loc_halflife_bins=T.bins(T.LEVEL_HALFLIFE_S, bin_s),
+        bin_scale_halflife_bins=T.bins(T.NOISE_HALFLIFE_S, bin_s),
+        scale_halflife_blocks=T.NOISE_HALFLIFE_S / block_s,
+        min_bin_scale=T.MIN_BIN_NOISE[name], min_block_scale=T.MIN_BLOCK_SCALE,
+        min_effect=T.MIN_EFFECT[name], min_evidence_s=T.MIN_EVIDENCE_S,
+        suspect_frac=T.SUSPECT_FRAC, calm_frac=T.CALM_FRAC, release_frac=T.RELEASE_FRAC,
+        max_suspect_s=T.MAX_SUSPECT_S, clear_frac=T.CLEAR_FRAC,
+        grace_loc_halflife_bins=T.bins(T.FOLLOW_HALFLIFE_S, bin_s),
+        frozen_trend_halflife_bins=T.bins(T.HELD_TREND_HALFLIFE_S, bin_s),
+    )
+    if name != "cooling":
+        return params
+    if weather_known:
+        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT,
+                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
+                       reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))
+    return replace(params, loc_halflife_bins=T.bins(T.BLIND_COOLING_LEVEL_HALFLIFE_S, bin_s),
+                   trend_halflife_bins=T.bins(T.BLIND_COOLING_TREND_HALFLIFE_S, bin_s),
+                   reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s),
+                   max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
 
 
 @dataclass(frozen=True)
@@ -73,7 +107,7 @@ _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
     "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend",
 )  # fmt: skip
-DEV_FAST_WEIGHT = 0.3  # the shift "as it is now": an EW mean over the last ~3 blocks (≈10 min)
+DEV_FAST_WEIGHT = T.SHIFT_NOW_WEIGHT
 
 
 class ResidualChannel:
@@ -222,7 +256,7 @@ class ResidualChannel:
         dev = residual - reference
         bin_z = dev / max(scale if scale is not None else p.min_bin_scale, p.min_bin_scale)
         self.block_sum += dev
-        self.block_z += min(max(bin_z, -p.bin_z_clip), p.bin_z_clip)
+        self.block_z += min(max(bin_z, -p.z_clip), p.z_clip)
         self.block_n += 1.0
         if self.block_n < p.block_bins:
             return None

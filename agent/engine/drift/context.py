@@ -15,23 +15,12 @@ import math
 import numpy as np
 
 from agent.engine.components import ComponentSample
+from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import ReferenceLevel, StageMix, TypicalRate
 from agent.trace.model import CANONICAL_STAGES
 
 STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
 SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c", "fan_pct")
-REF_HALFLIFE_BINS = 720.0  # 12 h at 60 s bins
-FAST_HALFLIFE_BINS = 20.0
-WORK_RATE_FAST_HALFLIFE_BINS = 30.0  # work rate wobbles with stalls inside a bin: judge it over ~½ h
-TYPICAL_RATE_BAND_FRAC = 0.03  # bins within 3 % of the typical work rate refine it; others do not
-TYPICAL_RATE_HALFLIFE_BINS = 30.0
-TYPICAL_RATE_REACQUIRE_FRAC = 0.6  # this share of recent bins out of band: a new rate (new job)
-TYPICAL_RATE_FIRST_BINS = 5  # a fresh typical rate is the median of a stage's first bins (one bin
-# may be cut short by a stall or a stage edge, or mixed with a faster stage)
-MIX_SLOW_HALFLIFE_BINS = 1440.0
-MIX_FAST_HALFLIFE_BINS = 180.0
-MIX_WARM_BINS = 60  # bins of stage labels before the mix is compared
-WORK_RATE_WARM_BINS = 60  # bins of a stage's work rate before its move is reported
 
 
 def stage_slot(stage: str) -> int:
@@ -45,16 +34,19 @@ def stage_slot(stage: str) -> int:
 class SignalContext:
     """What the rack's non-residual signals did: references, fast levels, stage mix, job."""
 
-    def __init__(self) -> None:
-        self.levels = {name: ReferenceLevel(FAST_HALFLIFE_BINS, REF_HALFLIFE_BINS) for name in SCALAR_SIGNALS}
-        rate_halflife = WORK_RATE_FAST_HALFLIFE_BINS
-        self.work_rate = [ReferenceLevel(rate_halflife, REF_HALFLIFE_BINS) for _ in STAGE_SLOTS]
+    def __init__(self, bin_s: float = 60.0) -> None:
+        ref, fast = T.bins(T.CONTEXT_REF_HALFLIFE_S, bin_s), T.bins(T.CONTEXT_FAST_HALFLIFE_S, bin_s)
+        follow = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)  # a work rate wobbles with stalls: judged over ~½ h
+        self.warm_bins = T.whole_bins(T.STAGE_WARM_S, bin_s)
+        self.levels = {name: ReferenceLevel(fast, ref) for name in SCALAR_SIGNALS}
+        self.work_rate = [ReferenceLevel(follow, ref) for _ in STAGE_SLOTS]
         # Typical work rate per stage: the rate most bins run at, learned from in-band bins only,
         # so bins cut short by stalls or stage changes (lower rates) do not drag it down; when most
         # recent bins run elsewhere (a new job) it re-acquires from the fast level.
-        self.rates = TypicalRate(len(STAGE_SLOTS), TYPICAL_RATE_HALFLIFE_BINS, TYPICAL_RATE_BAND_FRAC,
-                                 TYPICAL_RATE_REACQUIRE_FRAC, TYPICAL_RATE_FIRST_BINS)
-        self.mix = StageMix(len(STAGE_SLOTS), MIX_SLOW_HALFLIFE_BINS, MIX_FAST_HALFLIFE_BINS, MIX_WARM_BINS)
+        self.rates = TypicalRate(len(STAGE_SLOTS), follow, T.RATE_BAND_FRAC, T.RATE_REACQUIRE_FRAC,
+                                 T.RATE_FIRST_BINS)
+        self.mix = StageMix(len(STAGE_SLOTS), T.bins(T.LEVEL_HALFLIFE_S, bin_s),
+                            T.bins(T.MIX_FAST_HALFLIFE_S, bin_s), self.warm_bins)
         self.rated = False  # the rack's jobs report a work rate (seen a positive one)
         self.job = ""  # last non-empty job id seen
         self.previous_job = ""  # the one before it (not saved: read at the job change only)
@@ -119,7 +111,7 @@ class SignalContext:
         for slot in order:
             level = self.work_rate[int(slot)]
             ref, moved = level.ref, level.moved
-            if level.n < WORK_RATE_WARM_BINS or ref is None or moved is None or abs(ref) < 1e-9:
+            if level.n < self.warm_bins or ref is None or moved is None or abs(ref) < 1e-9:
                 continue
             return 100.0 * moved / abs(ref)
         return math.nan

@@ -1,4 +1,4 @@
-"""Is a new job the same kind of workload as the one before it? (``JobKindCheck``)
+"""Is the work after a job change the same as before it? (``SameWorkCheck``, part of the change-point judge)
 
 Why: a weeks-long training run is restarted many times — a node fails, the scheduler preempts
 it, it resumes from a checkpoint under a new job id. A restart of the same job changes nothing
@@ -11,9 +11,9 @@ So a new job id opens a short check. The new job's typical work rate, in the sta
 old job spent most of its rated time (``forward_backward`` on a training rack), is compared
 with the old job's:
 
-- within ``SAME_KIND_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
+- within ``tuning.SAME_WORK_RATE_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
   the detectors go on judging against what they knew.
-- otherwise, or when no comparable rate shows within ``MAX_CHECK_S``: a workload change, which
+- otherwise, or when no comparable rate shows within ``tuning.DECIDE_WITHIN_S``: a workload change, which
   re-learns as before.
 
 The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
@@ -30,16 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext
 
-SAME_KIND_FRAC = 0.15  # typical work rate within 15 % of the previous job's: the same kind of job
-MAX_CHECK_S = 3600.0  # no comparable work rate within this: treated as a workload change
 SAME, DIFFERENT = "same", "different"
 
 
 @dataclass
-class KindVerdict:
+class WorkVerdict:
     """The outcome of one check: the job change it judged and how the rates compared."""
 
     kind: str  # SAME | DIFFERENT
@@ -49,7 +48,7 @@ class KindVerdict:
     rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
 
 
-class JobKindCheck:
+class SameWorkCheck:
     """One pending check at a time; ``start`` at a job change, ``decide`` every bin after it."""
 
     def __init__(self) -> None:
@@ -57,7 +56,7 @@ class JobKindCheck:
         self.slot = -1  # the stage slot the rates are compared in
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
-        self.last: KindVerdict | None = None  # the last verdict (its "same" is named in onsets)
+        self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
 
     @property
     def pending(self) -> bool:
@@ -78,7 +77,7 @@ class JobKindCheck:
         self.previous_job = previous_job
         return True
 
-    def decide(self, ts: float, ctx: SignalContext) -> KindVerdict | None:
+    def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
         """The verdict once the new job's rate in the compared stage has settled (or the check
         timed out); None while still waiting or when nothing is pending."""
         if not self.pending:
@@ -86,19 +85,19 @@ class JobKindCheck:
         ratio = math.nan
         if ctx.rate_settled(self.slot):
             ratio = ctx.typical_rate(self.slot) / self.prev_rate
-            kind = SAME if abs(ratio - 1.0) <= SAME_KIND_FRAC else DIFFERENT
-        elif ts - self.since_ts > MAX_CHECK_S:
+            kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
+        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT
         else:
             return None
-        self.last = KindVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
+        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
         self.since_ts = math.nan
         return self.last
 
     def cancel(self) -> None:
         self.since_ts = math.nan
 
-    def recent_restart(self, ts: float, within_s: float) -> KindVerdict | None:
+    def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
         last = self.last
         if last is None or last.kind != SAME or not 0.0 <= ts - last.since_ts <= within_s:
@@ -130,7 +129,7 @@ class JobKindCheck:
             self.previous_job = str(data.get("previous_job") or "")
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
-            self.last = KindVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
+            self.last = WorkVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
                                     str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
 
 
@@ -143,7 +142,7 @@ def main_rated_slot(ctx: SignalContext) -> int:
     return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
 
 
-def name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float) -> Attribution:
+def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float) -> Attribution:
     """Say that the shift came soon after a restart judged to be the same kind of job: if the
     operator knows the new job is a different model, accepting it makes it the job's normal."""
     hours = (ts - restart.since_ts) / 3600.0
@@ -153,7 +152,7 @@ def name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float
     return Attribution(verdict.cause, text)
 
 
-def restart_evidence(restart: KindVerdict, job: str) -> dict[str, object]:
+def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
     return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
             "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
