@@ -141,7 +141,7 @@ class ResidualChannel:
         p = self._params
         self.levels = StageLocation(p.n_slots, p.loc_halflife_bins, p.bin_scale_halflife_bins,
                                     p.min_bin_scale, p.slot_warm_bins)
-        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, p.z_clip)
+        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, p.z_clip, T.MAX_RHO)
         self.detector = TwoSidedCusum(p.k)
         self.reference = DelayedReference(p.reference_delay_bins)
         self.mode = WARMING

@@ -76,8 +76,9 @@ def evidence_for(
                       "since": _round(since, 1), "role": "moved_with"})
     for name, level in ctx.levels.items():
         moved, ref, fast = level.moved, level.ref, level.fast
-        known = moved is not None and ref is not None and fast is not None
-        if known and moved is not None and abs(moved) >= T.EVIDENCE_MOVED[name]:
+        if moved is None or ref is None or fast is None:
+            continue
+        if abs(moved) >= T.EVIDENCE_MOVED[name]:
             items.append({"signal": name, "from": _round(ref, 2), "to": _round(fast, 2),
                           "moved": _round(moved, 2), "unit": CONTEXT_UNITS[name], "role": "context"})
     rate = ctx.work_rate_moved_pct()

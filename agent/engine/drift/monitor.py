@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from agent.config.model import EngineSection
-from agent.engine.components import ComponentSample
+from agent.engine.components import COMPONENTS, LEARNED, ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import CAUSES, attribute, costs, saving
 from agent.engine.drift.changepoint import ChangePointJudge
@@ -31,7 +31,7 @@ from agent.engine.drift.channel import (
     params_for,
 )
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
+from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
 from agent.engine.drift.same_work import WorkVerdict
@@ -42,8 +42,10 @@ STATE_VERSION = 2  # 2: channels and context persist their estimators (estimator
 # about a day) while the rest of the engine state loads as usual.
 RE_WARM_VERSIONS = frozenset({1})
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
-CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
+# Component names have one owner (agent/engine/components.py): a channel per component, and the
+# engine learns the first three.
+CHANNELS: tuple[str, ...] = COMPONENTS
+LEARNING_COMPONENTS: tuple[str, ...] = LEARNED
 # Which engine components must stop learning while a channel is suspected or active.
 HOLDS: dict[str, frozenset[str]] = {
     "it": frozenset({"it"}),
@@ -58,7 +60,7 @@ CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "thermal": ("thermal", "it"),
     "gpu_hardware": ("gpu",),
     "workload": ("gpu",),
-    "unknown": ("it", "cooling", "gpu", "thermal"),
+    "unknown": COMPONENTS,
 }
 
 
@@ -116,7 +118,7 @@ class DriftMonitor:
     def _reset(self) -> None:
         self.channels = {name: ResidualChannel(name, params) for name, params in self._params.items()}
         self.context = SignalContext(self.bin_s)
-        self.cooling_model = CoolingUnitModel()
+        self.cooling_model = CoolingUnitModel(self.bin_s)
         self.changes = ChangePointJudge(self.bin_s)
         self._input_shift: InputShift | None = None
         self.incidents: dict[str, Incident] = {}
@@ -272,7 +274,7 @@ class DriftMonitor:
         if channel.params is not wanted:
             channel.params = wanted
             # the young model's residual level still settles for hours: re-centre through them
-            channel.start_grace(ts + RESTART_WARM_BINS * self.bin_s + T.COOLING_SETTLE_S)
+            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's

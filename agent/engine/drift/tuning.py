@@ -22,11 +22,12 @@ DAY_S = 86400.0
 CUSUM_K = 1.0  # σ: reference value; a CUSUM detects shifts of ≈ 2k σ fastest (Page): 2 σ of block noise
 Z_CLIP = 6.0  # σ: one bin or block adds at most this (a glitch cannot confirm a shift alone)
 BLOCK_S = 180.0  # bins averaged into blocks of 3 min: the residual's minute-scale wobble averages out
-DETECT_AFTER_S = 6480.0  # 36 blocks of learning before detection starts (block noise known to ±17 %)
+DETECT_AFTER_S = 6480.0  # 36 blocks of learning before detection starts (block noise then known to ±13 %)
 STAGE_WARM_S = HOUR_S  # an hour of a stage (or work rate, or stage mix) before it is judged
 LEVEL_HALFLIFE_S = DAY_S  # "usual" is what the rack did over about a day (one daily cycle)
 NOISE_HALFLIFE_S = 2.0 * DAY_S  # noise is learned over two days: slower than the level it scales
 FOLLOW_HALFLIFE_S = 1800.0  # a new normal (grace) or a new job's work rate is followed within ½ h
+MAX_RHO = 0.6  # block autocorrelation counted up to this (VIF ≤ 4): a long stretch cannot mute it
 MIN_BLOCK_SCALE = 0.2  # σ: floor of the block z scale (a calm week must not make it hair-trigger)
 MIN_EVIDENCE_S = 900.0  # a confirmed shift's evidence spans ≥ 15 min: no blips (twin bench)
 SUSPECT_FRAC = 0.4  # × h: learning stops once the CUSUM is this far (a fault must not be learned)
@@ -39,8 +40,8 @@ SHIFT_NOW_WEIGHT = 0.3  # per block: "the shift as it is now" averages ≈ the l
 FALSE_ALARM_MARGIN = 20.0  # ARL0 × this: residual blocks are not Gaussian nor independent (twin bench)
 
 # Per channel: the smallest shift worth an alarm (its unit) and the floor of its bin noise.
-MIN_EFFECT = {"it": 1.5, "gpu": 1.5, "cooling": 2.5, "thermal": 0.2}  # % / °C: half the 3 % target
-MIN_BIN_NOISE = {"it": 0.2, "gpu": 0.2, "cooling": 0.3, "thermal": 0.03}  # sensor resolution / rounding
+MIN_EFFECT = {"it": 1.5, "gpu": 1.5, "cooling": 2.5, "thermal": 0.2}  # % / °C: ½ of the 3 % target (+weather)
+MIN_BIN_NOISE = {"it": 0.2, "gpu": 0.2, "cooling": 0.3, "thermal": 0.03}  # % / °C: the readings' resolution
 
 # The cooling unit without an outdoor temperature: its efficiency wanders with the weather, so
 # its level follows a local trend and each bin is judged against the level an hour before.
@@ -52,6 +53,14 @@ HELD_TREND_HALFLIFE_S = 6.0 * HOUR_S  # while held, the extrapolated trend fades
 # With the outdoor temperature the weather is explained: slow level, no trend.
 WEATHER_COOLING_MIN_EFFECT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
 WEATHER_COOLING_MAX_SUSPECT_S = 6.0 * HOUR_S  # a 6-h ramp may stay under 2 % for hours
+
+# --- the cooling unit's own model (cooling_model.py); its fit half-life without the weather is
+# LEVEL_HALFLIFE_S (the intercept follows the weather)
+UNIT_WARM_S = DAY_S  # a day of learning before residuals: the daily cycle must be seen
+UNIT_WEATHER_HALFLIFE_S = 3.0 * DAY_S  # with the outdoor temperature explaining the weather
+UNIT_WEATHER_WARM_S = 12.0 * HOUR_S  # the outdoor term needs no full day to be seen
+UNIT_LEARN_DELAY_S = 6.0 * HOUR_S  # a bin is learned this much later: a creeping fault is not learned
+UNIT_OUTDOOR_LOST_S = 6.0 * HOUR_S  # outdoor temperature missing this long: back to the daily terms
 
 # --- the monitor (monitor.py) ------------------------------------------------------------------
 RELEARN_S = 2.0 * HOUR_S  # a new job's GPU/IT profile re-learns fast this long
