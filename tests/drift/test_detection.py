@@ -13,8 +13,8 @@ import pytest
 from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
 from tests.conftest import SPEC_DIR
+from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
 FAULT_AT_S = 1.5 * 86400

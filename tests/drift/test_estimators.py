@@ -17,7 +17,6 @@ from agent.engine.drift.estimators import (
     CorrelatedScale,
     DelayedReference,
     Estimator,
-    EwMean,
     ReferenceLevel,
     StageLocation,
     StageMix,
@@ -28,7 +27,6 @@ from agent.engine.drift.estimators import (
 # One way to build and to feed each estimator: (factory, update(est, rng, i), value readers).
 Feed = Callable[[Any, np.random.Generator, int], object]
 CASES: dict[type[Estimator], tuple[Callable[[], Estimator], Feed, Callable[[Any], object]]] = {
-    EwMean: (lambda: EwMean(halflife=30.0), lambda e, r, i: e.update(float(r.normal())), lambda e: e.value),
     ReferenceLevel: (
         lambda: ReferenceLevel(fast_halflife=5.0, ref_halflife=50.0),
         lambda e, r, i: e.update(float(r.normal()), hold=bool(i % 7 == 0)),

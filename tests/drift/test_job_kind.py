@@ -13,9 +13,9 @@ from dataclasses import replace
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
 from agent.engine.drift.tuning import DECIDE_WITHIN_S as MAX_CHECK_S
 from agent.engine.drift.tuning import SAME_WORK_RATE_FRAC
+from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
 RESTART_S = 1.5 * 86400

@@ -10,8 +10,8 @@ import pytest
 
 from agent.engine.drift.input_step import InputStep
 from agent.engine.drift.monitor import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
 from agent.sim import FaultSpec, make_scenario, scenario_truth
+from tests.drift.synthetic import Injection, stream
 from tests.drift.twin_events import twin_events
 
 T0 = 1_764_000_000.0

@@ -38,6 +38,7 @@ from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.channel import GRACE, ResidualChannel
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.estimators import fields_state, load_fields
 
 # Thresholds: tuning.py (RESET_*, PINNED_RATE_FRAC, STALL_FRAC, DECIDE_WITHIN_S, RATE_FIRST_BINS).
 RECENT_S = T.RESET_NAMED_S
@@ -212,50 +213,18 @@ class CounterResetPoint:
 
     # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "reload_ts": _num(self.reload_ts),
-            "counters": self.counters,
-            "job_change_ts": _num(self.job_change_ts),
-            "pinned_from": self.pinned_from,
-            "different_kind": self.different_kind,
-            "prev_level": [_num(float(v)) for v in self.prev_level],
-            "prev_rate": [_num(float(v)) for v in self.prev_rate],
-            "prev_noise": [_num(float(v)) for v in self.prev_noise],
-            "rate_sum": [float(v) for v in self.rate_sum],
-            "rate_n": [float(v) for v in self.rate_n],
-            "rate_max": [float(v) for v in self.rate_max],
-            "own_level": [_num(float(v)) for v in self.own_level],
-            "kind_slot": self.kind_slot,
-        }
+        return fields_state(self, _FIELDS)
 
     def restore(self, data: dict[str, object]) -> None:
-        fresh = CounterResetPoint()  # (only its array shapes are read)
-        phase = data.get("phase", IDLE)
-        self.phase = int(phase) if isinstance(phase, (int, float)) and phase in (IDLE, DECIDING, JUDGING) \
-            else IDLE
-        self.reload_ts = _float(data.get("reload_ts"))
-        self.counters = _float(data.get("counters"), 0.0)
-        self.job_change_ts = _float(data.get("job_change_ts"))
-        self.pinned_from = str(data.get("pinned_from") or "")[:16]
-        self.different_kind = bool(data.get("different_kind", False))
-        self.kind_slot = _float(data.get("kind_slot"), -1.0)
-        for key in ("prev_level", "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level"):
-            target = getattr(self, key)
-            values = data.get(key)
-            if not isinstance(values, list) or len(values) != target.size:
-                target[:] = getattr(fresh, key)
-                continue
-            target[:] = [math.nan if v is None else float(v) for v in values]
+        load_fields(self, data, _FIELDS, "drift counter resets")
+        if self.phase not in (IDLE, DECIDING, JUDGING) or self.pinned_from not in ("", "own", "previous"):
+            raise ValueError("drift counter resets: unknown phase or pinned level")
+
+
+_FIELDS = ("phase", "reload_ts", "counters", "job_change_ts", "pinned_from", "different_kind", "prev_level",
+           "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level", "kind_slot")
 
 
 def _clock(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
 
-
-def _num(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _float(value: object, default: float = math.nan) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default

@@ -35,6 +35,48 @@ def _opt(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def fields_state(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, np.ndarray):
+            out[name] = [_opt(float(v)) for v in value.ravel()]
+        elif isinstance(value, (bool, str)):
+            out[name] = value
+        else:
+            out[name] = _opt(float(value))
+    return out
+
+
+def load_fields(obj: object, data: dict[str, Any], names: tuple[str, ...], where: str) -> None:
+    """Load ``fields_state`` output into ``obj``; each field keeps its type and shape, and a wrong
+    one raises ``ValueError`` naming ``where`` and the field."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: state must be a mapping")
+    for name in names:
+        current, value = getattr(obj, name), data.get(name)
+        if isinstance(current, np.ndarray):
+            if not isinstance(value, list) or len(value) != current.size:
+                raise ValueError(f"{where}: {name} must be a list of {current.size} numbers")
+            if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value):
+                raise ValueError(f"{where}: {name} must hold numbers")
+            flat = np.array([math.nan if v is None else float(v) for v in value])
+            current[...] = flat.reshape(current.shape)
+        elif isinstance(current, (bool, str)):
+            if type(value) is not type(current):
+                raise ValueError(f"{where}: {name} must be a {type(current).__name__}")
+            setattr(obj, name, value)
+        elif value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ValueError(f"{where}: {name} must be a number, got {value!r}")
+        elif isinstance(current, int):
+            if value is None or value != int(value):
+                raise ValueError(f"{where}: {name} must be a whole number")
+            setattr(obj, name, int(value))
+        else:
+            setattr(obj, name, math.nan if value is None else float(value))
+
+
 class Estimator:
     """Base: ``PARAMS`` (constructor arguments) and ``SCALARS`` / ``ARRAYS`` (state) are persisted."""
 
@@ -86,47 +128,6 @@ class Estimator:
                 raise ValueError(f"{name}: {key} must hold numbers") from exc
             target[...] = np.array(flat).reshape(target.shape)
         return self
-
-
-class EwMean(Estimator):
-    """Exponentially weighted mean with a warm start.
-
-    >>> m = EwMean(halflife=2.0)
-    >>> m.value is None
-    True
-    >>> round(m.update(1.0).update(3.0).value, 3)
-    2.0
-    >>> round(m.update(3.0).value, 3)   # alpha = max(1/3, ln2/2) = 0.347
-    2.347
-    """
-
-    PARAMS = ("halflife",)
-    SCALARS = ("mean", "n")
-
-    def __init__(self, halflife: float) -> None:
-        if not halflife > 0:
-            raise ValueError(f"EwMean: halflife must be > 0, got {halflife}")
-        self.halflife = float(halflife)
-        self._reset()
-
-    def _reset(self) -> None:
-        self._mean = math.nan
-        self._n = 0.0
-
-    def update(self, x: float) -> EwMean:
-        if math.isfinite(x):
-            a = ew_alpha(self._n, self.halflife)
-            self._mean = x if not math.isfinite(self._mean) else self._mean + a * (x - self._mean)
-            self._n += 1.0
-        return self
-
-    @property
-    def value(self) -> float | None:
-        return _opt(self._mean)
-
-    @property
-    def n(self) -> float:
-        return self._n
 
 
 class ReferenceLevel(Estimator):
@@ -495,10 +496,6 @@ class DelayedReference(Estimator):
         self._i = float((i + 1) % self.delay)
         return self
 
-    def peek(self) -> float | None:
-        """The level ``delay`` updates before the next one (what ``update`` will read out)."""
-        return _opt(float(self._ring[int(self._i) % self.delay]))
-
     @property
     def value(self) -> float | None:
         """The level read out by the last ``update`` (None while the ring fills)."""
@@ -623,6 +620,6 @@ class TypicalRate(Estimator):
 
 
 ESTIMATORS: tuple[type[Estimator], ...] = (
-    EwMean, ReferenceLevel, StageLocation, CorrelatedScale, TwoSidedCusum, DelayedReference, StageMix,
+    ReferenceLevel, StageLocation, CorrelatedScale, TwoSidedCusum, DelayedReference, StageMix,
     TypicalRate,
 )

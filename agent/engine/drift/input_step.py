@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import MAD_TO_SIGMA
+from agent.engine.drift.estimators import MAD_TO_SIGMA, fields_state, load_fields
 
 
 @dataclass(frozen=True)
@@ -124,15 +124,11 @@ class InputStep:
         self.n_base = 0.0
 
     def state(self) -> dict[str, object]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in vars(self).items() if not k.startswith("_")}
+        return fields_state(self, _FIELDS)
 
     def restore(self, data: dict[str, object]) -> None:
-        for key, value in vars(InputStep()).items():
-            if key.startswith("_"):
-                continue  # thresholds in bins, not state
-            got = data.get(key, value)
-            if isinstance(value, bool):
-                setattr(self, key, bool(got))
-            else:
-                setattr(self, key, math.nan if got is None else float(got))  # type: ignore[arg-type]
+        load_fields(self, data, _FIELDS, "drift input step")
+
+
+_FIELDS = ("base_c", "before_pct", "noise_pct", "n_base", "start_ts", "sum_after", "n_after", "n_pending",
+           "moved", "done")
