@@ -22,11 +22,13 @@ The parts live in their own small modules: ``same_work.py``, ``counter_reset.py`
 
 from __future__ import annotations
 
+import math
+
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
 from agent.engine.drift.channel import ResidualChannel
-from agent.engine.drift.context import SignalContext
+from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
 from agent.engine.drift.input_step import InputShift, InputStep
 from agent.engine.drift.same_work import SAME, SameWorkCheck, WorkVerdict, name_restart, restart_evidence
@@ -48,8 +50,10 @@ class ChangePointJudge:
     # ------------------------------------------------------------------------------ reading
     @property
     def holds(self) -> bool:
-        """A new job's work is being judged: the GPU and IT sides neither learn nor are judged."""
-        return self.work.pending
+        """A new job's work is being judged: the GPU and IT sides neither learn nor are judged.
+        (Not for a check by GPU power on an unlabelled rack: most of those are the same work after
+        an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
+        return self.work.pending and not self.work.by_power
 
     def blocks_gpu_relearn(self, ts: float) -> bool:
         """A GPU step at a counter reset is being judged against the level before it."""
@@ -69,6 +73,13 @@ class ChangePointJudge:
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates)."""
         self.resets.update(sample, gpu, in_workload)
+        if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
+            self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
+
+    def work_resumed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
+        """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
+        known; judged by the GPU power level (same work: nothing happens; new work: re-learn)."""
+        self.work.start_by_power(ts, ctx, gpu)
 
     def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
         """The control input's value and the residual it drives; a confirmed step when there is one."""

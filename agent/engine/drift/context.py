@@ -51,6 +51,8 @@ class SignalContext:
         self.job = ""  # last non-empty job id seen
         self.previous_job = ""  # the one before it (not saved: read at the job change only)
         self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
+        self.idle_bins = 0  # consecutive idle bins just before this one
+        self.resumed = False  # this bin: an unlabelled rack's GPUs resumed work after idling
 
     @property
     def mix_slow(self) -> np.ndarray:
@@ -73,6 +75,13 @@ class SignalContext:
             self.work_rate[slot].update(sample.work_rate, hold=frozen)
             self.rates.update(float(sample.work_rate), slot, fallback=self.work_rate[slot].fast)
             self.mix.update(slot)
+        if sample.stage == "idle":
+            self.idle_bins += 1
+            self.resumed = False
+        elif sample.stage:
+            unlabelled = not sample.job and sample.stage_source != "hint"
+            self.resumed = unlabelled and self.idle_bins > 0
+            self.idle_bins = 0
         changed = False
         if sample.job and sample.job != self.job:
             changed = bool(self.job)
@@ -135,6 +144,7 @@ class SignalContext:
             "rated": self.rated,
             "job": self.job[:200],
             "workload_ts": _num(self.workload_ts),
+            "idle_bins": self.idle_bins,
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -156,6 +166,8 @@ class SignalContext:
         self.job = str(data.get("job") or "")
         last = data.get("workload_ts")
         self.workload_ts = float(last) if isinstance(last, (int, float)) else math.nan
+        idle = data.get("idle_bins")
+        self.idle_bins = idle if isinstance(idle, int) and idle >= 0 else 0
 
 
 def _num(value: float) -> float | None:

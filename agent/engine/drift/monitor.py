@@ -170,6 +170,8 @@ class DriftMonitor:
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
+        elif self.context.resumed and not (math.isfinite(self._workload_until) and ts < self._workload_until):
+            self.changes.work_resumed(ts, self.channels["gpu"], self.context)
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
             if ts >= self._workload_until:
@@ -451,9 +453,14 @@ class DriftMonitor:
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
-        text = f"New job {sample.job!r} replaced the previous one"
-        if verdict is not None and math.isfinite(verdict.rate_ratio):
-            text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
+        if verdict is not None and verdict.by_power:
+            text = (f"The GPUs resumed work after idling at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % "
+                    "different power level in their main stage: a new job (found from telemetry; the rack "
+                    "reports no job labels)")
+        else:
+            text = f"New job {sample.job!r} replaced the previous one"
+            if verdict is not None and math.isfinite(verdict.rate_ratio):
+                text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
         text += ": its GPU profile is re-learned (not a fault)."
         kept = sorted(cause for cause in self.incidents if cause != "workload")
         if kept:
@@ -465,7 +472,8 @@ class DriftMonitor:
         job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
-            job_item["work_rate_moved_pct"] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+            moved = "gpu_power_moved_pct" if verdict.by_power else "work_rate_moved_pct"
+            job_item[moved] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
         reload = self.changes.reset_at_change(job_change_ts)  # a counter reset at the change
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
                             [job_item, *reload], text, extra=extra)]

@@ -32,9 +32,12 @@ import numpy as np
 
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.context import STAGE_SLOTS, SignalContext
+from agent.engine.drift.channel import ResidualChannel
+from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.estimators import fields_state, load_fields
 
 SAME, DIFFERENT = "same", "different"
+IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
 
 
 @dataclass
@@ -46,6 +49,7 @@ class WorkVerdict:
     ts: float  # when it was decided
     previous_job: str
     rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
+    by_power: bool = False  # judged by GPU power (an unlabelled rack): ``rate_ratio`` is a power ratio
 
 
 class SameWorkCheck:
@@ -57,6 +61,13 @@ class SameWorkCheck:
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
         self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
+        # Without job labels or work rates the work's signature is the GPU power level (log-%) per
+        # stage: the level before, and the median of each stage's first bins after the change.
+        n = len(STAGE_SLOTS)
+        self.by_power = False
+        self.prev_levels = np.full(n, math.nan)
+        self.first = np.full((n, T.RATE_FIRST_BINS), math.nan)
+        self.first_n = np.zeros(n)
 
     @property
     def pending(self) -> bool:
@@ -77,11 +88,37 @@ class SameWorkCheck:
         self.previous_job = previous_job
         return True
 
+    def start_by_power(self, ts: float, ctx: SignalContext, gpu: ResidualChannel) -> bool:
+        """Open a check at ``ts`` for an unlabelled rack whose GPUs resumed work after idling: the
+        work is compared by its GPU power level in the stage that carries most time; False when no
+        stage's level is known yet (nothing to compare: nothing happens)."""
+        if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
+            self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
+            return True
+        ready = [gpu.slot_ready(s) and s != IDLE_SLOT for s in range(len(STAGE_SLOTS))]
+        if self.pending or not any(ready):
+            return False
+        self.since_ts, self.by_power, self.previous_job = ts, True, ""
+        self.prev_levels[:] = [gpu.location(s) if ok else math.nan for s, ok in enumerate(ready)]
+        self.first[:], self.first_n[:] = math.nan, 0.0
+        return True
+
+    def observe(self, slot: int, gpu_level: float) -> None:
+        """A bin's GPU power level (log-%) in ``slot``: the first ones after a change by power."""
+        i = int(self.first_n[slot])
+        known = math.isfinite(self.prev_levels[slot])
+        wanted = self.pending and self.by_power and known and i < self.first.shape[1]
+        if wanted and math.isfinite(gpu_level):
+            self.first[slot, i] = gpu_level
+            self.first_n[slot] = i + 1
+
     def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
         """The verdict once the new job's rate in the compared stage has settled (or the check
         timed out); None while still waiting or when nothing is pending."""
         if not self.pending:
             return None
+        if self.by_power:
+            return self._decide_by_power(ts)
         ratio = math.nan
         if ctx.rate_settled(self.slot):
             ratio = ctx.typical_rate(self.slot) / self.prev_rate
@@ -94,8 +131,28 @@ class SameWorkCheck:
         self.since_ts = math.nan
         return self.last
 
+    def _decide_by_power(self, ts: float) -> WorkVerdict | None:
+        """Same work unless the GPU level in the compared stage moved by more than
+        ``SAME_WORK_POWER_FRAC`` (a new job); no comparable bins within the limit: the same work
+        (nothing known changed). A same-work verdict by power is not named in later onsets."""
+        full = np.flatnonzero(self.first_n >= self.first.shape[1])  # the first stage the new work filled
+        if full.size:
+            s = int(full[0])
+            ratio = math.exp((float(np.median(self.first[s])) - float(self.prev_levels[s])) / 100.0)
+            kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_POWER_FRAC else DIFFERENT
+        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
+            kind, ratio = SAME, math.nan
+        else:
+            return None
+        verdict = WorkVerdict(kind, self.since_ts, ts, "", ratio, by_power=True)
+        self.since_ts, self.by_power = math.nan, False
+        if kind == DIFFERENT:
+            self.last = verdict
+        return verdict
+
     def cancel(self) -> None:
         self.since_ts = math.nan
+        self.by_power = False
 
     def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
@@ -112,6 +169,7 @@ class SameWorkCheck:
             "slot": self.slot,
             "prev_rate": _num(self.prev_rate),
             "previous_job": self.previous_job[:200],
+            **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
                 "previous_job": last.previous_job[:200], "rate_ratio": _num(last.rate_ratio)},
@@ -122,15 +180,23 @@ class SameWorkCheck:
         simply re-learns, the behaviour before this check existed)."""
         self.since_ts, self.slot, self.prev_rate = math.nan, -1, math.nan
         self.previous_job, self.last = "", None
+        self.by_power = False
         slot = data.get("slot")
         since, rate = _float(data.get("since_ts")), _float(data.get("prev_rate"))
         if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
             self.since_ts, self.slot, self.prev_rate = since, slot, rate
             self.previous_job = str(data.get("previous_job") or "")
+        load_fields(self, data, _POWER_FIELDS, "drift same-work check")
+        if self.by_power and math.isfinite(since):
+            self.since_ts = since
+        self.by_power = self.by_power and self.pending
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
                                     str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
+
+
+_POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n")
 
 
 def main_rated_slot(ctx: SignalContext) -> int:

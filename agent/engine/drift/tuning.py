@@ -92,6 +92,7 @@ EVIDENCE_MOVED = {"setpoint_c": 0.2, "inlet_mean_c": 0.3, "inlet_spread_c": 0.2,
 
 # --- change points (changepoint.py and its parts) ----------------------------------------------
 SAME_WORK_RATE_FRAC = 0.15  # typical rates within 15 %: the same work (two models differ by more)
+SAME_WORK_POWER_FRAC = 0.08  # unlabelled: GPU level within 8 %: same work (a driver update adds 4–6 %)
 PINNED_RATE_FRAC = 0.10  # per stage, within 10 %: the previous job's GPU level can stand for it
 DECIDE_WITHIN_S = HOUR_S  # a new job shows a comparable rate within an hour, else it is new work
 RESET_GROUP_S = 600.0  # counter resets within 10 min are one restart (several GPUs; at a job change)
