@@ -11,7 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
+from tests.drift.synthetic import Injection, stream
 
 
 def _config(tmp_path: Path, socket_path: Path, state_dir: Path) -> Path:

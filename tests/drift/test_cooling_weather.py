@@ -14,7 +14,7 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.drift.channel import GRACE
 from agent.engine.drift.cooling_model import CoolingUnitModel
-from agent.engine.drift.synthetic import stream
+from tests.drift.synthetic import stream
 
 T0 = 1_764_000_000.0
 DAY = 86400.0

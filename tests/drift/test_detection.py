@@ -13,8 +13,8 @@ import pytest
 from agent.config.model import EngineSection
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
 from tests.conftest import SPEC_DIR
+from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
 FAULT_AT_S = 1.5 * 86400
@@ -106,8 +106,8 @@ def test_without_unit_signals_transient_bins_never_reach_the_cooling_detector() 
     run(monitor, samples)
     steady = sum(not s.transient for s in samples)
     assert 0 < steady < len(samples)
-    cooling_n: Any = monitor.channels["cooling"].state()["loc_n"]
-    it_n: Any = monitor.channels["it"].state()["loc_n"]
+    cooling_n: Any = monitor.channels["cooling"].state()["levels"]["n"]  # type: ignore[index]
+    it_n: Any = monitor.channels["it"].state()["levels"]["n"]  # type: ignore[index]
     assert sum(cooling_n) == steady
     # the IT side judges settling bins too, except a large GPU load step's bin and the next
     # (server fans lag the GPUs' heat)

@@ -13,8 +13,9 @@ from dataclasses import replace
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.job_kind import MAX_CHECK_S, SAME_KIND_FRAC
-from agent.engine.drift.synthetic import Injection, stream
+from agent.engine.drift.tuning import DECIDE_WITHIN_S as MAX_CHECK_S
+from agent.engine.drift.tuning import SAME_WORK_RATE_FRAC
+from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
 RESTART_S = 1.5 * 86400
@@ -58,7 +59,7 @@ def test_restart_of_the_same_kind_keeps_baselines_and_a_fault_after_it_is_found(
     held_while_checking, relearned = [], False
     for sample in samples:
         events += monitor.observe(sample)
-        if monitor.job_kind.pending:
+        if monitor.changes.work.pending:
             held_while_checking.append({"gpu", "it"} <= monitor.held)
         relearned |= bool(monitor.relearn)
     assert held_while_checking and all(held_while_checking)  # neither learned nor judged meanwhile
@@ -87,7 +88,7 @@ def test_another_kind_of_job_is_a_workload_change_dated_at_the_job_change() -> N
     detail: dict = change[0]["detail"]  # type: ignore[assignment]
     job = detail["evidence"][0]
     assert job["from"] == "job-a" and job["to"] == "job-b"
-    assert job["work_rate_moved_pct"] < -100 * SAME_KIND_FRAC  # the stream's other kind runs 20 % slower
+    assert job["work_rate_moved_pct"] < -100 * SAME_WORK_RATE_FRAC  # the stream's other kind runs 20 % slower
     assert float(detail["since"]) <= T0 + RESTART_S + 60 < float(change[0]["ts"])  # type: ignore[arg-type]
     assert detail["relearn"] == ["gpu", "it"]
     assert "-20 % work rate" in detail["explanation"]
@@ -108,15 +109,15 @@ def test_a_pending_check_survives_a_restart_of_the_agent() -> None:
     cut = next(i for i, s in enumerate(samples) if s.job == "job-r") + 1
     monitor = DriftMonitor()
     observe(monitor, iter(samples[:cut]))
-    assert monitor.job_kind.pending
+    assert monitor.changes.work.pending
     state = json.loads(json.dumps(monitor.save_state()))
     again = DriftMonitor()
     again.load_state(state)
-    assert again.job_kind.pending and again.save_state() == monitor.save_state()
+    assert again.changes.work.pending and again.save_state() == monitor.save_state()
     assert observe(again, iter(samples[cut:])) == []
-    assert not again.job_kind.pending and again.job_kind.last is not None
-    assert again.job_kind.last.kind == "same"
-    older = {k: v for k, v in state.items() if k != "job_kind"}  # state written before the check existed
+    assert not again.changes.work.pending and again.changes.work.last is not None
+    assert again.changes.work.last.kind == "same"
+    older = {"version": 1, "channels": {}}  # state of the layout before estimators.py: re-warms
     old = DriftMonitor()
     old.load_state(older)
-    assert not old.job_kind.pending
+    assert not old.changes.work.pending and not old.held

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from agent.engine.drift.input_step import InputStep
 from agent.engine.drift.monitor import DriftMonitor
-from agent.engine.drift.setpoint import SetpointWatch
-from agent.engine.drift.synthetic import Injection, stream
 from agent.sim import FaultSpec, make_scenario, scenario_truth
+from tests.drift.synthetic import Injection, stream
 from tests.drift.twin_events import twin_events
 
 T0 = 1_764_000_000.0
@@ -44,7 +44,7 @@ def test_small_setpoint_step_is_a_cooling_onset_naming_the_move(seed: int) -> No
 
 
 def test_setpoint_move_without_a_power_change_is_not_an_alarm() -> None:
-    watch = SetpointWatch()
+    watch = InputStep()
     wobble = [0.1 * ((i * 7919) % 11 - 5) for i in range(1200)]  # flat residual, ±0.5 %
     hits = [watch.update(22.0 if i < 600 else 21.2, w, T0 + 60 * i) for i, w in enumerate(wobble)]
     assert not any(hits)
@@ -65,7 +65,7 @@ def test_watch_state_round_trips() -> None:
     state = monitor.save_state()
     other = DriftMonitor()
     other.load_state(state)
-    assert other.setpoint_watch.state() == monitor.setpoint_watch.state()
+    assert other.changes.input.state() == monitor.changes.input.state()
 
 
 @pytest.mark.slow

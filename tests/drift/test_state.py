@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.synthetic import Injection, stream
+from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
 

@@ -15,19 +15,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agent.engine.drift import tuning as T
 from agent.engine.drift.channel import ACTIVE, SUSPECTED, ResidualChannel
 from agent.engine.drift.context import SignalContext
 
 CAUSES: tuple[str, ...] = ("cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown")
-# Evidence thresholds for "moved with it".
-SETPOINT_MOVED_C = 0.2
-INLET_MEAN_MOVED_C = 0.5
-SPREAD_MOVED_C = 0.3
-WORK_RATE_MOVED_PCT = 4.0  # a job's rate wobbles by 2–3 % (stalls, evals cutting bins short) without a change
-MIX_MOVED = 0.3
-JOB_RECENT_S = 3 * 3600.0
-JOB_LEAD_S = 0.0  # a shift whose evidence began before a job change (by more than this) is not the job's
-GPU_WITH_IT_FRAC = 0.25  # (0.1 let a quarter-hour of checkpoint-slot noise name a PDU loss gpu_hardware)
+# Evidence thresholds for "moved with it": tuning.py.
+JOB_RECENT_S = T.JOB_RECENT_S
 # Faults cost energy or margin (issue 16): a failed PSU, a hot spot, a degraded coil or an ageing
 # GPU only ever add power (or widen the inlet spread). A shift of one of these causes the other
 # way saves energy: it is a change of the rack's normal, never that fault (see ``costs``).
@@ -61,7 +55,7 @@ def saving(component: str, deviation: float) -> Attribution:
 
 
 def _channel_moving(channel: ResidualChannel) -> bool:
-    return channel.mode in (ACTIVE, SUSPECTED) or channel.cusum >= 0.25 * channel.params.threshold_h
+    return channel.mode in (ACTIVE, SUSPECTED) or channel.cusum >= T.MOVING_FRAC * channel.params.threshold_h
 
 
 def attribute(
@@ -79,12 +73,13 @@ def attribute(
     up = "up" if deviation >= 0 else "down"
     if component == "cooling":
         setpoint = ctx.levels["setpoint_c"]
-        moved = setpoint.moved()
-        if math.isfinite(moved) and abs(moved) >= SETPOINT_MOVED_C:
+        moved = ctx.moved("setpoint_c")
+        was, now = setpoint.ref, setpoint.fast
+        if math.isfinite(moved) and abs(moved) >= T.SETPOINT_MOVED_C and was is not None and now is not None:
             return Attribution(
                 "cooling",
                 f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat; the cooling-unit "
-                f"setpoint moved from {setpoint.ref:.1f} °C to {setpoint.fast:.1f} °C.",
+                f"setpoint moved from {was:.1f} °C to {now:.1f} °C.",
             )
         return Attribution(
             "cooling",
@@ -159,22 +154,22 @@ def _gpu_moved_with(gpu: ResidualChannel, deviation: float) -> bool:
     if gpu.mode in (ACTIVE, SUSPECTED):
         return gpu.recent_deviation() * deviation > 0
     moved = gpu.recent_deviation()
-    rising = gpu.cusum >= GPU_WITH_IT_FRAC * gpu.params.threshold_h
-    return rising and moved * deviation > 0 and abs(moved) >= 1.0
+    rising = gpu.cusum >= T.MOVING_FRAC * gpu.params.threshold_h
+    return rising and moved * deviation > 0 and abs(moved) >= T.WITH_IT_GPU_PCT
 
 
 def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> bool:
     thermal = channels.get("thermal")
     if thermal is not None and _channel_moving(thermal) and thermal.recent_deviation() > 0:
         return True
-    spread = ctx.levels["inlet_spread_c"].moved()
-    mean = ctx.levels["inlet_mean_c"].moved()
-    setpoint = ctx.levels["setpoint_c"].moved()
+    spread = ctx.moved("inlet_spread_c")
+    mean = ctx.moved("inlet_mean_c")
+    setpoint = ctx.moved("setpoint_c")
     setpoint = setpoint if math.isfinite(setpoint) else 0.0
-    if math.isfinite(spread) and spread >= SPREAD_MOVED_C:
+    if math.isfinite(spread) and spread >= T.SPREAD_MOVED_C:
         return True
     # Inlets warmer without the setpoint having been raised: the air reaching the servers changed.
-    return math.isfinite(mean) and mean - max(setpoint, 0.0) >= INLET_MEAN_MOVED_C
+    return math.isfinite(mean) and mean - max(setpoint, 0.0) >= T.INLET_MEAN_MOVED_C
 
 
 def workload_reason(
@@ -185,15 +180,15 @@ def workload_reason(
     A job change or a workload shift in the last ``JOB_RECENT_S`` counts (the engine is still
     re-learning) unless the shift's evidence began before it (``since_ts``), as does a moved work
     rate or stage mix (``recent_only`` skips those two)."""
-    before_job = math.isfinite(since_ts) and since_ts < ctx.workload_ts - JOB_LEAD_S
+    before_job = math.isfinite(since_ts) and since_ts < ctx.workload_ts
     if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= JOB_RECENT_S and not before_job:
         return f"a workload change {(ts - ctx.workload_ts) / 3600:.1f} h ago (job {ctx.job or '?'})"
     if recent_only:
         return ""
     rate = ctx.work_rate_moved_pct()
-    if math.isfinite(rate) and abs(rate) >= WORK_RATE_MOVED_PCT:
+    if math.isfinite(rate) and abs(rate) >= T.WORK_RATE_MOVED_PCT:
         return f"the work rate ({rate:+.1f} %)"
     mix = ctx.mix_distance()
-    if mix >= MIX_MOVED:
+    if mix >= T.MIX_MOVED:
         return f"the stage mix ({100 * mix:.0f} % of time moved between stages)"
     return ""

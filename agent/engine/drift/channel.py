@@ -14,9 +14,12 @@ This module knows nothing about causes or events: ``DriftMonitor`` maps transiti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from agent.engine.drift import tuning as T
+from agent.engine.drift.estimators import CorrelatedScale, DelayedReference, StageLocation, TwoSidedCusum
 
 # Modes of a channel.
 WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
@@ -25,35 +28,68 @@ MODE_NAMES = ("warming", "normal", "suspected", "active", "grace")
 
 @dataclass(frozen=True)
 class ChannelParams:
-    """Tuning of one channel; defaults suit residuals in % of a power."""
+    """Tuning of one channel in the estimators' own counts (bins, blocks): built from the
+    seconds and noise units of ``tuning.py`` by ``params_for``."""
 
     n_slots: int
     threshold_h: float  # CUSUM decision threshold (from the false-alarm target)
-    k: float = 1.0  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
-    z_clip: float = 6.0  # one block can add at most z_clip − k to a CUSUM
-    bin_z_clip: float = 6.0  # one bin's standardised deviation is clipped to this
-    block_bins: int = 3  # bins averaged per block
-    warm_blocks: int = 36  # blocks of learning before detection starts
-    slot_warm_bins: int = 60  # bins a stage slot needs before its residuals count
-    loc_halflife_bins: float = 1440.0  # slow per-stage location (24 h at 60 s bins)
-    bin_scale_halflife_bins: float = 2880.0  # per-stage bin noise (48 h at 60 s bins)
-    scale_halflife_blocks: float = 960.0  # block z scale (48 h at 3 min blocks)
-    min_bin_scale: float = 0.15  # floor on a stage's bin noise (unit of the residual)
-    min_block_scale: float = 0.2  # floor on the block z scale
-    min_effect: float = 1.0  # a confirmed shift must be at least this large (unit of the residual)
-    min_evidence_s: float = 900.0  # … and its evidence must span at least this long (no blips)
-    suspect_frac: float = 0.4  # CUSUM ≥ this × h → suspected (learning held)
-    calm_frac: float = 0.15  # noise scales learn only while the CUSUM is below this × h
-    release_frac: float = 0.1  # suspected and CUSUM < this × h → back to normal
-    max_suspect_s: float = 3 * 3600.0  # suspicion that never confirms is dropped after this
-    clear_frac: float = 0.6  # a reverse CUSUM past this × h, testing "back below half the onset
+    k: float  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
+    z_clip: float  # one block can add at most z_clip − k to a CUSUM; one bin's z is clipped to it
+    block_bins: int  # bins averaged per block
+    warm_blocks: int  # blocks of learning before detection starts
+    slot_warm_bins: int  # bins a stage slot needs before its residuals count
+    loc_halflife_bins: float  # slow per-stage location
+    bin_scale_halflife_bins: float  # per-stage bin noise
+    scale_halflife_blocks: float  # block z scale
+    min_bin_scale: float  # floor on a stage's bin noise (unit of the residual)
+    min_block_scale: float  # floor on the block z scale
+    min_effect: float  # a confirmed shift must be at least this large (unit of the residual)
+    min_evidence_s: float  # … and its evidence must span at least this long (no blips)
+    suspect_frac: float  # CUSUM ≥ this × h → suspected (learning held)
+    calm_frac: float  # noise scales learn only while the CUSUM is below this × h
+    release_frac: float  # suspected and CUSUM < this × h → back to normal
+    max_suspect_s: float  # suspicion that never confirms is dropped after this
+    clear_frac: float  # a reverse CUSUM past this × h, testing "back below half the onset
     # deviation" against "still at the onset deviation", clears an active shift
-    grace_loc_halflife_bins: float = 30.0  # fast re-centring while in grace
+    grace_loc_halflife_bins: float  # fast re-centring while in grace
+    frozen_trend_halflife_bins: float  # while held, the extrapolated trend fades out
     trend_halflife_bins: float = 0.0  # > 0: the location also follows a local trend (Holt), for
     # residuals that wander with unmeasured slow factors (weather on a cooling unit's efficiency)
-    frozen_trend_halflife_bins: float = 360.0  # while held, the extrapolated trend fades out
     reference_delay_bins: int = 0  # > 0 (trend mode): judge each bin against the level as it was
     # this many bins ago, extrapolated, so a fast-following level cannot absorb a step unseen
+
+
+def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, weather_known: bool = True
+               ) -> ChannelParams:
+    """``name``'s tuning (it, cooling, gpu, thermal) at drift bins of ``bin_s`` seconds; the
+    cooling channel without a measured outdoor temperature (``weather_known`` False) follows a
+    local trend, judged against its level an hour before (tuning.py: BLIND_COOLING_*)."""
+    block_bins = T.whole_bins(T.BLOCK_S, bin_s)
+    block_s = block_bins * bin_s
+    params = ChannelParams(
+        n_slots=n_slots, threshold_h=threshold_h, k=T.CUSUM_K, z_clip=T.Z_CLIP, block_bins=block_bins,
+        warm_blocks=max(1, round(T.DETECT_AFTER_S / block_s)),
+        slot_warm_bins=T.whole_bins(T.STAGE_WARM_S, bin_s),
+        loc_halflife_bins=T.bins(T.LEVEL_HALFLIFE_S, bin_s),
+        bin_scale_halflife_bins=T.bins(T.NOISE_HALFLIFE_S, bin_s),
+        scale_halflife_blocks=T.NOISE_HALFLIFE_S / block_s,
+        min_bin_scale=T.MIN_BIN_NOISE[name], min_block_scale=T.MIN_BLOCK_SCALE,
+        min_effect=T.MIN_EFFECT[name], min_evidence_s=T.MIN_EVIDENCE_S,
+        suspect_frac=T.SUSPECT_FRAC, calm_frac=T.CALM_FRAC, release_frac=T.RELEASE_FRAC,
+        max_suspect_s=T.MAX_SUSPECT_S, clear_frac=T.CLEAR_FRAC,
+        grace_loc_halflife_bins=T.bins(T.FOLLOW_HALFLIFE_S, bin_s),
+        frozen_trend_halflife_bins=T.bins(T.HELD_TREND_HALFLIFE_S, bin_s),
+    )
+    if name != "cooling":
+        return params
+    if weather_known:
+        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT,
+                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
+                       reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))
+    return replace(params, loc_halflife_bins=T.bins(T.BLIND_COOLING_LEVEL_HALFLIFE_S, bin_s),
+                   trend_halflife_bins=T.bins(T.BLIND_COOLING_TREND_HALFLIFE_S, bin_s),
+                   reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s),
+                   max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
 
 
 @dataclass(frozen=True)
@@ -68,39 +104,51 @@ class Transition:
 
 
 _SCALARS = (
-    "mode", "n_blocks", "scale", "scale_n", "acf_num", "acf_den", "z_prev",
-    "block_sum", "block_z", "block_n", "s_up", "s_dn", "since_up", "since_dn",
-    "sum_up", "zsum_up", "n_up", "sum_dn", "zsum_dn", "n_dn", "suspect_ts", "onset_ts", "onset_dev",
-    "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend", "ring_i",
+    "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
+    "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend",
 )  # fmt: skip
+DEV_FAST_WEIGHT = T.SHIFT_NOW_WEIGHT
 
 
 class ResidualChannel:
-    """Sustained-shift detector for one residual; ``add(...)`` per bin, read ``mode``/``held``."""
+    """Sustained-shift detector for one residual; ``add(...)`` per bin, read ``mode``/``held``.
+
+    Built from the estimators in ``estimators.py``: a per-stage robust location and noise
+    (``levels``), the block z-scores' scale and autocorrelation (``noise``), a two-sided CUSUM
+    (``detector``) and, for a trend-following level, a delayed reference (``reference``)."""
 
     def __init__(self, name: str, params: ChannelParams) -> None:
         self.name = name
-        self.params = params
+        self._params = params
         self._reset()
 
+    @property
+    def params(self) -> ChannelParams:
+        return self._params
+
+    @params.setter
+    def params(self, params: ChannelParams) -> None:
+        """New tuning (the cooling unit model gained the weather): the estimators keep their data."""
+        self._params = params
+        self.levels.halflife = params.loc_halflife_bins
+        self.levels.scale_halflife = params.bin_scale_halflife_bins
+        self.levels.min_scale, self.levels.warm = params.min_bin_scale, params.slot_warm_bins
+        self.noise.halflife, self.noise.min_scale = params.scale_halflife_blocks, params.min_block_scale
+        self.noise.z_clip = params.z_clip
+        self.detector.k = params.k
+
     def _reset(self) -> None:
-        p = self.params
-        self._loc = np.zeros(p.n_slots)
-        self._loc_n = np.zeros(p.n_slots)
-        self._bin_scale = np.full(p.n_slots, math.nan)
+        p = self._params
+        self.levels = StageLocation(p.n_slots, p.loc_halflife_bins, p.bin_scale_halflife_bins,
+                                    p.min_bin_scale, p.slot_warm_bins)
+        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, p.z_clip, T.MAX_RHO)
+        self.detector = TwoSidedCusum(p.k)
+        self.reference = DelayedReference(p.reference_delay_bins)
         self.mode = WARMING
         self.n_blocks = 0.0
-        self.scale = math.nan
-        self.scale_n = 0.0
-        self.acf_num = 0.0
-        self.acf_den = 0.0
-        self.z_prev = 0.0
         self.block_sum = 0.0
         self.block_z = 0.0
         self.block_n = 0.0
-        self.s_up = self.s_dn = 0.0
-        self.since_up = self.since_dn = math.nan
-        self.sum_up = self.zsum_up = self.n_up = self.sum_dn = self.zsum_dn = self.n_dn = 0.0
         self.suspect_ts = math.nan
         self.onset_ts = math.nan
         self.onset_dev = 0.0
@@ -111,8 +159,6 @@ class ResidualChannel:
         self.last_since = math.nan
         self.last_ts = math.nan
         self.trend = 0.0  # per bin, unit of the residual (Holt trend; 0 unless enabled)
-        self._ring = np.full(max(1, self.params.reference_delay_bins), math.nan)  # past levels
-        self.ring_i = 0.0
 
     # ----------------------------------------------------------------------------- reading
     @property
@@ -126,22 +172,38 @@ class ResidualChannel:
 
     @property
     def cusum(self) -> float:
-        return max(self.s_up, self.s_dn)
+        return self.detector.value
+
+    @property
+    def s_up(self) -> float:
+        return self.detector.up
+
+    @property
+    def s_dn(self) -> float:
+        return self.detector.down
+
+    @property
+    def since(self) -> float:
+        """When the larger CUSUM side's evidence began (NaN before)."""
+        return self.detector.since
+
+    @property
+    def scale(self) -> float:
+        value = self.noise.value
+        return math.nan if value is None else value
 
     @property
     def vif(self) -> float:
         """Variance inflation of a sum of correlated block z-scores: (1 + ρ) / (1 − ρ)."""
-        rho = self.acf_num / self.acf_den if self.acf_den > 0 else 0.0
-        rho = min(max(rho, 0.0), 0.6)
-        return (1.0 + rho) / (1.0 - rho)
+        return self.noise.vif
 
     def recent_deviation(self) -> float:
         """Mean block deviation since the larger CUSUM side last left zero (signed; 0 when calm)."""
-        if self.s_up == 0.0 and self.s_dn == 0.0:
-            return 0.0
-        if self.s_up >= self.s_dn:
-            return self.sum_up / self.n_up if self.n_up else 0.0
-        return -(self.sum_dn / self.n_dn) if self.n_dn else 0.0
+        return self.detector.deviation
+
+    def recent_z(self) -> float:
+        """Mean standardised block deviation since the larger CUSUM side last left zero (signed)."""
+        return self.detector.z
 
     @property
     def active_deviation(self) -> float:
@@ -149,44 +211,52 @@ class ResidualChannel:
         return self.dev_fast if self.mode == ACTIVE else 0.0
 
     def location(self, slot: int) -> float:
-        return float(self._loc[slot])
+        return self.levels.raw_level(slot)
 
     def slot_ready(self, slot: int) -> bool:
-        return bool(self._loc_n[slot] >= self.params.slot_warm_bins)
+        return self.levels.count(slot) >= self._params.slot_warm_bins
+
+    def _calm(self) -> bool:
+        """Noise may learn: not normal yet, or normal with the CUSUM well below its threshold."""
+        p = self._params
+        return self.mode != NORMAL or self.cusum < p.calm_frac * p.threshold_h
 
     # ----------------------------------------------------------------------------- updating
     def add(self, residual: float, slot: int, ts: float) -> Transition | None:
         """Feed one bin's residual; returns a transition when the completed block changed mode."""
         if not math.isfinite(residual):
             return None
-        p = self.params
+        p = self._params
         self.last_ts = ts
-        n = float(self._loc_n[slot])
-        loc = float(self._loc[slot])
-        bin_scale = float(self._bin_scale[slot])
+        ready = self.levels.ready(slot)  # judged only once this stage's level and noise are known
+        scale = self.levels.scale(slot)  # (both as they were before this bin)
+        loc = self.levels.raw_level(slot)
         if self.mode == GRACE and math.isfinite(self.grace_until) and ts >= self.grace_until:
             self.mode = NORMAL if self.n_blocks >= p.warm_blocks else WARMING
-        if p.trend_halflife_bins > 0:
+        trending = p.trend_halflife_bins > 0
+        if trending:
             loc += self.trend  # the level this bin is predicted at
         if self.learning:
-            self._learn_location(residual, slot, n, loc, bin_scale)
-        elif p.trend_halflife_bins > 0:  # held: extrapolate the level with a fading trend
-            self._loc[slot] = loc
+            n = self.levels.count(slot)
+            halflife = p.grace_loc_halflife_bins if self.mode == GRACE else p.loc_halflife_bins
+            step = self.levels.step(residual, slot, predicted=loc, halflife=halflife,
+                                    learn_scale=self._calm())
+            if trending and n >= p.slot_warm_bins:
+                self.trend += math.log(2.0) / p.trend_halflife_bins * step
+        elif trending:  # held: extrapolate the level with a fading trend
+            self.levels.set_level(slot, loc)
             self.trend *= 0.5 ** (1.0 / p.frozen_trend_halflife_bins)
         reference = loc
-        if p.reference_delay_bins > 0 and p.trend_halflife_bins > 0:
-            i = int(self.ring_i) % p.reference_delay_bins
-            past = float(self._ring[i])
-            if math.isfinite(past) and self.mode != GRACE:
+        if p.reference_delay_bins > 0 and trending:
+            past = self.reference.update(self.levels.raw_level(slot)).value
+            if past is not None and self.mode != GRACE:
                 reference = past + self.trend * p.reference_delay_bins
-            self._ring[i] = float(self._loc[slot])
-            self.ring_i = float((i + 1) % p.reference_delay_bins)
-        if n < p.slot_warm_bins or not math.isfinite(bin_scale):
+        if not ready:
             return None  # this stage's location is not known yet: its residual says nothing
         dev = residual - reference
-        bin_z = dev / max(bin_scale, p.min_bin_scale)
+        bin_z = dev / max(scale if scale is not None else p.min_bin_scale, p.min_bin_scale)
         self.block_sum += dev
-        self.block_z += min(max(bin_z, -p.bin_z_clip), p.bin_z_clip)
+        self.block_z += min(max(bin_z, -p.z_clip), p.z_clip)
         self.block_n += 1.0
         if self.block_n < p.block_bins:
             return None
@@ -194,96 +264,31 @@ class ResidualChannel:
         self.block_sum = self.block_z = self.block_n = 0.0
         return self._block(mean_dev, mean_z, ts)
 
-    def _learn_location(self, residual: float, slot: int, n: float, loc: float, bin_scale: float) -> None:
-        """Per-stage robust level and noise of the residual (Huber-clipped EW mean and mean |dev|)."""
-        p = self.params
-        halflife = p.grace_loc_halflife_bins if self.mode == GRACE else p.loc_halflife_bins
-        alpha = max(1.0 / (n + 1.0), math.log(2.0) / halflife)
-        err = residual - loc
-        if math.isfinite(bin_scale) and n >= p.slot_warm_bins:
-            limit = 3.0 * max(bin_scale, p.min_bin_scale)
-            err = min(max(err, -limit), limit)  # Huber step: one glitch moves it little
-        self._loc[slot] = loc + alpha * err
-        if p.trend_halflife_bins > 0 and n >= p.slot_warm_bins:
-            beta = math.log(2.0) / p.trend_halflife_bins
-            self.trend += beta * (alpha * err)
-        if n > 0 and (self.mode != NORMAL or self.cusum < p.calm_frac * p.threshold_h):
-            abs_err = abs(residual - loc)
-            if not math.isfinite(bin_scale):
-                self._bin_scale[slot] = abs_err * 1.2533
-            else:
-                a_s = max(1.0 / (n + 1.0), math.log(2.0) / p.bin_scale_halflife_bins)
-                clipped = min(abs_err, 4.0 * max(bin_scale, p.min_bin_scale))
-                self._bin_scale[slot] = bin_scale + a_s * (clipped * 1.2533 - bin_scale)
-        self._loc_n[slot] = n + 1.0
-
     def _block(self, dev: float, mean_z: float, ts: float) -> Transition | None:
-        p = self.params
+        p = self._params
         self.n_blocks += 1.0
         if self.mode == GRACE:
             return None
-        if self.learning and (self.mode != NORMAL or self.cusum < p.calm_frac * p.threshold_h):
-            self._learn_scale(mean_z)  # noise is learned from calm data only, never from a shift
+        if self.learning and self._calm():
+            self.noise.update(mean_z)  # noise is learned from calm data only, never from a shift
         if self.mode == WARMING:
             if self.n_blocks >= p.warm_blocks:
                 self.mode = NORMAL
                 return Transition("ready", ts, 0.0, 0.0, ts)
             return None
-        z = mean_z / (max(self.scale, p.min_block_scale) * math.sqrt(self.vif))
+        z = mean_z / (self.noise.floored * math.sqrt(self.vif))
         zc = min(max(z, -p.z_clip), p.z_clip)
-        self._cusum(dev, zc, ts)
+        self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
-        self.dev_fast += 0.3 * (dev - self.dev_fast)  # the shift as it is now (a ramp keeps growing)
+        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)  # the shift as it is now (a ramp grows)
         return self._watch_block(ts)
 
-    def _learn_scale(self, mean_z: float) -> None:
-        """Robust scale of block-mean z-scores and their lag-1 autocorrelation."""
-        p = self.params
-        alpha = max(1.0 / (self.scale_n + 1.0), math.log(2.0) / p.scale_halflife_blocks)
-        if math.isfinite(self.scale) and self.scale_n >= 8:
-            target = min(abs(mean_z), 4.0 * max(self.scale, p.min_block_scale)) * 1.2533
-        else:
-            target = abs(mean_z) * 1.2533
-        self.scale = target if not math.isfinite(self.scale) else self.scale + alpha * (target - self.scale)
-        self.scale_n += 1.0
-        z = mean_z / max(self.scale, p.min_block_scale)
-        z = min(max(z, -p.z_clip), p.z_clip)
-        self.acf_num += alpha * (z * self.z_prev - self.acf_num)
-        self.acf_den += alpha * (z * z - self.acf_den)
-        self.z_prev = z
-
-    def _cusum(self, dev: float, zc: float, ts: float) -> None:
-        k = self.params.k
-        up = max(0.0, self.s_up + zc - k)
-        dn = max(0.0, self.s_dn - zc - k)
-        if up > 0.0:
-            if self.s_up == 0.0:
-                self.since_up, self.sum_up, self.zsum_up, self.n_up = ts, 0.0, 0.0, 0.0
-            self.sum_up += dev
-            self.zsum_up += zc
-            self.n_up += 1.0
-        if dn > 0.0:
-            if self.s_dn == 0.0:
-                self.since_dn, self.sum_dn, self.zsum_dn, self.n_dn = ts, 0.0, 0.0, 0.0
-            self.sum_dn -= dev
-            self.zsum_dn -= zc
-            self.n_dn += 1.0
-        self.s_up, self.s_dn = up, dn
-
-    def recent_z(self) -> float:
-        """Mean standardised block deviation since the larger CUSUM side last left zero (signed)."""
-        if self.s_up == 0.0 and self.s_dn == 0.0:
-            return 0.0
-        if self.s_up >= self.s_dn:
-            return self.zsum_up / self.n_up if self.n_up else 0.0
-        return -(self.zsum_dn / self.n_dn) if self.n_dn else 0.0
-
     def _watch_block(self, ts: float) -> Transition | None:
-        p = self.params
+        p = self._params
         h = p.threshold_h
         s = self.cusum
-        since = self.since_up if self.s_up >= self.s_dn else self.since_dn
+        since = self.detector.since
         dev = self.recent_deviation()
         if p.trend_halflife_bins <= 0 and dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
             dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
@@ -306,7 +311,7 @@ class ResidualChannel:
             return Transition("onset", ts, dev, z, since)
         if s < p.release_frac * h:
             self.mode = NORMAL
-            self.s_up = self.s_dn = 0.0
+            self.detector.clear()
             return Transition("release", ts, dev, z, since)
         if ts - self.suspect_ts > p.max_suspect_s:
             # Sustained but smaller than min_effect: not worth an alarm, so it becomes the normal
@@ -316,8 +321,8 @@ class ResidualChannel:
         return None
 
     def _active_block(self, dev: float, zc: float, ts: float) -> Transition | None:
-        p = self.params
-        self.dev_fast += 0.3 * (dev - self.dev_fast)
+        p = self._params
+        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)
         sign = 1.0 if self.onset_z >= 0 else -1.0
         # Reverse CUSUM ("clear_count"): evidence that the deviation fell below half its onset size.
         z_back = 0.5 * min(abs(self.onset_z), p.z_clip) - sign * zc
@@ -330,15 +335,16 @@ class ResidualChannel:
     def force_onset(
         self, ts: float, deviation: float, since_ts: float, level: float, slot: int
     ) -> Transition:
-        """Confirm a shift that other evidence established (a measured setpoint move): ACTIVE from
+        """Confirm a shift that other evidence established (a measured change point): ACTIVE from
         now, judged against ``level`` (the residual's level before the shift), held as usual."""
-        p = self.params
-        bin_scale = float(self._bin_scale[slot])
-        bin_scale = max(bin_scale if math.isfinite(bin_scale) else p.min_bin_scale, p.min_bin_scale)
-        z = deviation / bin_scale / (max(self.scale if math.isfinite(self.scale) else 1.0,
+        p = self._params
+        bin_scale = self.levels.scale(slot)
+        bin_scale = max(bin_scale if bin_scale is not None else p.min_bin_scale, p.min_bin_scale)
+        block_scale = self.noise.value
+        z = deviation / bin_scale / (max(block_scale if block_scale is not None else 1.0,
                                          p.min_block_scale) * math.sqrt(self.vif))
-        self._loc[slot] = level
-        self._ring[:] = level
+        self.levels.set_level(slot, level)
+        self.reference.forget(level)
         self.trend = 0.0
         self.mode = ACTIVE
         self.onset_ts, self.onset_dev, self.onset_z = ts, deviation, z
@@ -347,12 +353,33 @@ class ResidualChannel:
         self.last_since = since_ts
         return Transition("onset", ts, deviation, z, since_ts)
 
+    def pin(self, levels: dict[int, float], scales: np.ndarray) -> None:
+        """End a grace now and judge from here on against known levels (a change point whose
+        "before" is known): each slot in ``levels`` is pinned to that level with a full
+        half-life's weight (it moves at the slow everyday rate) and its settled noise
+        (``scales``, where known); other slots re-warm from the bins that follow."""
+        p = self._params
+        weight = max(p.loc_halflife_bins / math.log(2.0), float(p.slot_warm_bins))
+        for s in range(p.n_slots):
+            if s in levels:
+                known = float(scales[s])
+                self.levels.pin(s, levels[s], weight, known if math.isfinite(known) else None)
+            else:
+                self.levels.forget(s)
+        self.mode = NORMAL if self.n_blocks >= p.warm_blocks else WARMING
+        self.grace_until = math.nan
+        self.detector.clear()
+        self.block_sum = self.block_z = self.block_n = 0.0
+        self.clear_count = 0.0
+        self.trend = 0.0
+        self.reference.forget()
+
     def clear(self, ts: float, reason: str = "cleared") -> Transition:
         """Leave ACTIVE/SUSPECTED: learning resumes from the current location."""
         dev = self.dev_fast
         since = self.last_since
-        self.mode = NORMAL if self.n_blocks >= self.params.warm_blocks else WARMING
-        self.s_up = self.s_dn = 0.0
+        self.mode = NORMAL if self.n_blocks >= self._params.warm_blocks else WARMING
+        self.detector.clear()
         self.clear_count = 0.0
         return Transition(reason, ts, dev, 0.0, since)
 
@@ -361,10 +388,10 @@ class ResidualChannel:
         stage slot re-warms from its next residuals, so stages not seen in the grace period are
         not judged against their old location either."""
         self.mode = GRACE
-        self._loc_n[:] = 0.0
-        self._ring[:] = math.nan
+        self.levels.forget()
+        self.reference.forget()
         self.grace_until = until_ts
-        self.s_up = self.s_dn = 0.0
+        self.detector.clear()
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0
 
@@ -372,10 +399,10 @@ class ResidualChannel:
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
         out: dict[str, object] = {name: _num(getattr(self, name)) for name in _SCALARS}
-        out["loc"] = [_num(v) for v in self._loc]
-        out["loc_n"] = [_num(v) for v in self._loc_n]
-        out["bin_scale"] = [_num(v) for v in self._bin_scale]
-        out["ring"] = [_num(v) for v in self._ring]
+        out["levels"] = self.levels.state()
+        out["noise"] = self.noise.state()
+        out["detector"] = self.detector.state()
+        out["reference"] = self.reference.state()
         return out
 
     def restore(self, data: dict[str, object]) -> None:
@@ -386,16 +413,14 @@ class ResidualChannel:
                 raise ValueError(f"drift channel {self.name!r}: {name} must be a number")
             setattr(self, name, math.nan if value is None else float(value))
         self.mode = int(self.mode) if math.isfinite(self.mode) else WARMING
-        for key, target in (("loc", self._loc), ("loc_n", self._loc_n), ("bin_scale", self._bin_scale)):
-            values = data.get(key)
-            if not isinstance(values, list) or len(values) != self.params.n_slots:
-                size = self.params.n_slots
-                raise ValueError(f"drift channel {self.name!r}: {key} must be a list of {size}")
-            target[:] = [math.nan if v is None else float(v) for v in values]
-        ring = data.get("ring")
-        if not isinstance(ring, list) or len(ring) != self._ring.size:
-            raise ValueError(f"drift channel {self.name!r}: ring must be a list of {self._ring.size}")
-        self._ring[:] = [math.nan if v is None else float(v) for v in ring]
+        for key in ("levels", "noise", "detector", "reference"):
+            part = data.get(key)
+            if not isinstance(part, dict):
+                raise ValueError(f"drift channel {self.name!r}: {key} missing")
+            try:
+                getattr(self, key).load(part)
+            except ValueError as exc:
+                raise ValueError(f"drift channel {self.name!r}: {exc}") from exc
 
 
 def _num(value: float) -> float | None:

@@ -24,19 +24,16 @@ import math
 
 import numpy as np
 
+from agent.engine.drift import tuning as T
+
 N_FEATURES = 6
-HALFLIFE_BINS = 1440.0  # 1 day at 60 s bins (weather-blind: the intercept must follow the weather)
-WEATHER_HALFLIFE_BINS = 4320.0  # 3 days when the outdoor temperature explains the weather
-WARM_BINS = 1440  # a day of learning before residuals are produced: the daily cycle must be seen
+# Time constants (fit half-lives, warm-up, learning delay): tuning.py UNIT_*, in seconds.
 LIFT_OFFSET_K = 10.0  # temperature lift ≈ outdoor + this (condenser approach − evaporator margin)
-OUTDOOR_LOST_BINS = 360  # outdoor temperature missing this long (6 h): back to the daily terms
 WEATHER = 10.0  # added to ``source`` when the outdoor temperature is a regressor
-# With the weather explained, the model learns each bin only this much later (6 h), so a fault
+# With the weather explained, the model learns each bin only UNIT_LEARN_DELAY_S later, so a fault
 # creeping in over hours is judged against a model that has not seen it; a bin is learned only
 # if the cooling channel was calm when it came and still is when it leaves the queue.
-LEARN_DELAY_BINS = 360
-WEATHER_WARM_BINS = 720  # 12 h: the outdoor term needs no full day to be seen
-RESTART_WARM_BINS = WEATHER_WARM_BINS + LEARN_DELAY_BINS  # bins from a restart to the first residual
+RESTART_WARM_S = T.UNIT_WEATHER_WARM_S + T.UNIT_LEARN_DELAY_S  # from a restart to the first residual
 # Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free.
 RIDGE = np.array([0.0, 20.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
@@ -67,7 +64,13 @@ def _features(load: float, ts: float, outdoor_c: float = math.nan) -> np.ndarray
 class CoolingUnitModel:
     """Share-weighted cooling-unit power as a function of the unit's load and the time of day."""
 
-    def __init__(self) -> None:
+    def __init__(self, bin_s: float = 60.0) -> None:
+        self.halflife_bins = T.bins(T.LEVEL_HALFLIFE_S, bin_s)  # weather-blind: the intercept follows it
+        self.weather_halflife_bins = T.bins(T.UNIT_WEATHER_HALFLIFE_S, bin_s)
+        self.warm_bins = T.bins(T.UNIT_WARM_S, bin_s)
+        self.weather_warm_bins = T.bins(T.UNIT_WEATHER_WARM_S, bin_s)
+        self.outdoor_lost_bins = T.bins(T.UNIT_OUTDOOR_LOST_S, bin_s)
+        self.learn_delay = T.whole_bins(T.UNIT_LEARN_DELAY_S, bin_s)
         self._reset()
 
     def _reset(self) -> None:
@@ -80,7 +83,7 @@ class CoolingUnitModel:
         self.source = 0.0  # 1: cooling_load_w, 2: fan_pct; + WEATHER with the outdoor temperature
         # (a change of source restarts the fit)
         self.outdoor_missing = 0.0  # consecutive bins without the outdoor temperature
-        self._queue = np.zeros((LEARN_DELAY_BINS, N_FEATURES + 2))  # features, target, calm flag
+        self._queue = np.zeros((self.learn_delay, N_FEATURES + 2))  # features, target, calm flag
         self.queue_i = 0.0
         self.queue_n = 0.0
 
@@ -99,7 +102,7 @@ class CoolingUnitModel:
             return math.nan
         outdoor_ok = math.isfinite(outdoor_c) and -60.0 < outdoor_c < 70.0
         self.outdoor_missing = 0.0 if outdoor_ok else self.outdoor_missing + 1.0
-        if self.weather_known and not outdoor_ok and self.outdoor_missing < OUTDOOR_LOST_BINS:
+        if self.weather_known and not outdoor_ok and self.outdoor_missing < self.outdoor_lost_bins:
             return math.nan  # a probe gap: wait for it rather than restart the fit
         weather = WEATHER if outdoor_ok else 0.0
         if math.isfinite(cooling_load_w) and cooling_load_w > 0:
@@ -123,7 +126,7 @@ class CoolingUnitModel:
         y = math.log(power_w / self.power_scale)
         predicted = float(x @ self.theta)
         residual = math.nan
-        if self.n >= (WEATHER_WARM_BINS if self.weather_known else WARM_BINS):
+        if self.n >= (self.weather_warm_bins if self.weather_known else self.warm_bins):
             residual = 100.0 * math.expm1(min(y - predicted, 5.0))
         if self.weather_known:
             self._learn_delayed(x, y, learn)
@@ -133,22 +136,22 @@ class CoolingUnitModel:
 
     def _learn_delayed(self, x: np.ndarray, y: float, calm: bool) -> None:
         """Queue this bin; learn the one leaving the queue if it was calm then and is calm now."""
-        i = int(self.queue_i) % LEARN_DELAY_BINS
-        if self.queue_n >= LEARN_DELAY_BINS:
+        i = int(self.queue_i) % self.learn_delay
+        if self.queue_n >= self.learn_delay:
             old = self._queue[i]
             if calm and old[-1] > 0:
                 self._learn(old[:N_FEATURES], float(old[N_FEATURES]))
         self._queue[i, :N_FEATURES] = x
         self._queue[i, N_FEATURES] = y
         self._queue[i, -1] = 1.0 if calm else 0.0
-        self.queue_i = float((i + 1) % LEARN_DELAY_BINS)
-        self.queue_n = min(self.queue_n + 1.0, float(LEARN_DELAY_BINS))
+        self.queue_i = float((i + 1) % self.learn_delay)
+        self.queue_n = min(self.queue_n + 1.0, float(self.learn_delay))
 
     def _learn(self, x: np.ndarray, y: float) -> None:
         """Exponentially weighted least squares with a fixed ridge towards the physical prior
         (power ∝ load, no daily swing): a load that barely moves cannot wind the fit up so far
         that a fault is absorbed within the hour."""
-        lam = 0.5 ** (1.0 / (WEATHER_HALFLIFE_BINS if self.weather_known else HALFLIFE_BINS))
+        lam = 0.5 ** (1.0 / (self.weather_halflife_bins if self.weather_known else self.halflife_bins))
         self.gram = lam * self.gram + np.outer(x, x)
         self.moment = lam * self.moment + x * y
         ridge, prior = (WEATHER_RIDGE, WEATHER_PRIOR_THETA) if self.weather_known else (RIDGE, PRIOR_THETA)
@@ -189,12 +192,12 @@ class CoolingUnitModel:
         self.outdoor_missing = float(data.get("outdoor_missing") or 0.0)  # type: ignore[arg-type]
         queue, n = data.get("queue") or [], int(data.get("queue_n") or 0)  # type: ignore[call-overload]
         width = N_FEATURES + 2
-        if not isinstance(queue, list) or not 0 <= n <= LEARN_DELAY_BINS or len(queue) != n * width:
+        if not isinstance(queue, list) or not 0 <= n <= self.learn_delay or len(queue) != n * width:
             raise ValueError(f"drift cooling model: queue must hold queue_n × {width} numbers")
         self._queue[:] = 0.0
         self._queue[:n] = np.array(queue, dtype=float).reshape(n, width)
         self.queue_n = float(n)
-        self.queue_i = float(data.get("queue_i") or 0.0) % LEARN_DELAY_BINS  # type: ignore[arg-type]
+        self.queue_i = float(data.get("queue_i") or 0.0) % self.learn_delay  # type: ignore[arg-type]
 
 
 def _num(value: float) -> float | None:

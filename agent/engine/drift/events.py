@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from agent.engine.drift import tuning as T
 from agent.engine.drift.channel import ResidualChannel, Transition
 from agent.engine.drift.context import SignalContext
 
@@ -20,7 +21,6 @@ CHANNEL_SIGNALS: dict[str, tuple[str, str]] = {
     "thermal": ("inlet_spread_c", "max − min of the rack inlet temperatures vs its usual level (°C)"),
 }
 CONTEXT_UNITS = {"setpoint_c": "°C", "inlet_mean_c": "°C", "inlet_spread_c": "°C", "fan_pct": "%"}
-CONTEXT_MOVED = {"setpoint_c": 0.2, "inlet_mean_c": 0.3, "inlet_spread_c": 0.2, "fan_pct": 2.0}
 
 
 def drift_event(
@@ -67,23 +67,25 @@ def evidence_for(
     items.append({"signal": signal, "compares": meaning, "moved": _round(tr.deviation, 2),
                   "z": _round(tr.z, 1), "since": _round(tr.since_ts, 1), "role": "trigger"})
     for name, channel in channels.items():
-        if name == component or channel.cusum < 0.25 * channel.params.threshold_h:
+        if name == component or channel.cusum < T.MOVING_FRAC * channel.params.threshold_h:
             continue
         other, meaning = CHANNEL_SIGNALS[name]
-        since = channel.since_up if channel.s_up >= channel.s_dn else channel.since_dn
+        since = channel.since
         items.append({"signal": other, "compares": meaning, "moved": _round(channel.recent_deviation(), 2),
                       "cusum_of_threshold": _round(channel.cusum / channel.params.threshold_h, 2),
                       "since": _round(since, 1), "role": "moved_with"})
     for name, level in ctx.levels.items():
-        moved = level.moved()
-        if math.isfinite(moved) and abs(moved) >= CONTEXT_MOVED[name]:
-            items.append({"signal": name, "from": _round(level.ref, 2), "to": _round(level.fast, 2),
+        moved, ref, fast = level.moved, level.ref, level.fast
+        if moved is None or ref is None or fast is None:
+            continue
+        if abs(moved) >= T.EVIDENCE_MOVED[name]:
+            items.append({"signal": name, "from": _round(ref, 2), "to": _round(fast, 2),
                           "moved": _round(moved, 2), "unit": CONTEXT_UNITS[name], "role": "context"})
     rate = ctx.work_rate_moved_pct()
-    if math.isfinite(rate) and abs(rate) >= 1.0:
+    if math.isfinite(rate) and abs(rate) >= T.EVIDENCE_MOVED["work_rate_pct"]:
         items.append({"signal": "work_rate", "moved_pct": _round(rate, 2), "role": "context"})
     mix = ctx.mix_distance()
-    if mix >= 0.1:
+    if mix >= T.EVIDENCE_MOVED["stage_mix"]:
         items.append({"signal": "stage_mix", "moved_fraction": _round(mix, 2), "role": "context"})
     return items
 

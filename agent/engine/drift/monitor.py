@@ -14,24 +14,38 @@ compare quantities that move together within a bin, so a lag cannot move them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from agent.config.model import EngineSection
-from agent.engine.components import ComponentSample
-from agent.engine.drift.attribution import CAUSES, JOB_RECENT_S, attribute, costs, saving
-from agent.engine.drift.channel import ACTIVE, GRACE, SUSPECTED, ChannelParams, ResidualChannel, Transition
+from agent.engine.components import COMPONENTS, LEARNED, ComponentSample
+from agent.engine.drift import tuning as T
+from agent.engine.drift.attribution import CAUSES, attribute, costs, saving
+from agent.engine.drift.changepoint import ChangePointJudge
+from agent.engine.drift.channel import (
+    ACTIVE,
+    GRACE,
+    SUSPECTED,
+    ChannelParams,
+    ResidualChannel,
+    Transition,
+    params_for,
+)
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.cooling_model import RESTART_WARM_BINS, CoolingUnitModel
-from agent.engine.drift.driver_reload import SAME_BINS_S, DriverReloadWatch
+from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.events import drift_event, evidence_for
-from agent.engine.drift.job_kind import SAME, JobKindCheck, KindVerdict, name_restart, restart_evidence
-from agent.engine.drift.setpoint import SetpointShift, SetpointWatch
+from agent.engine.drift.input_step import InputShift
+from agent.engine.drift.same_work import WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
+# Older layouts whose numbers no longer map: the drift monitor re-warms (as on a fresh install;
+# about a day) while the rest of the engine state loads as usual.
+RE_WARM_VERSIONS = frozenset({1})
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-LEARNING_COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu")
-CHANNELS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
+# Component names have one owner (agent/engine/components.py): a channel per component, and the
+# engine learns the first three.
+CHANNELS: tuple[str, ...] = COMPONENTS
+LEARNING_COMPONENTS: tuple[str, ...] = LEARNED
 # Which engine components must stop learning while a channel is suspected or active.
 HOLDS: dict[str, frozenset[str]] = {
     "it": frozenset({"it"}),
@@ -39,10 +53,6 @@ HOLDS: dict[str, frozenset[str]] = {
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
-IT_LOAD_STEP_FRAC = 0.3  # GPU power moved this much since the last bin: a load step …
-IT_STEP_SKIP_BINS = 2  # … whose bin and the next are not judged on the IT side (server fans lag it)
-COOLING_SETTLE_S = 6 * 3600.0  # after the unit model's first residuals, before the channel judges
-GPU_SAME_RATE_FRAC = 0.03  # a bin counts for the GPU channel if its work rate is within 3 % of usual
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
@@ -50,7 +60,7 @@ CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "thermal": ("thermal", "it"),
     "gpu_hardware": ("gpu",),
     "workload": ("gpu",),
-    "unknown": ("it", "cooling", "gpu", "thermal"),
+    "unknown": COMPONENTS,
 }
 
 
@@ -69,32 +79,21 @@ class Incident:
 
 
 def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[str, ChannelParams]:
-    """Per-channel tuning; every CUSUM threshold comes from the configured false-alarm target."""
-    base = ChannelParams(n_slots=len(STAGE_SLOTS), threshold_h=1.0)
-    block_s = base.block_bins * bin_s
+    """Per-channel tuning (the cooling channel as without an outdoor temperature); every CUSUM
+    threshold comes from the configured false-alarm target."""
+    probe = params_for("it", 1.0, bin_s, len(STAGE_SLOTS))
+    block_s = probe.block_bins * bin_s
     n_detectors = 2 * len(CHANNELS)
-    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, base.k, margin)
-    per_day_bins = 86400.0 / bin_s
-    common = replace(base, threshold_h=h, loc_halflife_bins=per_day_bins)
-    return {
-        "it": replace(common, min_effect=1.5, min_bin_scale=0.2),
-        # The cooling unit's efficiency wanders with the weather, which nobody measures here: its
-        # level follows a local trend fast, so only changes faster than weather stand out.
-        "cooling": replace(common, min_effect=2.5, min_bin_scale=0.3, loc_halflife_bins=7200.0 / bin_s,
-                           trend_halflife_bins=43200.0 / bin_s, reference_delay_bins=round(3600.0 / bin_s),
-                           max_suspect_s=5400.0),
-        "gpu": replace(common, min_effect=1.5, min_bin_scale=0.2),
-        "thermal": replace(common, min_effect=0.2, min_bin_scale=0.03),
-    }
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, margin)
+    return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), weather_known=False) for name in CHANNELS}
 
 
 def cooling_weather_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
     """The cooling channel's tuning once the unit reports its outdoor air temperature: the unit
     model explains the weather, so the level is slow like the other channels' and a creeping
     coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
-    blind = channel_params(config, bin_s, margin)["cooling"]
-    return replace(blind, min_effect=2.0, loc_halflife_bins=86400.0 / bin_s, trend_halflife_bins=0.0,
-                   max_suspect_s=6 * 3600.0)  # a 6-h ramp may stay under 2 % for hours
+    h = channel_params(config, bin_s, margin)["cooling"].threshold_h
+    return params_for("cooling", h, bin_s, len(STAGE_SLOTS), weather_known=True)
 
 
 class DriftMonitor:
@@ -104,9 +103,9 @@ class DriftMonitor:
         self,
         config: EngineSection | None = None,
         bin_s: float = 60.0,
-        margin: float = 20.0,
-        relearn_h: float = 2.0,
-        grace_h: float = 6.0,
+        margin: float = T.FALSE_ALARM_MARGIN,
+        relearn_h: float = T.RELEARN_S / 3600.0,
+        grace_h: float = T.ACCEPT_GRACE_S / 3600.0,
     ) -> None:
         self.config = config or EngineSection()
         self.bin_s = bin_s
@@ -118,12 +117,10 @@ class DriftMonitor:
 
     def _reset(self) -> None:
         self.channels = {name: ResidualChannel(name, params) for name, params in self._params.items()}
-        self.context = SignalContext()
-        self.cooling_model = CoolingUnitModel()
-        self.setpoint_watch = SetpointWatch()
-        self.driver_reload = DriverReloadWatch()
-        self.job_kind = JobKindCheck()
-        self._setpoint_shift: SetpointShift | None = None
+        self.context = SignalContext(self.bin_s)
+        self.cooling_model = CoolingUnitModel(self.bin_s)
+        self.changes = ChangePointJudge(self.bin_s)
+        self._input_shift: InputShift | None = None
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
@@ -141,7 +138,7 @@ class DriftMonitor:
         for name, channel in self.channels.items():
             if channel.held:
                 out |= HOLDS[name]
-        if self.job_kind.pending:  # a new job of unknown kind: neither its nor a fault's level is learned
+        if self.changes.holds:  # a new job of unknown work: neither its nor a fault's level is learned
             out |= set(WORKLOAD_COMPONENTS)
         return frozenset(out & set(LEARNING_COMPONENTS))
 
@@ -150,7 +147,7 @@ class DriftMonitor:
         """Engine components to re-learn fast now (new workload, accepted new normal)."""
         ts = self._last_ts
         out = frozenset(c for c, until in self._relearn_until.items() if math.isfinite(ts) and ts < until)
-        return out - {"gpu"} if self.driver_reload.blocks_relearn(ts) else out  # a reload is judged
+        return out - {"gpu"} if self.changes.blocks_gpu_relearn(ts) else out  # a reset is judged
 
     @property
     def threshold_h(self) -> float:
@@ -173,14 +170,16 @@ class DriftMonitor:
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
-        events += self._judge_job_kind(sample)
+        elif self.context.resumed and not (math.isfinite(self._workload_until) and ts < self._workload_until):
+            self.changes.work_resumed(ts, self.channels["gpu"], self.context)
+        events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
             if ts >= self._workload_until:
                 events += self._end_workload(sample)
             else:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
         in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
-        self.driver_reload.update(sample, self.channels["gpu"], in_workload)
+        self.changes.before_bin(sample, self.channels["gpu"], in_workload)
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
@@ -188,13 +187,13 @@ class DriftMonitor:
             transition = self.channels[name].add(residual, where, ts)
             if transition is not None:
                 events += self._on_transition(name, transition, sample)
-        shift, self._setpoint_shift = self._setpoint_shift, None
+        shift, self._input_shift = self._input_shift, None
         if shift is not None:
-            events += self._setpoint_onset(shift, sample)
+            events += self._input_onset(shift, sample)
         events += self._auto_accept(ts)
         return events
 
-    def _setpoint_onset(self, shift: SetpointShift, sample: ComponentSample) -> list[dict[str, object]]:
+    def _input_onset(self, shift: InputShift, sample: ComponentSample) -> list[dict[str, object]]:
         """A measured setpoint move with the matching cooling-power change: a ``cooling`` onset
         even below the cooling channel's own minimum effect (the cause is measured, not guessed)."""
         channel = self.channels["cooling"]
@@ -205,7 +204,7 @@ class DriftMonitor:
             self.adopted["cooling"] = self.adopted.get("cooling", 0) + 1
             return []
         tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
-                                 self.setpoint_watch.before_pct, 0)
+                                 self.changes.input_before, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
                                              "cooling", {"cooling"}, self.context.job)
         evidence = evidence_for("cooling", tr, self.channels, self.context)
@@ -235,18 +234,18 @@ class DriftMonitor:
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
         learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
-        learn = learn and not self.setpoint_watch.pending  # never absorb a setpoint move being judged
+        learn = learn and not self.changes.input_pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
             outdoor_c=float(sample.outdoor_c))
         self._follow_cooling_model(float(sample.ts))
         judged = unit if self.cooling_model.source else math.nan
-        self._setpoint_shift = self.setpoint_watch.update(float(sample.setpoint_c), judged, float(sample.ts))
+        self._input_shift = self.changes.input_step(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
         elif sample.transient:
             out["cooling"] = math.nan
-        if self.job_kind.pending:  # judged once the new job's kind is known (same baseline or re-learn)
+        if self.changes.holds:  # judged once the new job's work is known (same baseline or re-learn)
             out["gpu"] = out["it"] = math.nan
         if self._after_load_step(float(sample.gpu_w)):
             out["it"] = math.nan
@@ -258,9 +257,9 @@ class DriftMonitor:
         twin, +2 to +4 % in the first idle bin after a job is killed mid-step). That is lag, not
         drift; the IT model's own lag term covers the slower part."""
         last, self._last_gpu_w = self._last_gpu_w, gpu_w
-        stepped = math.isfinite(last) and last > 0 and abs(gpu_w / last - 1.0) > IT_LOAD_STEP_FRAC
+        stepped = math.isfinite(last) and last > 0 and abs(gpu_w / last - 1.0) > T.IT_LOAD_STEP_FRAC
         if stepped and math.isfinite(gpu_w):
-            self._it_skip = IT_STEP_SKIP_BINS
+            self._it_skip = T.whole_bins(T.IT_STEP_SKIP_S, self.bin_s)
         if self._it_skip > 0:
             self._it_skip -= 1
             return True
@@ -277,7 +276,7 @@ class DriftMonitor:
         if channel.params is not wanted:
             channel.params = wanted
             # the young model's residual level still settles for hours: re-centre through them
-            channel.start_grace(ts + RESTART_WARM_BINS * self.bin_s + COOLING_SETTLE_S)
+            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
@@ -302,7 +301,7 @@ class DriftMonitor:
             return math.nan
         if not self.context.rate_settled(slot):
             return math.nan  # a new job's first bins in this stage: its usual rate is not known yet
-        if abs(rate / usual - 1.0) > GPU_SAME_RATE_FRAC:
+        if abs(rate / usual - 1.0) > T.RATE_BAND_FRAC:
             return math.nan
         return value
 
@@ -319,10 +318,7 @@ class DriftMonitor:
             return []
         gpu_known = math.isfinite(sample.gpu_w)
         verdict = attribute(name, tr.deviation, self.channels, self.context, tr.ts, gpu_known, tr.since_ts)
-        verdict = self.driver_reload.revise(name, verdict, tr.deviation, tr.ts)
-        restart = self.job_kind.recent_restart(tr.ts, JOB_RECENT_S)
-        if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
-            verdict = name_restart(verdict, restart, self.context.job, tr.ts)
+        verdict = self.changes.revise(name, verdict, tr.deviation, tr.ts, self.context.job)
         if not costs(verdict.cause, tr.deviation):
             verdict = saving(name, tr.deviation)
             if not verdict.cause:
@@ -346,10 +342,7 @@ class DriftMonitor:
         )
         self.incidents[verdict.cause] = incident
         evidence = evidence_for(name, tr, self.channels, self.context)
-        if verdict.cause == "gpu_hardware":
-            evidence += self.driver_reload.evidence(tr.ts)
-        if restart is not None and verdict.cause in ("gpu_hardware", "power_chain"):
-            evidence.append(restart_evidence(restart, self.context.job))
+        evidence += self.changes.evidence(verdict.cause, tr.ts, self.context.job)
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept
@@ -407,11 +400,11 @@ class DriftMonitor:
         it = self.channels["it"]
         # A deviation building before the job, large enough to become a fault: judge it on. (A long
         # suspicion of a tenth of a percent in idle bins, too small to confirm, is not one.)
-        if it.mode == SUSPECTED and abs(it.recent_deviation()) >= 0.5 * it.params.min_effect:
+        if it.mode == SUSPECTED and abs(it.recent_deviation()) >= T.BUILDING_FRAC * it.params.min_effect:
             faulty |= {"it"}
         components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
-            self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
+            self.changes.workload_starts(ts, self.channels["gpu"], self.context)
         self._start_relearn(components, ts)
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
@@ -434,39 +427,40 @@ class DriftMonitor:
     def _job_changed(self, sample: ComponentSample) -> list[dict[str, object]]:
         """A new job id. It is a workload change at once when a re-learn is already under way or
         the previous job left no work rate to compare with; otherwise the kind check decides
-        within minutes whether it is a restart of the same kind of job (``job_kind``)."""
+        within minutes whether it is a restart of the same work (``changepoint``)."""
         ts = float(sample.ts)
-        if not self.job_kind.pending:  # the previous job's GPU levels and rates, before anything moves
-            self.driver_reload.on_workload_start(ts, self.channels["gpu"], self.context)
         relearning = math.isfinite(self._workload_until) and ts < self._workload_until
-        checking = not relearning and self.job_kind.start(ts, self.context, self.context.previous_job)
-        if relearning:
-            self.job_kind.cancel()
+        checking = self.changes.job_changed(ts, self.channels["gpu"], self.context, relearning)
         self.context.restart_rates()  # the new job's typical rates come from its own first bins
         return [] if checking else self._workload_change(sample, ts)
 
-    def _judge_job_kind(self, sample: ComponentSample) -> list[dict[str, object]]:
+    def _judge_job_change(self, sample: ComponentSample) -> list[dict[str, object]]:
         """Once the new job's kind is known: a same-kind restart keeps every baseline (only the
         work-rate reference moves to the new run); a different kind re-learns."""
-        verdict = self.job_kind.decide(float(sample.ts), self.context)
+        verdict = self.changes.decide(float(sample.ts), self.context)
         if verdict is None:
             return []
-        if verdict.kind == SAME:
+        if self.changes.is_same(verdict):
             self.context.rebase_work_rates()
             return []
         return self._workload_change(sample, verdict.since_ts, verdict)
 
     def _workload_change(
-        self, sample: ComponentSample, job_change_ts: float, verdict: KindVerdict | None = None
+        self, sample: ComponentSample, job_change_ts: float, verdict: WorkVerdict | None = None
     ) -> list[dict[str, object]]:
         ts = float(sample.ts)
         relearned = self._begin_relearn(ts, job_change_ts)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
-        text = f"New job {sample.job!r} replaced the previous one"
-        if verdict is not None and math.isfinite(verdict.rate_ratio):
-            text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
+        if verdict is not None and verdict.by_power:
+            text = (f"The GPUs resumed work after idling at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % "
+                    "different power level in their main stage: a new job (found from telemetry; the rack "
+                    "reports no job labels)")
+        else:
+            text = f"New job {sample.job!r} replaced the previous one"
+            if verdict is not None and math.isfinite(verdict.rate_ratio):
+                text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
         text += ": its GPU profile is re-learned (not a fault)."
         kept = sorted(cause for cause in self.incidents if cause != "workload")
         if kept:
@@ -478,8 +472,9 @@ class DriftMonitor:
         job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
-            job_item["work_rate_moved_pct"] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
-        reload = self.driver_reload.evidence(job_change_ts, within_s=SAME_BINS_S)  # a reload at the change
+            moved = "gpu_power_moved_pct" if verdict.by_power else "work_rate_moved_pct"
+            job_item[moved] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+        reload = self.changes.reset_at_change(job_change_ts)  # a counter reset at the change
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
                             [job_item, *reload], text, extra=extra)]
 
@@ -490,13 +485,8 @@ class DriftMonitor:
         if incident is None:
             return []
         text = f"Baseline re-learned for job {incident.job!r}." if incident.job else "Baseline re-learned."
-        evidence = self.driver_reload.evidence(float(sample.ts))
-        if evidence and self.driver_reload.reload_ts >= incident.since_ts - 600.0:
-            text += (" The GPU driver reloaded during the re-learn; the GPUs were judged against their level "
-                     "before it." if self.driver_reload.pinned_from else
-                     " The GPU driver reloaded during the re-learn: the new profile includes it.")
-        else:
-            evidence = []
+        note, evidence = self.changes.relearn_note(incident.since_ts, float(sample.ts))
+        text += note
         return [drift_event(float(sample.ts), "cleared", "workload", sample.stage, None, "gpu",
                             incident.since_ts, evidence, text, extra={"onset_ts": incident.onset_ts})]
 
@@ -571,9 +561,7 @@ class DriftMonitor:
             "channels": {name: ch.state() for name, ch in self.channels.items()},
             "context": self.context.state(),
             "cooling_model": self.cooling_model.state(),
-            "setpoint_watch": self.setpoint_watch.state(),
-            "driver_reload": self.driver_reload.state(),
-            "job_kind": self.job_kind.state(),
+            "changes": self.changes.state(),
             "incidents": [
                 {"cause": i.cause, "stage": i.stage[:64], "onset_ts": i.onset_ts, "since_ts": i.since_ts,
                  "deviation": i.deviation, "component": i.component, "channels": sorted(i.channels),
@@ -587,7 +575,11 @@ class DriftMonitor:
         }
 
     def load_state(self, state: dict[str, object]) -> None:
-        """Restore ``save_state()`` output; a wrong version or shape raises ``ValueError``."""
+        """Restore ``save_state()`` output; a wrong version or shape raises ``ValueError`` (a state
+        of a version in ``RE_WARM_VERSIONS`` is accepted and the monitor starts afresh)."""
+        if isinstance(state, dict) and state.get("version") in RE_WARM_VERSIONS:
+            self._reset()
+            return
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             found = state.get("version") if isinstance(state, dict) else "?"
             raise ValueError(f"drift state: version {found} is not {STATE_VERSION}")
@@ -604,15 +596,9 @@ class DriftMonitor:
             assert isinstance(cooling, dict)
             self.cooling_model.restore(cooling)
             self.channels["cooling"].params = self._cooling_params()
-            watch = state.get("setpoint_watch")  # absent in older state: starts afresh
-            if isinstance(watch, dict):
-                self.setpoint_watch.restore(watch)
-            reload = state.get("driver_reload")  # absent in older state: starts afresh
-            if isinstance(reload, dict):
-                self.driver_reload.restore(reload)
-            kind = state.get("job_kind")  # absent in older state: no check pending
-            if isinstance(kind, dict):
-                self.job_kind.restore(kind)
+            changes = state["changes"]
+            assert isinstance(changes, dict)
+            self.changes.restore(changes)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:

@@ -1,4 +1,4 @@
-"""Is a new job the same kind of workload as the one before it? (``JobKindCheck``)
+"""Is the work after a job change the same as before it? (``SameWorkCheck``, part of the change-point judge)
 
 Why: a weeks-long training run is restarted many times — a node fails, the scheduler preempts
 it, it resumes from a checkpoint under a new job id. A restart of the same job changes nothing
@@ -11,9 +11,9 @@ So a new job id opens a short check. The new job's typical work rate, in the sta
 old job spent most of its rated time (``forward_backward`` on a training rack), is compared
 with the old job's:
 
-- within ``SAME_KIND_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
+- within ``tuning.SAME_WORK_RATE_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
   the detectors go on judging against what they knew.
-- otherwise, or when no comparable rate shows within ``MAX_CHECK_S``: a workload change, which
+- otherwise, or when no comparable rate shows within ``tuning.DECIDE_WITHIN_S``: a workload change, which
   re-learns as before.
 
 The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
@@ -30,16 +30,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.context import STAGE_SLOTS, SignalContext
+from agent.engine.drift.channel import ResidualChannel
+from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.estimators import fields_state, load_fields
 
-SAME_KIND_FRAC = 0.15  # typical work rate within 15 % of the previous job's: the same kind of job
-MAX_CHECK_S = 3600.0  # no comparable work rate within this: treated as a workload change
 SAME, DIFFERENT = "same", "different"
+IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
 
 
 @dataclass
-class KindVerdict:
+class WorkVerdict:
     """The outcome of one check: the job change it judged and how the rates compared."""
 
     kind: str  # SAME | DIFFERENT
@@ -47,9 +49,10 @@ class KindVerdict:
     ts: float  # when it was decided
     previous_job: str
     rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
+    by_power: bool = False  # judged by GPU power (an unlabelled rack): ``rate_ratio`` is a power ratio
 
 
-class JobKindCheck:
+class SameWorkCheck:
     """One pending check at a time; ``start`` at a job change, ``decide`` every bin after it."""
 
     def __init__(self) -> None:
@@ -57,7 +60,14 @@ class JobKindCheck:
         self.slot = -1  # the stage slot the rates are compared in
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
-        self.last: KindVerdict | None = None  # the last verdict (its "same" is named in onsets)
+        self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
+        # Without job labels or work rates the work's signature is the GPU power level (log-%) per
+        # stage: the level before, and the median of each stage's first bins after the change.
+        n = len(STAGE_SLOTS)
+        self.by_power = False
+        self.prev_levels = np.full(n, math.nan)
+        self.first = np.full((n, T.RATE_FIRST_BINS), math.nan)
+        self.first_n = np.zeros(n)
 
     @property
     def pending(self) -> bool:
@@ -78,27 +88,73 @@ class JobKindCheck:
         self.previous_job = previous_job
         return True
 
-    def decide(self, ts: float, ctx: SignalContext) -> KindVerdict | None:
+    def start_by_power(self, ts: float, ctx: SignalContext, gpu: ResidualChannel) -> bool:
+        """Open a check at ``ts`` for an unlabelled rack whose GPUs resumed work after idling: the
+        work is compared by its GPU power level in the stage that carries most time; False when no
+        stage's level is known yet (nothing to compare: nothing happens)."""
+        if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
+            self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
+            return True
+        ready = [gpu.slot_ready(s) and s != IDLE_SLOT for s in range(len(STAGE_SLOTS))]
+        if self.pending or not any(ready):
+            return False
+        self.since_ts, self.by_power, self.previous_job = ts, True, ""
+        self.prev_levels[:] = [gpu.location(s) if ok else math.nan for s, ok in enumerate(ready)]
+        self.first[:], self.first_n[:] = math.nan, 0.0
+        return True
+
+    def observe(self, slot: int, gpu_level: float) -> None:
+        """A bin's GPU power level (log-%) in ``slot``: the first ones after a change by power."""
+        i = int(self.first_n[slot])
+        known = math.isfinite(self.prev_levels[slot])
+        wanted = self.pending and self.by_power and known and i < self.first.shape[1]
+        if wanted and math.isfinite(gpu_level):
+            self.first[slot, i] = gpu_level
+            self.first_n[slot] = i + 1
+
+    def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
         """The verdict once the new job's rate in the compared stage has settled (or the check
         timed out); None while still waiting or when nothing is pending."""
         if not self.pending:
             return None
+        if self.by_power:
+            return self._decide_by_power(ts)
         ratio = math.nan
         if ctx.rate_settled(self.slot):
             ratio = ctx.typical_rate(self.slot) / self.prev_rate
-            kind = SAME if abs(ratio - 1.0) <= SAME_KIND_FRAC else DIFFERENT
-        elif ts - self.since_ts > MAX_CHECK_S:
+            kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
+        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT
         else:
             return None
-        self.last = KindVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
+        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
         self.since_ts = math.nan
         return self.last
 
+    def _decide_by_power(self, ts: float) -> WorkVerdict | None:
+        """Same work unless the GPU level in the compared stage moved by more than
+        ``SAME_WORK_POWER_FRAC`` (a new job); no comparable bins within the limit: the same work
+        (nothing known changed). A same-work verdict by power is not named in later onsets."""
+        full = np.flatnonzero(self.first_n >= self.first.shape[1])  # the first stage the new work filled
+        if full.size:
+            s = int(full[0])
+            ratio = math.exp((float(np.median(self.first[s])) - float(self.prev_levels[s])) / 100.0)
+            kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_POWER_FRAC else DIFFERENT
+        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
+            kind, ratio = SAME, math.nan
+        else:
+            return None
+        verdict = WorkVerdict(kind, self.since_ts, ts, "", ratio, by_power=True)
+        self.since_ts, self.by_power = math.nan, False
+        if kind == DIFFERENT:
+            self.last = verdict
+        return verdict
+
     def cancel(self) -> None:
         self.since_ts = math.nan
+        self.by_power = False
 
-    def recent_restart(self, ts: float, within_s: float) -> KindVerdict | None:
+    def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
         last = self.last
         if last is None or last.kind != SAME or not 0.0 <= ts - last.since_ts <= within_s:
@@ -113,6 +169,7 @@ class JobKindCheck:
             "slot": self.slot,
             "prev_rate": _num(self.prev_rate),
             "previous_job": self.previous_job[:200],
+            **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
                 "previous_job": last.previous_job[:200], "rate_ratio": _num(last.rate_ratio)},
@@ -123,15 +180,23 @@ class JobKindCheck:
         simply re-learns, the behaviour before this check existed)."""
         self.since_ts, self.slot, self.prev_rate = math.nan, -1, math.nan
         self.previous_job, self.last = "", None
+        self.by_power = False
         slot = data.get("slot")
         since, rate = _float(data.get("since_ts")), _float(data.get("prev_rate"))
         if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
             self.since_ts, self.slot, self.prev_rate = since, slot, rate
             self.previous_job = str(data.get("previous_job") or "")
+        load_fields(self, data, _POWER_FIELDS, "drift same-work check")
+        if self.by_power and math.isfinite(since):
+            self.since_ts = since
+        self.by_power = self.by_power and self.pending
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
-            self.last = KindVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
+            self.last = WorkVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
                                     str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
+
+
+_POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n")
 
 
 def main_rated_slot(ctx: SignalContext) -> int:
@@ -143,7 +208,7 @@ def main_rated_slot(ctx: SignalContext) -> int:
     return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
 
 
-def name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float) -> Attribution:
+def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float) -> Attribution:
     """Say that the shift came soon after a restart judged to be the same kind of job: if the
     operator knows the new job is a different model, accepting it makes it the job's normal."""
     hours = (ts - restart.since_ts) / 3600.0
@@ -153,7 +218,7 @@ def name_restart(verdict: Attribution, restart: KindVerdict, job: str, ts: float
     return Attribution(verdict.cause, text)
 
 
-def restart_evidence(restart: KindVerdict, job: str) -> dict[str, object]:
+def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
     return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
             "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}

@@ -1,4 +1,5 @@
-"""A GPU driver reload is a known change point for the GPU channel (``DriverReloadWatch``).
+"""GPU energy counters that reset are a known change point for the GPU channel (``CounterResetPoint``,
+part of the change-point judge): the GPU stack restarted (a driver update or reload, a reboot).
 
 Why: a driver update resets the GPUs' energy counters (the engine counts them per bin,
 ``ComponentSample.gpu_counter_resets``). Updates happen in maintenance windows, i.e. right around
@@ -7,10 +8,10 @@ would absorb a power step at the reload as "the new job's profile". So a reload 
 workload re-learn ends the re-centring and pins the GPU channel's per-stage level to what the
 GPU drew just before the reload:
 
-- a stage the new job already ran (≥ ``MIN_BEFORE_BINS`` judged bins since the job change) keeps
+- a stage the new job already ran (≥ ``tuning.RESET_GROUP_S`` of judged bins since the job change) keeps
   the new job's own level, learned since the job change;
 - a stage the new job had not run yet uses the previous job's level, but only when the new job
-  looks like the same kind (its work rate in that stage within ``SAME_KIND_FRAC`` of the old
+  looks like the same kind (its work rate in that stage within ``PINNED_RATE_FRAC`` of the old
   job's typical rate); a different kind of job stays a workload re-learn (the reload is named in
   the workload event's evidence);
 - other stages re-learn from the bins after the reload.
@@ -18,12 +19,11 @@ GPU drew just before the reload:
 While the reload is being decided and judged, the GPU baseline must not re-learn fast
 (``blocks_relearn``), and a GPU onset is a ``gpu_hardware`` shift "since the GPU driver reloaded",
 not a workload change. A reset without a job change needs nothing special (the channel judges
-against its long-learned level), but an onset within ``RECENT_S`` names the reload too. A reset
+against its long-learned level), but an onset within ``tuning.RESET_NAMED_S`` names the reload too. A reset
 with no power change is harmless: the pinned level is simply right.
 
-Channel levels are read and pinned through ``ResidualChannel.state()``/``restore()`` (its public
-persistence API), so the channel needs no knowledge of drivers. Fixed state: a few floats per
-stage slot.
+Channel levels are read and pinned through ``ResidualChannel.levels`` and ``pin``, so the
+channel needs no knowledge of drivers. Fixed state: a few floats per stage slot.
 """
 
 from __future__ import annotations
@@ -34,28 +34,25 @@ import time
 import numpy as np
 
 from agent.engine.components import ComponentSample
+from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.channel import GRACE, NORMAL, WARMING, ResidualChannel
+from agent.engine.drift.channel import GRACE, ResidualChannel
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.estimators import fields_state, load_fields
 
-SAME_RELOAD_S = 600.0  # resets this close together are one reload (counters of several GPUs)
-SAME_BINS_S = 600.0  # a reload this close before a job change counts as "at the job change"
-MIN_BEFORE_BINS = 10  # judged bins of the new job in a stage before the reload: its own level
-MIN_RATE_BINS = 5  # bins of the new job's work rate in a stage before its kind is judged
-STALL_FRAC = 0.9  # bins below this share of the stage's highest rate were cut short by stalls
-SAME_KIND_FRAC = 0.10  # typical work rate per stage within 10 % of the old job's: same kind
-MAX_DECIDE_S = 3600.0  # no stage of the new job comparable within this: stays a workload re-learn
-JUDGE_S = 3 * 3600.0  # a pinned reload is judged this long (no fast re-learning of the GPU)
-RECENT_S = 4 * 3600.0  # a gpu_hardware onset this soon after a reload names it
+# Thresholds: tuning.py (RESET_*, PINNED_RATE_FRAC, STALL_FRAC, DECIDE_WITHIN_S, RATE_FIRST_BINS).
+RECENT_S = T.RESET_NAMED_S
 
 IDLE, DECIDING, JUDGING = 0, 1, 2
 
 
-class DriverReloadWatch:
+class CounterResetPoint:
     """Turns per-bin GPU counter resets into a change point for the GPU channel; ``update`` per bin."""
 
-    def __init__(self) -> None:
+    def __init__(self, bin_s: float = 60.0) -> None:
         n = len(STAGE_SLOTS)
+        # a stage the new job ran this long before the reset has its own level (10 min of bins)
+        self.own_bins = T.whole_bins(T.RESET_GROUP_S, bin_s)
         self.phase = IDLE
         self.reload_ts = math.nan  # last reload (first reset bin of it)
         self.counters = 0.0  # counters that went backwards in that reload
@@ -114,9 +111,7 @@ class DriverReloadWatch:
         """A new workload is about to start re-learning: remember the old job's per-stage level and
         work rate (call before the channel's grace wipes its counts)."""
         if channel.mode != GRACE:  # inside a re-learn the levels are the half-learned new job's
-            noise = channel.state()["bin_scale"]
-            assert isinstance(noise, list)
-            self.prev_noise[:] = [math.nan if v is None else float(v) for v in noise]
+            self.prev_noise[:] = channel.levels.scales()
             for slot in range(len(STAGE_SLOTS)):
                 ready = channel.slot_ready(slot)
                 self.prev_level[slot] = channel.location(slot) if ready else math.nan
@@ -129,7 +124,7 @@ class DriverReloadWatch:
         self.rate_max[:] = 0.0
         self.job_change_ts = ts
         self.different_kind = False
-        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= SAME_BINS_S:
+        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= T.RESET_GROUP_S:
             self.phase = DECIDING  # the reload came just before the job change: judge it with it
             self.own_level[:] = math.nan
             self.pinned_from = ""
@@ -140,21 +135,21 @@ class DriverReloadWatch:
         slot = stage_slot(sample.stage)
         rate = float(sample.work_rate)
         if sample.stage and math.isfinite(rate) and rate > 0:
-            if rate > self.rate_max[slot] / STALL_FRAC:  # the earlier bins were stall-shortened
+            if rate > self.rate_max[slot] / T.STALL_FRAC:  # the earlier bins were stall-shortened
                 self.rate_sum[slot] = self.rate_n[slot] = 0.0
             self.rate_max[slot] = max(self.rate_max[slot], rate)
-            if rate >= STALL_FRAC * self.rate_max[slot]:
+            if rate >= T.STALL_FRAC * self.rate_max[slot]:
                 self.rate_sum[slot] += rate
                 self.rate_n[slot] += 1.0
         if sample.gpu_counter_resets > 0:
             self._on_reset(ts, int(sample.gpu_counter_resets), channel, in_workload)
         if self.phase == DECIDING:
             self._decide(ts, channel, in_workload)
-        elif self.phase == JUDGING and ts - self.reload_ts > JUDGE_S:
+        elif self.phase == JUDGING and ts - self.reload_ts > T.RESET_JUDGE_S:
             self.phase = IDLE
 
     def _on_reset(self, ts: float, n: int, channel: ResidualChannel, in_workload: bool) -> None:
-        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= SAME_RELOAD_S:
+        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= T.RESET_GROUP_S:
             self.counters += n  # the rest of the same reload
             return
         self.reload_ts = ts
@@ -165,16 +160,14 @@ class DriverReloadWatch:
             self.phase = IDLE  # no re-learn under way: the channel judges against its usual level
             return
         # The new job's own level per stage, learned since the job change, as it is before this bin.
-        counts = channel.state()["loc_n"]
-        assert isinstance(counts, list)
         for s in range(len(STAGE_SLOTS)):
-            own = (counts[s] or 0.0) >= MIN_BEFORE_BINS
+            own = channel.levels.count(s) >= self.own_bins
             self.own_level[s] = channel.location(s) if own else math.nan
         self.phase = DECIDING
 
     def _decide(self, ts: float, channel: ResidualChannel, in_workload: bool) -> None:
         """Pin the levels once they are known; a different kind of job stays a workload re-learn."""
-        if not (in_workload and channel.mode == GRACE) or ts - self.reload_ts > MAX_DECIDE_S:
+        if not (in_workload and channel.mode == GRACE) or ts - self.reload_ts > T.DECIDE_WITHIN_S:
             self.phase = IDLE  # the re-learn ended (or nothing comparable came): nothing to pin
             return
         levels: dict[int, float] = {}
@@ -196,103 +189,42 @@ class DriverReloadWatch:
             for s in range(len(STAGE_SLOTS)):
                 if s not in levels and self._comparable(s):
                     levels[s] = float(self.prev_level[s])
-        pin_levels(channel, levels, self.prev_noise)
+        channel.pin(levels, self.prev_noise)
         self.phase = JUDGING
 
     def _comparable(self, s: int) -> bool:
         """The previous job's level can stand for this stage: known, with a work rate, and the new
-        job's rate here seen and within ``SAME_KIND_FRAC`` of the old one."""
+        job's rate here seen and within ``PINNED_RATE_FRAC`` of the old one."""
         rate = float(self.prev_rate[s])
         known = math.isfinite(self.prev_level[s]) and math.isfinite(rate) and rate > 0
-        return known and self.rate_n[s] >= MIN_RATE_BINS and self._rate_close(s)
+        return known and self.rate_n[s] >= T.RATE_FIRST_BINS and self._rate_close(s)
 
     def _rate_close(self, s: int) -> bool:
         new = self.rate_sum[s] / self.rate_n[s]
-        return bool(abs(new / self.prev_rate[s] - 1.0) <= SAME_KIND_FRAC)
+        return bool(abs(new / self.prev_rate[s] - 1.0) <= T.PINNED_RATE_FRAC)
 
     def _same_kind(self) -> tuple[bool, bool]:
         """(same kind, known), judged in the old job's main stage with a work rate (other stages'
         rates say little: data loading and checkpoints run at whatever rate the storage allows)."""
         s = int(self.kind_slot)
-        if s < 0 or not math.isfinite(self.prev_rate[s]) or self.rate_n[s] < MIN_RATE_BINS:
+        if s < 0 or not math.isfinite(self.prev_rate[s]) or self.rate_n[s] < T.RATE_FIRST_BINS:
             return False, False
         return self._rate_close(s), True
 
     # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "reload_ts": _num(self.reload_ts),
-            "counters": self.counters,
-            "job_change_ts": _num(self.job_change_ts),
-            "pinned_from": self.pinned_from,
-            "different_kind": self.different_kind,
-            "prev_level": [_num(float(v)) for v in self.prev_level],
-            "prev_rate": [_num(float(v)) for v in self.prev_rate],
-            "prev_noise": [_num(float(v)) for v in self.prev_noise],
-            "rate_sum": [float(v) for v in self.rate_sum],
-            "rate_n": [float(v) for v in self.rate_n],
-            "rate_max": [float(v) for v in self.rate_max],
-            "own_level": [_num(float(v)) for v in self.own_level],
-            "kind_slot": self.kind_slot,
-        }
+        return fields_state(self, _FIELDS)
 
     def restore(self, data: dict[str, object]) -> None:
-        fresh = DriverReloadWatch()
-        phase = data.get("phase", IDLE)
-        self.phase = int(phase) if isinstance(phase, (int, float)) and phase in (IDLE, DECIDING, JUDGING) \
-            else IDLE
-        self.reload_ts = _float(data.get("reload_ts"))
-        self.counters = _float(data.get("counters"), 0.0)
-        self.job_change_ts = _float(data.get("job_change_ts"))
-        self.pinned_from = str(data.get("pinned_from") or "")[:16]
-        self.different_kind = bool(data.get("different_kind", False))
-        self.kind_slot = _float(data.get("kind_slot"), -1.0)
-        for key in ("prev_level", "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level"):
-            target = getattr(self, key)
-            values = data.get(key)
-            if not isinstance(values, list) or len(values) != target.size:
-                target[:] = getattr(fresh, key)
-                continue
-            target[:] = [math.nan if v is None else float(v) for v in values]
+        load_fields(self, data, _FIELDS, "drift counter resets")
+        if self.phase not in (IDLE, DECIDING, JUDGING) or self.pinned_from not in ("", "own", "previous"):
+            raise ValueError("drift counter resets: unknown phase or pinned level")
 
 
-def pin_levels(channel: ResidualChannel, levels: dict[int, float], noise: np.ndarray) -> None:
-    """End the channel's grace now and judge from here on: each slot in ``levels`` is pinned to that
-    level with a full day's weight (it moves at the slow everyday rate) and its settled bin noise
-    (``noise``, where known); other slots re-warm from the bins that follow, so nothing from
-    before the change point is mixed into them."""
-    st = channel.state()
-    p = channel.params
-    loc, loc_n, scale = st["loc"], st["loc_n"], st["bin_scale"]
-    assert isinstance(loc, list) and isinstance(loc_n, list) and isinstance(scale, list)
-    weight = p.loc_halflife_bins / math.log(2.0)
-    for s in range(len(loc)):
-        if s in levels:
-            loc[s], loc_n[s] = levels[s], max(weight, float(p.slot_warm_bins))
-            if math.isfinite(noise[s]):
-                scale[s] = float(noise[s])
-        else:
-            loc_n[s] = 0.0
-    n_blocks = st.get("n_blocks")
-    warm = isinstance(n_blocks, (int, float)) and n_blocks >= p.warm_blocks
-    st["mode"] = NORMAL if warm else WARMING
-    st["grace_until"] = None
-    for key in ("s_up", "s_dn", "block_sum", "block_z", "block_n", "clear_count", "trend"):
-        st[key] = 0.0
-    ring = st.get("ring")
-    if isinstance(ring, list):
-        st["ring"] = [None] * len(ring)
-    channel.restore(st)
+_FIELDS = ("phase", "reload_ts", "counters", "job_change_ts", "pinned_from", "different_kind", "prev_level",
+           "prev_rate", "prev_noise", "rate_sum", "rate_n", "rate_max", "own_level", "kind_slot")
 
 
 def _clock(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
 
-
-def _num(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _float(value: object, default: float = math.nan) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default

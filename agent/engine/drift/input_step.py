@@ -1,10 +1,11 @@
-"""A cooling-unit setpoint move and the cooling-power change it caused, judged together.
+"""A measured control input that stepped (the cooling unit's setpoint) and the residual step it
+caused, judged together (``InputStep``, part of the change-point judge).
 
 Why a separate judge: lowering a supply setpoint by half a degree costs the unit only ~1–3 % more
 power for the same heat (~1 % of the facility) — below the cooling channel's own minimum effect,
 which must stay high because the unit's efficiency wanders with the weather. But a setpoint move
 is *measured*: when the setpoint steps (or ramps) and the unit's power-for-its-load residual
-moves the matching way (lower setpoint → more power) by at least ``MIN_EFFECT_PCT`` and clearly
+moves the matching way (lower setpoint → more power) by at least ``tuning.INPUT_MIN_EFFECT_PCT`` and clearly
 beyond its own noise, the cause is known and the shift is real, so a smaller effect suffices.
 
 The residual's level before the move is frozen when the setpoint starts to leave its resting
@@ -17,17 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-START_MOVE_C = 0.05  # the setpoint left its resting value (before the decision threshold)
-MOVED_C = 0.2  # a move this large is a setpoint change
-BASE_HALFLIFE_BINS = 60.0  # resting setpoint and pre-move residual level (≈1 h)
-MIN_AFTER_BINS = 30  # at least this much evidence after the move reached MOVED_C
-MIN_EFFECT_PCT = 1.0  # the smallest cooling-power change reported with a setpoint move
-Z_NEEDED = 4.0  # the change must be this many standard errors of the residual's noise
-MAX_PENDING_BINS = 6 * 60  # a move whose effect never shows is dropped after this
+from agent.engine.drift import tuning as T
+from agent.engine.drift.estimators import MAD_TO_SIGMA, fields_state, load_fields
 
 
 @dataclass(frozen=True)
-class SetpointShift:
+class InputShift:
     """A confirmed setpoint-driven cooling shift: residual change (%) and the move's details."""
 
     deviation_pct: float
@@ -37,10 +33,16 @@ class SetpointShift:
     since_ts: float
 
 
-class SetpointWatch:
+class InputStep:
     """Watches ``setpoint_c`` and the cooling-unit residual; ``update`` per bin."""
 
-    def __init__(self) -> None:
+    def __init__(self, bin_s: float = 60.0) -> None:
+        # In bins (not state): the resting level's half-life, the evidence needed after the move,
+        # the longest wait, and one independent sample per block of correlated bins.
+        self._rest_halflife = T.bins(T.STAGE_WARM_S, bin_s)
+        self._after_bins = T.bins(T.INPUT_AFTER_S, bin_s)
+        self._max_bins = T.bins(T.INPUT_MAX_PENDING_S, bin_s)
+        self._bins_per_sample = T.bins(T.INPUT_SAMPLE_S, bin_s)
         self.base_c = math.nan  # resting setpoint
         self.before_pct = math.nan  # residual level before the move
         self.noise_pct = math.nan  # EW mean |bin − level| of the residual (×1.25 ≈ σ)
@@ -49,7 +51,7 @@ class SetpointWatch:
         self.sum_after = 0.0
         self.n_after = 0.0
         self.n_pending = 0.0
-        self.moved = False  # reached MOVED_C
+        self.moved = False  # reached SETPOINT_MOVED_C
         self.done = False  # reported; wait for the setpoint to rest again
 
     @property
@@ -57,7 +59,7 @@ class SetpointWatch:
         """A setpoint move is being judged: the cooling model must not learn now."""
         return math.isfinite(self.start_ts) and not self.done
 
-    def update(self, setpoint_c: float, residual_pct: float, ts: float) -> SetpointShift | None:
+    def update(self, setpoint_c: float, residual_pct: float, ts: float) -> InputShift | None:
         if not math.isfinite(setpoint_c):
             return None
         if not math.isfinite(self.base_c):
@@ -65,41 +67,42 @@ class SetpointWatch:
             return None
         away = setpoint_c - self.base_c
         if not math.isfinite(self.start_ts):
-            if abs(away) < START_MOVE_C:
+            if abs(away) < T.INPUT_START_C:
                 self._rest(setpoint_c, residual_pct)
                 return None
             self.start_ts = ts
             self.sum_after = self.n_after = self.n_pending = 0.0
             self.moved = False
-        if self.done or abs(away) < START_MOVE_C:
-            if abs(away) < START_MOVE_C or (self.done and self.n_pending > MAX_PENDING_BINS):
+        if self.done or abs(away) < T.INPUT_START_C:
+            if abs(away) < T.INPUT_START_C or (self.done and self.n_pending > self._max_bins):
                 self._restart(setpoint_c)
             self.n_pending += 1.0
             return None
         self.n_pending += 1.0
-        if self.n_pending > MAX_PENDING_BINS:
+        if self.n_pending > self._max_bins:
             self.done = True  # the move showed no effect worth reporting: it is the new normal
             return None
-        if abs(away) >= MOVED_C:
+        if abs(away) >= T.SETPOINT_MOVED_C:
             self.moved = True
         if not self.moved or not math.isfinite(residual_pct) or not math.isfinite(self.before_pct):
             return None
         self.sum_after += residual_pct
         self.n_after += 1.0
-        if self.n_after < MIN_AFTER_BINS:
+        if self.n_after < self._after_bins:
             return None
         change = self.sum_after / self.n_after - self.before_pct
-        sigma = max(1.2533 * self.noise_pct, 0.2) if math.isfinite(self.noise_pct) else 1.0
-        # Bins are correlated over minutes: count one independent sample per ~5 bins.
-        z = change / (sigma / math.sqrt(max(self.n_after / 5.0, 1.0)))
+        floor = T.MIN_BIN_NOISE["it"]  # (a unit's power reads as finely as a PDU's)
+        sigma = max(MAD_TO_SIGMA * self.noise_pct, floor) if math.isfinite(self.noise_pct) else 1.0
+        # Bins are correlated over minutes: one independent sample per block of bins.
+        z = change / (sigma / math.sqrt(max(self.n_after / self._bins_per_sample, 1.0)))
         expected_sign = -1.0 if away < 0 else 1.0  # lower setpoint → more power
-        if change * expected_sign >= 0 or abs(change) < MIN_EFFECT_PCT or abs(z) < Z_NEEDED:
+        if change * expected_sign >= 0 or abs(change) < T.INPUT_MIN_EFFECT_PCT or abs(z) < T.INPUT_Z:
             return None
         self.done = True
-        return SetpointShift(change, z, self.base_c, setpoint_c, self.start_ts)
+        return InputShift(change, z, self.base_c, setpoint_c, self.start_ts)
 
     def _rest(self, setpoint_c: float, residual_pct: float) -> None:
-        alpha = max(1.0 / (self.n_base + 1.0), math.log(2.0) / BASE_HALFLIFE_BINS)
+        alpha = max(1.0 / (self.n_base + 1.0), math.log(2.0) / self._rest_halflife)
         self.base_c += alpha * (setpoint_c - self.base_c)
         if math.isfinite(residual_pct):
             if not math.isfinite(self.before_pct):
@@ -121,13 +124,11 @@ class SetpointWatch:
         self.n_base = 0.0
 
     def state(self) -> dict[str, object]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in vars(self).items()}
+        return fields_state(self, _FIELDS)
 
     def restore(self, data: dict[str, object]) -> None:
-        for key, value in vars(SetpointWatch()).items():
-            got = data.get(key, value)
-            if isinstance(value, bool):
-                setattr(self, key, bool(got))
-            else:
-                setattr(self, key, math.nan if got is None else float(got))  # type: ignore[arg-type]
+        load_fields(self, data, _FIELDS, "drift input step")
+
+
+_FIELDS = ("base_c", "before_pct", "noise_pct", "n_base", "start_ts", "sum_after", "n_after", "n_pending",
+           "moved", "done")

@@ -1,0 +1,152 @@
+"""The change-point judge: everything that moves a residual and is *not* a fault.
+
+Why one judge: a job change, a restart of the same job, a GPU stack restart (energy counters
+reset) and a measured control-input step (the cooling unit's setpoint) all move some residual
+at a known moment for a known reason. Each needs the same three decisions, and the monitor asks
+them here, of one object, instead of special-casing each reason:
+
+- **hold**: while the judge is still deciding (a new job's work rate not yet known), the
+  components it concerns neither learn nor are judged (``holds``);
+- **same work or new work**: after a job change, the same work (a restart: typical work rate
+  within ``tuning.SAME_WORK_RATE_FRAC``) keeps every baseline; new work re-learns
+  (``job_changed`` / ``decide``);
+- **judge the step against "before"**: after a change point whose cause is measured, the
+  residual is compared with its level just before it — the GPU level before a counter reset
+  (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
+  before a setpoint step (``input_step``: a smaller effect suffices, the cause being measured).
+
+Onsets soon after a change point name it (``revise``) and carry it as evidence (``evidence``).
+The parts live in their own small modules: ``same_work.py``, ``counter_reset.py``,
+``input_step.py``. Fixed state: theirs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agent.engine.components import ComponentSample
+from agent.engine.drift import tuning as T
+from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
+from agent.engine.drift.channel import ResidualChannel
+from agent.engine.drift.context import SignalContext, stage_slot
+from agent.engine.drift.counter_reset import CounterResetPoint
+from agent.engine.drift.input_step import InputShift, InputStep
+from agent.engine.drift.same_work import SAME, SameWorkCheck, WorkVerdict, name_restart, restart_evidence
+
+# Onsets of these causes soon after a same-work restart name it: a fault that starts at a restart
+# (a PSU failing on the power-up) is judged against the previous run's baseline, and says so.
+RESTART_NAMED_CAUSES = frozenset({"gpu_hardware", "power_chain"})
+AT_CHANGE_S = T.RESET_GROUP_S  # a reset this close before a job change belongs to that change
+
+
+class ChangePointJudge:
+    """One object the monitor asks about non-fault change points; see the module docstring."""
+
+    def __init__(self, bin_s: float = 60.0) -> None:
+        self.work = SameWorkCheck()
+        self.resets = CounterResetPoint(bin_s)
+        self.input = InputStep(bin_s)
+
+    # ------------------------------------------------------------------------------ reading
+    @property
+    def holds(self) -> bool:
+        """A new job's work is being judged: the GPU and IT sides neither learn nor are judged.
+        (Not for a check by GPU power on an unlabelled rack: most of those are the same work after
+        an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
+        return self.work.pending and not self.work.by_power
+
+    def blocks_gpu_relearn(self, ts: float) -> bool:
+        """A GPU step at a counter reset is being judged against the level before it."""
+        return self.resets.blocks_relearn(ts)
+
+    @property
+    def input_pending(self) -> bool:
+        """A control-input step is being judged: the residual it moves must not be learned."""
+        return self.input.pending
+
+    @property
+    def input_before(self) -> float:
+        """The judged residual's level before the control input moved."""
+        return self.input.before_pct
+
+    # ------------------------------------------------------------------------------ updating
+    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool) -> None:
+        """Absorb one bin before the channels see its residuals (counter resets, work rates)."""
+        self.resets.update(sample, gpu, in_workload)
+        if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
+            self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
+
+    def work_resumed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
+        """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
+        known; judged by the GPU power level (same work: nothing happens; new work: re-learn)."""
+        self.work.start_by_power(ts, ctx, gpu)
+
+    def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
+        """The control input's value and the residual it drives; a confirmed step when there is one."""
+        return self.input.update(input_value, residual, ts)
+
+    def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
+        """A new job id at ``ts``; True while the judge decides whether it is the same work (the
+        caller holds), False when it is new work now (re-learning already, or nothing to compare)."""
+        if not self.work.pending:  # the previous job's GPU levels and rates, before anything moves
+            self.resets.on_workload_start(ts, gpu, ctx)
+        checking = not relearning and self.work.start(ts, ctx, ctx.previous_job)
+        if relearning:
+            self.work.cancel()
+        return checking
+
+    def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
+        """The verdict on a pending job change once known (``is_same`` tells which)."""
+        return self.work.decide(ts, ctx)
+
+    @staticmethod
+    def is_same(verdict: WorkVerdict) -> bool:
+        return verdict.kind == SAME
+
+    def workload_starts(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
+        """A workload re-learn not opened by a job change starts now (a shift found by attribution):
+        remember the GPU levels before it, for a counter reset that may follow."""
+        self.resets.on_workload_start(ts, gpu, ctx)
+
+    # ------------------------------------------------------------------------------ naming
+    def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:
+        """Name a change point in an onset's verdict: a counter reset for a GPU shift, a same-work
+        restart for a shift of a cause a restart can hide."""
+        verdict = self.resets.revise(name, verdict, deviation, ts)
+        restart = self.work.recent_restart(ts, JOB_RECENT_S)
+        if restart is not None and verdict.cause in RESTART_NAMED_CAUSES:
+            verdict = name_restart(verdict, restart, job, ts)
+        return verdict
+
+    def evidence(self, cause: str, ts: float, job: str) -> list[dict[str, object]]:
+        """Change points behind an onset of ``cause`` at ``ts``, as evidence items."""
+        items = self.resets.evidence(ts) if cause == "gpu_hardware" else []
+        restart = self.work.recent_restart(ts, JOB_RECENT_S)
+        if restart is not None and cause in RESTART_NAMED_CAUSES:
+            items.append(restart_evidence(restart, job))
+        return items
+
+    def reset_at_change(self, job_change_ts: float) -> list[dict[str, object]]:
+        """A counter reset at the job change itself, as evidence for the workload event."""
+        return self.resets.evidence(job_change_ts, within_s=AT_CHANGE_S)
+
+    def relearn_note(self, since_ts: float, ts: float) -> tuple[str, list[dict[str, object]]]:
+        """What a finished re-learn should say about a counter reset during it (text, evidence)."""
+        evidence = self.resets.evidence(ts)
+        if not evidence or self.resets.reload_ts < since_ts - AT_CHANGE_S:
+            return "", []
+        if self.resets.pinned_from:
+            return (" The GPU driver reloaded during the re-learn; the GPUs were judged against their level "
+                    "before it."), evidence
+        return " The GPU driver reloaded during the re-learn: the new profile includes it.", evidence
+
+    # ------------------------------------------------------------------------------ state
+    def state(self) -> dict[str, object]:
+        return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state()}
+
+    def restore(self, data: dict[str, object]) -> None:
+        for key, part in (("work", self.work), ("resets", self.resets), ("input", self.input)):
+            value = data.get(key)
+            if not isinstance(value, dict):
+                raise ValueError(f"drift change points: {key} missing")
+            part.restore(value)

@@ -1,0 +1,625 @@
+"""Streaming statistics the drift detector is built from, each a small class with fixed state.
+
+Why small parts (river style, ../shared/STYLE.md): the detector's arithmetic used to be spread
+over the channel, the monitor and the context as loose floats; as classes each one is tested
+alone, documented by a doctest, and persisted by one ``state()`` / ``from_state()`` pair.
+Conventions: ``update(...)`` returns ``self``; values are read-only properties that are ``None``
+before any data; all mutable state is a handful of floats or preallocated numpy arrays created in
+``_reset()`` — nothing grows with uptime. Constructor arguments are stored under their own names
+and are part of ``state()``, so ``Cls.from_state(x.state())`` rebuilds an equal estimator.
+
+Warm start: every exponentially weighted (EW) mean here uses ``alpha = max(1/(n+1), ln 2/halflife)``:
+the plain mean of the first samples, then an EW mean with the given half-life (in updates).
+√(π/2) ≈ 1.2533 turns a mean absolute deviation into a Gaussian σ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+MAD_TO_SIGMA = 1.2533  # √(π/2): E|x − μ| · √(π/2) = σ for Gaussian noise
+LN2 = math.log(2.0)
+
+E = TypeVar("E", bound="Estimator")
+
+
+def ew_alpha(n: float, halflife: float) -> float:
+    """Weight of the next sample: the running mean's 1/(n+1) until the half-life takes over."""
+    return max(1.0 / (n + 1.0), LN2 / halflife)
+
+
+def _opt(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def fields_state(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, np.ndarray):
+            out[name] = [_opt(float(v)) for v in value.ravel()]
+        elif isinstance(value, (bool, str)):
+            out[name] = value
+        else:
+            out[name] = _opt(float(value))
+    return out
+
+
+def load_fields(obj: object, data: dict[str, Any], names: tuple[str, ...], where: str) -> None:
+    """Load ``fields_state`` output into ``obj``; each field keeps its type and shape, and a wrong
+    one raises ``ValueError`` naming ``where`` and the field."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: state must be a mapping")
+    for name in names:
+        current, value = getattr(obj, name), data.get(name)
+        if isinstance(current, np.ndarray):
+            if not isinstance(value, list) or len(value) != current.size:
+                raise ValueError(f"{where}: {name} must be a list of {current.size} numbers")
+            if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value):
+                raise ValueError(f"{where}: {name} must hold numbers")
+            flat = np.array([math.nan if v is None else float(v) for v in value])
+            current[...] = flat.reshape(current.shape)
+        elif isinstance(current, (bool, str)):
+            if type(value) is not type(current):
+                raise ValueError(f"{where}: {name} must be a {type(current).__name__}")
+            setattr(obj, name, value)
+        elif value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ValueError(f"{where}: {name} must be a number, got {value!r}")
+        elif isinstance(current, int):
+            if value is None or value != int(value):
+                raise ValueError(f"{where}: {name} must be a whole number")
+            setattr(obj, name, int(value))
+        else:
+            setattr(obj, name, math.nan if value is None else float(value))
+
+
+class Estimator:
+    """Base: ``PARAMS`` (constructor arguments) and ``SCALARS`` / ``ARRAYS`` (state) are persisted."""
+
+    PARAMS: ClassVar[tuple[str, ...]] = ()
+    SCALARS: ClassVar[tuple[str, ...]] = ()
+    ARRAYS: ClassVar[tuple[str, ...]] = ()
+
+    def _reset(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        """JSON-safe snapshot (NaN as None), fixed size for given parameters."""
+        out: dict[str, Any] = {"params": {name: getattr(self, name) for name in self.PARAMS}}
+        for name in self.SCALARS:
+            out[name] = _opt(float(getattr(self, "_" + name)))
+        for name in self.ARRAYS:
+            out[name] = [_opt(float(v)) for v in np.ravel(getattr(self, "_" + name))]
+        return out
+
+    @classmethod
+    def from_state(cls: type[E], data: dict[str, Any]) -> E:
+        """Rebuild from ``state()``; a wrong shape raises ``ValueError`` naming the field."""
+        params = data.get("params") if isinstance(data, dict) else None
+        if not isinstance(params, dict):
+            raise ValueError(f"{cls.__name__}: state has no params")
+        est = cls(**params)
+        est.load(data)
+        return est
+
+    def load(self: E, data: dict[str, Any]) -> E:
+        """Load the state fields of ``data`` (params are this instance's own)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{type(self).__name__}: state must be a mapping")
+        self._reset()
+        name = type(self).__name__
+        for key in self.SCALARS:
+            value = data.get(key)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                raise ValueError(f"{name}: {key} must be a number, got {value!r}")
+            setattr(self, "_" + key, math.nan if value is None else float(value))
+        for key in self.ARRAYS:
+            target = getattr(self, "_" + key)
+            values = data.get(key)
+            if not isinstance(values, list) or len(values) != target.size:
+                raise ValueError(f"{name}: {key} must be a list of {target.size} numbers")
+            try:
+                flat = [math.nan if v is None else float(v) for v in values]
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name}: {key} must hold numbers") from exc
+            target[...] = np.array(flat).reshape(target.shape)
+        return self
+
+
+class ReferenceLevel(Estimator):
+    """A slow reference ("before") and a fast level ("now") of one signal; the reference stops
+    learning while ``hold`` is passed, so it remembers what the signal was before a change.
+    Both weights use the reference's count (one warm start for both).
+
+    >>> r = ReferenceLevel(fast_halflife=2.0, ref_halflife=100.0)
+    >>> for x in (1.0, 1.0, 1.0):
+    ...     _ = r.update(x)
+    >>> for x in (3.0,) * 10:
+    ...     _ = r.update(x, hold=True)
+    >>> r.ref, round(r.fast, 2), round(r.moved, 2)
+    (1.0, 2.97, 1.97)
+    """
+
+    PARAMS = ("fast_halflife", "ref_halflife")
+    SCALARS = ("ref", "fast", "n")
+
+    def __init__(self, fast_halflife: float, ref_halflife: float) -> None:
+        self.fast_halflife = float(fast_halflife)
+        self.ref_halflife = float(ref_halflife)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ref = math.nan
+        self._fast = math.nan
+        self._n = 0.0
+
+    def update(self, x: float, hold: bool = False) -> ReferenceLevel:
+        if not math.isfinite(x):
+            return self
+        a_fast = ew_alpha(self._n, self.fast_halflife)
+        self._fast = x if not math.isfinite(self._fast) else self._fast + a_fast * (x - self._fast)
+        if not hold or not math.isfinite(self._ref):
+            a_ref = ew_alpha(self._n, self.ref_halflife)
+            self._ref = x if not math.isfinite(self._ref) else self._ref + a_ref * (x - self._ref)
+            self._n += 1.0
+        return self
+
+    @property
+    def ref(self) -> float | None:
+        return _opt(self._ref)
+
+    @property
+    def fast(self) -> float | None:
+        return _opt(self._fast)
+
+    @property
+    def moved(self) -> float | None:
+        """fast − ref (None until both are known)."""
+        return _opt(self._fast - self._ref)
+
+    @property
+    def n(self) -> float:
+        return self._n
+
+    def adopt(self) -> None:
+        """The current level becomes the reference (a new normal was accepted)."""
+        if math.isfinite(self._fast):
+            self._ref = self._fast
+
+    def set_levels(self, ref: float, fast: float) -> None:
+        """Rebase both (a restart of the same job: its own typical value is the reference)."""
+        self._ref, self._fast = float(ref), float(fast)
+
+    def forget_fast(self) -> None:
+        """The fast level restarts from the next sample (a new job's own values)."""
+        self._fast = math.nan
+
+
+class StageLocation(Estimator):
+    """Robust per-stage level and noise of a residual (Huber-clipped EW mean, EW mean |dev|).
+
+    One slot per stage; a slot's level is clipped to ``huber`` × its noise once ``warm`` samples
+    have been seen, so one glitch moves it little; its noise is the EW mean absolute deviation
+    (× √(π/2)), each deviation clipped at ``scale_clip`` × the noise. ``update`` takes the level
+    the sample is judged against (``predicted``: the level plus any trend the caller adds), the
+    half-life to learn with now, and whether the noise may learn from this sample (only calm
+    data: never the shift being watched). Level and noise share the slot's count.
+
+    >>> s = StageLocation(n_slots=2, halflife=100.0, scale_halflife=100.0, min_scale=0.1, warm=3)
+    >>> s.level(0) is None
+    True
+    >>> for x in (1.0, 1.2, 0.8, 1.0, 9.0):
+    ...     _ = s.update(x, 0)
+    >>> round(s.level(0), 3), round(s.scale(0), 3), s.ready(0), s.ready(1)
+    (1.132, 0.395, True, False)
+    """
+
+    PARAMS = ("n_slots", "halflife", "scale_halflife", "min_scale", "warm")
+    ARRAYS = ("loc", "n", "scale")
+    HUBER = 3.0  # Huber's clip: 3 σ keeps Gaussian noise nearly unclipped (0.3 % of samples)
+    SCALE_CLIP = 4.0  # a deviation beyond 4 σ counts as 4 σ in the noise estimate
+
+    def __init__(self, n_slots: int, halflife: float, scale_halflife: float, min_scale: float,
+                 warm: int) -> None:
+        self.n_slots = int(n_slots)
+        self.halflife = float(halflife)
+        self.scale_halflife = float(scale_halflife)
+        self.min_scale = float(min_scale)
+        self.warm = int(warm)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._loc = np.zeros(self.n_slots)
+        self._n = np.zeros(self.n_slots)
+        self._scale = np.full(self.n_slots, math.nan)
+
+    def update(self, x: float, slot: int, predicted: float | None = None, halflife: float | None = None,
+               learn_scale: bool = True) -> StageLocation:
+        self.step(x, slot, predicted, halflife, learn_scale)
+        return self
+
+    def step(self, x: float, slot: int, predicted: float | None = None, halflife: float | None = None,
+             learn_scale: bool = True) -> float:
+        """``update`` that returns the (clipped) step the level took, for a caller's trend."""
+        n = float(self._n[slot])
+        loc = float(self._loc[slot]) if predicted is None else predicted
+        scale = float(self._scale[slot])
+        alpha = ew_alpha(n, self.halflife if halflife is None else halflife)
+        err = x - loc
+        if math.isfinite(scale) and n >= self.warm:
+            limit = self.HUBER * max(scale, self.min_scale)
+            err = min(max(err, -limit), limit)
+        self._loc[slot] = loc + alpha * err
+        if n > 0 and learn_scale:
+            abs_err = abs(x - loc)
+            if not math.isfinite(scale):
+                self._scale[slot] = abs_err * MAD_TO_SIGMA
+            else:
+                a_s = ew_alpha(n, self.scale_halflife)
+                clipped = min(abs_err, self.SCALE_CLIP * max(scale, self.min_scale))
+                self._scale[slot] = scale + a_s * (clipped * MAD_TO_SIGMA - scale)
+        self._n[slot] = n + 1.0
+        return alpha * err
+
+    def level(self, slot: int) -> float | None:
+        return float(self._loc[slot]) if self._n[slot] > 0 else None
+
+    def raw_level(self, slot: int) -> float:
+        """The stored level (0 before data): the base a caller's trend extrapolates from."""
+        return float(self._loc[slot])
+
+    def scale(self, slot: int) -> float | None:
+        return _opt(float(self._scale[slot]))
+
+    def count(self, slot: int) -> float:
+        return float(self._n[slot])
+
+    def ready(self, slot: int) -> bool:
+        """The slot has seen ``warm`` samples and knows its noise: its residuals can be judged."""
+        return bool(self._n[slot] >= self.warm and math.isfinite(self._scale[slot]))
+
+    def set_level(self, slot: int, level: float) -> None:
+        """Move a slot's level without learning (a caller extrapolating a trend while held)."""
+        self._loc[slot] = level
+
+    def pin(self, slot: int, level: float, weight: float, scale: float | None = None) -> None:
+        """Pin a slot to a known level with ``weight`` samples' worth of confidence."""
+        self._loc[slot], self._n[slot] = level, weight
+        if scale is not None and math.isfinite(scale):
+            self._scale[slot] = scale
+
+    def forget(self, slot: int | None = None) -> None:
+        """Re-warm one slot (or all) from its next samples; the noise is kept as a prior."""
+        if slot is None:
+            self._n[:] = 0.0
+        else:
+            self._n[slot] = 0.0
+
+    def scales(self) -> np.ndarray:
+        return self._scale.copy()
+
+
+class CorrelatedScale(Estimator):
+    """Robust scale of a stream of z-scores and their lag-1 autocorrelation.
+
+    Why both: a CUSUM on autocorrelated increments alarms more often than its threshold says; the
+    variance of a sum of AR(1) terms is inflated by (1 + ρ)/(1 − ρ) (``vif``), capped at ρ ≤
+    ``max_rho`` so one persistent stretch cannot silence the detector. Deviations beyond
+    ``SCALE_CLIP`` × the scale count as that once ``WARM`` samples are in.
+
+    >>> c = CorrelatedScale(halflife=50.0, min_scale=0.1, z_clip=6.0)
+    >>> c.value is None
+    True
+    >>> for z in (1.0, -1.0) * 20:
+    ...     _ = c.update(z)
+    >>> round(c.value, 3), round(c.rho, 3), round(c.vif, 3)
+    (1.253, -0.975, 1.0)
+    """
+
+    PARAMS = ("halflife", "min_scale", "z_clip", "max_rho")
+    SCALARS = ("scale", "n", "acf_num", "acf_den", "z_prev")
+    SCALE_CLIP = 4.0
+    WARM = 8  # samples before clipping: the first scale is one |z| and may be tiny
+
+    def __init__(self, halflife: float, min_scale: float, z_clip: float, max_rho: float = 0.6) -> None:
+        self.halflife = float(halflife)
+        self.min_scale = float(min_scale)
+        self.z_clip = float(z_clip)
+        self.max_rho = float(max_rho)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._scale = math.nan
+        self._n = 0.0
+        self._acf_num = 0.0
+        self._acf_den = 0.0
+        self._z_prev = 0.0
+
+    def update(self, z: float) -> CorrelatedScale:
+        alpha = ew_alpha(self._n, self.halflife)
+        if math.isfinite(self._scale) and self._n >= self.WARM:
+            target = min(abs(z), self.SCALE_CLIP * max(self._scale, self.min_scale)) * MAD_TO_SIGMA
+        else:
+            target = abs(z) * MAD_TO_SIGMA
+        if math.isfinite(self._scale):
+            target = self._scale + alpha * (target - self._scale)
+        self._scale = target
+        self._n += 1.0
+        zs = z / max(self._scale, self.min_scale)
+        zs = min(max(zs, -self.z_clip), self.z_clip)
+        self._acf_num += alpha * (zs * self._z_prev - self._acf_num)
+        self._acf_den += alpha * (zs * zs - self._acf_den)
+        self._z_prev = zs
+        return self
+
+    @property
+    def value(self) -> float | None:
+        return _opt(self._scale)
+
+    @property
+    def floored(self) -> float:
+        """The scale to divide by: at least ``min_scale`` (and that before data)."""
+        return max(self._scale, self.min_scale) if math.isfinite(self._scale) else self.min_scale
+
+    @property
+    def rho(self) -> float:
+        return self._acf_num / self._acf_den if self._acf_den > 0 else 0.0
+
+    @property
+    def vif(self) -> float:
+        rho = min(max(self.rho, 0.0), self.max_rho)
+        return (1.0 + rho) / (1.0 - rho)
+
+    @property
+    def n(self) -> float:
+        return self._n
+
+
+class TwoSidedCusum(Estimator):
+    """Page's two-sided CUSUM on standardised increments, with the evidence behind each side.
+
+    Each side keeps when it last left zero (``since``), and the sum of the raw deviations and of
+    the z-scores since then, so the shift it accumulates can be sized in the residual's unit.
+
+    >>> c = TwoSidedCusum(k=0.5)
+    >>> for i, z in enumerate([0.0] * 5 + [2.0] * 4):
+    ...     _ = c.update(z, dev=10.0 * z, ts=float(i))
+    >>> c.up, c.down, c.since, c.deviation
+    (6.0, 0.0, 5.0, 20.0)
+    """
+
+    PARAMS = ("k",)
+    SCALARS = ("up", "dn", "since_up", "since_dn", "sum_up", "zsum_up", "n_up", "sum_dn", "zsum_dn", "n_dn")
+
+    def __init__(self, k: float) -> None:
+        self.k = float(k)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._up = self._dn = 0.0
+        self._since_up = self._since_dn = math.nan
+        self._sum_up = self._zsum_up = self._n_up = 0.0
+        self._sum_dn = self._zsum_dn = self._n_dn = 0.0
+
+    def update(self, z: float, dev: float, ts: float) -> TwoSidedCusum:
+        up = max(0.0, self._up + z - self.k)
+        dn = max(0.0, self._dn - z - self.k)
+        if up > 0.0:
+            if self._up == 0.0:
+                self._since_up, self._sum_up, self._zsum_up, self._n_up = ts, 0.0, 0.0, 0.0
+            self._sum_up += dev
+            self._zsum_up += z
+            self._n_up += 1.0
+        if dn > 0.0:
+            if self._dn == 0.0:
+                self._since_dn, self._sum_dn, self._zsum_dn, self._n_dn = ts, 0.0, 0.0, 0.0
+            self._sum_dn -= dev
+            self._zsum_dn -= z
+            self._n_dn += 1.0
+        self._up, self._dn = up, dn
+        return self
+
+    def clear(self) -> None:
+        """Both sides back to zero (their evidence sums restart when they next leave it)."""
+        self._up = self._dn = 0.0
+
+    @property
+    def up(self) -> float:
+        return self._up
+
+    @property
+    def down(self) -> float:
+        return self._dn
+
+    @property
+    def value(self) -> float:
+        """The larger side."""
+        return max(self._up, self._dn)
+
+    @property
+    def since(self) -> float:
+        """When the larger side last left zero (NaN before)."""
+        return self._since_up if self._up >= self._dn else self._since_dn
+
+    @property
+    def deviation(self) -> float:
+        """Mean deviation since the larger side left zero (signed; 0 when both are zero)."""
+        if self._up == 0.0 and self._dn == 0.0:
+            return 0.0
+        if self._up >= self._dn:
+            return self._sum_up / self._n_up if self._n_up else 0.0
+        return -(self._sum_dn / self._n_dn) if self._n_dn else 0.0
+
+    @property
+    def z(self) -> float:
+        """Mean z-score since the larger side left zero (signed; 0 when both are zero)."""
+        if self._up == 0.0 and self._dn == 0.0:
+            return 0.0
+        if self._up >= self._dn:
+            return self._zsum_up / self._n_up if self._n_up else 0.0
+        return -(self._zsum_dn / self._n_dn) if self._n_dn else 0.0
+
+
+class DelayedReference(Estimator):
+    """The value a level had ``delay`` updates ago (a ring of past levels).
+
+    Why: a level that follows its signal fast (weather on a cooling unit) would absorb a step
+    before a CUSUM sees it; judging each sample against the level as it was an hour ago (plus
+    the trend since) keeps a step visible for that hour.
+
+    >>> d = DelayedReference(delay=3)
+    >>> [d.update(float(x)).value for x in range(5)]
+    [None, None, None, 0.0, 1.0]
+    """
+
+    PARAMS = ("delay",)
+    SCALARS = ("i",)
+    ARRAYS = ("ring",)
+
+    def __init__(self, delay: int) -> None:
+        self.delay = max(1, int(delay))
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ring = np.full(self.delay, math.nan)
+        self._i = 0.0
+        self._past = math.nan
+
+    def update(self, level: float) -> DelayedReference:
+        i = int(self._i) % self.delay
+        self._past = float(self._ring[i])
+        self._ring[i] = level
+        self._i = float((i + 1) % self.delay)
+        return self
+
+    @property
+    def value(self) -> float | None:
+        """The level read out by the last ``update`` (None while the ring fills)."""
+        return _opt(self._past)
+
+    def forget(self, level: float = math.nan) -> None:
+        """Fill the ring with ``level`` (NaN: no past known)."""
+        self._ring[:] = level
+
+
+class StageMix(Estimator):
+    """Share of time per stage slot, long-run and recent (EW one-hot means, one warm start).
+
+    >>> m = StageMix(n_slots=2, slow_halflife=100.0, fast_halflife=5.0, warm=3)
+    >>> for s in [0] * 10 + [1] * 10:
+    ...     _ = m.update(s)
+    >>> round(m.distance, 2)
+    0.28
+    """
+
+    PARAMS = ("n_slots", "slow_halflife", "fast_halflife", "warm")
+    SCALARS = ("n",)
+    ARRAYS = ("slow", "fast")
+
+    def __init__(self, n_slots: int, slow_halflife: float, fast_halflife: float, warm: int) -> None:
+        self.n_slots = int(n_slots)
+        self.slow_halflife = float(slow_halflife)
+        self.fast_halflife = float(fast_halflife)
+        self.warm = int(warm)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._slow = np.full(self.n_slots, 1.0 / self.n_slots)
+        self._fast = np.full(self.n_slots, 1.0 / self.n_slots)
+        self._n = 0.0
+
+    def update(self, slot: int) -> StageMix:
+        onehot = np.zeros(self.n_slots)
+        onehot[slot] = 1.0
+        self._slow += ew_alpha(self._n, self.slow_halflife) * (onehot - self._slow)
+        self._fast += ew_alpha(self._n, self.fast_halflife) * (onehot - self._fast)
+        self._n += 1.0
+        return self
+
+    @property
+    def distance(self) -> float:
+        """Half the L1 distance between the recent and the long-run mix (0 … 1); 0 while warming."""
+        return 0.5 * float(np.abs(self._fast - self._slow).sum()) if self._n > self.warm else 0.0
+
+    @property
+    def long_run(self) -> np.ndarray:
+        return self._slow.copy()
+
+    def adopt(self) -> None:
+        """The recent mix becomes the long-run one (a new normal)."""
+        self._slow[:] = self._fast
+
+
+class TypicalRate(Estimator):
+    """Per stage slot, the work rate most bins run at: the median of a slot's first ``first``
+    bins, then an EW mean of bins within ``band`` of it only (bins cut short by stalls or stage
+    edges run slower and must not drag it down). When a share ``reacquire`` of recent bins runs
+    outside the band (a new job), it jumps to the ``fallback`` level the caller passes.
+
+    >>> t = TypicalRate(n_slots=1, halflife=30.0, band=0.03, reacquire=0.6, first=3)
+    >>> for r in (100.0, 60.0, 101.0, 100.0, 50.0, 100.0):
+    ...     _ = t.update(r, 0)
+    >>> round(t.value(0), 2), t.settled(0)
+    (100.0, True)
+    """
+
+    PARAMS = ("n_slots", "halflife", "band", "reacquire", "first")
+    ARRAYS = ("typical", "out", "firsts", "first_n")
+
+    def __init__(self, n_slots: int, halflife: float, band: float, reacquire: float, first: int) -> None:
+        self.n_slots = int(n_slots)
+        self.halflife = float(halflife)
+        self.band = float(band)
+        self.reacquire = float(reacquire)
+        self.first = int(first)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._typical = np.full(self.n_slots, math.nan)
+        self._out = np.zeros(self.n_slots)
+        self._firsts = np.full((self.n_slots, self.first), math.nan)
+        self._first_n = np.zeros(self.n_slots)
+
+    def update(self, rate: float, slot: int, fallback: float | None = None) -> TypicalRate:
+        if not math.isfinite(rate):
+            return self
+        typical = float(self._typical[slot])
+        alpha = LN2 / self.halflife
+        i = int(self._first_n[slot])
+        if i < self.first:
+            self._firsts[slot, i] = rate
+            self._first_n[slot] = i + 1
+            self._typical[slot] = float(np.median(self._firsts[slot, : i + 1]))
+            return self
+        in_band = abs(rate - typical) <= self.band * max(abs(typical), 1e-9)
+        self._out[slot] += alpha * ((0.0 if in_band else 1.0) - self._out[slot])
+        if in_band:
+            self._typical[slot] = typical + alpha * (rate - typical)
+        elif self._out[slot] >= self.reacquire:
+            self._typical[slot] = fallback if fallback is not None else rate
+            self._out[slot] = 0.0
+        return self
+
+    def value(self, slot: int) -> float | None:
+        return _opt(float(self._typical[slot]))
+
+    def settled(self, slot: int) -> bool:
+        """Past the slot's first bins, so the rate can gate bins."""
+        return bool(self._first_n[slot] >= self.first)
+
+    def restart(self) -> None:
+        """Every slot re-acquires from its next bins (a new job)."""
+        self._reset()
+
+    def any_positive(self) -> bool:
+        return bool(np.nansum(self._typical) > 0)
+
+
+ESTIMATORS: tuple[type[Estimator], ...] = (
+    ReferenceLevel, StageLocation, CorrelatedScale, TwoSidedCusum, DelayedReference, StageMix,
+    TypicalRate,
+)

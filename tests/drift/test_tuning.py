@@ -1,0 +1,55 @@
+"""One tuning table: tuning.py and the playbook list the same thresholds; no threshold assumes 60-s bins."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agent.engine.drift import DriftMonitor, tuning
+from agent.engine.drift.cooling_model import CoolingUnitModel
+from tests.conftest import REPO_ROOT
+
+
+def _doc_names() -> list[str]:
+    text = (REPO_ROOT / "docs" / "drift-playbook.md").read_text()
+    section = text.split("\n## tuning\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", section, flags=re.MULTILINE)
+
+
+def test_the_playbook_table_lists_exactly_the_names_in_tuning_py() -> None:
+    names = _doc_names()
+    assert len(names) == len(set(names)), "a name is listed twice"
+    assert set(names) == set(tuning.NAMES)
+
+
+def test_the_number_of_tuned_numbers_does_not_grow() -> None:
+    count = sum(len(v) if isinstance(v, dict) else 1 for v in (getattr(tuning, n) for n in tuning.NAMES))
+    assert count <= 78  # issue 16's target is ≤ 40: lower this as thresholds merge, never raise it
+
+
+@pytest.mark.parametrize("bin_s", [30.0, 120.0])
+def test_durations_are_the_same_seconds_at_any_bin_width(bin_s: float) -> None:
+    """Every duration the detector counts in bins is converted from seconds with the bin width."""
+    ref, other = DriftMonitor(bin_s=60.0), DriftMonitor(bin_s=bin_s)
+    for name in ref.channels:
+        a, b = ref.channels[name].params, other.channels[name].params
+        assert a.slot_warm_bins * 60.0 == pytest.approx(b.slot_warm_bins * bin_s)
+        assert a.loc_halflife_bins * 60.0 == pytest.approx(b.loc_halflife_bins * bin_s)
+        assert a.bin_scale_halflife_bins * 60.0 == pytest.approx(b.bin_scale_halflife_bins * bin_s)
+        assert a.grace_loc_halflife_bins * 60.0 == pytest.approx(b.grace_loc_halflife_bins * bin_s)
+        block_a, block_b = a.block_bins * 60.0, b.block_bins * bin_s
+        assert abs(block_a - block_b) <= bin_s / 2  # blocks are whole bins
+        assert a.warm_blocks * block_a == pytest.approx(b.warm_blocks * block_b, rel=0.35)
+        assert a.scale_halflife_blocks * block_a == pytest.approx(b.scale_halflife_blocks * block_b)
+    a_ctx, b_ctx = ref.context.levels["setpoint_c"], other.context.levels["setpoint_c"]
+    assert a_ctx.ref_halflife * 60.0 == pytest.approx(b_ctx.ref_halflife * bin_s)
+    assert ref.context.warm_bins * 60.0 == pytest.approx(other.context.warm_bins * bin_s)
+    unit_a, unit_b = CoolingUnitModel(60.0), CoolingUnitModel(bin_s)
+    assert unit_a.learn_delay * 60.0 == pytest.approx(unit_b.learn_delay * bin_s)
+    assert unit_a.warm_bins * 60.0 == pytest.approx(unit_b.warm_bins * bin_s)
+
+
+def test_a_bad_bin_width_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="bin width"):
+        tuning.bins(60.0, 0.0)

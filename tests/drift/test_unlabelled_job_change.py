@@ -1,0 +1,62 @@
+"""Without job labels a new job is found from telemetry: GPUs resume after idling at another power level.
+
+The change-point judge opens a same-work check when an unlabelled rack's GPUs resume work after
+idle bins, and compares the GPU power level in the main stage: moved by more than
+``SAME_WORK_RATE_FRAC`` is a new job (re-learned, a ``workload`` event); less is the same work,
+so a fault that starts at a restart (a few % more power) is still judged as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from agent.engine.components import ComponentSample
+from agent.engine.drift import DriftMonitor
+from tests.drift.synthetic import stream
+
+DAY_S = 86400.0
+
+
+def unlabelled(
+    samples: Iterator[ComponentSample], after_s: float, gpu_factor: float
+) -> Iterator[ComponentSample]:
+    """No stage hints, job ids or work rates; from the first idle stretch after ``after_s`` the GPUs
+    (and with them the PDU, which the IT model follows) draw ``gpu_factor`` times the power."""
+    t0, changed, idle = None, False, False
+    for s in samples:
+        t0 = s.ts if t0 is None else t0
+        if not changed and s.ts - t0 >= after_s:
+            idle = idle or s.stage == "idle"
+            changed = idle and s.stage != "idle"
+        factor = gpu_factor if changed else 1.0
+        gpu_w = s.gpu_w * factor
+        it_w = s.it_measured_w + (gpu_w - s.gpu_w) * 1.08
+        yield replace(s, stage_source="inferred", job="", work_rate=float("nan"), gpu_w=gpu_w,
+                      gpu_expected_w=s.gpu_expected_w * factor, it_measured_w=it_w,
+                      it_expected_w=s.it_expected_w + (gpu_w - s.gpu_w) * 1.08)
+
+
+def _run(samples: Iterator[ComponentSample]) -> list[dict[str, Any]]:
+    monitor = DriftMonitor()
+    return [e for s in samples for e in monitor.observe(s) if e["state"] == "onset"]
+
+
+def test_a_heavier_job_after_an_idle_gap_is_a_workload_change_not_a_gpu_fault() -> None:
+    onsets = _run(unlabelled(stream(2.5, 51), 1.5 * DAY_S, 1.3))
+    assert [e["cause"] for e in onsets] == ["workload"]
+    assert "found from telemetry" in onsets[0]["detail"]["explanation"]
+    moved = onsets[0]["detail"]["evidence"][0]["gpu_power_moved_pct"]
+    assert moved == pytest.approx(30.0, abs=3.0)
+
+
+def test_idle_gaps_of_the_same_work_change_nothing() -> None:
+    assert _run(unlabelled(stream(2.5, 52), 10 * DAY_S, 1.0)) == []
+
+
+def test_a_few_percent_more_power_after_a_restart_is_still_a_gpu_fault() -> None:
+    onsets = _run(unlabelled(stream(2.5, 53), 1.5 * DAY_S, 1.06))
+    assert [e["cause"] for e in onsets] == ["gpu_hardware"]
