@@ -24,6 +24,7 @@ Targets (issue #3): P95 ≤ 1.5 % on steady and plateau, ≤ 2.5 % on tide; ≥ 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
+from agent.engine.frames import RackInfo
 from agent.report.data import FacilityHold
 from agent.sim.scenarios import Scenario, make_scenario
 from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
@@ -88,13 +90,22 @@ def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = F
 
 def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_labels: bool = False,
                  observe: Callable[[TraceChunk, dict], None] | None = None,
-                 node_gpus: tuple[tuple[int, ...], ...] = ()) -> dict:
+                 node_gpus: tuple[tuple[int, ...], ...] = (),
+                 rack: Callable[[RackInfo], RackInfo] | None = None,
+                 hints: Callable[[Engine], Callable[[np.ndarray, dict], None]] | None = None,
+                 step_s: float = 60.0) -> dict:
     """Replay one twin scenario through the engine; ``observe(chunk, clean)`` sees every hour's
     trace chunk and clean physics values (benches that score against the twin's truth);
-    ``node_gpus`` is what a rack's [[node]] sections tell the engine (GPU coverage per node)."""
+    ``node_gpus`` is what a rack's [[node]] sections tell the engine (GPU coverage per node);
+    ``rack`` rewrites the rest of the rack's configuration (node ids, PDU limits); ``hints(engine)``
+    returns a sender called with each ``step_s`` of rows and their clean values before the engine
+    sees them (stage hints sent as the jobs send them)."""
     meta = trace_meta(scenario)
     info = replace(rack_info(meta), node_gpus=node_gpus)
+    if rack is not None:
+        info = rack(info)
     engine = Engine(EngineSection(window_s=window_s), info, site=meta.site, rack_name=meta.rack)
+    send = hints(engine) if hints is not None else None
     records: list[dict] = []
     t_engine = 0.0
     truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -105,9 +116,18 @@ def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_l
         if no_gpu:
             truth_rows.append((chunk.ts, chunk.stage, facility.facility_power(chunk, meta.crac_shares)))
         chunk = _strip(chunk, no_gpu, no_labels)
-        t = time.perf_counter()
-        records += engine.process(chunk)
-        t_engine += time.perf_counter() - t
+        steps = [slice(0, len(chunk))]
+        if send is not None:
+            grid = np.arange(chunk.ts[0], chunk.ts[-1], step_s)
+            cuts = [*np.searchsorted(chunk.ts, grid).tolist(), len(chunk)]
+            steps = [slice(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+        for part in steps:
+            if send is not None:
+                send(chunk.ts[part], {k: v[part] for k, v in clean.items()
+                      if isinstance(v, np.ndarray) and v.shape[:1] == chunk.ts.shape})
+            t = time.perf_counter()
+            records += engine.process(chunk.take(part) if send is not None else chunk)
+            t_engine += time.perf_counter() - t
     records += engine.finish()
     wins = [r for r in records if r["type"] == "window"]
     t0 = wins[0]["start"]

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from multinode import STAGE_ENERGY_FLOOR, NodeTruth
+from rack_feed import NodeHints, with_nodes
 
 from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
@@ -46,47 +47,9 @@ from agent.engine.job_energy import NO_JOB
 from agent.sim.params import STAGES
 from agent.sim.randomize import random_multijob_scenario
 from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
-from agent.stages.hints import encode_hint
-from agent.stages.intake import HintIntake
-from agent.stages.timeline import NodeTimelines, StageTimeline
 from agent.trace.model import TraceChunk
 
 TARGET_PCT = 2.0
-
-
-class NodeHintFeed:
-    """Turns the twin's per-node stage truth into hint datagrams, node by node, as jobs send them."""
-
-    def __init__(self, ids: list[str], job_ids: list[str], intake: HintIntake, ttl_s: float,
-                 clock: list[float]) -> None:
-        self.ids, self.job_ids, self.intake, self.clock = ids, [*job_ids, ""], intake, clock
-        self.repeat_s = ttl_s / 2.0
-        self.last: list[tuple[int, int, float]] = [(-2, -2, -np.inf)] * len(ids)  # stage, job, sent at
-
-    def send(self, ts: np.ndarray, stage: np.ndarray, job: np.ndarray) -> None:
-        """Hints for rows ``ts`` (per node stage codes, job indices; stage < 0: node powered off)."""
-        for n, node in enumerate(self.ids):
-            s_col, j_col = stage[:, n].astype(np.int64), job[:, n].astype(np.int64)
-            prev_s, prev_j, sent = self.last[n]
-            change = np.flatnonzero((s_col != np.concatenate(([prev_s], s_col[:-1])))
-                                    | (j_col != np.concatenate(([prev_j], j_col[:-1]))))
-            rows = set(change.tolist())
-            t = sent
-            for i in range(len(ts)):  # repeats inside a long stage
-                if i in rows:
-                    t = ts[i]
-                elif ts[i] - t >= self.repeat_s:
-                    rows.add(i)
-                    t = ts[i]
-            for i in sorted(rows):
-                if s_col[i] < 0:
-                    continue  # a powered-down node sends nothing; its hints expire
-                job_id = self.job_ids[j_col[i]] or None
-                self.clock[0] = float(ts[i])  # sent as the stage begins: the rate limit sees real time
-                self.intake.receive(encode_hint(STAGES[s_col[i]], job=job_id, ts=float(ts[i]), node=node),
-                                    "udp", node)
-            last = int(max(rows)) if rows else -1
-            self.last[n] = (int(s_col[-1]), int(j_col[-1]), float(ts[last]) if last >= 0 else sent)
 
 
 def _blank_stage(chunk: TraceChunk) -> TraceChunk:
@@ -97,21 +60,11 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
     sc = random_multijob_scenario(seed, days=days, nodes=8, per_node=8, jobs=jobs, drain=drain)
     info = scenario_truth(sc)
     meta = trace_meta(sc)
-    ids = [f"n{i}" for i in range(len(info["node_gpus"]))]
-    node = sc.rack.node
-    # what a rack's [[pdu]] max_power_w says: the PSUs on one feed at their rating (the 30 kW default
-    # is below an 8-node feed at full load, whose readings would be rejected as out of range)
-    feed_max_w = sc.rack.nodes * node.psu_count * node.psu_rating_w / len(sc.rack.pdu_ids)
-    rack = replace(rack_info(meta), node_gpus=tuple(tuple(g) for g in info["node_gpus"]), node_ids=tuple(ids),
-                   default_pdu_max_w=feed_max_w)
+    rack = with_nodes(rack_info(meta), sc, tuple(tuple(g) for g in info["node_gpus"]))
     engine = Engine(EngineSection(), rack, site=meta.site, rack_name=meta.rack)
-    timeline = StageTimeline()
-    nodes = NodeTimelines(timeline, ids)
-    clock = [0.0]
-    intake = HintIntake(timeline, clock=lambda: clock[0], nodes=nodes)
-    feed = NodeHintFeed(ids, [j["id"] for j in info["jobs"]], intake, timeline.ttl_s, clock)
-    if node_hints:
-        engine.node_hints = nodes.labels_at
+    feed = NodeHints(engine, [j["id"] for j in info["jobs"]])
+    if not node_hints:
+        engine.node_hints = None
     truth = NodeTruth([j["id"] for j in info["jobs"]])
     t_engine = 0.0
     for chunk, clean in simulate_hours(sc):
@@ -129,7 +82,7 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
             t_engine += time.perf_counter() - t
     engine.finish()
     return {"truth": truth, "table": engine.job_energy.table(), "engine_s": t_engine,
-            "rack_it": float(engine.energy_kwh[:, 0].sum()), "counters": intake.counters, "info": info}
+            "rack_it": float(engine.energy_kwh[:, 0].sum()), "counters": feed.intake.counters, "info": info}
 
 
 def score(r: dict) -> tuple[float, float]:

@@ -271,10 +271,12 @@ class Engine:
         n = b - a
         dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
         frac = stage_s / dur[:, None]
-        p = self.model.predict(sums, frac, start, jobs, self.window_warm, self.baselines.stats[:, 5])
+        node_frac = self.job_energy.hinted_node_frac(start, dur, frac, self.rows.t0)
+        p = self.model.predict(sums, frac, start, jobs, self.window_warm, self.baselines.stats[:, 5],
+                               node_frac)
         held = np.array([[c in self.held for c in LEARNED]] * n, dtype=bool).reshape(n, len(LEARNED))
         j0 = self.buf.n
-        self.buf.append(bins, a, b, p, held)
+        self.buf.append(bins, a, b, p, held, node_frac)
         share = self.model.cooling_shares(frac, p.hl_stage_w, start)
         self.energy_kwh[:, 0] += (frac * sums[:, F["pdu_ws"], None]).sum(axis=0) / 3.6e6
         self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / 3.6e6

@@ -59,10 +59,11 @@ class JobEnergy:
         self.gap_s = gap_s
         self.cells: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # → [it, cooling, gpu] kWh
         self.evicted_kwh = 0.0
-        # bin index → (node, cell) → [GPU W·s, node-seconds]
+        # bin index → (node, cell) → [GPU W·s, node-seconds, node-seconds labelled by a hint]
         self._open: dict[int, dict[tuple[int, tuple[str, str]], np.ndarray]] = {}
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
+        self._pend_h = np.zeros(0)
         self._pend_keys: list[tuple[str, str]] = []
         self.now: dict[str, dict[str, str]] = {}  # node → {"stage", "job"} at the last row seen
 
@@ -74,8 +75,9 @@ class JobEnergy:
         n = len(chunk)
         if not n or not math.isfinite(t0):
             return
-        stage, job = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
+        stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
         power = self._node_power(chunk)
+        hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
         ids = self.nodes.ids or ("rack",)
         self.now = {node: {"stage": str(stage[-1, k] or "unknown"), "job": str(job[-1, k] or "")}
@@ -92,14 +94,15 @@ class JobEnergy:
                 pend_codes = np.array([keys.index(c) for c in self._pend_keys])
             held_w = np.vstack([self._pend_w[None, :], power[:-1]])
             held_c = np.vstack([pend_codes[None, :], codes[:-1]])
+            held_h = np.vstack([self._pend_h[None, :], hint_f[:-1]])
         else:  # the first row (or the first after a gap) starts an interval, it closes none
-            starts, held_w, held_c = ts[:-1], power[:-1], codes[:-1]
+            starts, held_w, held_c, held_h = ts[:-1], power[:-1], codes[:-1], hint_f[:-1]
             ts = ts[1:]
-        self._pend_ts, self._pend_w = float(chunk.ts[-1]), power[-1].copy()
+        self._pend_ts, self._pend_w, self._pend_h = float(chunk.ts[-1]), power[-1].copy(), hint_f[-1].copy()
         self._pend_keys = [keys[int(i)] for i in codes[-1]]
         if not starts.size:
             return
-        self._integrate(starts, ts, held_w, held_c, keys, t0)
+        self._integrate(starts, ts, held_w, held_c, held_h, keys, t0)
 
     def _node_power(self, chunk: TraceChunk) -> np.ndarray:
         """(rows × nodes) GPU power; NaN where none of the node's GPUs has a reading."""
@@ -119,7 +122,7 @@ class JobEnergy:
         return out
 
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
-                   keys: list[tuple[str, str]], t0: float) -> None:
+                   h: np.ndarray, keys: list[tuple[str, str]], t0: float) -> None:
         src, dt, bins = split_pieces(starts, ends, t0, self.bin_s)
         p, code = w[src], c[src]
         known = np.isfinite(p)
@@ -132,13 +135,40 @@ class JobEnergy:
         size = int(flat.max()) + 1
         g_sum = np.bincount(flat.ravel(), weights=g.ravel(), minlength=size)
         s_sum = np.bincount(flat.ravel(), weights=s.ravel(), minlength=size)
+        h_sum = np.bincount(flat.ravel(), weights=(s * h[src]).ravel(), minlength=size)
         for f in np.flatnonzero(s_sum > 0):
             bn, k = divmod(int(f), n_keys)
             b, n = divmod(bn, n_nodes)
-            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(2))
-            cell += (g_sum[f], s_sum[f])
+            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(3))
+            cell += (g_sum[f], s_sum[f], h_sum[f])
 
     # ----------------------------------------------------------------------------- bins
+    def hinted_node_frac(self, start: np.ndarray, dur: np.ndarray, frac: np.ndarray, t0: float) -> np.ndarray:
+        """Per bin and stage slot: the share of the rack's node time in that stage, as hints say.
+
+        The stage-only IT forecast (``model``) reads it: on a rack whose nodes run different jobs,
+        the rack's load is each node's base plus its own stage's extra, so a stage's weight is the
+        share of node time in it, not one rack-wide label. Only hinted labels count (node hints, the
+        rack-wide hint): they come from the jobs, so they may drive a window's own prediction, where
+        stages inferred from PDU power may not (report spec, causality). Node time no hint labels
+        (and bins not seen here) keeps the rack's stage fractions ``frac``, what the forecast used
+        before: a rack without hints is predicted as before.
+        """
+        out = frac.copy()
+        node_s = self.nodes.n * dur  # the bin's node time: every listed node for the whole bin
+        for i in range(len(start)):
+            acc = self._open.get(round((float(start[i]) - t0) / self.bin_s))
+            if not acc or node_s[i] <= 0:
+                continue
+            hinted = np.zeros(frac.shape[1])
+            for (_, (_, stage)), v in acc.items():
+                if v[2] > 0:
+                    hinted[self.slots.slot(stage, float(start[i]))] += v[2]
+            share = min(float(hinted.sum()) / node_s[i], 1.0)
+            if share > 0:
+                out[i] = hinted / max(float(hinted.sum()), 1e-9) * share + (1.0 - share) * frac[i]
+        return out
+
     def account(self, start: np.ndarray, sums: np.ndarray, t0: float) -> None:
         """Completed bins (the engine's, time ordered): split each bin's measured energy over the
         cells its rows fell in; accumulators of bins that will never close (a gap) are dropped."""

@@ -123,18 +123,20 @@ class ResponseModel:
 
     # ------------------------------------------------------------------ prediction (frozen model)
     def predict(self, sums: np.ndarray, frac: np.ndarray, start: np.ndarray, jobs: list[str],
-                window_warm: bool, gpu_level_w: np.ndarray) -> Prediction:
+                window_warm: bool, gpu_level_w: np.ndarray, node_frac: np.ndarray) -> Prediction:
         """The frozen model's view of bins (sums, stage fractions, starts, jobs) of one window.
 
         ``window_warm``: the model was warm at the window's start (else the heat is the PDU's own);
-        ``gpu_level_w``: per stage, the GPU power the baseline expects where no work rate is known.
+        ``gpu_level_w``: per stage, the GPU power the baseline expects where no work rate is known;
+        ``node_frac``: per stage, the share of node time in it as hints say (the stage-only IT
+        model's regressors: a rack's load is each node's base plus its own stage's extra).
         Advances only the input-side state (lag filters, last GPU load, GPU freshness, job scales).
         """
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
-        Xs = stage_it_features(frac, self.job_rate_n(sums, jobs))
+        Xs = stage_it_features(node_frac, self.job_rate_n(sums, jobs))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
@@ -265,7 +267,7 @@ class ResponseModel:
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~held
         if rows_s.any():
-            Xs = stage_it_features(frac, self.job_rate_n(sums, wb.jobs[:n]))
+            Xs = stage_it_features(wb.node_frac[:n], self.job_rate_n(sums, wb.jobs[:n]))
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 

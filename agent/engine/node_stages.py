@@ -54,8 +54,8 @@ class NodeStages:
 
     def labels(
         self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray, hints: NodeHints | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(stage, job) as (rows × nodes) object arrays.
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(stage, job) as (rows × nodes) object arrays, and (rows × nodes) bool: the label is a hint.
 
         ``rack_hints``: the rows' valid stage hints ("" none); ``rack_labels``: the rack's stage per
         row (hint or inferred); ``hints``: each node's own hints (None: no node hints at all).
@@ -63,8 +63,10 @@ class NodeStages:
         rows = len(chunk)
         job_col = np.asarray(chunk.job, dtype=object)
         if not self.ids:
-            return np.asarray(rack_labels, dtype=object)[:, None], job_col[:, None]
+            hinted = (np.asarray(rack_hints, dtype=object) != "")[:, None]
+            return np.asarray(rack_labels, dtype=object)[:, None], job_col[:, None], hinted
         stage = np.empty((rows, len(self.ids)), dtype=object)
+        hinted = np.zeros((rows, len(self.ids)), dtype=bool)
         job = np.empty((rows, len(self.ids)), dtype=object)
         columns = self._node_columns(chunk)
         for k, node in enumerate(self.ids):
@@ -76,14 +78,15 @@ class NodeStages:
             else:
                 hint = np.asarray(rack_hints, dtype=object)
                 job[:, k] = job_col
-            if rows and (hint != "").all():  # hinted throughout: nothing to infer (the rack's own
+            hinted[:, k] = hint != ""
+            if rows and hinted[:, k].all():  # hinted throughout: nothing to infer (the rack's own
                 stage[:, k] = hint           # inferrer learns from the hints; 8 more would double the cost)
                 continue
             sub = TraceChunk(ts=chunk.ts, numeric={c: chunk.numeric[c] for c in columns[k]}, stage=hint,
                              job=job[:, k], first_line=chunk.first_line)
             labelled, _ = self.inferrers[k].infer_chunk(sub, hint)
             stage[:, k] = labelled
-        return stage, job
+        return stage, job, hinted
 
     def _node_columns(self, chunk: TraceChunk) -> list[list[str]]:
         """Per node: the chunk's columns except other nodes' ``gpu.<i>.*`` (cached per column set)."""

@@ -42,6 +42,8 @@ class WindowBuffer:
         self.stage_s = np.zeros((n_bins, n_slots))
         self.stage_gpu_s = np.zeros((n_bins, n_slots))  # per stage: seconds with GPU power known
         self.stage_gpu_ws = np.zeros((n_bins, n_slots))  # per stage: GPU energy (W·s)
+        # per stage: the share of node time in it as hints say (JobEnergy.hinted_node_frac)
+        self.node_frac = np.zeros((n_bins, n_slots))
         self.it_pred_w = np.zeros(n_bins)
         self.heat_w = np.zeros(n_bins)
         self.hl_w = np.zeros((n_bins, n_cand))
@@ -55,9 +57,10 @@ class WindowBuffer:
     def clear(self) -> None:
         self.n = 0
 
-    def append(self, bins: BinBatch, a: int, b: int, p: Prediction, held: np.ndarray) -> None:
-        """Bins ``a:b`` of ``bins``, the frozen model's prediction ``p`` for them, and which learned
-        components (``LEARNED``) the drift monitor held in each."""
+    def append(self, bins: BinBatch, a: int, b: int, p: Prediction, held: np.ndarray,
+               node_frac: np.ndarray) -> None:
+        """Bins ``a:b`` of ``bins``, the frozen model's prediction ``p`` for them, which learned
+        components (``LEARNED``) the drift monitor held in each, and their per-node stage shares."""
         i, j = self.n, self.n + b - a
         if j > self.n_bins:
             raise ValueError(f"window buffer overflow: {j} bins > {self.n_bins}")
@@ -67,6 +70,7 @@ class WindowBuffer:
         self.it_pred_w[i:j], self.heat_w[i:j], self.hl_w[i:j] = p.it_w, p.heat_w, p.hl_w.T
         self.cool_pred_w[i:j], self.gpu_exp_w[i:j] = p.cool_w.T, p.gpu_expected_w
         self.gpu_lag_w[i:j], self.transient[i:j] = p.gpu_lag_w, p.transient
+        self.node_frac[i:j] = node_frac
         self.n = j
 
     def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
@@ -133,6 +137,7 @@ class WindowBuffer:
             "wb_gl": self.gpu_lag_w,
             "wb_stage_gs": self.stage_gpu_s,
             "wb_stage_gws": self.stage_gpu_ws,
+            "wb_node_frac": self.node_frac,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -140,6 +145,9 @@ class WindowBuffer:
         for key, arr in self.state_arrays().items():
             if key == "wb_sums":
                 arr[...] = remap_fields(arrays[key], names)
+            elif key == "wb_node_frac" and key not in arrays:  # saved before per-node stages
+                dur = np.maximum(self.sums[:, F["dur_s"]], 1e-9)
+                arr[...] = self.stage_s / dur[:, None]
             elif key not in ("wb_n", "bin_fields"):
                 arr[...] = arrays[key]
         self.n = int(arrays["wb_n"][0])

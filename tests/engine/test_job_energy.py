@@ -169,7 +169,7 @@ def test_without_hints_each_node_gets_its_own_inferred_stage() -> None:
     assert len(labels.inferrers) == 2
     chunk = chunks[2]
     blank = np.full(len(chunk), "", dtype=object)
-    got, _ = labels.labels(chunk, blank, blank, None)
+    got, _, _ = labels.labels(chunk, blank, blank, None)
     # node 0 trains while node 1 checkpoints or loads most of the time: their labels differ there
     differ = stages[2 * 3600 : 3 * 3600, 0] != stages[2 * 3600 : 3 * 3600, 1]
     assert (got[differ, 0] != got[differ, 1]).mean() > 0.8
