@@ -5,15 +5,23 @@
 
 Each seed draws a randomised rack (agent.sim.randomize ``multijob``: 8 nodes of 8 GPUs, two jobs
 on 4 nodes each, each group with its own job kinds and timeline; ``--drain`` also powers one node
-down for 1–6 h while its job goes on with the rest). The same trace is replayed three times
+down for 1–6 h while its job goes on with the rest). The same trace is replayed four times
 through ``Engine.process`` (bench/accuracy.py's ``run_scenario``, the same window rules):
 
-  gpu          every column
-  no-gpu+hints every ``gpu.*`` column removed, the trace's stage labels kept
-  no-gpu       every ``gpu.*`` column and the stage labels removed
+  gpu               every column
+  no-gpu+node-hints every ``gpu.*`` column removed; every node's stage changes sent as hints that
+                    name their node (rack_feed.NodeHints, through the agent's HintIntake, as
+                    bench/job_energy.py does), every 60 s of trace before the engine sees it
+  no-gpu+label      every ``gpu.*`` column removed, only the trace's one stage label column kept
+                    (the job on the most nodes): no target, it shows what one label leaves out
+  no-gpu            every ``gpu.*`` column and the stage labels removed: no stage is known inside
+                    a window (inferring stages needs GPU telemetry), so its forecast is what was
+                    known at the window's start
 
-The engine is told each node's GPUs (as a rack's [[node]] sections do), so a drained node's GPUs
-are not scaled from the others; ``--whole-rack-coverage`` leaves that out (the rule before).
+The engine is told each node's GPUs and ids (as a rack's [[node]] sections do), so a drained
+node's GPUs are not scaled from the others (``--whole-rack-coverage`` leaves that out: the rule
+before), and each PDU's ``max_power_w`` from the rack's PSU ratings (rack_feed.feed_max_w: an
+8-node feed at full load is above the engine's 30 kW default, whose readings were rejected).
 
 Printed per run: windows predicted after warm-up (%), healthy-window error P50/P95/max; for the
 runs without GPU columns also bench/accuracy.py's naive stage-mean reference (each label stage's
@@ -26,8 +34,9 @@ so the trace carries the label of the job on the most nodes (docs/twin.md); the 
 stage and one job per bin. Printed: per stage, the engine's IT energy against the per-node truth,
 and the per-job truth table beside what the engine reports per job.
 
-Targets (issue 14): P95 ≤ 1.5 % with GPUs; per-job stage energy within 2 %; without GPUs ≥ 99 %
-predicted, P95 ≤ 3 % with hints and ≤ 6 % without. Report seeds are 10 000 and up.
+Targets (issue 14): P95 ≤ 1.5 % with GPUs; per-job stage energy within 2 % (bench/job_energy.py);
+without GPUs ≥ 99 % predicted, P95 ≤ 3 % with (node) hints and ≤ 6 % without. Report seeds are
+10 000 and up.
 """
 
 from __future__ import annotations
