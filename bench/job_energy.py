@@ -20,8 +20,8 @@ cell and the worst job total over all seeds. The rack's own IT (Σ PDU) against 
 printed too: a difference there is the PDUs' metering, shared by every cell.
 
 Target (issue 14): per-job stage energy within 2 % of the truth. Dev seeds 0–9; report seeds
-10000–10004. Measured (``--seeds 5 --first-seed 10000 --days 1``): job totals within 4.0 %, the
-worst cell 13.8 %: the target is missed (docs/stage-hints.md, "Several jobs on one rack").
+10000–10004. Measured (``--seeds 5 --first-seed 10000 --days 1``, docs/engine.md "Figures"): job
+totals within 4.04 %, the worst cell 11.1 %: the target is missed.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import numpy as np
 
 from agent.engine.frames import RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
-from agent.engine.node_power import IT_PER_GPU_W, SHARED_EXTRA, NodePowerModel
+from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F
 from agent.engine.stage_attribution import MIN_KNOWN
@@ -193,7 +193,7 @@ class JobEnergy:
         m = self.power
         node_g = np.bincount(node, weights=v[:, 0])
         node_s = np.bincount(node, weights=v[:, 1])
-        slot = [self.slots.slot(SHARED_EXTRA.get(stage, stage), ts) for _, (_, stage) in entries]
+        slot = [self.slots.slot(stage, ts) for _, (_, stage) in entries]
         stage_w = np.array([m.stage_w(i) for i in slot])
         node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
                                                                       minlength=node_g.size)

@@ -8,9 +8,8 @@ training one with too much.
 
 Model, per bin and node n (mean powers; G_n the node's GPU power, t_n its share of the bin
 powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt
-(the PSUs' loss plus the server fans that speed up with the GPU heat), solved within [K_FLOOR,
-K_MAX] (at a bound the others are solved given it); b: the base per powered node; d_s: stage s's
-own non-GPU extra (forward_backward and grad_sync share one: ``SHARED_EXTRA``). Only
+(the PSUs' loss plus the server fans that speed up with the GPU heat), kept in [K_MIN, K_MAX] as
+stage_attribution does; b: the base per powered node; d_s: stage s's own non-GPU extra. Only
 Σ_n P_n is measured (the PDUs), so k, b and d_s come from exponentially weighted least squares
 over bins (half-life ``HALFLIFE_H``) with a ridge prior that holds k at the PSUs' typical loss
 and every d_s at 0 until the data tells them apart (nodes of different jobs in different stages,
@@ -33,20 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from agent.engine.stage_attribution import K_MAX
+from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
 # PSUs convert at 90–96 % across their load range (docs/DESIGN: 90 % at 10 % load, 96 % at 50 %,
 # 91 % at 100 %): a GPU watt costs 1/0.93 ≈ 1.075 W at the PDU, the middle of that range.
 IT_PER_GPU_W = 1.0 / 0.93
-# ... and never less than through a PSU at its best (96 %), server fans only adding to it: a fit
-# below that bound trades GPU watts for base watts and credits high-power nodes too little
-# (bench/job_energy.py), so k is then held at the bound and the rest solved given it.
-K_FLOOR = 1.0 / 0.96
-# The two phases of a training step alternate within seconds, well inside one bin: bins cannot
-# tell their non-GPU power apart (fitted apart, they traded hundreds of watts between them and
-# put grad_sync cells 5–12 % off on the twin), so they share one extra, split by time in a node.
-SHARED_EXTRA = {"grad_sync": "forward_backward"}
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
 # Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units). A
@@ -105,8 +96,8 @@ class NodePowerModel:
 
     @property
     def k(self) -> float:
-        """IT watts per GPU watt, within [K_FLOOR, K_MAX]: PSUs lose, and by a bounded amount."""
-        return min(max(float(self.theta[0]), K_FLOOR), K_MAX)
+        """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
+        return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
     def stage_w(self, slot: int) -> float:
         """The learned non-GPU extra of a powered node in stage slot ``slot`` (W)."""
@@ -127,12 +118,8 @@ class NodePowerModel:
 
     def _solve(self) -> None:
         try:
-            lhs, rhs = self._a + np.diag(self._ridge), self._r + self._ridge * self._prior
-            theta: np.ndarray = np.linalg.solve(lhs, rhs)
-            k = min(max(float(theta[0]), K_FLOOR), K_MAX)
-            if k != theta[0]:  # k at its physical bound: the others are solved given it
-                rest = np.linalg.solve(lhs[1:, 1:], rhs[1:] - lhs[1:, 0] * k)
-                theta = np.concatenate(([k], rest))
+            rhs = self._r + self._ridge * self._prior
+            theta: np.ndarray = np.linalg.solve(self._a + np.diag(self._ridge), rhs)
         except np.linalg.LinAlgError:
             return  # keeps the last solution (the ridge makes this all but impossible)
         self.theta = theta
