@@ -10,6 +10,8 @@ them here, of one object, instead of special-casing each reason:
 - **same work or new work**: after a job change, the same work (a restart: typical work rate
   within ``tuning.SAME_WORK_RATE_FRAC``) keeps every baseline; new work re-learns
   (``job_changed`` / ``decide``);
+- **how much changed**: how far the engine's model is behind after a change, in σ of its own
+  residual (``catch_up``): a re-learn runs only while it is behind, at a pace set by how far;
 - **judge the step against "before"**: after a change point whose cause is measured, the
   residual is compared with its level just before it — the GPU level before a counter reset
   (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
@@ -17,7 +19,7 @@ them here, of one object, instead of special-casing each reason:
 
 Onsets soon after a change point name it (``revise``) and carry it as evidence (``evidence``).
 The parts live in their own small modules: ``same_work.py``, ``counter_reset.py``,
-``input_step.py``. Fixed state: theirs.
+``input_step.py``, ``catch_up.py``. Fixed state: theirs.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
+from agent.engine.drift.catch_up import ModelCatchUp
 from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
@@ -46,6 +49,7 @@ class ChangePointJudge:
         self.work = SameWorkCheck()
         self.resets = CounterResetPoint(bin_s)
         self.input = InputStep(bin_s)
+        self.catch_up = ModelCatchUp(bin_s)
 
     # ------------------------------------------------------------------------------ reading
     @property
@@ -73,6 +77,7 @@ class ChangePointJudge:
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates)."""
         self.resets.update(sample, gpu, in_workload)
+        self.catch_up.update(sample)
         if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
             self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
 
@@ -80,6 +85,15 @@ class ChangePointJudge:
         """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
         known; judged by the GPU power level (same work: nothing happens; new work: re-learn)."""
         self.work.start_by_power(ts, ctx, gpu)
+
+    def model_behind(self, component: str) -> bool:
+        """The engine's model of ``component`` is off by more than its noise (``catch_up``): a
+        re-learn it was given goes on; one that is back within the noise is over."""
+        return self.catch_up.behind(component)
+
+    def relearn_halflife_s(self, component: str) -> float:
+        """How fast ``component``'s model re-learns now, from how far behind it is (NaN: the default)."""
+        return self.catch_up.halflife_s(component)
 
     def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
         """The control input's value and the residual it drives; a confirmed step when there is one."""
@@ -142,7 +156,8 @@ class ChangePointJudge:
 
     # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
-        return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state()}
+        return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state(),
+                "catch_up": self.catch_up.state()}
 
     def restore(self, data: dict[str, object]) -> None:
         for key, part in (("work", self.work), ("resets", self.resets), ("input", self.input)):
@@ -150,3 +165,6 @@ class ChangePointJudge:
             if not isinstance(value, dict):
                 raise ValueError(f"drift change points: {key} missing")
             part.restore(value)
+        catch_up = data.get("catch_up")  # (a state from before it: the lag re-learns from the next bins)
+        if isinstance(catch_up, dict):
+            self.catch_up.restore(catch_up)

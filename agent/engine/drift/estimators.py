@@ -619,7 +619,81 @@ class TypicalRate(Estimator):
         return bool(np.nansum(self._typical) > 0)
 
 
+class LevelInNoise(Estimator):
+    """A signal's recent level in units of its own bin-to-bin noise (``z``).
+
+    Why: after a change the engine's model is "behind" while its residual sits outside the
+    noise, and caught up once it is back within; how far behind (``z``) sets how fast it must
+    re-learn. The noise is the mean absolute difference of successive samples (÷ √2 for one
+    sample, × √(π/2) for σ): a constant offset — exactly the lag being measured — does not enter
+    it, and each difference is clipped at ``z_clip`` σ so the step itself cannot inflate it.
+
+    >>> e = LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0)
+    >>> for i in range(60):
+    ...     _ = e.update(0.5 if i % 2 else -0.5)
+    >>> round(e.scale, 2), abs(e.z) < 1.0
+    (0.89, True)
+    >>> for _ in range(10):
+    ...     _ = e.update(5.0)
+    >>> e.z > 4.0
+    True
+    """
+
+    PARAMS = ("level_halflife", "noise_halflife", "min_scale", "z_clip")
+    SCALARS = ("level", "mad", "last", "n")
+
+    def __init__(self, level_halflife: float, noise_halflife: float, min_scale: float, z_clip: float) -> None:
+        self.level_halflife = float(level_halflife)
+        self.noise_halflife = float(noise_halflife)
+        self.min_scale = float(min_scale)
+        self.z_clip = float(z_clip)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._level = math.nan
+        self._mad = 0.0
+        self._last = math.nan
+        self._n = 0.0
+
+    def update(self, x: float) -> LevelInNoise:
+        if not math.isfinite(x):
+            self._last = math.nan  # a gap: the next difference would span it
+            return self
+        if math.isfinite(self._last):
+            d = abs(x - self._last)
+            sigma = self.scale
+            if sigma is not None:
+                d = min(d, self.z_clip * sigma)
+            self._mad += ew_alpha(self._n, self.noise_halflife) * (d - self._mad)
+            self._n += 1.0
+        if math.isfinite(self._level):
+            self._level += LN2 / self.level_halflife * (x - self._level)
+        else:
+            self._level = x
+        self._last = x
+        return self
+
+    @property
+    def level(self) -> float | None:
+        return _opt(self._level)
+
+    @property
+    def scale(self) -> float | None:
+        """σ of one sample, floored at ``min_scale`` (None before two samples)."""
+        if self._n < 1:
+            return None
+        return max(self._mad * MAD_TO_SIGMA / math.sqrt(2.0), self.min_scale)
+
+    @property
+    def z(self) -> float | None:
+        """The recent level in σ (signed; None before two samples)."""
+        scale = self.scale
+        if scale is None or not math.isfinite(self._level):
+            return None
+        return self._level / scale
+
+
 ESTIMATORS: tuple[type[Estimator], ...] = (
     ReferenceLevel, StageLocation, CorrelatedScale, TwoSidedCusum, DelayedReference, StageMix,
-    TypicalRate,
+    TypicalRate, LevelInNoise,
 )

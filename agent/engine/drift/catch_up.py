@@ -1,0 +1,83 @@
+"""How far the engine's model is behind the rack after a change (``ModelCatchUp``, part of the judge).
+
+Why: a fixed two-hour re-learn after every new job kept the engine re-learning 40 % of the time
+on a churning rack, although most new jobs moved the baselines by little. The size of a change
+is what the model's own residual says: each learned component's residual (measured − expected,
+% of expected) is tracked as a recent level in units of its bin-to-bin noise (``LevelInNoise``).
+
+- Within ``tuning.CUSUM_K`` σ the model is not behind: nothing re-learns (a change within the
+  noise needs none; the same bound below which the CUSUM counts a shift as noise).
+- Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
+  k σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z/k: half-life =
+  FOLLOW_HALFLIFE_S / log2(z/k)), with z capped at ``tuning.Z_CLIP`` (beyond it every change is
+  "all new"). As the new residuals come back, z falls, the half-life grows and the re-learn ends
+  by itself once they are within the noise.
+
+The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end). Fixed state: a few
+floats per component.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agent.engine.components import LEARNED, ComponentSample
+from agent.engine.drift import tuning as T
+from agent.engine.drift.estimators import LevelInNoise
+
+
+def model_residuals(sample: ComponentSample) -> dict[str, float]:
+    """Each learned component's residual against the engine's model, % of expected (NaN: none).
+    Cooling bins the engine flags ``transient`` are skipped: its lag model is still settling."""
+    cooling = math.nan if sample.transient else _pct(sample.cooling_measured_w, sample.cooling_expected_w)
+    return {"it": _pct(sample.it_measured_w, sample.it_expected_w), "cooling": cooling,
+            "gpu": _pct(sample.gpu_w, sample.gpu_expected_w)}
+
+
+class ModelCatchUp:
+    """Per learned component: is its model behind (``behind``); its re-learn half-life (``halflife_s``)."""
+
+    def __init__(self, bin_s: float = 60.0) -> None:
+        self.bin_s = bin_s
+        self.lag = {c: LevelInNoise(level_halflife=T.bins(T.BLOCK_S, bin_s),
+                                    noise_halflife=T.bins(T.NOISE_HALFLIFE_S, bin_s),
+                                    min_scale=T.MIN_BIN_NOISE[c], z_clip=T.Z_CLIP) for c in LEARNED}
+
+    def update(self, sample: ComponentSample) -> ModelCatchUp:
+        for name, residual in model_residuals(sample).items():
+            self.lag[name].update(residual)
+        return self
+
+    def z(self, component: str) -> float | None:
+        """How far behind the model is, in σ of its own residual (None before data)."""
+        return self.lag[component].z
+
+    def behind(self, component: str) -> bool:
+        """True while the residual is outside k σ, or unknown (no residual: the bounded re-learn stands)."""
+        z = self.z(component)
+        return z is None or abs(z) > T.CUSUM_K
+
+    def halflife_s(self, component: str) -> float:
+        """The model's re-learn half-life for this lag (NaN: unknown, the model's default applies;
+        inf: not behind)."""
+        z = self.z(component)
+        if z is None:
+            return math.nan
+        ratio = min(abs(z), T.Z_CLIP) / T.CUSUM_K
+        return T.FOLLOW_HALFLIFE_S / math.log2(ratio) if ratio > 1.0 else math.inf
+
+    def state(self) -> dict[str, object]:
+        return {name: est.state() for name, est in self.lag.items()}
+
+    def restore(self, data: dict[str, object]) -> None:
+        for name, est in self.lag.items():
+            part = data.get(name)
+            if not isinstance(part, dict):
+                raise ValueError(f"drift catch-up: {name} missing")
+            est.load(part)
+
+
+def _pct(measured: float, expected: float) -> float:
+    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
+        return math.nan
+    return 100.0 * (measured - expected) / expected
