@@ -3,15 +3,16 @@
 Why: a fixed two-hour re-learn after every new job kept the engine re-learning 40 % of the time
 on a churning rack, although most new jobs moved the baselines by little. The size of a change
 is what the model's own residual says: each learned component's residual (measured − expected,
-% of expected) is tracked as a recent level in units of its bin-to-bin noise (``LevelInNoise``).
+% of expected) is tracked as a recent level in units of its usual size (``LevelInNoise``).
 
-- Within ``tuning.CUSUM_K`` σ the model is not behind: nothing re-learns (a change within the
-  noise needs none; the same bound below which the CUSUM counts a shift as noise).
+- Within ``BEHIND_Z`` σ the model is not behind: nothing re-learns (a change within the noise
+  needs none). BEHIND_Z = 2 k, k the CUSUM reference (``tuning.CUSUM_K``): the shift a CUSUM
+  detects fastest (Page), and a level the everyday error passes in ≈ 5 % of bins only.
 - Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
-  k σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z/k: half-life =
-  FOLLOW_HALFLIFE_S / log2(z/k)), with z capped at ``tuning.Z_CLIP`` (beyond it every change is
-  "all new"). As the new residuals come back, z falls, the half-life grows and the re-learn ends
-  by itself once they are within the noise.
+  BEHIND_Z σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z / BEHIND_Z:
+  half-life = FOLLOW_HALFLIFE_S / log2(z / BEHIND_Z)), with z capped at ``tuning.Z_CLIP``
+  (beyond it every change is "all new"). As the new residuals come back, z falls, the half-life
+  grows, and the re-learn ends by itself once they are within the noise.
 
 The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end). Fixed state: a few
 floats per component.
@@ -24,6 +25,8 @@ import math
 from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import LevelInNoise
+
+BEHIND_Z = 2.0 * T.CUSUM_K  # σ: see the module docstring (Page: a CUSUM detects 2 k σ fastest)
 
 
 def model_residuals(sample: ComponentSample) -> dict[str, float]:
@@ -53,9 +56,10 @@ class ModelCatchUp:
         return self.lag[component].z
 
     def behind(self, component: str) -> bool:
-        """True while the residual is outside k σ, or unknown (no residual: the bounded re-learn stands)."""
+        """True while the residual is outside BEHIND_Z σ, or unknown (no residual: the bounded
+        re-learn stands)."""
         z = self.z(component)
-        return z is None or abs(z) > T.CUSUM_K
+        return z is None or abs(z) > BEHIND_Z
 
     def halflife_s(self, component: str) -> float:
         """The model's re-learn half-life for this lag (NaN: unknown, the model's default applies;
@@ -63,7 +67,7 @@ class ModelCatchUp:
         z = self.z(component)
         if z is None:
             return math.nan
-        ratio = min(abs(z), T.Z_CLIP) / T.CUSUM_K
+        ratio = min(abs(z), T.Z_CLIP) / BEHIND_Z
         return T.FOLLOW_HALFLIFE_S / math.log2(ratio) if ratio > 1.0 else math.inf
 
     def state(self) -> dict[str, object]:

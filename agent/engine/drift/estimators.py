@@ -620,19 +620,20 @@ class TypicalRate(Estimator):
 
 
 class LevelInNoise(Estimator):
-    """A signal's recent level in units of its own bin-to-bin noise (``z``).
+    """A residual's recent level in units of its usual size (``z``).
 
-    Why: after a change the engine's model is "behind" while its residual sits outside the
-    noise, and caught up once it is back within; how far behind (``z``) sets how fast it must
-    re-learn. The noise is the mean absolute difference of successive samples (÷ √2 for one
-    sample, × √(π/2) for σ): a constant offset — exactly the lag being measured — does not enter
-    it, and each difference is clipped at ``z_clip`` σ so the step itself cannot inflate it.
+    Why: after a change the engine's model is "behind" while its residual sits outside what it
+    usually is, and caught up once it is back; how far behind (``z``) sets how fast it must
+    re-learn. The usual size is the EW mean absolute recent level (× √(π/2) for σ) over the slow
+    ``noise_halflife``, learned only while the level is within ``z_clip`` σ: a step being
+    measured never inflates it, while the model's everyday error (autocorrelated over minutes,
+    so far larger than one bin's jitter suggests) is exactly what it holds.
 
     >>> e = LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0)
-    >>> for i in range(60):
-    ...     _ = e.update(0.5 if i % 2 else -0.5)
-    >>> round(e.scale, 2), abs(e.z) < 1.0
-    (0.89, True)
+    >>> for i in range(200):
+    ...     _ = e.update(0.5 if i % 10 < 5 else -0.5)
+    >>> round(e.scale, 2), abs(e.z) < 2.0
+    (0.21, True)
     >>> for _ in range(10):
     ...     _ = e.update(5.0)
     >>> e.z > 4.0
@@ -640,7 +641,7 @@ class LevelInNoise(Estimator):
     """
 
     PARAMS = ("level_halflife", "noise_halflife", "min_scale", "z_clip")
-    SCALARS = ("level", "mad", "last", "n")
+    SCALARS = ("level", "mad", "n")
 
     def __init__(self, level_halflife: float, noise_halflife: float, min_scale: float, z_clip: float) -> None:
         self.level_halflife = float(level_halflife)
@@ -652,25 +653,20 @@ class LevelInNoise(Estimator):
     def _reset(self) -> None:
         self._level = math.nan
         self._mad = 0.0
-        self._last = math.nan
         self._n = 0.0
 
     def update(self, x: float) -> LevelInNoise:
         if not math.isfinite(x):
-            self._last = math.nan  # a gap: the next difference would span it
             return self
-        if math.isfinite(self._last):
-            d = abs(x - self._last)
-            sigma = self.scale
-            if sigma is not None:
-                d = min(d, self.z_clip * sigma)
-            self._mad += ew_alpha(self._n, self.noise_halflife) * (d - self._mad)
-            self._n += 1.0
         if math.isfinite(self._level):
             self._level += LN2 / self.level_halflife * (x - self._level)
         else:
             self._level = x
-        self._last = x
+        size = abs(self._level)
+        scale = self.scale
+        if scale is None or size <= self.z_clip * scale:
+            self._mad += ew_alpha(self._n, self.noise_halflife) * (size - self._mad)
+            self._n += 1.0
         return self
 
     @property
@@ -679,14 +675,14 @@ class LevelInNoise(Estimator):
 
     @property
     def scale(self) -> float | None:
-        """σ of one sample, floored at ``min_scale`` (None before two samples)."""
+        """The level's usual σ, floored at ``min_scale`` (None before data)."""
         if self._n < 1:
             return None
-        return max(self._mad * MAD_TO_SIGMA / math.sqrt(2.0), self.min_scale)
+        return max(self._mad * MAD_TO_SIGMA, self.min_scale)
 
     @property
     def z(self) -> float | None:
-        """The recent level in σ (signed; None before two samples)."""
+        """The recent level in σ (signed; None before data)."""
         scale = self.scale
         if scale is None or not math.isfinite(self._level):
             return None
