@@ -5,7 +5,7 @@ on a churning rack, although most new jobs moved the baselines by little. The si
 is what the model's own residual says: each learned component's residual (measured − expected,
 % of expected) is tracked as a recent level in units of its usual size (``LevelInNoise``).
 
-- Within ``BEHIND_Z`` σ the model is not behind: nothing re-learns (a change within the noise
+- Within ``tuning.BEHIND_Z`` σ the model is not behind: nothing re-learns (a change within the noise
   needs none). BEHIND_Z = 2 k, k the CUSUM reference (``tuning.CUSUM_K``): the shift a CUSUM
   detects fastest (Page), and a level the everyday error passes in ≈ 5 % of bins only.
 - Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
@@ -26,7 +26,7 @@ from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import LevelInNoise
 
-BEHIND_Z = 2.0 * T.CUSUM_K  # σ: see the module docstring (Page: a CUSUM detects 2 k σ fastest)
+BEHIND_Z = T.BEHIND_Z  # σ: see the module docstring (Page: a CUSUM detects 2 k σ fastest)
 
 
 def model_residuals(sample: ComponentSample) -> dict[str, float]:
