@@ -12,6 +12,8 @@ them here, of one object, instead of special-casing each reason:
   (``job_changed`` / ``decide``);
 - **how much changed**: how far the engine's model is behind after a change, in σ of its own
   residual (``catch_up``): a re-learn runs only while it is behind, at a pace set by how far;
+- **re-tune a residual whose model changed inputs** (``residual_model_changed``: a cooling unit's
+  outdoor temperature appeared or was lost) and re-centre it while the restarted model settles;
 - **judge the step against "before"**: after a change point whose cause is measured, the
   residual is compared with its level just before it — the GPU level before a counter reset
   (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
@@ -30,7 +32,7 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
 from agent.engine.drift.catch_up import ModelCatchUp
-from agent.engine.drift.channel import ResidualChannel
+from agent.engine.drift.channel import ChannelParams, ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
 from agent.engine.drift.input_step import InputShift, InputStep
@@ -94,6 +96,15 @@ class ChangePointJudge:
     def relearn_halflife_s(self, component: str) -> float:
         """How fast ``component``'s model re-learns now, from how far behind it is (NaN: the default)."""
         return self.catch_up.halflife_s(component)
+
+    def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
+                               settle_s: float) -> None:
+        """The model a channel's residual is taken against gained or lost an input (a cooling
+        unit's outdoor temperature appeared or was lost, so its model restarted): a change point
+        with a measured cause. The channel takes the tuning of the residual the new model leaves
+        (its estimators keep their data) and re-centres until that model has settled."""
+        channel.params = params
+        channel.start_grace(ts + settle_s)
 
     def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
         """The control input's value and the residual it drives; a confirmed step when there is one."""

@@ -85,15 +85,15 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
     block_s = probe.block_bins * bin_s
     n_detectors = 2 * len(CHANNELS)
     h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, margin)
-    return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), weather_known=False) for name in CHANNELS}
+    return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), drivers_measured=False) for name in CHANNELS}
 
 
-def cooling_weather_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
-    """The cooling channel's tuning once the unit reports its outdoor air temperature: the unit
-    model explains the weather, so the level is slow like the other channels' and a creeping
-    coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
+def explained_cooling_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
+    """The cooling channel's tuning once its unit model has every driver measured (the unit
+    reports its outdoor air temperature): the level is slow like the other channels' and a
+    creeping coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
     h = channel_params(config, bin_s, margin)["cooling"].threshold_h
-    return params_for("cooling", h, bin_s, len(STAGE_SLOTS), weather_known=True)
+    return params_for("cooling", h, bin_s, len(STAGE_SLOTS), drivers_measured=True)
 
 
 class DriftMonitor:
@@ -112,7 +112,7 @@ class DriftMonitor:
         self.relearn_s = relearn_h * 3600.0
         self.grace_s = grace_h * 3600.0
         self._params = channel_params(self.config, bin_s, margin)
-        self._cooling_weather_params = cooling_weather_params(self.config, bin_s, margin)
+        self._cooling_explained_params = explained_cooling_params(self.config, bin_s, margin)
         self._reset()
 
     def _reset(self) -> None:
@@ -279,17 +279,16 @@ class DriftMonitor:
         return False
 
     def _cooling_params(self) -> ChannelParams:
-        return self._cooling_weather_params if self.cooling_model.weather_known else self._params["cooling"]
+        explained = self.cooling_model.weather_known
+        return self._cooling_explained_params if explained else self._params["cooling"]
 
     def _follow_cooling_model(self, ts: float) -> None:
-        """When the unit model gains (or loses) the outdoor temperature it restarts, and the
-        cooling channel switches tuning and re-centres once the new model's residuals flow."""
+        """The unit model gained (or lost) an input: a change point for the judge (the channel
+        takes the tuning of its new residual and re-centres until the restarted model settles)."""
         channel = self.channels["cooling"]
         wanted = self._cooling_params()
         if channel.params is not wanted:
-            channel.params = wanted
-            # the young model's residual level still settles for hours: re-centre through them
-            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
+            self.changes.residual_model_changed(channel, wanted, ts, RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
