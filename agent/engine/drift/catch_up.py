@@ -9,13 +9,16 @@ is what the model's own residual says: each learned component's residual (measur
   needs none). BEHIND_Z = 2 k, k the CUSUM reference (``tuning.CUSUM_K``): the shift a CUSUM
   detects fastest (Page), and a level the everyday error passes in ≈ 5 % of bins only.
 - Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
-  BEHIND_Z σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z / BEHIND_Z:
-  half-life = FOLLOW_HALFLIFE_S / log2(z / BEHIND_Z)), with z capped at ``tuning.Z_CLIP``
-  (beyond it every change is "all new"). As the new residuals come back, z falls, the half-life
-  grows, and the re-learn ends by itself once they are within the noise.
+  k σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z / k: half-life =
+  FOLLOW_HALFLIFE_S / log2(z / k)), with z capped at ``tuning.Z_CLIP`` (beyond it every change
+  is "all new"): 12 to 30 min. Behind from 2 k, aiming at k: the gap keeps the re-learn from
+  flickering at its edge. As the new residuals come back, z falls, and the re-learn ends by
+  itself once they are within the noise.
 
-The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end). Fixed state: a few
-floats per component.
+The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end), and a model that
+falls behind again within it (a stage the new job had not run yet) re-learns again. What the
+detectors do after a job change (re-centre for ``RELEARN_S``) is not paced: their per-stage
+levels need the new job's stages seen either way. Fixed state: a few floats per component.
 """
 
 from __future__ import annotations
@@ -67,8 +70,9 @@ class ModelCatchUp:
         z = self.z(component)
         if z is None:
             return math.nan
-        ratio = min(abs(z), T.Z_CLIP) / BEHIND_Z
-        return T.FOLLOW_HALFLIFE_S / math.log2(ratio) if ratio > 1.0 else math.inf
+        if abs(z) <= BEHIND_Z:
+            return math.inf
+        return T.FOLLOW_HALFLIFE_S / math.log2(min(abs(z), T.Z_CLIP) / T.CUSUM_K)
 
     def state(self) -> dict[str, object]:
         return {name: est.state() for name, est in self.lag.items()}

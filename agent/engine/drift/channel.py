@@ -396,11 +396,6 @@ class ResidualChannel:
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0
 
-    def end_grace(self, ts: float) -> None:
-        """A grace that is no longer needed (the re-learn it served caught up) ends at ``ts``."""
-        if self.mode == GRACE:
-            self.grace_until = min(self.grace_until, ts) if math.isfinite(self.grace_until) else ts
-
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""

@@ -124,7 +124,6 @@ class DriftMonitor:
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
-        self._workload_ts = math.nan  # when the running workload re-learn began
         self._last_ts = math.nan
         self._last_gpu_w = math.nan  # (not saved: a restart only judges one more bin)
         self._it_skip = 0
@@ -191,8 +190,6 @@ class DriftMonitor:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
         in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
         self.changes.before_bin(sample, self.channels["gpu"], in_workload)
-        if in_workload and self._workload_caught_up(ts):
-            events += self._end_workload(sample, early=True)
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
@@ -421,21 +418,11 @@ class DriftMonitor:
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
-        self._workload_ts = ts
         self.context.workload_ts = job_change_ts if at_job_change else ts
         self.context.resync()
         if not at_job_change:  # (at a job change the rates restarted then: they now are the new job's)
             self.context.restart_rates()
         return components
-
-    def _workload_caught_up(self, ts: float) -> bool:
-        """The workload re-learn is over before its bound: a block of the new work was seen and no
-        component it re-learns has a model still behind (its residuals are back within the noise)."""
-        block_s = self.channels["it"].params.block_bins * self.bin_s
-        if not ts - self._workload_ts >= block_s:
-            return False
-        learning = [c for c in WORKLOAD_COMPONENTS if ts < self._relearn_until.get(c, -math.inf)]
-        return not any(self.changes.model_behind(c) for c in learning)
 
     def _components_with_incidents(self) -> frozenset[str]:
         """Engine components held by a confirmed deviation other than a workload change."""
@@ -500,15 +487,8 @@ class DriftMonitor:
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
                             [job_item, *reload], text, extra=extra)]
 
-    def _end_workload(self, sample: ComponentSample, early: bool = False) -> list[dict[str, object]]:
-        """The workload re-learn is over (``early``: caught up before its bound, so the detectors'
-        re-centring it started ends now too)."""
-        if early:
-            for name in WORKLOAD_COMPONENTS:
-                if self.channels[name].grace_until <= self._workload_until:
-                    self.channels[name].end_grace(float(sample.ts))
+    def _end_workload(self, sample: ComponentSample) -> list[dict[str, object]]:
         self._workload_until = math.nan
-        self._workload_ts = math.nan
         incident = self.incidents.pop("workload", None)
         self.context.resync()
         if incident is None:
@@ -599,7 +579,6 @@ class DriftMonitor:
             ],
             "relearn_until": dict(self._relearn_until),
             "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
-            "workload_ts": None if not math.isfinite(self._workload_ts) else self._workload_ts,
             "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
             "pending_events": self._pending[-MAX_PENDING:],
         }
@@ -642,8 +621,6 @@ class DriftMonitor:
             self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
             until = state.get("workload_until")
             self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
-            began = state.get("workload_ts")
-            self._workload_ts = float(began) if isinstance(began, (int, float)) else math.nan
             last = state.get("last_ts")
             self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
             pending = state.get("pending_events") or []
