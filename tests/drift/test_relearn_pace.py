@@ -15,6 +15,9 @@ from tests.drift.synthetic import Injection, stream
 T0 = 1_764_000_000.0
 CHANGE_AT_S = 1.5 * 86400
 NEW_PROFILE_PCT = 12.0  # the new job draws 12 % more GPU power per stage (and runs 20 % slower)
+# A model that is not behind still passes 2 k σ now and then (≈ 5 % of bins for Gaussian noise)
+# and re-learns until back within k σ: at most this share of the bounded re-learn (fixed: all of it).
+EVERYDAY_SHARE = 0.2
 
 
 def caught_up_after(samples: Iterator[ComponentSample], after_s: float) -> Iterator[ComponentSample]:
@@ -51,9 +54,9 @@ def test_relearn_ends_once_the_model_is_back_within_the_noise() -> None:
     assert gpu and min(gpu) < catch_s  # behind by 12 % (≈ 17 σ): re-learning
     assert max(gpu) <= catch_s + 1200.0  # back within the noise: over within minutes …
     assert max(gpu) < T.RELEARN_S / 2  # … long before the bound
-    # The IT model follows the GPU power by itself (its expectation moved with it): no re-learn,
-    # or one of a few bins while the step passes.
-    assert len(seen["it"]) <= 2 * T.BLOCK_S / 60.0
+    # The IT model follows the GPU power by itself (its expectation moved with it): no re-learn
+    # but for everyday excursions past 2 k σ (a few % of bins, each a few bins long).
+    assert len(seen["it"]) <= EVERYDAY_SHARE * T.RELEARN_S / 60.0
     assert any(e["cause"] == "workload" and e["state"] == "onset" for e in events)  # the change is reported
 
 
@@ -69,7 +72,7 @@ def test_a_job_change_within_the_noise_relearns_nothing() -> None:
     jobs = (Injection("workload", CHANGE_AT_S, NEW_PROFILE_PCT),)
     _, seen, events = relearn_times(caught_up_after(stream(2.0, 23, jobs), 0.0))
     assert any(e["cause"] == "workload" and e["state"] == "onset" for e in events)  # the change is reported
-    assert len(seen["gpu"]) <= T.BLOCK_S / 60.0  # at most the bins of its first block
+    assert len(seen["gpu"]) <= EVERYDAY_SHARE * T.RELEARN_S / 60.0  # everyday excursions only
 
 
 def test_the_farther_behind_the_faster_the_relearn() -> None:

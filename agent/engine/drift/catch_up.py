@@ -11,9 +11,10 @@ is what the model's own residual says: each learned component's residual (measur
 - Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
   k σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z / k: half-life =
   FOLLOW_HALFLIFE_S / log2(z / k)), with z capped at ``tuning.Z_CLIP`` (beyond it every change
-  is "all new"): 12 to 30 min. Behind from 2 k, aiming at k: the gap keeps the re-learn from
-  flickering at its edge. As the new residuals come back, z falls, and the re-learn ends by
-  itself once they are within the noise.
+  is "all new"): 12 to 30 min at 2 k and beyond. Behind from 2 k until back within k: the gap
+  keeps the re-learn from flickering at its edge, and a re-learn that stopped at 2 k would leave
+  a bias of up to 2 σ to the slow everyday learning. As the new residuals come back, z falls,
+  the half-life grows, and the re-learn ends by itself once they are within k σ.
 
 The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end), and a model that
 falls behind again within it (a stage the new job had not run yet) re-learns again. What the
@@ -48,10 +49,15 @@ class ModelCatchUp:
         self.lag = {c: LevelInNoise(level_halflife=T.bins(T.BLOCK_S, bin_s),
                                     noise_halflife=T.bins(T.NOISE_HALFLIFE_S, bin_s),
                                     min_scale=T.MIN_BIN_NOISE[c], z_clip=T.Z_CLIP) for c in LEARNED}
+        self.catching = {c: False for c in LEARNED}  # behind since |z| passed BEHIND_Z, until ≤ k
 
     def update(self, sample: ComponentSample) -> ModelCatchUp:
         for name, residual in model_residuals(sample).items():
-            self.lag[name].update(residual)
+            z = self.lag[name].update(residual).z
+            if z is not None and abs(z) > BEHIND_Z:
+                self.catching[name] = True
+            elif z is not None and abs(z) <= T.CUSUM_K:
+                self.catching[name] = False
         return self
 
     def z(self, component: str) -> float | None:
@@ -59,10 +65,9 @@ class ModelCatchUp:
         return self.lag[component].z
 
     def behind(self, component: str) -> bool:
-        """True while the residual is outside BEHIND_Z σ, or unknown (no residual: the bounded
-        re-learn stands)."""
-        z = self.z(component)
-        return z is None or abs(z) > BEHIND_Z
+        """True from the residual's passing BEHIND_Z σ until it is back within k σ, or while it is
+        unknown (no residual: the bounded re-learn stands)."""
+        return self.z(component) is None or self.catching[component]
 
     def halflife_s(self, component: str) -> float:
         """The model's re-learn half-life for this lag (NaN: unknown, the model's default applies;
@@ -70,12 +75,15 @@ class ModelCatchUp:
         z = self.z(component)
         if z is None:
             return math.nan
-        if abs(z) <= BEHIND_Z:
+        ratio = min(abs(z), T.Z_CLIP) / T.CUSUM_K
+        if not self.catching[component] or ratio <= 1.0:
             return math.inf
-        return T.FOLLOW_HALFLIFE_S / math.log2(min(abs(z), T.Z_CLIP) / T.CUSUM_K)
+        return T.FOLLOW_HALFLIFE_S / math.log2(ratio)
 
     def state(self) -> dict[str, object]:
-        return {name: est.state() for name, est in self.lag.items()}
+        out: dict[str, object] = {name: est.state() for name, est in self.lag.items()}
+        out["catching"] = sorted(c for c, on in self.catching.items() if on)
+        return out
 
     def restore(self, data: dict[str, object]) -> None:
         for name, est in self.lag.items():
@@ -83,6 +91,10 @@ class ModelCatchUp:
             if not isinstance(part, dict):
                 raise ValueError(f"drift catch-up: {name} missing")
             est.load(part)
+        catching = data.get("catching", [])
+        if not isinstance(catching, list):
+            raise ValueError("drift catch-up: catching must be a list of components")
+        self.catching = {c: c in catching for c in LEARNED}
 
 
 def _pct(measured: float, expected: float) -> float:
