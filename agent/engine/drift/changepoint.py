@@ -76,10 +76,12 @@ class ChangePointJudge:
         return self.input.before_pct
 
     # ------------------------------------------------------------------------------ updating
-    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool) -> None:
-        """Absorb one bin before the channels see its residuals (counter resets, work rates)."""
+    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
+                   settled: bool = True) -> None:
+        """Absorb one bin before the channels see its residuals (counter resets, work rates);
+        ``settled`` False within a bounded re-learn (the model's usual error is not learned then)."""
         self.resets.update(sample, gpu, in_workload)
-        self.catch_up.update(sample)
+        self.catch_up.update(sample, settled)
         if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
             self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
 

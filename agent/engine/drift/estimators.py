@@ -655,7 +655,8 @@ class LevelInNoise(Estimator):
         self._mad = 0.0
         self._n = 0.0
 
-    def update(self, x: float) -> LevelInNoise:
+    def update(self, x: float, learn_scale: bool = True) -> LevelInNoise:
+        """``learn_scale`` False: the level moves, its usual size does not (a change is under way)."""
         if not math.isfinite(x):
             return self
         if math.isfinite(self._level):
@@ -664,7 +665,7 @@ class LevelInNoise(Estimator):
             self._level = x
         size = abs(self._level)
         scale = self.scale
-        if scale is None or size <= self.z_clip * scale:
+        if learn_scale and (scale is None or size <= self.z_clip * scale):
             self._mad += ew_alpha(self._n, self.noise_halflife) * (size - self._mad)
             self._n += 1.0
         return self

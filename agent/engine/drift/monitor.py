@@ -189,7 +189,8 @@ class DriftMonitor:
             else:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
         in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
-        self.changes.before_bin(sample, self.channels["gpu"], in_workload)
+        settled = not any(ts < until for until in self._relearn_until.values()) and not self.changes.holds
+        self.changes.before_bin(sample, self.channels["gpu"], in_workload, settled)
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
