@@ -90,7 +90,7 @@ class ModelCatchUp:
 
     def state(self) -> dict[str, object]:
         out: dict[str, object] = {name: est.state() for name, est in self.lag.items()}
-        out["catching"] = sorted(c for c, on in self.catching.items() if on)
+        out["catching"] = dict(self.catching)  # one flag per learned component: fixed size
         return out
 
     def restore(self, data: dict[str, object]) -> None:
@@ -99,10 +99,10 @@ class ModelCatchUp:
             if not isinstance(part, dict):
                 raise ValueError(f"drift catch-up: {name} missing")
             est.load(part)
-        catching = data.get("catching", [])
-        if not isinstance(catching, list):
-            raise ValueError("drift catch-up: catching must be a list of components")
-        self.catching = {c: c in catching for c in LEARNED}
+        catching = data.get("catching", {})
+        if not isinstance(catching, dict) or not all(isinstance(v, bool) for v in catching.values()):
+            raise ValueError("drift catch-up: catching must map components to true/false")
+        self.catching = {c: bool(catching.get(c, False)) for c in LEARNED}
 
 
 def _pct(measured: float, expected: float) -> float:
