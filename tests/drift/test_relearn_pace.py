@@ -60,9 +60,8 @@ def test_relearn_lasts_as_long_as_the_change_needs() -> None:
         assert gpu and min(gpu) < catch_s  # behind (≈ 10–40 σ): re-learning at once
         assert max(gpu) - min(gpu) == 60.0 * (len(gpu) - 1)  # one stretch: no flicker at its edge
         ends[pct] = max(gpu)
-        # The IT model follows the GPU power by itself (its expectation moved with it): no re-learn
-        # but for everyday excursions past 2 k σ (a few % of bins, each a few bins long).
-        assert len(seen["it"]) <= EVERYDAY_SHARE * T.RELEARN_S / 60.0
+        # The IT side is not paced (its detector judges the model's residual): its whole bound.
+        assert max(seen["it"]) - min(seen["it"]) >= T.RELEARN_S - 120.0
         assert any(e["cause"] == "workload" and e["state"] == "onset" for e in events)  # reported
     assert catch_s < ends[4.0] < ends[12.0] < T.RELEARN_S - 300.0
 
