@@ -22,7 +22,8 @@ nothing just changed (outside the bounded re-learns).
   a bias of up to 2 σ to the slow everyday learning. As the new residuals come back, z falls,
   the half-life grows, and the re-learn ends by itself once they are within k σ.
 
-The monitor still bounds a re-learn by ``tuning.RELEARN_S`` (its latest end), and a model that
+The monitor paces only the components whose detector judges its own level (the GPU side,
+``monitor.PACED_COMPONENTS``); it still bounds a re-learn by ``tuning.RELEARN_S``, and a model that
 falls behind again within it (a stage the new job had not run yet) re-learns again. What the
 detectors do after a job change (re-centre for ``RELEARN_S``) is not paced: their per-stage
 levels need the new job's stages seen either way. Fixed state: a few floats per component.
