@@ -335,7 +335,7 @@ class Engine:
         warm = self.window_warm
         predicted = (self.buf.cool_pred_w[:, m.best], m.bias_it, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
-        m.learn(self.buf, self.window_warm, self.drift.relearn)
+        m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h)
         self.buf.clear()
         self.last_window = rec
         return [rec, self.summary_record(rec["end"])]

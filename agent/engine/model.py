@@ -65,6 +65,7 @@ class ResponseModel:
         self.window_s = window_s
         self.bin_s = bin_s = window_s / bins_per_window
         self.forgetting_halflife_h = forgetting_halflife_h
+        self.relearn_halflife_h: dict[str, float] = {}  # per component, set by learn() (drift's pace)
         self.lag = LagBank(bin_s, n_slots, bins_per_window)
         K = self.lag.K
         self.fan_lag = SingleLag(bin_s, FAN_LAG_S, bins_per_window)
@@ -198,14 +199,21 @@ class ResponseModel:
 
     # ------------------------------------------------------------------ learning (window close)
     def _halflife_h(self, component: str, relearn: frozenset[str]) -> float:
-        return RELEARN_HALFLIFE_H if component in relearn else float(self.forgetting_halflife_h)
+        if component not in relearn:
+            return float(self.forgetting_halflife_h)
+        paced = self.relearn_halflife_h.get(component, RELEARN_HALFLIFE_H)  # the drift monitor's pace
+        return min(paced, float(self.forgetting_halflife_h))
 
-    def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str]) -> None:
+    def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
+              relearn_halflife_h: dict[str, float] | None = None) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
-        then); ``relearn``: components the drift monitor re-learns with a short half-life.
+        then); ``relearn``: components the drift monitor re-learns with a short half-life;
+        ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
+        behind the model is), else ``RELEARN_HALFLIFE_H``.
         """
+        self.relearn_halflife_h = dict(relearn_halflife_h or {})
         c = ClosedWindow.of(wb)
         if not math.isfinite(self.scale_w):
             # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU

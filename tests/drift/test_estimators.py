@@ -17,6 +17,7 @@ from agent.engine.drift.estimators import (
     CorrelatedScale,
     DelayedReference,
     Estimator,
+    LevelInNoise,
     ReferenceLevel,
     StageLocation,
     StageMix,
@@ -61,6 +62,11 @@ CASES: dict[type[Estimator], tuple[Callable[[], Estimator], Feed, Callable[[Any]
         lambda: TypicalRate(n_slots=2, halflife=30.0, band=0.03, reacquire=0.6, first=5),
         lambda e, r, i: e.update(float(100.0 * (1.0 + 0.05 * r.normal())), i % 2, fallback=100.0),
         lambda e: e.value(0),
+    ),
+    LevelInNoise: (
+        lambda: LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0),
+        lambda e, r, i: e.update(float(r.normal()) if i % 11 else math.nan),
+        lambda e: e.z,
     ),
 }
 

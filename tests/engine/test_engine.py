@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 import json
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -154,6 +154,7 @@ def test_held_components_do_not_learn(synth_8h: list[Any]) -> None:
     class HoldCooling:
         held = frozenset({"cooling"})
         relearn = frozenset()
+        relearn_halflife_h: ClassVar[dict[str, float]] = {}
 
         def observe(self, sample: Any) -> list[dict]:
             assert math.isfinite(sample.it_expected_w) and sample.stage
@@ -228,6 +229,7 @@ def test_component_samples_carry_the_cooling_units_reported_load() -> None:
     class Recorder:
         held = frozenset()
         relearn = frozenset()
+        relearn_halflife_h: ClassVar[dict[str, float]] = {}
 
         def observe(self, sample: ComponentSample) -> list[dict]:
             seen.append(sample)

@@ -10,6 +10,10 @@ them here, of one object, instead of special-casing each reason:
 - **same work or new work**: after a job change, the same work (a restart: typical work rate
   within ``tuning.SAME_WORK_RATE_FRAC``) keeps every baseline; new work re-learns
   (``job_changed`` / ``decide``);
+- **how much changed**: how far the engine's model is behind after a change, in σ of its own
+  residual (``catch_up``): a re-learn runs only while it is behind, at a pace set by how far;
+- **re-tune a residual whose model changed inputs** (``residual_model_changed``: a cooling unit's
+  outdoor temperature appeared or was lost) and re-centre it while the restarted model settles;
 - **judge the step against "before"**: after a change point whose cause is measured, the
   residual is compared with its level just before it — the GPU level before a counter reset
   (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
@@ -17,7 +21,7 @@ them here, of one object, instead of special-casing each reason:
 
 Onsets soon after a change point name it (``revise``) and carry it as evidence (``evidence``).
 The parts live in their own small modules: ``same_work.py``, ``counter_reset.py``,
-``input_step.py``. Fixed state: theirs.
+``input_step.py``, ``catch_up.py``. Fixed state: theirs.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import math
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
-from agent.engine.drift.channel import ResidualChannel
+from agent.engine.drift.catch_up import ModelCatchUp
+from agent.engine.drift.channel import ChannelParams, ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
 from agent.engine.drift.input_step import InputShift, InputStep
@@ -46,6 +51,7 @@ class ChangePointJudge:
         self.work = SameWorkCheck()
         self.resets = CounterResetPoint(bin_s)
         self.input = InputStep(bin_s)
+        self.catch_up = ModelCatchUp(bin_s)
 
     # ------------------------------------------------------------------------------ reading
     @property
@@ -70,9 +76,12 @@ class ChangePointJudge:
         return self.input.before_pct
 
     # ------------------------------------------------------------------------------ updating
-    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool) -> None:
-        """Absorb one bin before the channels see its residuals (counter resets, work rates)."""
+    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
+                   settled: bool = True) -> None:
+        """Absorb one bin before the channels see its residuals (counter resets, work rates);
+        ``settled`` False within a bounded re-learn (the model's usual error is not learned then)."""
         self.resets.update(sample, gpu, in_workload)
+        self.catch_up.update(sample, settled)
         if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
             self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
 
@@ -80,6 +89,24 @@ class ChangePointJudge:
         """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
         known; judged by the GPU power level (same work: nothing happens; new work: re-learn)."""
         self.work.start_by_power(ts, ctx, gpu)
+
+    def model_behind(self, component: str) -> bool:
+        """The engine's model of ``component`` is off by more than its noise (``catch_up``): a
+        re-learn it was given goes on; one that is back within the noise is over."""
+        return self.catch_up.behind(component)
+
+    def relearn_halflife_s(self, component: str) -> float:
+        """How fast ``component``'s model re-learns now, from how far behind it is (NaN: the default)."""
+        return self.catch_up.halflife_s(component)
+
+    def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
+                               settle_s: float) -> None:
+        """The model a channel's residual is taken against gained or lost an input (a cooling
+        unit's outdoor temperature appeared or was lost, so its model restarted): a change point
+        with a measured cause. The channel takes the tuning of the residual the new model leaves
+        (its estimators keep their data) and re-centres until that model has settled."""
+        channel.params = params
+        channel.start_grace(ts + settle_s)
 
     def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
         """The control input's value and the residual it drives; a confirmed step when there is one."""
@@ -142,7 +169,8 @@ class ChangePointJudge:
 
     # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
-        return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state()}
+        return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state(),
+                "catch_up": self.catch_up.state()}
 
     def restore(self, data: dict[str, object]) -> None:
         for key, part in (("work", self.work), ("resets", self.resets), ("input", self.input)):
@@ -150,3 +178,6 @@ class ChangePointJudge:
             if not isinstance(value, dict):
                 raise ValueError(f"drift change points: {key} missing")
             part.restore(value)
+        catch_up = data.get("catch_up")  # (a state from before it: the lag re-learns from the next bins)
+        if isinstance(catch_up, dict):
+            self.catch_up.restore(catch_up)

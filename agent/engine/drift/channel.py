@@ -59,11 +59,12 @@ class ChannelParams:
     # this many bins ago, extrapolated, so a fast-following level cannot absorb a step unseen
 
 
-def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, weather_known: bool = True
+def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, drivers_measured: bool = True
                ) -> ChannelParams:
     """``name``'s tuning (it, cooling, gpu, thermal) at drift bins of ``bin_s`` seconds; the
-    cooling channel without a measured outdoor temperature (``weather_known`` False) follows a
-    local trend, judged against its level an hour before (tuning.py: BLIND_COOLING_*)."""
+    cooling channel whose unit model lacks a driver (``drivers_measured`` False: no outdoor
+    temperature, so its efficiency wanders with the weather) follows a local trend, judged
+    against its level an hour before (tuning.py: BLIND_COOLING_*)."""
     block_bins = T.whole_bins(T.BLOCK_S, bin_s)
     block_s = block_bins * bin_s
     params = ChannelParams(
@@ -82,7 +83,7 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, weathe
     )
     if name != "cooling":
         return params
-    if weather_known:
+    if drivers_measured:
         return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT,
                        max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
                        reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))

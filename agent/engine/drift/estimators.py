@@ -619,7 +619,78 @@ class TypicalRate(Estimator):
         return bool(np.nansum(self._typical) > 0)
 
 
+class LevelInNoise(Estimator):
+    """A residual's recent level in units of its usual size (``z``).
+
+    Why: after a change the engine's model is "behind" while its residual sits outside what it
+    usually is, and caught up once it is back; how far behind (``z``) sets how fast it must
+    re-learn. The usual size is the EW mean absolute recent level (× √(π/2) for σ) over the slow
+    ``noise_halflife``, learned only while the level is within ``z_clip`` σ: a step being
+    measured never inflates it, while the model's everyday error (autocorrelated over minutes,
+    so far larger than one bin's jitter suggests) is exactly what it holds.
+
+    >>> e = LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0)
+    >>> for i in range(200):
+    ...     _ = e.update(0.5 if i % 10 < 5 else -0.5)
+    >>> round(e.scale, 2), abs(e.z) < 2.0
+    (0.21, True)
+    >>> for _ in range(10):
+    ...     _ = e.update(5.0)
+    >>> e.z > 4.0
+    True
+    """
+
+    PARAMS = ("level_halflife", "noise_halflife", "min_scale", "z_clip")
+    SCALARS = ("level", "mad", "n")
+
+    def __init__(self, level_halflife: float, noise_halflife: float, min_scale: float, z_clip: float) -> None:
+        self.level_halflife = float(level_halflife)
+        self.noise_halflife = float(noise_halflife)
+        self.min_scale = float(min_scale)
+        self.z_clip = float(z_clip)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._level = math.nan
+        self._mad = 0.0
+        self._n = 0.0
+
+    def update(self, x: float, learn_scale: bool = True) -> LevelInNoise:
+        """``learn_scale`` False: the level moves, its usual size does not (a change is under way)."""
+        if not math.isfinite(x):
+            return self
+        if math.isfinite(self._level):
+            self._level += LN2 / self.level_halflife * (x - self._level)
+        else:
+            self._level = x
+        size = abs(self._level)
+        scale = self.scale
+        if learn_scale and (scale is None or size <= self.z_clip * scale):
+            self._mad += ew_alpha(self._n, self.noise_halflife) * (size - self._mad)
+            self._n += 1.0
+        return self
+
+    @property
+    def level(self) -> float | None:
+        return _opt(self._level)
+
+    @property
+    def scale(self) -> float | None:
+        """The level's usual σ, floored at ``min_scale`` (None before data)."""
+        if self._n < 1:
+            return None
+        return max(self._mad * MAD_TO_SIGMA, self.min_scale)
+
+    @property
+    def z(self) -> float | None:
+        """The recent level in σ (signed; None before data)."""
+        scale = self.scale
+        if scale is None or not math.isfinite(self._level):
+            return None
+        return self._level / scale
+
+
 ESTIMATORS: tuple[type[Estimator], ...] = (
     ReferenceLevel, StageLocation, CorrelatedScale, TwoSidedCusum, DelayedReference, StageMix,
-    TypicalRate,
+    TypicalRate, LevelInNoise,
 )

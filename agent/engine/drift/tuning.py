@@ -9,6 +9,12 @@ carries the principle or the bench run that set it. "twin bench" means ``bench/d
 CUSUM threshold ``h`` itself is not tuned: it follows from the operator's false-alarm target
 (``threshold.py``). The model priors of the cooling-unit model (ridge weights, Carnot prior)
 are physics, not thresholds, and stay in ``cooling_model.py``.
+
+Tuned and derived: the first part holds the tuned numbers (``NAMES``, each one principle); the
+second, ``DERIVED``, names each use of a shared principle under the name its code reads (the
+re-learn pace's "behind", the cooling unit's learning delay), defined from the tuned numbers
+alone, without a number of its own. Numbers that shared a principle and a value were merged
+into one tuned number this way (issue 16: toward ≤ 40 tuned numbers).
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ CUSUM_K = 1.0  # σ: reference value; a CUSUM detects shifts of ≈ 2k σ fastes
 Z_CLIP = 6.0  # σ: one bin or block adds at most this (a glitch cannot confirm a shift alone)
 BLOCK_S = 180.0  # bins averaged into blocks of 3 min: the residual's minute-scale wobble averages out
 DETECT_AFTER_S = 6480.0  # 36 blocks of learning before detection starts (block noise then known to ±13 %)
-STAGE_WARM_S = HOUR_S  # an hour of a stage (or work rate, or stage mix) before it is judged
+SHOW_S = HOUR_S  # a new level shows itself within an hour: a stage, a job's work rate, a step
 LEVEL_HALFLIFE_S = DAY_S  # "usual" is what the rack did over about a day (one daily cycle)
+HALF_CYCLE_S = 0.5 * DAY_S  # half a daily cycle: "before" that the day's swing does not move
 NOISE_HALFLIFE_S = 2.0 * DAY_S  # noise is learned over two days: slower than the level it scales
 FOLLOW_HALFLIFE_S = 1800.0  # a new normal (grace) or a new job's work rate is followed within ½ h
+AFTERMATH_S = 3.0 * HOUR_S  # a change point's open questions are settled within 3 h (a suspicion
+# that never confirms, a shift that may still be the new job's, a step judged against "before")
+SLOW_S = 6.0 * HOUR_S  # the slowest change told from a new normal: a 6-h ramp (held, delayed, pending)
 MAX_RHO = 0.6  # block autocorrelation counted up to this (VIF ≤ 4): a long stretch cannot mute it
 MIN_BLOCK_SCALE = 0.2  # σ: floor of the block z scale (a calm week must not make it hair-trigger)
 MIN_EVIDENCE_S = 900.0  # a confirmed shift's evidence spans ≥ 15 min: no blips (twin bench)
@@ -35,80 +45,99 @@ CALM_FRAC = 0.15  # × h: noise learns only below this (never from a shift in th
 RELEASE_FRAC = 0.1  # × h: a suspicion that fell back below this was noise
 CLEAR_FRAC = 0.6  # × h: a reverse CUSUM ("back below half the onset") this far clears an onset
 MOVING_FRAC = 0.25  # × h: a CUSUM this far is "moving with" another residual (evidence, attribution)
-MAX_SUSPECT_S = 3.0 * HOUR_S  # a suspicion that never confirms becomes the normal after this
 SHIFT_NOW_WEIGHT = 0.3  # per block: "the shift as it is now" averages ≈ the last 3 blocks (a ramp grows)
 FALSE_ALARM_MARGIN = 20.0  # ARL0 × this: residual blocks are not Gaussian nor independent (twin bench)
 
-# Per channel: the smallest shift worth an alarm (its unit) and the floor of its bin noise.
-MIN_EFFECT = {"it": 1.5, "gpu": 1.5, "cooling": 2.5, "thermal": 0.2}  # % / °C: ½ of the 3 % target (+weather)
-MIN_BIN_NOISE = {"it": 0.2, "gpu": 0.2, "cooling": 0.3, "thermal": 0.03}  # % / °C: the readings' resolution
+# The smallest shift worth an alarm, and the floor of a bin's noise (the readings' resolution).
+MIN_EFFECT_PCT = 1.5  # %: ½ of the 3 % target (IT and GPU power)
+BLIND_COOLING_MIN_EFFECT_PCT = 2.5  # %: cooling power with the weather unexplained
+WEATHER_COOLING_MIN_EFFECT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
+SPREAD_EFFECT_C = 0.2  # °C: the smallest inlet-spread shift worth an alarm (about the sensors' noise)
+POWER_RESOLUTION_PCT = 0.2  # %: a PDU's (and a unit's) power reading resolution
+COOLING_RESOLUTION_PCT = 0.3  # %: the cooling residual's resolution (two readings' ratio)
+INLET_RESOLUTION_C = 0.03  # °C: an inlet sensor's resolution
 
 # The cooling unit without an outdoor temperature: its efficiency wanders with the weather, so
 # its level follows a local trend and each bin is judged against the level an hour before.
-BLIND_COOLING_LEVEL_HALFLIFE_S = 2.0 * HOUR_S
-BLIND_COOLING_TREND_HALFLIFE_S = 12.0 * HOUR_S  # half a daily cycle
-BLIND_COOLING_REFERENCE_DELAY_S = HOUR_S  # a step stays visible for an hour
+BLIND_COOLING_LEVEL_HALFLIFE_S = 2.0 * HOUR_S  # the blind cooling level follows the weather's drift
 BLIND_COOLING_MAX_SUSPECT_S = 1.5 * HOUR_S  # weather moves it for longer: shorter suspicions
-HELD_TREND_HALFLIFE_S = 6.0 * HOUR_S  # while held, the extrapolated trend fades out
-# With the outdoor temperature the weather is explained: slow level, no trend.
-WEATHER_COOLING_MIN_EFFECT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
-WEATHER_COOLING_MAX_SUSPECT_S = 6.0 * HOUR_S  # a 6-h ramp may stay under 2 % for hours
-
-# --- the cooling unit's own model (cooling_model.py); its fit half-life without the weather is
-# LEVEL_HALFLIFE_S (the intercept follows the weather)
-UNIT_WARM_S = DAY_S  # a day of learning before residuals: the daily cycle must be seen
-UNIT_WEATHER_HALFLIFE_S = 3.0 * DAY_S  # with the outdoor temperature explaining the weather
-UNIT_WEATHER_WARM_S = 12.0 * HOUR_S  # the outdoor term needs no full day to be seen
-UNIT_LEARN_DELAY_S = 6.0 * HOUR_S  # a bin is learned this much later: a creeping fault is not learned
-UNIT_OUTDOOR_LOST_S = 6.0 * HOUR_S  # outdoor temperature missing this long: back to the daily terms
+UNIT_WEATHER_HALFLIFE_S = 3.0 * DAY_S  # the unit model's fit once the outdoor temperature explains weather
 
 # --- the monitor (monitor.py) ------------------------------------------------------------------
-RELEARN_S = 2.0 * HOUR_S  # a new job's GPU/IT profile re-learns fast this long
-ACCEPT_GRACE_S = 6.0 * HOUR_S  # an accepted deviation re-centres this long
+RELEARN_S = 2.0 * HOUR_S  # the longest re-learn: a model still behind after 2 h is judged anyway
 IT_LOAD_STEP_FRAC = 0.3  # GPU power moved this much since the last bin: a load step …
 IT_STEP_SKIP_S = 120.0  # … whose next 2 min are not judged on the IT side (server fans lag it)
-COOLING_SETTLE_S = 6.0 * HOUR_S  # a restarted cooling-unit model's residual level settles this long
 RATE_BAND_FRAC = 0.03  # a job's work rate wobbles ≤ 3 % bin to bin: within it, "the usual rate"
 BUILDING_FRAC = 0.5  # × min effect: an IT suspicion this large before a job change is judged on
 
 # --- the signal context (context.py) -----------------------------------------------------------
-CONTEXT_REF_HALFLIFE_S = 12.0 * HOUR_S  # "before" of setpoint, inlets, fan, work rate
 CONTEXT_FAST_HALFLIFE_S = 1200.0  # "now" of setpoint, inlets and fan: 20 min
 RATE_REACQUIRE_FRAC = 0.6  # this share of recent bins off the typical rate: a new rate (new job)
 RATE_FIRST_BINS = 5  # a fresh typical rate is the median of a stage's first 5 bins (one may be cut)
-MIX_FAST_HALFLIFE_S = 3.0 * HOUR_S  # the recent stage mix
 
 # --- attribution (attribution.py, events.py) ---------------------------------------------------
 SETPOINT_MOVED_C = 0.2  # °C: twice a unit's setpoint resolution: the setpoint changed
 INLET_MEAN_MOVED_C = 0.5  # °C: inlets warmer (not raised by the setpoint): the air changed
-SPREAD_MOVED_C = 0.3  # °C: a wider inlet spread (twice the sensors' noise): a hot spot
+SPREAD_MOVED_C = 0.3  # °C: twice the inlet sensors' noise: a wider spread is a hot spot, a mean moved
 WORK_RATE_MOVED_PCT = 4.0  # %: a job's rate wobbles by 2–3 % (stalls, evals) without a change
 MIX_MOVED = 0.3  # share of time: the stage mix changed
-JOB_RECENT_S = 3.0 * HOUR_S  # a shift this soon after a job change can be the job's
-WITH_IT_GPU_PCT = 1.0  # %: a GPU residual moving this much the same way explains an IT shift
-# Context listed as evidence once it moved this far (°C, %, share of time): about its noise.
-EVIDENCE_MOVED = {"setpoint_c": 0.2, "inlet_mean_c": 0.3, "inlet_spread_c": 0.2, "fan_pct": 2.0,
-                  "work_rate_pct": 1.0, "stage_mix": 0.1}
+EXPLAINS_PCT = 1.0  # %: the smallest move of a measured cause that explains a residual's shift
+FAN_MOVED_PCT = 2.0  # %: a fan speed moved (about its noise): listed as evidence
+MIX_NOTED = 0.1  # share of time: a stage mix moved (about its noise): listed as evidence
 
 # --- change points (changepoint.py and its parts) ----------------------------------------------
 SAME_WORK_RATE_FRAC = 0.15  # typical rates within 15 %: the same work (two models differ by more)
 SAME_WORK_POWER_FRAC = 0.08  # unlabelled: GPU level within 8 %: same work (a driver update adds 4–6 %)
 PINNED_RATE_FRAC = 0.10  # per stage, within 10 %: the previous job's GPU level can stand for it
-DECIDE_WITHIN_S = HOUR_S  # a new job shows a comparable rate within an hour, else it is new work
 RESET_GROUP_S = 600.0  # counter resets within 10 min are one restart (several GPUs; at a job change)
-RESET_JUDGE_S = 3.0 * HOUR_S  # a GPU step at a counter reset is judged this long against "before"
-RESET_NAMED_S = 4.0 * HOUR_S  # a GPU onset this soon after a reset names it
 STALL_FRAC = 0.9  # bins under this share of a stage's top rate were cut short by stalls
 INPUT_START_C = 0.05  # °C: the setpoint left its resting value (a quarter of SETPOINT_MOVED_C)
-INPUT_MIN_EFFECT_PCT = 1.0  # %: the smallest cooling-power change reported with a setpoint move
 INPUT_Z = 4.0  # σ of the mean: a measured cause needs no ARL margin, only a clear step
-INPUT_AFTER_S = 1800.0  # at least ½ h of the residual after the move
 INPUT_SAMPLE_S = 300.0  # bins are correlated over minutes: one independent sample per 5 min
-INPUT_MAX_PENDING_S = 6.0 * HOUR_S  # a move whose effect never shows is the new normal after this
 
 NAMES: tuple[str, ...] = tuple(
     name for name, value in list(globals().items())
     if name.isupper() and name not in ("HOUR_S", "DAY_S") and isinstance(value, (int, float, dict))
+)
+
+# ===================================================================== derived (no number of their own)
+STAGE_WARM_S = SHOW_S  # an hour of a stage (or work rate, or stage mix) before it is judged
+DECIDE_WITHIN_S = SHOW_S  # a new job shows a comparable rate within an hour, else it is new work
+BLIND_COOLING_REFERENCE_DELAY_S = SHOW_S  # a step stays visible for an hour
+UNIT_WARM_S = LEVEL_HALFLIFE_S  # a day of learning before residuals: the daily cycle must be seen
+BLIND_COOLING_TREND_HALFLIFE_S = HALF_CYCLE_S  # the blind cooling level's trend: half a daily cycle
+UNIT_WEATHER_WARM_S = HALF_CYCLE_S  # the outdoor term needs no full day to be seen
+CONTEXT_REF_HALFLIFE_S = HALF_CYCLE_S  # "before" of setpoint, inlets, fan, work rate
+INPUT_AFTER_S = FOLLOW_HALFLIFE_S  # at least ½ h of the residual after a setpoint move
+MAX_SUSPECT_S = AFTERMATH_S  # a suspicion that never confirms becomes the normal after this
+JOB_RECENT_S = AFTERMATH_S  # a shift this soon after a job change can be the job's
+RESET_JUDGE_S = AFTERMATH_S  # a GPU step at a counter reset is judged this long against "before"
+MIX_FAST_HALFLIFE_S = AFTERMATH_S  # the recent stage mix
+RESET_NAMED_S = AFTERMATH_S + SHOW_S  # a GPU onset this soon after a reset names it (judged, then an
+# hour for an onset to confirm)
+HELD_TREND_HALFLIFE_S = SLOW_S  # while held, the extrapolated trend fades out
+WEATHER_COOLING_MAX_SUSPECT_S = SLOW_S  # a 6-h ramp may stay under 2 % for hours
+UNIT_LEARN_DELAY_S = SLOW_S  # a bin is learned this much later: a creeping fault is not learned
+UNIT_OUTDOOR_LOST_S = SLOW_S  # outdoor temperature missing this long: back to the daily terms
+ACCEPT_GRACE_S = SLOW_S  # an accepted deviation re-centres this long
+COOLING_SETTLE_S = SLOW_S  # a restarted cooling-unit model's residual level settles this long
+INPUT_MAX_PENDING_S = SLOW_S  # a move whose effect never shows is the new normal after this
+MIN_EFFECT = {"it": MIN_EFFECT_PCT, "gpu": MIN_EFFECT_PCT,  # per channel: the smallest shift alarmed
+              "cooling": BLIND_COOLING_MIN_EFFECT_PCT, "thermal": SPREAD_EFFECT_C}
+MIN_BIN_NOISE = {"it": POWER_RESOLUTION_PCT, "gpu": POWER_RESOLUTION_PCT,  # per channel: its resolution
+                 "cooling": COOLING_RESOLUTION_PCT, "thermal": INLET_RESOLUTION_C}
+WITH_IT_GPU_PCT = EXPLAINS_PCT  # a GPU residual moving this much the same way explains an IT shift
+INPUT_MIN_EFFECT_PCT = EXPLAINS_PCT  # the smallest cooling-power change reported with a setpoint move
+EVIDENCE_MOVED = {"setpoint_c": SETPOINT_MOVED_C,  # context listed as evidence once it moved about its noise
+                  "inlet_mean_c": SPREAD_MOVED_C, "inlet_spread_c": SPREAD_EFFECT_C,
+                  "fan_pct": FAN_MOVED_PCT, "work_rate_pct": EXPLAINS_PCT, "stage_mix": MIX_NOTED}
+BEHIND_Z = 2.0 * CUSUM_K  # σ: a model off by more is behind (catch_up.py): the shift a CUSUM detects
+# fastest (Page's 2 k)
+
+DERIVED: tuple[str, ...] = tuple(
+    name for name, value in list(globals().items())
+    if name.isupper() and name not in (*NAMES, "NAMES", "HOUR_S", "DAY_S")
+    and isinstance(value, (int, float, dict))
 )
 
 
