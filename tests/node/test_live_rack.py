@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 NODES, GPUS_PER_NODE = 4, 2
 NODE_PROC = Path(__file__).with_name("node_proc.py")
-WINDOW_S = 10.0  # rate window: 10 samples per GPU at 1 s, so a tick or two lost to a busy 2-core host stays above 0.7
+WINDOW_S = 10.0  # 10 samples per GPU at 1 s: a tick or two lost on a busy host stays above 0.7
 
 
 class Frames:
