@@ -17,11 +17,11 @@ import pytest
 from agent.stages.infer import StageInferrer
 from agent.stages.job_scope import CKPT_PROOF_ROWS, JobScope
 from agent.trace.model import TraceChunk
+from tests.stages import node_rows
+from tests.stages.node_rows import SCALES, T0, Signature, infer, share
 
-T0 = 1_717_200_000.0
-GPUS = 8
 # signature → (power W, util %, mem util %) of rank 0 and of the other ranks
-SIGNATURES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+SIGNATURES: dict[str, Signature] = {
     "idle": ((65.0, 0.0, 0.0), (65.0, 0.0, 0.0)),
     "startup": ((115.0, 0.0, 0.0), (115.0, 0.0, 0.0)),
     "stall": ((115.0, 1.0, 1.0), (115.0, 1.0, 1.0)),  # a data stall: as the start-up left them
@@ -41,7 +41,6 @@ TRUE_STAGE = {
     "shard_ckpt": "checkpoint", "serve": "eval", "light_step": "forward_backward",
     "light_sync": "grad_sync",
 }
-SCALES = [1.0, 400.0 / 700.0, 1000.0 / 700.0]
 
 
 def steps(n: int, kind: str = "") -> list[tuple[str, int]]:
@@ -52,28 +51,7 @@ def node_chunk(
     plan: list[tuple[str, int]], scale: float = 1.0, seed: int = 0
 ) -> tuple[TraceChunk, np.ndarray]:
     """1-s rows of one node following (signature, seconds); the chunk and the true stages."""
-    rng = np.random.default_rng(seed)
-    names = [s for s, n in plan for _ in range(n)]
-    n = len(names)
-    numeric: dict[str, np.ndarray] = {}
-    for gpu in range(GPUS):
-        sig = np.array([SIGNATURES[s][0 if gpu == 0 else 1] for s in names])
-        numeric[f"gpu.{gpu}.power_w"] = sig[:, 0] * scale * (1 + 0.02 * rng.standard_normal(n))
-        numeric[f"gpu.{gpu}.util_pct"] = np.clip(np.round(sig[:, 1] + rng.normal(0, 1, n)), 0, 100)
-        numeric[f"gpu.{gpu}.mem_util_pct"] = np.clip(np.round(sig[:, 2] + rng.normal(0, 1, n)), 0, 100)
-    chunk = TraceChunk(
-        ts=T0 + np.arange(n, dtype=float), numeric=numeric,
-        stage=np.full(n, "", dtype=object), job=np.full(n, "", dtype=object),
-    )
-    return chunk, np.array([TRUE_STAGE[s] for s in names], dtype=object)
-
-
-def infer(chunk: TraceChunk) -> np.ndarray:
-    return StageInferrer().infer_chunk(chunk, np.full(len(chunk), "", dtype=object))[0]
-
-
-def share(got: np.ndarray, mask: np.ndarray, stage: str) -> float:
-    return float(np.mean(got[mask] == stage))
+    return node_rows.node_chunk(plan, SIGNATURES, TRUE_STAGE, scale, seed)
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -136,14 +114,10 @@ def test_job_scope_state_round_trips_and_chunking_does_not_matter() -> None:
     cut = 700
     first = StageInferrer()
     blank = np.full(len(chunk), "", dtype=object)
-    head = TraceChunk(ts=chunk.ts[:cut], numeric={k: v[:cut] for k, v in chunk.numeric.items()},
-                      stage=chunk.stage[:cut], job=chunk.job[:cut])
-    tail = TraceChunk(ts=chunk.ts[cut:], numeric={k: v[cut:] for k, v in chunk.numeric.items()},
-                      stage=chunk.stage[cut:], job=chunk.job[cut:])
-    a = first.infer_chunk(head, blank[:cut])[0]
+    a = first.infer_chunk(chunk.take(slice(None, cut)), blank[:cut])[0]
     restored = StageInferrer()
     restored.load_state(json.loads(json.dumps(first.save_state(), allow_nan=False)))
-    b = restored.infer_chunk(tail, blank[cut:])[0]
+    b = restored.infer_chunk(chunk.take(slice(cut, None)), blank[cut:])[0]
     assert (np.concatenate((a, b)) == whole).all()
 
 

@@ -15,11 +15,11 @@ import pytest
 
 from agent.stages.infer import StageInferrer
 from agent.trace.model import TraceChunk
+from tests.stages import node_rows
+from tests.stages.node_rows import GPUS, SCALES, Signature, infer, share
 
-T0 = 1_717_200_000.0
-GPUS = 8
 # stage signature → per-GPU (power W, util %, mem util %) for rank 0 and for the other ranks
-SIGNATURES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+SIGNATURES: dict[str, Signature] = {
     "idle": ((65.0, 0.0, 0.0), (65.0, 0.0, 0.0)),
     "startup": ((115.0, 0.0, 0.0), (115.0, 0.0, 0.0)),
     "train": ((650.0, 99.0, 45.0), (650.0, 99.0, 45.0)),
@@ -33,37 +33,13 @@ TRUE_STAGE = {
     "writer_ckpt": "checkpoint",
     "stall": "grad_sync",
 }
-SCALES = [1.0, 400.0 / 700.0, 1000.0 / 700.0]  # H100, A100, a 1000-W accelerator
 
 
 def node_chunk(
     plan: list[tuple[str, int]], scale: float = 1.0, seed: int = 0
 ) -> tuple[TraceChunk, np.ndarray]:
     """1-s rows of one node following (signature, seconds); returns the chunk and the true stages."""
-    rng = np.random.default_rng(seed)
-    names = [s for s, n in plan for _ in range(n)]
-    n = len(names)
-    numeric: dict[str, np.ndarray] = {}
-    for gpu in range(GPUS):
-        sig = np.array([SIGNATURES[s][0 if gpu == 0 else 1] for s in names])
-        numeric[f"gpu.{gpu}.power_w"] = sig[:, 0] * scale * (1 + 0.02 * rng.standard_normal(n))
-        numeric[f"gpu.{gpu}.util_pct"] = np.clip(np.round(sig[:, 1] + rng.normal(0, 1, n)), 0, 100)
-        numeric[f"gpu.{gpu}.mem_util_pct"] = np.clip(np.round(sig[:, 2] + rng.normal(0, 1, n)), 0, 100)
-    chunk = TraceChunk(
-        ts=T0 + np.arange(n, dtype=float),
-        numeric=numeric,
-        stage=np.full(n, "", dtype=object),
-        job=np.full(n, "", dtype=object),
-    )
-    return chunk, np.array([TRUE_STAGE[s] for s in names], dtype=object)
-
-
-def infer(chunk: TraceChunk) -> np.ndarray:
-    return StageInferrer().infer_chunk(chunk, np.full(len(chunk), "", dtype=object))[0]
-
-
-def share(got: np.ndarray, mask: np.ndarray, stage: str) -> float:
-    return float(np.mean(got[mask] == stage))
+    return node_rows.node_chunk(plan, SIGNATURES, TRUE_STAGE, scale, seed)
 
 
 @pytest.mark.parametrize("scale", SCALES)
