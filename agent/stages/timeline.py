@@ -87,19 +87,20 @@ class StageTimeline:
     def labels_at(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(stage, job) per time of ``ts`` (object arrays, "" where no fresh hint): ``current``
         for many rows at once, without touching the expiry counter."""
-        stage = np.full(ts.shape[0], UNKNOWN, dtype=object)
-        job = np.full(ts.shape[0], "", dtype=object)
+        stage, job = no_labels(ts.shape[0])
         if not self._ts or not ts.size:
             return stage, job
-        i = np.searchsorted(np.asarray(self._ts), ts, side="right") - 1
-        held = i >= 0
-        hint_ts = np.where(held, np.asarray(self._ts)[np.maximum(i, 0)], -math.inf)
-        fresh = held & (ts - hint_ts <= self.ttl_s)
-        stages = np.array([h.stage for h in self._hints], dtype=object)
-        jobs = np.array([h.job or "" for h in self._hints], dtype=object)
-        stage[fresh] = stages[i[fresh]]
-        job[fresh] = jobs[i[fresh]]
+        hint_ts = np.asarray(self._ts)
+        i = np.searchsorted(hint_ts, ts, side="right") - 1
+        fresh = (i >= 0) & (ts - hint_ts[i] <= self.ttl_s)  # i == -1: before every hint
+        stage[fresh] = np.array([h.stage for h in self._hints], dtype=object)[i[fresh]]
+        job[fresh] = np.array([h.job or "" for h in self._hints], dtype=object)[i[fresh]]
         return stage, job
+
+
+def no_labels(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stage, job) object arrays of ``n`` rows with no hint."""
+    return np.full(n, UNKNOWN, dtype=object), np.full(n, "", dtype=object)
 
 
 class NodeTimelines:
@@ -114,14 +115,6 @@ class NodeTimelines:
         self.nodes: dict[str, StageTimeline] = {
             n: StageTimeline(rack.ttl_s, rack.capacity) for n in dict.fromkeys(nodes)
         }
-
-    @property
-    def ttl_s(self) -> float:
-        return self.rack.ttl_s
-
-    @property
-    def expired(self) -> int:
-        return self.rack.expired
 
     def for_nodes(self, nodes: Iterable[str]) -> NodeTimelines:
         """After a reload: the same rack timeline and the rings of nodes still listed; new nodes
@@ -148,6 +141,4 @@ class NodeTimelines:
         """(stage, job) per row from ``node``'s own fresh hints ("" where it has none: the rack-wide
         hint, which the rows already carry, or inference decides there)."""
         own = self.nodes.get(node)
-        if own is None:
-            return np.full(ts.shape[0], UNKNOWN, dtype=object), np.full(ts.shape[0], "", dtype=object)
-        return own.labels_at(ts)
+        return own.labels_at(ts) if own is not None else no_labels(ts.shape[0])
