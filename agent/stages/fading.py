@@ -23,9 +23,7 @@ def decaying_extreme(
     k = np.log(2.0) / halflife_s
     sign = 1.0 if upper else -1.0
     with np.errstate(all="ignore"):
-        logx = np.where(np.isfinite(x) & (x > 0), np.log(np.maximum(x, 1e-9)), -np.inf)
-        if not upper:
-            logx = np.where(np.isfinite(x) & (x > 0), -np.log(np.maximum(x, 1e-9)), -np.inf)
+        logx = np.where(np.isfinite(x) & (x > 0), sign * np.log(np.maximum(x, 1e-9)), -np.inf)
         base = logx + k * rel
         if np.isfinite(carry) and carry > 0 and np.isfinite(carry_ts):
             carry_log = sign * np.log(carry) + k * (carry_ts - t0)
