@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from agent.stages.fading import decaying_extreme as _decaying_extreme
-from agent.stages.job_scope import JobScope
+from agent.stages.fading import decaying_extreme
+from agent.stages.job_scope import JobScope, finite_or_nan, last_true_ts, ts_or_never
 from agent.trace.model import TraceChunk
 
 # Feature order of the matrix returned by FeatureExtractor.extract. Every feature is scale-free,
@@ -236,9 +236,8 @@ class FeatureExtractor:
                 level = (mean_w - floor) / np.maximum(train - floor, 1.0)
                 feats[:, 0] = np.clip(level, -0.3, 1.5)
                 feats[:, 1] = np.clip(lift, -1.0, 3.0)
-                with np.errstate(invalid="ignore"):
-                    # one-sided: below the start-up says nothing (clocks may drop over a long write)
-                    feats[:, 10] = np.clip(np.log(np.maximum(mean_w, 1.0) / job.start_w), 0.0, 3.0)
+                # one-sided: below the start-up says nothing (clocks may drop over a long write)
+                feats[:, 10] = np.clip(np.log(np.maximum(mean_w, 1.0) / job.start_w), 0.0, 3.0)
                 if pdu.shape[1]:
                     # every feed and every GPU must be known, or the difference is meaningless
                     # median × count: one GPU's spike must not move the node estimate
@@ -266,13 +265,13 @@ class FeatureExtractor:
         unknown_util = np.isnan(util)
         low = np.where(unknown_util | (util <= _IDLE_UTIL), mean_w, np.nan)
         busy = np.where(unknown_util | (util >= _BUSY_UTIL), mean_w, np.nan)
-        floor = _decaying_extreme(ts, low, self._floor_w, self._floor_ts, _FLOOR_HALFLIFE_S, upper=False)
+        floor = decaying_extreme(ts, low, self._floor_w, self._floor_ts, _FLOOR_HALFLIFE_S, upper=False)
         # the training level forgets over busy time only: an idle night does not erase it
         step = np.diff(ts, prepend=self._last_ts if np.isfinite(self._last_ts) else ts[0])
         busy_step = np.where(np.isnan(busy), 0.0, np.maximum(step, 0.0))  # a busy row's gap counts
         busy_clock = self._busy_s + np.cumsum(busy_step)
         self._busy_s, self._last_ts = float(busy_clock[-1]), float(ts[-1])
-        peak = _decaying_extreme(busy_clock, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)
+        peak = decaying_extreme(busy_clock, busy, self._peak_w, self._peak_ts, _TRAIN_HALFLIFE_S, upper=True)
         for arr, clock, attr in ((floor, ts, "_floor"), (peak, busy_clock, "_peak")):
             if np.isfinite(arr).any():
                 last = int(np.flatnonzero(np.isfinite(arr))[-1])
@@ -349,10 +348,8 @@ class FeatureExtractor:
         job that stepped and went straight on at a steady level is evaluating; one that went
         low in between (a stall, a checkpoint, another job's start-up) may come back training
         flat."""
-        seen = np.where(swing >= _SWING_MIN, ts, -np.inf)
-        last = np.maximum.accumulate(np.concatenate(([self._last_swing_ts], seen)))[1:]
-        low = np.where(level < LOW_LEVEL, ts, -np.inf)
-        last_low = np.maximum.accumulate(np.concatenate(([self._last_low_ts], low)))[1:]
+        last = last_true_ts(ts, swing >= _SWING_MIN, self._last_swing_ts)
+        last_low = last_true_ts(ts, level < LOW_LEVEL, self._last_low_ts)
         self._last_swing_ts, self._last_low_ts = float(last[-1]), float(last_low[-1])
         age = ts - last
         straight_on = last_low < last
@@ -447,8 +444,8 @@ class FeatureExtractor:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             smooth = np.nanmedian(np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS), axis=1)
-        lo = _decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
-        hi = _decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
+        lo = decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
+        hi = decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
         finite = np.isfinite(lo) & np.isfinite(hi)
         if finite.any():
             last = int(np.flatnonzero(finite)[-1])
@@ -465,8 +462,8 @@ class FeatureExtractor:
             "floor_ts": self._floor_ts,
             "busy_s": self._busy_s,
             "last_ts": self._last_ts,
-            "last_swing_ts": self._last_swing_ts if np.isfinite(self._last_swing_ts) else float("nan"),
-            "last_low_ts": self._last_low_ts if np.isfinite(self._last_low_ts) else float("nan"),
+            "last_swing_ts": finite_or_nan(self._last_swing_ts),
+            "last_low_ts": finite_or_nan(self._last_low_ts),
             "node_lo_w": self._node_lo_w,
             "node_hi_w": self._node_hi_w,
             "node_ts": self._node_ts,
@@ -482,22 +479,14 @@ class FeatureExtractor:
         self._floor_ts = float(state.get("floor_ts", float("nan")))
         self._busy_s = float(state.get("busy_s", 0.0))
         self._last_ts = float(state.get("last_ts", float("nan")))
-        last = float(state.get("last_swing_ts", float("nan")))
-        self._last_swing_ts = last if np.isfinite(last) else float("-inf")
-        low = float(state.get("last_low_ts", float("nan")))
-        self._last_low_ts = low if np.isfinite(low) else float("-inf")
+        self._last_swing_ts = ts_or_never(state, "last_swing_ts")
+        self._last_low_ts = ts_or_never(state, "last_low_ts")
         self._node_lo_w = float(state.get("node_lo_w", float("nan")))
         self._node_hi_w = float(state.get("node_hi_w", float("nan")))
         self._node_ts = float(state.get("node_ts", float("nan")))
         self._step_hi_w = float(state.get("step_hi_w", float("nan")))
         self._step_hi_ts = float(state.get("step_hi_ts", float("nan")))
         self.job.load(state)
-
-
-def _nanmean(m: np.ndarray) -> np.ndarray:
-    count = np.sum(~np.isnan(m), axis=1)
-    total = np.nansum(m, axis=1)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _natural(key: str) -> tuple[int, str]:
@@ -515,10 +504,3 @@ def _nanmedian(m: np.ndarray) -> np.ndarray:
         hi = np.take_along_axis(srt, np.maximum(count // 2, 0)[:, None], axis=1)[:, 0]
         return np.where(count > 0, 0.5 * (lo + hi), np.nan)
 
-
-def _nanstd(m: np.ndarray) -> np.ndarray:
-    mean = _nanmean(m)
-    dev = m - mean[:, None]
-    count = np.sum(~np.isnan(m), axis=1)
-    var = np.nansum(dev * dev, axis=1) / np.maximum(count, 1)
-    return np.where(count > 0, np.sqrt(var), np.nan)

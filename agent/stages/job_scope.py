@@ -69,9 +69,9 @@ class JobScope:
         ``idle``: the row is at the idle floor (no job); ``busy``: the row may teach the job's
         level (utilisation high); ``ckpt_like``: the row shows a checkpoint's signature.
         """
-        start = _last_true_ts(ts, idle, self._job_start_ts)
+        start = last_true_ts(ts, idle, self._job_start_ts)
         run = _run_length(ckpt_like, self._ckpt_run)
-        ckpt = _last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
+        ckpt = last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
         self._job_start_ts, self._ckpt_ts = float(start[-1]), float(ckpt[-1])
         self._ckpt_run = int(run[-1])
         seg = np.cumsum(idle)
@@ -97,7 +97,7 @@ class JobScope:
         """Per row: this node's training jobs show their steps — a clear forward/backward ↔
         grad_sync alternation has been seen (``step_ts``: the rows' ts where one shows, else
         NaN), and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
-        flat = _last_true_ts(ts, flat_trainer, self._flat_seen_ts)
+        flat = last_true_ts(ts, flat_trainer, self._flat_seen_ts)
         with np.errstate(invalid="ignore"):
             seen = np.fmax(np.maximum.accumulate(np.nan_to_num(step_ts, nan=-np.inf)), self._step_seen_ts)
         self._flat_seen_ts = float(flat[-1]) if flat.size else self._flat_seen_ts
@@ -106,33 +106,29 @@ class JobScope:
 
     def state(self) -> dict[str, float]:
         return {
-            "job_start_ts": _finite_or_nan(self._job_start_ts),
-            "ckpt_ts": _finite_or_nan(self._ckpt_ts),
+            "job_start_ts": finite_or_nan(self._job_start_ts),
+            "ckpt_ts": finite_or_nan(self._ckpt_ts),
             "ckpt_run": float(self._ckpt_run),
             "job_hi_w": self._job_hi_w,
             "start_w": self._start_w,
             "train_ref_w": self._train_ref_w,
             "train_ref_ts": self._train_ref_ts,
-            "step_seen_ts": _finite_or_nan(self._step_seen_ts),
-            "flat_seen_ts": _finite_or_nan(self._flat_seen_ts),
+            "step_seen_ts": finite_or_nan(self._step_seen_ts),
+            "flat_seen_ts": finite_or_nan(self._flat_seen_ts),
         }
 
     def load(self, state: dict[str, float]) -> None:
         """Restore from ``state``; keys missing (a state saved before job scope) start afresh."""
-        start = float(state.get("job_start_ts", float("nan")))
-        ckpt = float(state.get("ckpt_ts", float("nan")))
-        self._job_start_ts = start if np.isfinite(start) else float("-inf")
-        self._ckpt_ts = ckpt if np.isfinite(ckpt) else float("-inf")
+        self._job_start_ts = ts_or_never(state, "job_start_ts")
+        self._ckpt_ts = ts_or_never(state, "ckpt_ts")
         run = float(state.get("ckpt_run", 0.0))
         self._ckpt_run = int(run) if np.isfinite(run) and run > 0 else 0
         self._job_hi_w = float(state.get("job_hi_w", float("nan")))
         self._start_w = float(state.get("start_w", float("nan")))
         self._train_ref_w = float(state.get("train_ref_w", float("nan")))
         self._train_ref_ts = float(state.get("train_ref_ts", float("nan")))
-        step = float(state.get("step_seen_ts", float("nan")))
-        flat = float(state.get("flat_seen_ts", float("nan")))
-        self._step_seen_ts = step if np.isfinite(step) else float("-inf")
-        self._flat_seen_ts = flat if np.isfinite(flat) else float("-inf")
+        self._step_seen_ts = ts_or_never(state, "step_seen_ts")
+        self._flat_seen_ts = ts_or_never(state, "flat_seen_ts")
 
 
 def _job_extreme(
@@ -151,7 +147,7 @@ def _job_extreme(
     return np.where(run > 0.0, sign * (run - base), np.nan)
 
 
-def _last_true_ts(ts: np.ndarray, mask: np.ndarray, carry: float) -> np.ndarray:
+def last_true_ts(ts: np.ndarray, mask: np.ndarray, carry: float) -> np.ndarray:
     """Per row: the ts of the latest row (this one included) where ``mask`` holds, else ``carry``."""
     seen = np.where(mask, ts, -np.inf)
     return np.maximum.accumulate(np.concatenate(([carry], seen)))[1:]
@@ -167,5 +163,12 @@ def _run_length(mask: np.ndarray, carry: int) -> np.ndarray:
     return np.where(last_false == 0, run + carry, run)
 
 
-def _finite_or_nan(x: float) -> float:
+def finite_or_nan(x: float) -> float:
+    """A carried "last seen" time as saved: NaN for never (-inf), which JSON cannot hold."""
     return x if np.isfinite(x) else float("nan")
+
+
+def ts_or_never(state: dict[str, float], key: str) -> float:
+    """A saved "last seen" time restored: -inf (never) where it is missing or NaN."""
+    x = float(state.get(key, float("nan")))
+    return x if np.isfinite(x) else float("-inf")
