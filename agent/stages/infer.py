@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.stages.features import ALT_S, FEATURES, N_FEATURES, SWING_ROWS, FeatureExtractor
+from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
+from agent.stages.steps import ALT_S, SWING_ROWS
 from agent.trace.model import TraceChunk
 
 # Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
