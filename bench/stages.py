@@ -3,6 +3,7 @@
     .venv/bin/python bench/stages.py                       # 50 seeds per family, 6-h traces
     .venv/bin/python bench/stages.py --seeds 5 --days 0.1  # quick look
     .venv/bin/python bench/stages.py --dev --confusion     # development seeds 0–49, confusion matrix
+    .venv/bin/python bench/stages.py --dev --first-seed 50 --seeds 60 --family churn  # seeds 50–109
     .venv/bin/python bench/stages.py --nvml-limit          # the inferrer knows the GPUs' power limit
 
 For each family of ``agent.sim.randomize`` (single-job racks, churning racks) and each seed from
@@ -215,19 +216,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=float, default=0.25, help="trace length (default 0.25 = 6 h)")
     parser.add_argument("--seeds", type=int, default=50, help="seeds per family (default 50)")
-    parser.add_argument("--first-seed", type=int, default=REPORT_SEED_BASE)
+    parser.add_argument("--first-seed", type=int,
+                        help=f"default {REPORT_SEED_BASE}, or {DEV_SEEDS.start} with --dev")
     parser.add_argument("--family", choices=list(FAMILIES), action="append")
     parser.add_argument("--dev", action="store_true",
-                        help=f"development seeds from {DEV_SEEDS.start} (never reported), not --first-seed")
+                        help=f"development seeds {DEV_SEEDS.start}–{DEV_SEEDS.stop - 1} (never reported)")
     parser.add_argument("--confusion", action="store_true", help="print the per-stage confusion matrix")
     parser.add_argument("--nvml-limit", action="store_true",
                         help="give the inferrer the GPUs' NVML power limit, as a live agent has it")
     args = parser.parse_args()
     families = args.family or list(FAMILIES)
-    first = DEV_SEEDS.start if args.dev else args.first_seed
+    first = args.first_seed
+    if first is None:
+        first = DEV_SEEDS.start if args.dev else REPORT_SEED_BASE
     seeds = range(first, first + args.seeds)
     if not args.dev and any(s in DEV_SEEDS for s in seeds):
         parser.error(f"seeds {DEV_SEEDS.start}–{DEV_SEEDS.stop - 1} are the development range: use --dev")
+    if args.dev and not all(s in DEV_SEEDS for s in seeds):
+        parser.error(f"--dev runs development seeds only ({DEV_SEEDS.start}–{DEV_SEEDS.stop - 1})")
     kind = "DEVELOPMENT seeds (not a result)" if args.dev else "seeds"
     limit = "; the inferrer knows the NVML power limit" if args.nvml_limit else ""
     print(f"stage inference without labels on randomised racks: {kind} {seeds.start}–{seeds.stop - 1}, "
