@@ -63,6 +63,9 @@ PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "eval~serve": (_NAN, _NAN, 0.85, _NAN, 0.0, _NAN, 0.0, _NAN, 0.0, 1.0, _NAN),
 }
 # Typical spread of each feature within a stage, used to weigh distances before labels arrive.
+# over_start's (last, log units): half the lift of the least-drawing writer over its job's
+# start-up (H100: 145 / 115 W, 0.23), so a writing rank sits two spreads from a data stall while
+# sample noise (1–4 % per GPU, less for the median) moves a row by a tenth of one.
 PRIOR_SCALE = np.array([0.12, 0.25, 0.25, 0.05, 0.10, 0.40, 0.20, 0.25, 0.30, 0.30, 0.12])
 VARIANT_SEP = "~"  # "<stage>~<variant>": another signature of the same stage
 # Stages a training step alternates between within seconds: no dwell between these two.
@@ -356,7 +359,9 @@ class StageInferrer:
     def _distances(self, feats: np.ndarray) -> np.ndarray:
         """(rows, slots) distance of each row to each prototype slot."""
         mean, scale = self._effective()
-        usable = np.isfinite(mean).any(axis=1)  # a custom slot is usable once it has learned
+        # a slot with an opinion on some feature: eval~serve has none on the level, a custom slot
+        # none until it has learned
+        usable = np.isfinite(mean).any(axis=1)
         z = (feats[:, None, :] - mean[None, :, :]) / scale[None, :, :]
         row_known = np.isfinite(feats)[:, None, :]
         both = row_known & np.isfinite(mean)[None, :, :]
