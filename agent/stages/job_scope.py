@@ -98,8 +98,7 @@ class JobScope:
         grad_sync alternation has been seen (``step_ts``: the rows' ts where one shows, else
         NaN), and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
         flat = last_true_ts(ts, flat_trainer, self._flat_seen_ts)
-        with np.errstate(invalid="ignore"):
-            seen = np.fmax(np.maximum.accumulate(np.nan_to_num(step_ts, nan=-np.inf)), self._step_seen_ts)
+        seen = last_true_ts(ts, np.isfinite(step_ts), self._step_seen_ts)  # step_ts is ts or NaN
         self._flat_seen_ts = float(flat[-1]) if flat.size else self._flat_seen_ts
         self._step_seen_ts = float(seen[-1]) if seen.size else self._step_seen_ts
         return np.isfinite(seen) & (ts - flat > HABIT_MEMORY_S)
@@ -141,7 +140,7 @@ def _job_extreme(
     sign = 1.0 if upper else -1.0
     base = 0.0 if upper else half
     use = mask & np.isfinite(values)
-    value = np.where(use, base + sign * np.where(use, values, 0.0), 0.0) + seg * _SEGMENT_OFFSET_W
+    value = np.where(use, base + sign * values, 0.0) + seg * _SEGMENT_OFFSET_W
     first = base + sign * carry if np.isfinite(carry) else 0.0
     run = np.maximum.accumulate(np.concatenate(([first], value)))[1:] - seg * _SEGMENT_OFFSET_W
     return np.where(run > 0.0, sign * (run - base), np.nan)
