@@ -17,6 +17,7 @@ from agent.stages.intake import HintIntake
 from agent.stages.listener import build_stage_input
 from agent.stages.timeline import NodeTimelines, StageTimeline
 from tests.conftest import free_port
+from tests.stages.test_listener import _wait_for
 
 T0 = 1_764_400_000.0
 
@@ -81,8 +82,8 @@ def test_a_reload_keeps_the_rings_of_nodes_still_listed() -> None:
     assert len(after.nodes["n3"]) == 0
 
 
-def test_node_hints_over_the_real_unix_socket_and_udp(tmp_path: Path) -> None:
-    path = tmp_path / "stage.sock"
+def test_node_hints_over_the_real_unix_socket_and_udp(sock_dir: Path) -> None:
+    path = sock_dir / "stage.sock"  # a short directory: AF_UNIX paths are limited to 107 bytes
     port = free_port(socket.SOCK_DGRAM)
 
     async def main() -> None:
@@ -95,10 +96,7 @@ def test_node_hints_over_the_real_unix_socket_and_udp(tmp_path: Path) -> None:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.sendto(encode_hint("eval", node="n2"), ("127.0.0.1", port))
                 s.sendto(encode_hint("eval", node="ghost"), ("127.0.0.1", port))
-            deadline = time.monotonic() + 5
-            while intake.counters["accepted"] + intake.counters["unknown_node"] < 3:
-                assert time.monotonic() < deadline, intake.counters
-                await asyncio.sleep(0.01)
+            await _wait_for(lambda: intake.counters["accepted"] + intake.counters["unknown_node"] >= 3, 5.0)
         now = np.array([time.time()])
         assert intake.nodes.labels_at("n1", now)[0].tolist() == ["checkpoint"]
         assert intake.nodes.labels_at("n2", now)[0].tolist() == ["eval"]
