@@ -93,8 +93,8 @@ def role_feeders(argv: list[str]) -> int:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, lambda: [a.request_stop() for a in agents])
             tasks = [asyncio.create_task(a.run()) for a in agents]
-            while not all(t.done() for t in tasks):
-                await asyncio.sleep(5)
+            if tasks:
+                await asyncio.wait(tasks)
 
         asyncio.run(main())
     return 0

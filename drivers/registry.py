@@ -155,8 +155,3 @@ def gpu_nodes(config: DeviceSections) -> tuple[tuple[str, tuple[int, ...]], ...]
         for node, first, refused in _placed_gpu_nodes(config)
         if not refused
     )
-
-
-def gpu_node_ranges(config: DeviceSections) -> tuple[tuple[int, ...], ...]:
-    """Each GPU node's rack-wide GPU indices, in ``gpu_nodes`` order."""
-    return tuple(gpus for _, gpus in gpu_nodes(config))

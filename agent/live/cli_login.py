@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.model import MqttSection
-from agent.live.demo.setup import MqttTarget
-from agent.live.demo_cmd import _host_port
+from agent.live.cli_types import MqttTarget, host_port
 
 
 def add_broker_options(parser: argparse.ArgumentParser) -> None:
     """The site broker and the agents' topic root, and how to log in to it."""
     parser.add_argument(
         "--mqtt",
-        type=_host_port,
+        type=host_port,
         metavar="HOST:PORT",
         default=MqttTarget(MqttSection.host, MqttSection.port),
         help=f"the site broker (default {MqttSection.host}:{MqttSection.port})",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 
 from agent.config.model import MqttSection
+from agent.live.cli_types import MqttTarget, host_port, interactive_terminal, positive
 from agent.live.demo.session import (
     FAULT_CHOICES,
     FAULT_WARMUP_H,
@@ -25,33 +25,10 @@ from agent.live.demo.session import (
     DemoOptions,
     run_demo,
 )
-from agent.live.demo.setup import MqttTarget, broker_answers
+from agent.live.demo.setup import broker_answers
 
 DEFAULT_SPEED = 60.0
 LOCAL_BROKER = (MqttSection.host, MqttSection.port)  # [mqtt]'s defaults
-
-
-def _host_port(text: str) -> MqttTarget:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"port must be a number, got {port!r}") from None
-    if not 1 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be in 1..65535, got {number}")
-    return MqttTarget(host, number)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _non_negative(text: str) -> float:
@@ -67,7 +44,7 @@ def _non_negative(text: str) -> float:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mqtt",
-        type=_host_port,
+        type=host_port,
         metavar="HOST:PORT",
         help="publish to this broker (default: localhost:1883 if one answers, else publish "
         "nothing and show what would be published)",
@@ -77,14 +54,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--speed",
-        type=_positive,
+        type=positive,
         default=DEFAULT_SPEED,
         metavar="N",
         help=f"simulated seconds per real second (default {DEFAULT_SPEED:g})",
     )
     parser.add_argument(
         "--duration",
-        type=_positive,
+        type=positive,
         metavar="S",
         help="stop after S real seconds (default: run until Ctrl-C)",
     )
@@ -122,7 +99,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", type=_name, default=SITE, help=f"the site name (default {SITE})")
     parser.add_argument("--rack", type=_name, default=RACK,
                         help=f"the rack name (default {RACK}); several demos on one broker need their own")
-    parser.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
+    parser.add_argument("--metrics", type=host_port, metavar="HOST:PORT",
                         help="serve Prometheus /metrics there (docs/metrics.md)")
 
 
@@ -141,13 +118,6 @@ def _name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
         raise argparse.ArgumentTypeError(f"letters, digits, _ . - only (used in MQTT topics), got {text!r}")
     return text
-
-
-def interactive_terminal() -> bool:
-    """A full-screen view only on a real terminal (not pipes, CI, or TERM=dumb)."""
-    if os.environ.get("CI") or os.environ.get("TERM", "") in ("", "dumb"):
-        return False
-    return sys.stdout.isatty() and sys.stderr.isatty()
 
 
 def run(args: argparse.Namespace) -> int:

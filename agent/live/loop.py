@@ -201,24 +201,11 @@ class LiveAgent:
             self.on_message(kind, topic, payload)
 
     def _build_stages(self) -> None:
-        from agent.stages.energy_query import engine_answerer
-        from agent.stages.intake import HintIntake
-        from agent.stages.listener import command_policy
         from agent.stages.timeline import NodeTimelines, StageTimeline
-        from drivers.registry import gpu_nodes
 
-        st = self.config.stages
-        self.timeline = StageTimeline(ttl_s=st.hint_ttl_s)
-        self.node_timelines = NodeTimelines(self.timeline, [node for node, _ in gpu_nodes(self.config)])
-        self.intake = HintIntake(
-            self.timeline,
-            nodes=self.node_timelines,
-            rate_limit_per_s=st.rate_limit_per_s,
-            on_command=self._on_command,
-            clock=self.clock.time,
-            command_policy=command_policy(st),
-            on_query=engine_answerer(lambda: self.engine, self.clock.time),  # rackwatt_client windows
-        )
+        self.timeline = StageTimeline(ttl_s=self.config.stages.hint_ttl_s)
+        self.node_timelines = NodeTimelines(self.timeline)
+        self._build_intake()
 
     async def _start_listener(self) -> None:
         from agent.stages.listener import HintListener
@@ -592,16 +579,19 @@ class LiveAgent:
             sdnotify.ready()
 
     def _build_stages_keep_timeline(self) -> None:
+        self.timeline.ttl_s = self.config.stages.hint_ttl_s
+        self._build_intake()
+
+    def _build_intake(self) -> None:
+        """The hint intake on the current timelines, with a ring for each GPU node now listed."""
         from agent.stages.energy_query import engine_answerer
         from agent.stages.intake import HintIntake
         from agent.stages.listener import command_policy
         from drivers.registry import gpu_nodes
 
-        timeline = self.timeline
-        timeline.ttl_s = self.config.stages.hint_ttl_s
         self.node_timelines = self.node_timelines.for_nodes(node for node, _ in gpu_nodes(self.config))
         self.intake = HintIntake(
-            timeline,
+            self.timeline,
             nodes=self.node_timelines,
             rate_limit_per_s=self.config.stages.rate_limit_per_s,
             on_command=self._on_command,

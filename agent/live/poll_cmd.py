@@ -100,13 +100,9 @@ def _with_timeout(config: Config, timeout_s: float) -> Config:
 async def poll_all(drivers: list[Driver]) -> list[PollResult]:
     """Poll every driver once, concurrently, then close them all; results in driver order."""
     try:
-        return list(await asyncio.gather(*(_poll_one(driver) for driver in drivers)))
+        return list(await asyncio.gather(*(guarded_poll(d, HARD_CAP_S, time.time) for d in drivers)))
     finally:
         await asyncio.gather(*(_close_one(driver) for driver in drivers))
-
-
-async def _poll_one(driver: Driver) -> PollResult:
-    return await guarded_poll(driver, HARD_CAP_S, time.time)
 
 
 async def _close_one(driver: Driver) -> None:

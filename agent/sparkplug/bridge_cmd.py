@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 from agent.live.cli_login import add_broker_options, cli_client
+from agent.live.cli_types import positive
 from agent.live.topics import Topics
 from agent.sparkplug.node import EdgeNode
-from agent.watch.watch_cmd import _positive
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rack", required=True, help="the rack: becomes the Sparkplug edge node id")
     parser.add_argument("--group", help="Sparkplug group id (default: the site)")
     add_broker_options(parser)
-    parser.add_argument("--duration", type=_positive, metavar="S", help="stop after S seconds")
+    parser.add_argument("--duration", type=positive, metavar="S", help="stop after S seconds")
 
 
 def _now_ms() -> int:

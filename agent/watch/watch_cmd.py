@@ -16,8 +16,8 @@ import time
 from typing import Any, TextIO
 
 from agent.live.cli_login import add_broker_options, cli_client
-from agent.live.demo_cmd import _positive, interactive_terminal
-from agent.live.topics import Topics, site_prefix
+from agent.live.cli_types import interactive_terminal, positive
+from agent.live.topics import Topics
 from agent.watch.board import KINDS, SiteBoard
 from agent.watch.table import SORT_KEYS, change_key, json_line, plain_line, sort_rows, table_lines
 
@@ -35,14 +35,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=_positive,
+        type=positive,
         default=DEFAULT_INTERVAL_S,
         metavar="S",
         help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})",
     )
     parser.add_argument("--json", action="store_true", help="one JSON line with every rack per refresh")
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
-    parser.add_argument("--duration", type=_positive, metavar="S", help="stop after S seconds")
+    parser.add_argument("--duration", type=positive, metavar="S", help="stop after S seconds")
     parser.add_argument(
         "--once",
         action="store_true",
@@ -57,7 +57,7 @@ class Feed:
         self.messages: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
         self.note = "connecting"
         self.connected = False
-        every_rack = Topics(site_prefix(args.topic_root, args.site) + "+")
+        every_rack = Topics.for_rack(args.topic_root, args.site, "+")
         self._filters = [(getattr(every_rack, kind), 1) for kind in KINDS]
         self.client = cli_client(args)
         self.client.on_connect = self._on_connect

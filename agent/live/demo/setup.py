@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agent.config.loader import load_config
 from agent.config.model import Config, MqttSection
+from agent.live.cli_types import MqttTarget as MqttTarget  # re-exported for the demo and tests
 from agent.live.demo.nodes import NodePlan
 from agent.live.demo.rack import CRAC_EXTRA_REGISTERS, CRAC_PROFILE, PDU_VENDORS, DevicePorts
 
@@ -39,12 +40,6 @@ class Intervals:
             f"tick {self.tick_s:g} s, nvml {self.nvml_s:g} s, pdu {self.pdu_s:g} s, "
             f"crac {self.crac_s:g} s, inlet {self.inlet_s:g} s (simulated)"
         )
-
-
-@dataclass(frozen=True)
-class MqttTarget:
-    host: str
-    port: int
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
