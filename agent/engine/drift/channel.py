@@ -176,14 +176,6 @@ class ResidualChannel:
         return self.detector.value
 
     @property
-    def s_up(self) -> float:
-        return self.detector.up
-
-    @property
-    def s_dn(self) -> float:
-        return self.detector.down
-
-    @property
     def since(self) -> float:
         """When the larger CUSUM side's evidence began (NaN before)."""
         return self.detector.since
