@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import CorrelatedScale, DelayedReference, StageLocation, TwoSidedCusum
+from agent.engine.drift.estimators import (
+    LN2,
+    CorrelatedScale,
+    DelayedReference,
+    StageLocation,
+    TwoSidedCusum,
+    finite_or_none,
+)
 
 # Modes of a channel.
 WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
@@ -235,7 +242,7 @@ class ResidualChannel:
             step = self.levels.step(residual, slot, predicted=loc, halflife=halflife,
                                     learn_scale=self._calm())
             if trending and n >= p.slot_warm_bins:
-                self.trend += math.log(2.0) / p.trend_halflife_bins * step
+                self.trend += LN2 / p.trend_halflife_bins * step
         elif trending:  # held: extrapolate the level with a fading trend
             self.levels.set_level(slot, loc)
             self.trend *= 0.5 ** (1.0 / p.frozen_trend_halflife_bins)
@@ -352,7 +359,7 @@ class ResidualChannel:
         half-life's weight (it moves at the slow everyday rate) and its settled noise
         (``scales``, where known); other slots re-warm from the bins that follow."""
         p = self._params
-        weight = max(p.loc_halflife_bins / math.log(2.0), float(p.slot_warm_bins))
+        weight = max(p.loc_halflife_bins / LN2, float(p.slot_warm_bins))
         for s in range(p.n_slots):
             if s in levels:
                 known = float(scales[s])
@@ -391,7 +398,7 @@ class ResidualChannel:
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
-        out: dict[str, object] = {name: _num(getattr(self, name)) for name in _SCALARS}
+        out: dict[str, object] = {name: finite_or_none(getattr(self, name)) for name in _SCALARS}
         out["levels"] = self.levels.state()
         out["noise"] = self.noise.state()
         out["detector"] = self.detector.state()
@@ -414,8 +421,3 @@ class ResidualChannel:
                 getattr(self, key).load(part)
             except ValueError as exc:
                 raise ValueError(f"drift channel {self.name!r}: {exc}") from exc
-
-
-def _num(value: float) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None

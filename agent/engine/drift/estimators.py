@@ -31,7 +31,8 @@ def ew_alpha(n: float, halflife: float) -> float:
     return max(1.0 / (n + 1.0), LN2 / halflife)
 
 
-def _opt(value: float) -> float | None:
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None when it is NaN or infinite (JSON-safe state)."""
     return float(value) if math.isfinite(value) else None
 
 
@@ -41,11 +42,11 @@ def fields_state(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
     for name in names:
         value = getattr(obj, name)
         if isinstance(value, np.ndarray):
-            out[name] = [_opt(float(v)) for v in value.ravel()]
+            out[name] = [finite_or_none(float(v)) for v in value.ravel()]
         elif isinstance(value, (bool, str)):
             out[name] = value
         else:
-            out[name] = _opt(float(value))
+            out[name] = finite_or_none(float(value))
     return out
 
 
@@ -91,9 +92,9 @@ class Estimator:
         """JSON-safe snapshot (NaN as None), fixed size for given parameters."""
         out: dict[str, Any] = {"params": {name: getattr(self, name) for name in self.PARAMS}}
         for name in self.SCALARS:
-            out[name] = _opt(float(getattr(self, "_" + name)))
+            out[name] = finite_or_none(float(getattr(self, "_" + name)))
         for name in self.ARRAYS:
-            out[name] = [_opt(float(v)) for v in np.ravel(getattr(self, "_" + name))]
+            out[name] = [finite_or_none(float(v)) for v in np.ravel(getattr(self, "_" + name))]
         return out
 
     @classmethod
@@ -170,16 +171,16 @@ class ReferenceLevel(Estimator):
 
     @property
     def ref(self) -> float | None:
-        return _opt(self._ref)
+        return finite_or_none(self._ref)
 
     @property
     def fast(self) -> float | None:
-        return _opt(self._fast)
+        return finite_or_none(self._fast)
 
     @property
     def moved(self) -> float | None:
         """fast − ref (None until both are known)."""
-        return _opt(self._fast - self._ref)
+        return finite_or_none(self._fast - self._ref)
 
     @property
     def n(self) -> float:
@@ -273,7 +274,7 @@ class StageLocation(Estimator):
         return float(self._loc[slot])
 
     def scale(self, slot: int) -> float | None:
-        return _opt(float(self._scale[slot]))
+        return finite_or_none(float(self._scale[slot]))
 
     def count(self, slot: int) -> float:
         return float(self._n[slot])
@@ -358,7 +359,7 @@ class CorrelatedScale(Estimator):
 
     @property
     def value(self) -> float | None:
-        return _opt(self._scale)
+        return finite_or_none(self._scale)
 
     @property
     def floored(self) -> float:
@@ -499,7 +500,7 @@ class DelayedReference(Estimator):
     @property
     def value(self) -> float | None:
         """The level read out by the last ``update`` (None while the ring fills)."""
-        return _opt(self._past)
+        return finite_or_none(self._past)
 
     def forget(self, level: float = math.nan) -> None:
         """Fill the ring with ``level`` (NaN: no past known)."""
@@ -605,7 +606,7 @@ class TypicalRate(Estimator):
         return self
 
     def value(self, slot: int) -> float | None:
-        return _opt(float(self._typical[slot]))
+        return finite_or_none(float(self._typical[slot]))
 
     def settled(self, slot: int) -> bool:
         """Past the slot's first bins, so the rate can gate bins."""
@@ -672,7 +673,7 @@ class LevelInNoise(Estimator):
 
     @property
     def level(self) -> float | None:
-        return _opt(self._level)
+        return finite_or_none(self._level)
 
     @property
     def scale(self) -> float | None:
