@@ -73,6 +73,9 @@ CASES: dict[type[Estimator], tuple[Callable[[], Estimator], Feed, Callable[[Any]
 
 
 def test_doctests_run() -> None:
+    finder = doctest.DocTestFinder(recurse=False)
+    undocumented = [cls.__name__ for cls in ESTIMATORS if not any(t.examples for t in finder.find(cls))]
+    assert undocumented == [], "every estimator carries a doctest"
     result = doctest.testmod(estimators, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= len(ESTIMATORS)
     assert result.failed == 0
@@ -125,7 +128,7 @@ def test_bad_state_is_a_clear_error(cls: type[Estimator]) -> None:
         if key == "params":
             continue
         broken = dict(state, **{key: "x" if not isinstance(value, list) else value[:-1] or ["x"]})
-        with pytest.raises(ValueError, match=key):
+        with pytest.raises(ValueError, match=rf"^{cls.__name__}: {key} must"):  # names this field
             cls.from_state(broken)
 
 
