@@ -37,8 +37,6 @@ from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import LevelInNoise
 
-BEHIND_Z = T.BEHIND_Z  # σ: see the module docstring (Page: a CUSUM detects 2 k σ fastest)
-
 
 def model_residuals(sample: ComponentSample) -> dict[str, float]:
     """Each learned component's residual against the engine's model, % of expected (NaN: none).
@@ -63,7 +61,7 @@ class ModelCatchUp:
         learned only where nothing just changed (a new job's bias must not widen "the noise")."""
         for name, residual in model_residuals(sample).items():
             z = self.lag[name].update(residual, learn_scale=settled).z
-            if z is not None and abs(z) > BEHIND_Z:
+            if z is not None and abs(z) > T.BEHIND_Z:
                 self.catching[name] = True
             elif z is not None and abs(z) <= T.CUSUM_K:
                 self.catching[name] = False

@@ -115,7 +115,6 @@ _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
     "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend",
 )  # fmt: skip
-DEV_FAST_WEIGHT = T.SHIFT_NOW_WEIGHT
 
 
 class ResidualChannel:
@@ -281,7 +280,7 @@ class ResidualChannel:
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
-        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)  # the shift as it is now (a ramp grows)
+        self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)  # the shift as it is now (a ramp grows)
         return self._watch_block(ts)
 
     def _watch_block(self, ts: float) -> Transition | None:
@@ -322,7 +321,7 @@ class ResidualChannel:
 
     def _active_block(self, dev: float, zc: float, ts: float) -> Transition | None:
         p = self._params
-        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)
+        self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)
         sign = 1.0 if self.onset_z >= 0 else -1.0
         # Reverse CUSUM ("clear_count"): evidence that the deviation fell below half its onset size.
         z_back = 0.5 * min(abs(self.onset_z), p.z_clip) - sign * zc

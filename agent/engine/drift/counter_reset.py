@@ -41,7 +41,6 @@ from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.estimators import fields_state, load_fields
 
 # Thresholds: tuning.py (RESET_*, PINNED_RATE_FRAC, STALL_FRAC, DECIDE_WITHIN_S, RATE_FIRST_BINS).
-RECENT_S = T.RESET_NAMED_S
 
 IDLE, DECIDING, JUDGING = 0, 1, 2
 
@@ -70,7 +69,7 @@ class CounterResetPoint:
         self.kind_slot = -1.0  # the old job's main stage with a work rate: where kinds are compared
 
     # ------------------------------------------------------------------------------ reading
-    def recent(self, ts: float, within_s: float = RECENT_S) -> bool:
+    def recent(self, ts: float, within_s: float = T.RESET_NAMED_S) -> bool:
         """A reload happened within ``within_s`` before ``ts``."""
         return math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= within_s
 
@@ -78,7 +77,7 @@ class CounterResetPoint:
         """The GPU baseline must not re-learn fast now: a step at the reload is being judged."""
         return self.phase in (DECIDING, JUDGING)
 
-    def evidence(self, ts: float, within_s: float = RECENT_S) -> list[dict[str, object]]:
+    def evidence(self, ts: float, within_s: float = T.RESET_NAMED_S) -> list[dict[str, object]]:
         """The reload as an evidence item (empty unless it happened within ``within_s`` before)."""
         if not self.recent(ts, within_s):
             return []
