@@ -91,7 +91,7 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, driver
     if name != "cooling":
         return params
     if drivers_measured:
-        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT,
+        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT_PCT,
                        max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
                        reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))
     return replace(params, loc_halflife_bins=T.bins(T.BLIND_COOLING_LEVEL_HALFLIFE_S, bin_s),
