@@ -36,11 +36,12 @@ def finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def fields_state(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
-    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str)."""
+def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
+    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str),
+    each read from the attribute ``prefix + name``."""
     out: dict[str, Any] = {}
     for name in names:
-        value = getattr(obj, name)
+        value = getattr(obj, prefix + name)
         if isinstance(value, np.ndarray):
             out[name] = [finite_or_none(float(v)) for v in value.ravel()]
         elif isinstance(value, (bool, str)):
@@ -90,12 +91,8 @@ class Estimator:
 
     def state(self) -> dict[str, Any]:
         """JSON-safe snapshot (NaN as None), fixed size for given parameters."""
-        out: dict[str, Any] = {"params": {name: getattr(self, name) for name in self.PARAMS}}
-        for name in self.SCALARS:
-            out[name] = finite_or_none(float(getattr(self, "_" + name)))
-        for name in self.ARRAYS:
-            out[name] = [finite_or_none(float(v)) for v in np.ravel(getattr(self, "_" + name))]
-        return out
+        params = {name: getattr(self, name) for name in self.PARAMS}
+        return {"params": params, **fields_state(self, self.SCALARS + self.ARRAYS, prefix="_")}
 
     @classmethod
     def from_state(cls: type[E], data: dict[str, Any]) -> E:
