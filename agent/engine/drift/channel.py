@@ -90,14 +90,16 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, driver
     )
     if name != "cooling":
         return params
+    # Both cooling tunings carry the same delay: without a trend the delayed reference is never
+    # read, but its ring is sized when the channel is built and restored, and the channel switches
+    # tuning with the unit model's inputs (the ring and its saved state must keep one size).
+    delay_bins = T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s)
     if drivers_measured:
         return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT_PCT,
-                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
-                       reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))
+                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S, reference_delay_bins=delay_bins)
     return replace(params, loc_halflife_bins=T.bins(T.BLIND_COOLING_LEVEL_HALFLIFE_S, bin_s),
                    trend_halflife_bins=T.bins(T.BLIND_COOLING_TREND_HALFLIFE_S, bin_s),
-                   reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s),
-                   max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
+                   reference_delay_bins=delay_bins, max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
 
 
 @dataclass(frozen=True)
