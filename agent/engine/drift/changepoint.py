@@ -60,9 +60,10 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and not self.work.by_power
 
-    def blocks_gpu_relearn(self, ts: float) -> bool:
+    @property
+    def blocks_gpu_relearn(self) -> bool:
         """A GPU step at a counter reset is being judged against the level before it."""
-        return self.resets.blocks_relearn(ts)
+        return self.resets.blocks_relearn
 
     @property
     def input_pending(self) -> bool:

@@ -73,7 +73,8 @@ class CounterResetPoint:
         """A reload happened within ``within_s`` before ``ts``."""
         return math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= within_s
 
-    def blocks_relearn(self, ts: float) -> bool:
+    @property
+    def blocks_relearn(self) -> bool:
         """The GPU baseline must not re-learn fast now: a step at the reload is being judged."""
         return self.phase in (DECIDING, JUDGING)
 

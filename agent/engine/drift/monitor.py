@@ -158,7 +158,7 @@ class DriftMonitor:
         out = frozenset(c for c, until in self._relearn_until.items()
                         if math.isfinite(ts) and ts < until
                         and (c not in PACED_COMPONENTS or self.changes.model_behind(c)))
-        return out - {"gpu"} if self.changes.blocks_gpu_relearn(ts) else out  # a reset is judged
+        return out - {"gpu"} if self.changes.blocks_gpu_relearn else out  # a reset is judged
 
     @property
     def relearn_halflife_h(self) -> dict[str, float]:
