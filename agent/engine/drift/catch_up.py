@@ -50,7 +50,6 @@ class ModelCatchUp:
     """Per learned component: is its model behind (``behind``); its re-learn half-life (``halflife_s``)."""
 
     def __init__(self, bin_s: float = 60.0) -> None:
-        self.bin_s = bin_s
         self.lag = {c: LevelInNoise(level_halflife=T.bins(T.MIN_EVIDENCE_S, bin_s),
                                     noise_halflife=T.bins(T.NOISE_HALFLIFE_S, bin_s),
                                     min_scale=T.MIN_BIN_NOISE[c], z_clip=T.Z_CLIP) for c in LEARNED}
