@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from agent.engine.components import LEARNED, ComponentSample
+from agent.engine.components import LEARNED, ComponentSample, residuals
 from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import LevelInNoise
 
@@ -41,9 +41,10 @@ from agent.engine.drift.estimators import LevelInNoise
 def model_residuals(sample: ComponentSample) -> dict[str, float]:
     """Each learned component's residual against the engine's model, % of expected (NaN: none).
     Cooling bins the engine flags ``transient`` are skipped: its lag model is still settling."""
-    cooling = math.nan if sample.transient else _pct(sample.cooling_measured_w, sample.cooling_expected_w)
-    return {"it": _pct(sample.it_measured_w, sample.it_expected_w), "cooling": cooling,
-            "gpu": _pct(sample.gpu_w, sample.gpu_expected_w)}
+    out = residuals(sample)
+    if sample.transient:
+        out["cooling"] = math.nan
+    return {c: out[c] for c in LEARNED}
 
 
 class ModelCatchUp:
@@ -101,9 +102,3 @@ class ModelCatchUp:
         if not isinstance(catching, dict) or not all(isinstance(v, bool) for v in catching.values()):
             raise ValueError("drift catch-up: catching must map components to true/false")
         self.catching = {c: bool(catching.get(c, False)) for c in LEARNED}
-
-
-def _pct(measured: float, expected: float) -> float:
-    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
-        return math.nan
-    return 100.0 * (measured - expected) / expected
