@@ -229,7 +229,7 @@ def reference_detector(samples: list[Any], faults: list[dict[str, Any]], truth: 
         from river.drift import PageHinkley
     except ImportError:
         return None
-    from agent.engine.drift.monitor import residuals
+    from agent.engine.components import residuals
 
     detectors = {name: PageHinkley(mode="both") for name in CHANNEL_CAUSE}
     onsets: list[dict[str, Any]] = []

@@ -3,7 +3,8 @@
 The engine emits one ``ComponentSample`` per bin (default 60 s) with what each component of the
 facility measured and what the (frozen-at-bin-start, lag-compensated) model expected. The drift
 detector consumes these and tells the engine which components must stop learning (``held``).
-Keeping this a plain record lets the detector be tested on synthetic residual streams.
+Keeping this a plain record lets the detector be tested on synthetic residual streams;
+``residuals`` turns one into each component's residual (what the detector and its catch-up read).
 """
 
 from __future__ import annotations
@@ -46,3 +47,20 @@ class ComponentSample:
     # Added for drift: GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin — a
     # driver reload (or a reboot) resets them. Counted per row, so it lands in the reset's own bin.
     gpu_counter_resets: int = 0
+
+
+def residuals(sample: ComponentSample) -> dict[str, float]:
+    """Each channel's residual for one bin: % of the expectation for power, °C for the inlet spread."""
+    return {
+        "it": rel_pct(sample.it_measured_w, sample.it_expected_w),
+        "cooling": rel_pct(sample.cooling_measured_w, sample.cooling_expected_w),
+        "gpu": rel_pct(sample.gpu_w, sample.gpu_expected_w),
+        "thermal": float(sample.inlet_spread_c),
+    }
+
+
+def rel_pct(measured: float, expected: float) -> float:
+    """measured − expected in % of expected (NaN without both, or with no expectation)."""
+    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
+        return math.nan
+    return 100.0 * (measured - expected) / expected

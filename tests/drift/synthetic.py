@@ -133,3 +133,12 @@ def _next_stage(rng: np.random.Generator, current: str) -> tuple[str, int]:
     if pick < 0.9:
         return "data_load", int(rng.integers(1, 4))
     return "idle", int(rng.integers(5, 30))
+
+
+def state_leaves(node: object) -> int:
+    """How many values a JSON-like state holds (what must not grow with uptime)."""
+    if isinstance(node, dict):
+        return sum(state_leaves(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(state_leaves(v) for v in node)
+    return 1

@@ -24,6 +24,7 @@ from agent.engine.drift.estimators import (
     TwoSidedCusum,
     TypicalRate,
 )
+from tests.drift.synthetic import state_leaves
 
 # One way to build and to feed each estimator: (factory, update(est, rng, i), value readers).
 Feed = Callable[[Any, np.random.Generator, int], object]
@@ -71,15 +72,10 @@ CASES: dict[type[Estimator], tuple[Callable[[], Estimator], Feed, Callable[[Any]
 }
 
 
-def _leaves(node: object) -> int:
-    if isinstance(node, dict):
-        return sum(_leaves(v) for v in node.values())
-    if isinstance(node, list):
-        return sum(_leaves(v) for v in node)
-    return 1
-
-
 def test_doctests_run() -> None:
+    finder = doctest.DocTestFinder(recurse=False)
+    undocumented = [cls.__name__ for cls in ESTIMATORS if not any(t.examples for t in finder.find(cls))]
+    assert undocumented == [], "every estimator carries a doctest"
     result = doctest.testmod(estimators, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= len(ESTIMATORS)
     assert result.failed == 0
@@ -118,7 +114,7 @@ def test_state_size_does_not_grow(cls: type[Estimator]) -> None:
         feed(short, rng, i)
     for i in range(20_000):
         feed(long, rng, i)
-    assert _leaves(short.state()) == _leaves(long.state())
+    assert state_leaves(short.state()) == state_leaves(long.state())
     assert len(json.dumps(long.state())) <= len(json.dumps(short.state())) + 64
 
 
@@ -132,7 +128,7 @@ def test_bad_state_is_a_clear_error(cls: type[Estimator]) -> None:
         if key == "params":
             continue
         broken = dict(state, **{key: "x" if not isinstance(value, list) else value[:-1] or ["x"]})
-        with pytest.raises(ValueError, match=key):
+        with pytest.raises(ValueError, match=rf"^{cls.__name__}: {key} must"):  # names this field
             cls.from_state(broken)
 
 

@@ -13,8 +13,7 @@ from dataclasses import replace
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
-from agent.engine.drift.tuning import DECIDE_WITHIN_S as MAX_CHECK_S
-from agent.engine.drift.tuning import SAME_WORK_RATE_FRAC
+from agent.engine.drift.tuning import DECIDE_WITHIN_S, SAME_WORK_RATE_FRAC
 from tests.drift.synthetic import Injection, stream
 
 T0 = 1_764_000_000.0
@@ -95,13 +94,13 @@ def test_another_kind_of_job_is_a_workload_change_dated_at_the_job_change() -> N
 
 
 def test_a_job_that_shows_no_comparable_rate_within_the_hour_is_re_learned() -> None:
-    samples = restarted(stream(2.5, 44), RESTART_S, rate_from_s=2 * MAX_CHECK_S)
+    samples = restarted(stream(2.5, 44), RESTART_S, rate_from_s=2 * DECIDE_WITHIN_S)
     monitor = DriftMonitor()
     events = observe(monitor, samples)
     change = workload(events)
     assert len(change) == 1 and not faults(events)
     waited = float(change[0]["ts"]) - (T0 + RESTART_S)  # type: ignore[arg-type]
-    assert MAX_CHECK_S < waited <= MAX_CHECK_S + 180
+    assert DECIDE_WITHIN_S < waited <= DECIDE_WITHIN_S + 180
 
 
 def test_a_pending_check_survives_a_restart_of_the_agent() -> None:

@@ -7,17 +7,9 @@ import json
 import pytest
 
 from agent.engine.drift import DriftMonitor
-from tests.drift.synthetic import Injection, stream
+from tests.drift.synthetic import Injection, state_leaves, stream
 
 T0 = 1_764_000_000.0
-
-
-def _leaves(node: object) -> int:
-    if isinstance(node, dict):
-        return sum(_leaves(v) for v in node.values())
-    if isinstance(node, list):
-        return sum(_leaves(v) for v in node)
-    return 1
 
 
 def test_state_size_does_not_grow_with_uptime() -> None:
@@ -26,7 +18,7 @@ def test_state_size_does_not_grow_with_uptime() -> None:
         short.observe(sample)
     for sample in stream(6, 3):
         long.observe(sample)
-    assert _leaves(short.save_state()) == _leaves(long.save_state())
+    assert state_leaves(short.save_state()) == state_leaves(long.save_state())
     size_long = len(json.dumps(long.save_state()))
     assert size_long < 16_000  # a few floats per channel and stage: nothing grows with uptime
 

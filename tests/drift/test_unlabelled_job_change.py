@@ -2,7 +2,7 @@
 
 The change-point judge opens a same-work check when an unlabelled rack's GPUs resume work after
 idle bins, and compares the GPU power level in the main stage: moved by more than
-``SAME_WORK_RATE_FRAC`` is a new job (re-learned, a ``workload`` event); less is the same work,
+``SAME_WORK_POWER_FRAC`` is a new job (re-learned, a ``workload`` event); less is the same work,
 so a fault that starts at a restart (a few % more power) is still judged as one.
 """
 

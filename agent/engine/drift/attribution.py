@@ -21,7 +21,6 @@ from agent.engine.drift.context import SignalContext
 
 CAUSES: tuple[str, ...] = ("cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown")
 # Evidence thresholds for "moved with it": tuning.py.
-JOB_RECENT_S = T.JOB_RECENT_S
 # Faults cost energy or margin (issue 16): a failed PSU, a hot spot, a degraded coil or an ageing
 # GPU only ever add power (or widen the inlet spread). A shift of one of these causes the other
 # way saves energy: it is a change of the rack's normal, never that fault (see ``costs``).
@@ -177,11 +176,11 @@ def workload_reason(
 ) -> str:
     """A short phrase naming the workload evidence, or "" when there is none.
 
-    A job change or a workload shift in the last ``JOB_RECENT_S`` counts (the engine is still
+    A job change or a workload shift in the last ``tuning.JOB_RECENT_S`` counts (the engine is still
     re-learning) unless the shift's evidence began before it (``since_ts``), as does a moved work
     rate or stage mix (``recent_only`` skips those two)."""
     before_job = math.isfinite(since_ts) and since_ts < ctx.workload_ts
-    if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= JOB_RECENT_S and not before_job:
+    if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= T.JOB_RECENT_S and not before_job:
         return f"a workload change {(ts - ctx.workload_ts) / 3600:.1f} h ago (job {ctx.job or '?'})"
     if recent_only:
         return ""

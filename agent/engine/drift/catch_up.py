@@ -33,26 +33,24 @@ from __future__ import annotations
 
 import math
 
-from agent.engine.components import LEARNED, ComponentSample
+from agent.engine.components import LEARNED, ComponentSample, residuals
 from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import LevelInNoise
-
-BEHIND_Z = T.BEHIND_Z  # σ: see the module docstring (Page: a CUSUM detects 2 k σ fastest)
 
 
 def model_residuals(sample: ComponentSample) -> dict[str, float]:
     """Each learned component's residual against the engine's model, % of expected (NaN: none).
     Cooling bins the engine flags ``transient`` are skipped: its lag model is still settling."""
-    cooling = math.nan if sample.transient else _pct(sample.cooling_measured_w, sample.cooling_expected_w)
-    return {"it": _pct(sample.it_measured_w, sample.it_expected_w), "cooling": cooling,
-            "gpu": _pct(sample.gpu_w, sample.gpu_expected_w)}
+    out = residuals(sample)
+    if sample.transient:
+        out["cooling"] = math.nan
+    return {c: out[c] for c in LEARNED}
 
 
 class ModelCatchUp:
     """Per learned component: is its model behind (``behind``); its re-learn half-life (``halflife_s``)."""
 
     def __init__(self, bin_s: float = 60.0) -> None:
-        self.bin_s = bin_s
         self.lag = {c: LevelInNoise(level_halflife=T.bins(T.MIN_EVIDENCE_S, bin_s),
                                     noise_halflife=T.bins(T.NOISE_HALFLIFE_S, bin_s),
                                     min_scale=T.MIN_BIN_NOISE[c], z_clip=T.Z_CLIP) for c in LEARNED}
@@ -63,7 +61,7 @@ class ModelCatchUp:
         learned only where nothing just changed (a new job's bias must not widen "the noise")."""
         for name, residual in model_residuals(sample).items():
             z = self.lag[name].update(residual, learn_scale=settled).z
-            if z is not None and abs(z) > BEHIND_Z:
+            if z is not None and abs(z) > T.BEHIND_Z:
                 self.catching[name] = True
             elif z is not None and abs(z) <= T.CUSUM_K:
                 self.catching[name] = False
@@ -104,9 +102,3 @@ class ModelCatchUp:
         if not isinstance(catching, dict) or not all(isinstance(v, bool) for v in catching.values()):
             raise ValueError("drift catch-up: catching must map components to true/false")
         self.catching = {c: bool(catching.get(c, False)) for c in LEARNED}
-
-
-def _pct(measured: float, expected: float) -> float:
-    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
-        return math.nan
-    return 100.0 * (measured - expected) / expected

@@ -30,7 +30,7 @@ import math
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
-from agent.engine.drift.attribution import JOB_RECENT_S, Attribution
+from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.catch_up import ModelCatchUp
 from agent.engine.drift.channel import ChannelParams, ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
@@ -41,7 +41,6 @@ from agent.engine.drift.same_work import SAME, SameWorkCheck, WorkVerdict, name_
 # Onsets of these causes soon after a same-work restart name it: a fault that starts at a restart
 # (a PSU failing on the power-up) is judged against the previous run's baseline, and says so.
 RESTART_NAMED_CAUSES = frozenset({"gpu_hardware", "power_chain"})
-AT_CHANGE_S = T.RESET_GROUP_S  # a reset this close before a job change belongs to that change
 
 
 class ChangePointJudge:
@@ -61,9 +60,10 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and not self.work.by_power
 
-    def blocks_gpu_relearn(self, ts: float) -> bool:
+    @property
+    def blocks_gpu_relearn(self) -> bool:
         """A GPU step at a counter reset is being judged against the level before it."""
-        return self.resets.blocks_relearn(ts)
+        return self.resets.blocks_relearn
 
     @property
     def input_pending(self) -> bool:
@@ -140,7 +140,7 @@ class ChangePointJudge:
         """Name a change point in an onset's verdict: a counter reset for a GPU shift, a same-work
         restart for a shift of a cause a restart can hide."""
         verdict = self.resets.revise(name, verdict, deviation, ts)
-        restart = self.work.recent_restart(ts, JOB_RECENT_S)
+        restart = self.work.recent_restart(ts, T.JOB_RECENT_S)
         if restart is not None and verdict.cause in RESTART_NAMED_CAUSES:
             verdict = name_restart(verdict, restart, job, ts)
         return verdict
@@ -148,19 +148,19 @@ class ChangePointJudge:
     def evidence(self, cause: str, ts: float, job: str) -> list[dict[str, object]]:
         """Change points behind an onset of ``cause`` at ``ts``, as evidence items."""
         items = self.resets.evidence(ts) if cause == "gpu_hardware" else []
-        restart = self.work.recent_restart(ts, JOB_RECENT_S)
+        restart = self.work.recent_restart(ts, T.JOB_RECENT_S)
         if restart is not None and cause in RESTART_NAMED_CAUSES:
             items.append(restart_evidence(restart, job))
         return items
 
     def reset_at_change(self, job_change_ts: float) -> list[dict[str, object]]:
         """A counter reset at the job change itself, as evidence for the workload event."""
-        return self.resets.evidence(job_change_ts, within_s=AT_CHANGE_S)
+        return self.resets.evidence(job_change_ts, within_s=T.RESET_GROUP_S)
 
     def relearn_note(self, since_ts: float, ts: float) -> tuple[str, list[dict[str, object]]]:
         """What a finished re-learn should say about a counter reset during it (text, evidence)."""
         evidence = self.resets.evidence(ts)
-        if not evidence or self.resets.reload_ts < since_ts - AT_CHANGE_S:
+        if not evidence or self.resets.reload_ts < since_ts - T.RESET_GROUP_S:
             return "", []
         if self.resets.pinned_from:
             return (" The GPU driver reloaded during the re-learn; the GPUs were judged against their level "

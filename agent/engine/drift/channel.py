@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import CorrelatedScale, DelayedReference, StageLocation, TwoSidedCusum
+from agent.engine.drift.estimators import (
+    LN2,
+    CorrelatedScale,
+    DelayedReference,
+    StageLocation,
+    TwoSidedCusum,
+    finite_or_none,
+)
 
 # Modes of a channel.
 WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
@@ -83,14 +90,16 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, driver
     )
     if name != "cooling":
         return params
+    # Both cooling tunings carry the same delay: without a trend the delayed reference is never
+    # read, but its ring is sized when the channel is built and restored, and the channel switches
+    # tuning with the unit model's inputs (the ring and its saved state must keep one size).
+    delay_bins = T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s)
     if drivers_measured:
-        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT,
-                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S,
-                       reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s))
+        return replace(params, min_effect=T.WEATHER_COOLING_MIN_EFFECT_PCT,
+                       max_suspect_s=T.WEATHER_COOLING_MAX_SUSPECT_S, reference_delay_bins=delay_bins)
     return replace(params, loc_halflife_bins=T.bins(T.BLIND_COOLING_LEVEL_HALFLIFE_S, bin_s),
                    trend_halflife_bins=T.bins(T.BLIND_COOLING_TREND_HALFLIFE_S, bin_s),
-                   reference_delay_bins=T.whole_bins(T.BLIND_COOLING_REFERENCE_DELAY_S, bin_s),
-                   max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
+                   reference_delay_bins=delay_bins, max_suspect_s=T.BLIND_COOLING_MAX_SUSPECT_S)
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,6 @@ _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
     "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend",
 )  # fmt: skip
-DEV_FAST_WEIGHT = T.SHIFT_NOW_WEIGHT
 
 
 class ResidualChannel:
@@ -176,14 +184,6 @@ class ResidualChannel:
         return self.detector.value
 
     @property
-    def s_up(self) -> float:
-        return self.detector.up
-
-    @property
-    def s_dn(self) -> float:
-        return self.detector.down
-
-    @property
     def since(self) -> float:
         """When the larger CUSUM side's evidence began (NaN before)."""
         return self.detector.since
@@ -243,7 +243,7 @@ class ResidualChannel:
             step = self.levels.step(residual, slot, predicted=loc, halflife=halflife,
                                     learn_scale=self._calm())
             if trending and n >= p.slot_warm_bins:
-                self.trend += math.log(2.0) / p.trend_halflife_bins * step
+                self.trend += LN2 / p.trend_halflife_bins * step
         elif trending:  # held: extrapolate the level with a fading trend
             self.levels.set_level(slot, loc)
             self.trend *= 0.5 ** (1.0 / p.frozen_trend_halflife_bins)
@@ -282,7 +282,7 @@ class ResidualChannel:
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
-        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)  # the shift as it is now (a ramp grows)
+        self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)  # the shift as it is now (a ramp grows)
         return self._watch_block(ts)
 
     def _watch_block(self, ts: float) -> Transition | None:
@@ -323,7 +323,7 @@ class ResidualChannel:
 
     def _active_block(self, dev: float, zc: float, ts: float) -> Transition | None:
         p = self._params
-        self.dev_fast += DEV_FAST_WEIGHT * (dev - self.dev_fast)
+        self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)
         sign = 1.0 if self.onset_z >= 0 else -1.0
         # Reverse CUSUM ("clear_count"): evidence that the deviation fell below half its onset size.
         z_back = 0.5 * min(abs(self.onset_z), p.z_clip) - sign * zc
@@ -360,7 +360,7 @@ class ResidualChannel:
         half-life's weight (it moves at the slow everyday rate) and its settled noise
         (``scales``, where known); other slots re-warm from the bins that follow."""
         p = self._params
-        weight = max(p.loc_halflife_bins / math.log(2.0), float(p.slot_warm_bins))
+        weight = max(p.loc_halflife_bins / LN2, float(p.slot_warm_bins))
         for s in range(p.n_slots):
             if s in levels:
                 known = float(scales[s])
@@ -399,7 +399,7 @@ class ResidualChannel:
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
-        out: dict[str, object] = {name: _num(getattr(self, name)) for name in _SCALARS}
+        out: dict[str, object] = {name: finite_or_none(getattr(self, name)) for name in _SCALARS}
         out["levels"] = self.levels.state()
         out["noise"] = self.noise.state()
         out["detector"] = self.detector.state()
@@ -422,8 +422,3 @@ class ResidualChannel:
                 getattr(self, key).load(part)
             except ValueError as exc:
                 raise ValueError(f"drift channel {self.name!r}: {exc}") from exc
-
-
-def _num(value: float) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None

@@ -16,7 +16,7 @@ import numpy as np
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import ReferenceLevel, StageMix, TypicalRate
+from agent.engine.drift.estimators import ReferenceLevel, StageMix, TypicalRate, finite_or_none
 from agent.trace.model import CANONICAL_STAGES
 
 STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
@@ -143,7 +143,7 @@ class SignalContext:
             "mix": self.mix.state(),
             "rated": self.rated,
             "job": self.job[:200],
-            "workload_ts": _num(self.workload_ts),
+            "workload_ts": finite_or_none(self.workload_ts),
             "idle_bins": self.idle_bins,
         }
 
@@ -168,7 +168,3 @@ class SignalContext:
         self.workload_ts = float(last) if isinstance(last, (int, float)) else math.nan
         idle = data.get("idle_bins")
         self.idle_bins = idle if isinstance(idle, int) and idle >= 0 else 0
-
-
-def _num(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from agent.engine.drift import tuning as T
+from agent.engine.drift.estimators import finite_or_none
 
 N_FEATURES = 6
 # Time constants (fit half-lives, warm-up, learning delay): tuning.py UNIT_*, in seconds.
@@ -164,8 +165,8 @@ class CoolingUnitModel:
             "gram": [float(v) for v in self.gram.ravel()],
             "moment": [float(v) for v in self.moment],
             "n": self.n,
-            "power_scale": _num(self.power_scale),
-            "load_scale": _num(self.load_scale),
+            "power_scale": finite_or_none(self.power_scale),
+            "load_scale": finite_or_none(self.load_scale),
             "source": self.source,
             "outdoor_missing": self.outdoor_missing,
             "queue": [float(v) for v in self._queue[: int(self.queue_n)].ravel()],
@@ -198,7 +199,3 @@ class CoolingUnitModel:
         self._queue[:n] = np.array(queue, dtype=float).reshape(n, width)
         self.queue_n = float(n)
         self.queue_i = float(data.get("queue_i") or 0.0) % self.learn_delay  # type: ignore[arg-type]
-
-
-def _num(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

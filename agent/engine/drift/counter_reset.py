@@ -41,7 +41,6 @@ from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.estimators import fields_state, load_fields
 
 # Thresholds: tuning.py (RESET_*, PINNED_RATE_FRAC, STALL_FRAC, DECIDE_WITHIN_S, RATE_FIRST_BINS).
-RECENT_S = T.RESET_NAMED_S
 
 IDLE, DECIDING, JUDGING = 0, 1, 2
 
@@ -70,17 +69,18 @@ class CounterResetPoint:
         self.kind_slot = -1.0  # the old job's main stage with a work rate: where kinds are compared
 
     # ------------------------------------------------------------------------------ reading
-    def recent(self, ts: float) -> bool:
-        """A reload happened within ``RECENT_S`` before ``ts``."""
-        return math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= RECENT_S
+    def recent(self, ts: float, within_s: float = T.RESET_NAMED_S) -> bool:
+        """A reload happened within ``within_s`` before ``ts``."""
+        return math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= within_s
 
-    def blocks_relearn(self, ts: float) -> bool:
+    @property
+    def blocks_relearn(self) -> bool:
         """The GPU baseline must not re-learn fast now: a step at the reload is being judged."""
         return self.phase in (DECIDING, JUDGING)
 
-    def evidence(self, ts: float, within_s: float = RECENT_S) -> list[dict[str, object]]:
+    def evidence(self, ts: float, within_s: float = T.RESET_NAMED_S) -> list[dict[str, object]]:
         """The reload as an evidence item (empty unless it happened within ``within_s`` before)."""
-        if not (math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= within_s):
+        if not self.recent(ts, within_s):
             return []
         return [{"signal": "gpu_counter_resets", "counters": int(self.counters),
                  "since": round(self.reload_ts, 1), "role": "context",
@@ -124,7 +124,7 @@ class CounterResetPoint:
         self.rate_max[:] = 0.0
         self.job_change_ts = ts
         self.different_kind = False
-        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= T.RESET_GROUP_S:
+        if self.recent(ts, T.RESET_GROUP_S):
             self.phase = DECIDING  # the reload came just before the job change: judge it with it
             self.own_level[:] = math.nan
             self.pinned_from = ""
@@ -149,7 +149,7 @@ class CounterResetPoint:
             self.phase = IDLE
 
     def _on_reset(self, ts: float, n: int, channel: ResidualChannel, in_workload: bool) -> None:
-        if math.isfinite(self.reload_ts) and 0.0 <= ts - self.reload_ts <= T.RESET_GROUP_S:
+        if self.recent(ts, T.RESET_GROUP_S):
             self.counters += n  # the rest of the same reload
             return
         self.reload_ts = ts

@@ -31,21 +31,23 @@ def ew_alpha(n: float, halflife: float) -> float:
     return max(1.0 / (n + 1.0), LN2 / halflife)
 
 
-def _opt(value: float) -> float | None:
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None when it is NaN or infinite (JSON-safe state)."""
     return float(value) if math.isfinite(value) else None
 
 
-def fields_state(obj: object, names: tuple[str, ...]) -> dict[str, Any]:
-    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str)."""
+def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
+    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str),
+    each read from the attribute ``prefix + name``."""
     out: dict[str, Any] = {}
     for name in names:
-        value = getattr(obj, name)
+        value = getattr(obj, prefix + name)
         if isinstance(value, np.ndarray):
-            out[name] = [_opt(float(v)) for v in value.ravel()]
+            out[name] = [finite_or_none(float(v)) for v in value.ravel()]
         elif isinstance(value, (bool, str)):
             out[name] = value
         else:
-            out[name] = _opt(float(value))
+            out[name] = finite_or_none(float(value))
     return out
 
 
@@ -89,12 +91,8 @@ class Estimator:
 
     def state(self) -> dict[str, Any]:
         """JSON-safe snapshot (NaN as None), fixed size for given parameters."""
-        out: dict[str, Any] = {"params": {name: getattr(self, name) for name in self.PARAMS}}
-        for name in self.SCALARS:
-            out[name] = _opt(float(getattr(self, "_" + name)))
-        for name in self.ARRAYS:
-            out[name] = [_opt(float(v)) for v in np.ravel(getattr(self, "_" + name))]
-        return out
+        params = {name: getattr(self, name) for name in self.PARAMS}
+        return {"params": params, **fields_state(self, self.SCALARS + self.ARRAYS, prefix="_")}
 
     @classmethod
     def from_state(cls: type[E], data: dict[str, Any]) -> E:
@@ -170,16 +168,16 @@ class ReferenceLevel(Estimator):
 
     @property
     def ref(self) -> float | None:
-        return _opt(self._ref)
+        return finite_or_none(self._ref)
 
     @property
     def fast(self) -> float | None:
-        return _opt(self._fast)
+        return finite_or_none(self._fast)
 
     @property
     def moved(self) -> float | None:
         """fast − ref (None until both are known)."""
-        return _opt(self._fast - self._ref)
+        return finite_or_none(self._fast - self._ref)
 
     @property
     def n(self) -> float:
@@ -273,7 +271,7 @@ class StageLocation(Estimator):
         return float(self._loc[slot])
 
     def scale(self, slot: int) -> float | None:
-        return _opt(float(self._scale[slot]))
+        return finite_or_none(float(self._scale[slot]))
 
     def count(self, slot: int) -> float:
         return float(self._n[slot])
@@ -358,7 +356,7 @@ class CorrelatedScale(Estimator):
 
     @property
     def value(self) -> float | None:
-        return _opt(self._scale)
+        return finite_or_none(self._scale)
 
     @property
     def floored(self) -> float:
@@ -499,7 +497,7 @@ class DelayedReference(Estimator):
     @property
     def value(self) -> float | None:
         """The level read out by the last ``update`` (None while the ring fills)."""
-        return _opt(self._past)
+        return finite_or_none(self._past)
 
     def forget(self, level: float = math.nan) -> None:
         """Fill the ring with ``level`` (NaN: no past known)."""
@@ -605,7 +603,7 @@ class TypicalRate(Estimator):
         return self
 
     def value(self, slot: int) -> float | None:
-        return _opt(float(self._typical[slot]))
+        return finite_or_none(float(self._typical[slot]))
 
     def settled(self, slot: int) -> bool:
         """Past the slot's first bins, so the rate can gate bins."""
@@ -672,7 +670,7 @@ class LevelInNoise(Estimator):
 
     @property
     def level(self) -> float | None:
-        return _opt(self._level)
+        return finite_or_none(self._level)
 
     @property
     def scale(self) -> float | None:

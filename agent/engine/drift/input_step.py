@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import MAD_TO_SIGMA, fields_state, load_fields
+from agent.engine.drift.estimators import MAD_TO_SIGMA, ew_alpha, fields_state, load_fields
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class InputStep:
         return InputShift(change, z, self.base_c, setpoint_c, self.start_ts)
 
     def _rest(self, setpoint_c: float, residual_pct: float) -> None:
-        alpha = max(1.0 / (self.n_base + 1.0), math.log(2.0) / self._rest_halflife)
+        alpha = ew_alpha(self.n_base, self._rest_halflife)
         self.base_c += alpha * (setpoint_c - self.base_c)
         if math.isfinite(residual_pct):
             if not math.isfinite(self.before_pct):

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from agent.config.model import EngineSection
-from agent.engine.components import COMPONENTS, LEARNED, ComponentSample
+from agent.engine.components import COMPONENTS, LEARNED, ComponentSample, residuals
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import CAUSES, attribute, costs, saving
 from agent.engine.drift.changepoint import ChangePointJudge
@@ -158,7 +158,7 @@ class DriftMonitor:
         out = frozenset(c for c, until in self._relearn_until.items()
                         if math.isfinite(ts) and ts < until
                         and (c not in PACED_COMPONENTS or self.changes.model_behind(c)))
-        return out - {"gpu"} if self.changes.blocks_gpu_relearn(ts) else out  # a reset is judged
+        return out - {"gpu"} if self.changes.blocks_gpu_relearn else out  # a reset is judged
 
     @property
     def relearn_halflife_h(self) -> dict[str, float]:
@@ -653,22 +653,6 @@ class DriftMonitor:
     @property
     def active(self) -> frozenset[str]:
         return frozenset(name for name, ch in self.channels.items() if ch.mode == ACTIVE)
-
-
-def residuals(sample: ComponentSample) -> dict[str, float]:
-    """Each channel's residual for one bin: % of the expectation for power, °C for the inlet spread."""
-    return {
-        "it": _rel_pct(sample.it_measured_w, sample.it_expected_w),
-        "cooling": _rel_pct(sample.cooling_measured_w, sample.cooling_expected_w),
-        "gpu": _rel_pct(sample.gpu_w, sample.gpu_expected_w),
-        "thermal": float(sample.inlet_spread_c),
-    }
-
-
-def _rel_pct(measured: float, expected: float) -> float:
-    if not (math.isfinite(measured) and math.isfinite(expected)) or expected <= 1e-6:
-        return math.nan
-    return 100.0 * (measured - expected) / expected
 
 
 def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:

@@ -34,7 +34,7 @@ from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.estimators import fields_state, load_fields
+from agent.engine.drift.estimators import fields_state, finite_or_none, load_fields
 
 SAME, DIFFERENT = "same", "different"
 IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
@@ -165,14 +165,14 @@ class SameWorkCheck:
     def state(self) -> dict[str, object]:
         last = self.last
         return {
-            "since_ts": _num(self.since_ts),
+            "since_ts": finite_or_none(self.since_ts),
             "slot": self.slot,
-            "prev_rate": _num(self.prev_rate),
+            "prev_rate": finite_or_none(self.prev_rate),
             "previous_job": self.previous_job[:200],
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
-                "previous_job": last.previous_job[:200], "rate_ratio": _num(last.rate_ratio)},
+                "previous_job": last.previous_job[:200], "rate_ratio": finite_or_none(last.rate_ratio)},
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -222,10 +222,6 @@ def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
     return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
             "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
-
-
-def _num(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def _float(value: object, default: float = math.nan) -> float:

@@ -51,7 +51,7 @@ FALSE_ALARM_MARGIN = 20.0  # ARL0 × this: residual blocks are not Gaussian nor 
 # The smallest shift worth an alarm, and the floor of a bin's noise (the readings' resolution).
 MIN_EFFECT_PCT = 1.5  # %: ½ of the 3 % target (IT and GPU power)
 BLIND_COOLING_MIN_EFFECT_PCT = 2.5  # %: cooling power with the weather unexplained
-WEATHER_COOLING_MIN_EFFECT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
+WEATHER_COOLING_MIN_EFFECT_PCT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
 SPREAD_EFFECT_C = 0.2  # °C: the smallest inlet-spread shift worth an alarm (about the sensors' noise)
 POWER_RESOLUTION_PCT = 0.2  # %: a PDU's (and a unit's) power reading resolution
 COOLING_RESOLUTION_PCT = 0.3  # %: the cooling residual's resolution (two readings' ratio)
