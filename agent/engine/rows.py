@@ -36,6 +36,7 @@ from agent.engine.signals import (
     is_engine_signal,
     member_names,
     node_moments,
+    node_sum,
     node_totals,
     remap_fields,
 )
@@ -315,9 +316,12 @@ class RowBinner:
             groups = None
             if q.name == "gpu" and self.rack.node_gpus:
                 groups = np.array([self.rack.gpu_node(n) for n in members])
-            out[q.name] = combine(q, cols, shares, groups)
-            if groups is not None and np.unique(groups).size > 1 and cols.shape[1]:
-                out["gpu2"], out["gpu3"] = node_moments(node_totals(cols, groups))
+            if groups is not None and cols.shape[1] and np.unique(groups).size > 1:
+                per_node = node_totals(cols, groups)  # once: the total and the moments both read it
+                out[q.name] = node_sum(per_node)
+                out["gpu2"], out["gpu3"] = node_moments(per_node)
+            else:
+                out[q.name] = combine(q, cols, shares, groups)
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
