@@ -35,7 +35,7 @@ from agent.engine.frames import RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
 from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
-from agent.engine.signals import F
+from agent.engine.signals import F, node_totals
 from agent.engine.stage_attribution import MIN_KNOWN
 from agent.engine.stage_slots import StageSlots
 from agent.trace.model import TraceChunk
@@ -110,15 +110,11 @@ class JobEnergy:
                 if k.startswith("gpu.") and k.endswith(".power_w") and k.split(".")[1].isdigit()}
         groups = self.nodes.gpus or (frozenset(cols),)
         out = np.full((len(chunk), len(groups)), np.nan)
-        for k, gpus in enumerate(groups):
-            members = [cols[i] for i in sorted(gpus) if i in cols]
-            if not members:
-                continue
-            m = np.stack(members, axis=1)
-            known = np.isfinite(m)
-            cnt = known.sum(axis=1)
-            total = np.where(known, m, 0.0).sum(axis=1) * len(gpus) / np.maximum(cnt, 1)
-            out[:, k] = np.where(cnt > 0, total, np.nan)
+        node = np.array([k for k, gpus in enumerate(groups) for _ in gpus], dtype=np.int64)
+        if node.size:  # a configured GPU without a column counts as missing: scaled like the engine's
+            absent = np.full(len(chunk), np.nan)
+            held = np.stack([cols.get(i, absent) for gpus in groups for i in sorted(gpus)], axis=1)
+            out[:, np.unique(node)] = node_totals(held, node)
         return out
 
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
