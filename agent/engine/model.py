@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from agent.engine.closed_window import KNOWN_FRAC, ClosedWindow, bin_mean, bin_work_rate, gpu_moments
+from agent.engine.closed_window import ClosedWindow, bin_work_rate, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -244,10 +244,8 @@ class ResponseModel:
 
     def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
-        n, sums, dur = c.n, c.sums, c.dur
-        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        n, sums, dur, seen_it, g = c.n, c.sums, c.dur, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
-        g = np.nan_to_num(gpu_moments(sums))
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
@@ -263,10 +261,8 @@ class ResponseModel:
     def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                 it: EWLS, it_stage: EWLS) -> None:
         """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
-        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
-        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        n, scale, sums, frac, w_h, seen_it, g = c.n, self.scale_w, c.sums, c.frac, c.w_h, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~held
-        g = np.nan_to_num(gpu_moments(sums))
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
         y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
         lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
@@ -281,8 +277,8 @@ class ResponseModel:
 
     def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, relearn: frozenset[str]) -> None:
         """Score every lag candidate on its frozen predictions, then update all."""
-        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
-        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
+        n, scale, dur, w_h = c.n, self.scale_w, c.dur, c.w_h
+        rows_c = c.cool_ok & ~wb.held[:n, HELD_COOLING]
         y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
@@ -310,9 +306,8 @@ class ResponseModel:
         self.last_res = (
             (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
         )
-        seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
-        self.bias_cool = ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
+        self.bias_cool = ew_bias(self.bias_cool, resid, c.cool_ok, dur, BIAS_HALFLIFE_S)
         self._fit_cooling(wb, c, relearn, wb.held[:n, HELD_COOLING], self.cool)
         if self.scored:
             self.best = int(np.argmin(self.score))
@@ -320,8 +315,8 @@ class ResponseModel:
     def _fit_cooling(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                      cool: EWLS) -> None:
         """Every lag candidate's cooling regression ``cool`` learns the bins not ``held``."""
-        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
-        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~held
+        n, scale, w_h = c.n, self.scale_w, c.w_h
+        rows_c = c.cool_ok & ~held
         y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
@@ -346,9 +341,7 @@ class ResponseModel:
 
     def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n, sums, dur = c.n, c.sums, c.dur
-        wr = bin_mean(sums, "wr")
-        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        n, wr, wr_ok = c.n, c.wr, c.wr_ok
         if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
             self.wr_scale = float(np.nanmax(wr[wr_ok]))
         if not math.isfinite(self.wr_scale):
@@ -358,9 +351,7 @@ class ResponseModel:
     def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
                  model: EWLS) -> None:
         """The GPU-per-work regression ``model`` learns the pure-stage bins not ``held``."""
-        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
-        wr = bin_mean(sums, "wr")
-        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        n, frac, w_h, wr, wr_ok = c.n, c.frac, c.w_h, c.wr, c.wr_ok
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9
         use = wr_ok & c.gpu_ok & pure & ~held
