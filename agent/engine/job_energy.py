@@ -38,14 +38,12 @@ from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F, node_totals
 from agent.engine.stage_attribution import MIN_KNOWN
 from agent.engine.stage_slots import StageSlots
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 # The jobs the engine tracks work rates for (job_rates.CAPACITY) × the 8 stages a job typically
 # reports (the six canonical ones, "unknown" and one custom): cells beyond that are long gone jobs.
 MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
-J_PER_KWH = 3.6e6
-
 
 
 class JobEnergy:

@@ -36,12 +36,11 @@ import math
 import numpy as np
 
 from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, Signals
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 # Two meter steps may cost at most a third of the tightest window-accuracy target (issue 14/3: P95 ≤
 # 1.5 %): the measurement must not use up the error budget the model is judged by.
 RESOLUTION_SHARE = 0.005
-KWH_TO_WS = 3.6e6
 # Differences below this share of the counter's value are float rounding, not a meter step
 # (float64 carries ~16 digits; a counter keeps at most ~10 significant ones).
 FLOAT_TOL = 1e-9
@@ -101,9 +100,9 @@ def meter_power(
             else np.full(i.size, np.inf)
         )
         with np.errstate(invalid="ignore", divide="ignore"):
-            power = d_kwh * KWH_TO_WS / span
+            power = d_kwh * J_PER_KWH / span
             step_kwh = steps[q]  # smallest step among the increments up to this span's end
-            fine = 2.0 * step_kwh <= RESOLUTION_SHARE * power * window_s / KWH_TO_WS
+            fine = 2.0 * step_kwh <= RESOLUTION_SHARE * power * window_s / J_PER_KWH
         use = (
             (span > 0)
             & (span <= HOLD_FACTOR * interval + 1e-9)
