@@ -37,7 +37,7 @@ from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F, node_totals
 from agent.engine.stage_attribution import MIN_KNOWN
-from agent.engine.stage_slots import StageSlots
+from agent.engine.stage_slots import N_SLOTS, StageSlots
 from agent.trace.model import J_PER_KWH, TraceChunk
 
 # The jobs the engine tracks work rates for (job_rates.CAPACITY) × the 8 stages a job typically
@@ -199,9 +199,7 @@ class JobEnergy:
         total = float(weight.sum())
         frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
         if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
-            by_slot: dict[int, float] = {}
-            for i, sec in zip(slot, v[:, 1].tolist(), strict=True):
-                by_slot[i] = by_slot.get(i, 0.0) + sec / dur
+            by_slot = np.bincount(slot, weights=v[:, 1] / dur, minlength=N_SLOTS)
             x = m.features(float(node_g.sum()) / dur, node_s / dur, by_slot, self.nodes.n)
             m.learn(x, it_ws / pdu_s, self.nodes.n)
         for j, (_, cell) in enumerate(entries):

@@ -76,17 +76,14 @@ class NodePowerModel:
         self._r[col] = 0.0
         self._solve()
 
-    def features(
-        self, gpu_w: float, on: np.ndarray, nodes_by_slot: dict[int, float], n_nodes: int
-    ) -> np.ndarray:
+    def features(self, gpu_w: float, on: np.ndarray, nodes_by_slot: np.ndarray, n_nodes: int) -> np.ndarray:
         """One bin's features: the rack's GPU power (W), each node's powered share of the bin
         (``on``) and the powered nodes in each stage slot (``nodes_by_slot``, means over the bin)."""
-        x = np.zeros(self.n)
+        x = np.empty(self.n)
         per = SCALE_W * max(n_nodes, 1)
         x[0] = gpu_w / per
         x[1] = float(on.sum()) * SCALE_W / per
-        for slot, nodes in nodes_by_slot.items():
-            x[FIRST_STAGE + slot] += nodes * SCALE_W / per
+        x[FIRST_STAGE:] = nodes_by_slot * SCALE_W / per
         return x
 
     def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
