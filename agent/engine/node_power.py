@@ -71,7 +71,8 @@ class NodePowerModel:
     @property
     def theta(self) -> np.ndarray:
         """The coefficients [k, b, d_0 … d_S-1] in ``SCALE_W`` units (k unbounded)."""
-        return self._fit.theta[0]
+        out: np.ndarray = self._fit.theta[0]
+        return out
 
     def reset_slot(self, slot: int) -> None:
         """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
