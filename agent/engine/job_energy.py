@@ -84,12 +84,8 @@ class JobEnergy:
         prev = self._pend_ts
         if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
             starts = np.concatenate(([prev], ts[:-1]))
-            pend_codes = np.array([keys.index(c) if c in keys else -1 for c in self._pend_keys])
-            if (pend_codes < 0).any():
-                for c in self._pend_keys:
-                    if c not in keys:
-                        keys.append(c)
-                pend_codes = np.array([keys.index(c) for c in self._pend_keys])
+            keys += [c for c in dict.fromkeys(self._pend_keys) if c not in keys]  # the held row's cells
+            pend_codes = np.array([keys.index(c) for c in self._pend_keys])
             held_w = np.vstack([self._pend_w[None, :], power[:-1]])
             held_c = np.vstack([pend_codes[None, :], codes[:-1]])
             held_h = np.vstack([self._pend_h[None, :], hint_f[:-1]])
