@@ -6,8 +6,9 @@ twin's 8-node multijob racks polled every 27–28 s, window energy integrated fr
 samples is off by P95 3–5 % against the true energy, more than every accuracy target, and the
 IT model learns from the same noise. A feed's cumulative ``pdu.<id>.energy_kwh`` meter integrates
 continuously, so between two of its readings ΔE / Δt is the exact mean power (P95 0.1 % on the
-same racks). Each row interval lying between two meter readings gets that mean; the rest keep
-the held ``power_w`` sample (``rows.RowBinner``).
+same racks; both P95s from a one-off script, no bench prints them: docs/engine.md). Each row
+interval lying between two meter readings gets that mean; the rest keep the held ``power_w``
+sample (``rows.RowBinner``).
 
 Rules, each with its reason:
 - Readings are taken from the rows emitted now and from the look-ahead rows (the next reading of
