@@ -62,8 +62,7 @@ class JobEnergy:
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
-        self._pend_keys: list[tuple[str, str]] = []
-        self.now: dict[str, dict[str, str]] = {}  # node → {"stage", "job"} at the last row seen
+        self._pend_keys: list[tuple[str, str]] = []  # per node: the (job, stage) cell of the last row
 
     # ----------------------------------------------------------------------------- rows
     def observe(self, chunk: TraceChunk, t0: float, rack_hints: np.ndarray, rack_labels: np.ndarray,
@@ -77,9 +76,6 @@ class JobEnergy:
         power = self._node_power(chunk)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
-        ids = self.nodes.ids or ("rack",)
-        self.now = {node: {"stage": str(stage[-1, k] or "unknown"), "job": str(job[-1, k] or "")}
-                    for k, node in enumerate(ids)}
         ts = chunk.ts
         prev = self._pend_ts
         if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
@@ -217,6 +213,13 @@ class JobEnergy:
         return e
 
     # ----------------------------------------------------------------------------- outputs, state
+    @property
+    def now(self) -> dict[str, dict[str, str]]:
+        """Node → {"stage", "job"} at the last row seen (job "" where none was reported)."""
+        ids = self.nodes.ids or ("rack",)
+        return {node: {"stage": stage, "job": "" if job == NO_JOB else job}
+                for node, (job, stage) in zip(ids, self._pend_keys, strict=False)}
+
     def table(self) -> dict[str, dict[str, dict[str, float]]]:
         """{job: {stage: {"it", "cooling", "facility", "gpu"}}} in kWh (job ``NO_JOB``: none reported)."""
         out: dict[str, dict[str, dict[str, float]]] = {}
