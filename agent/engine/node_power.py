@@ -111,7 +111,7 @@ class NodePowerModel:
         if not math.isfinite(it_w) or not np.all(np.isfinite(x)):
             return
         y = it_w / (SCALE_W * max(n_nodes, 1))
-        self._fit.add(x[None, None], np.array([[y]]), np.ones((1, 1)), self.decay)
+        self._fit.add_row(x, y, self.decay)
         self.bins += 1
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
             self._fit.solve(self._prior)
