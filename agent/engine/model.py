@@ -224,17 +224,16 @@ class ResponseModel:
             if not finite.size or finite.max() <= 0:
                 return
             self.scale_w = float(finite.max())
-        fits = self.fits()
         for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
             if wb.held[: c.n, LEARNED.index(comp)].any():
-                self.shadow.start(comp, fits[comp])
+                self.shadow.start(comp)
         self._learn_it(wb, c, relearn)
         self._learn_cooling(wb, c, window_warm, relearn)
         self._learn_gpu(wb, c, relearn)
         self._learn_shadows(wb, c, relearn)
         for comp in LEARNED:  # a hold that is over by the window's last bin: adopt or discard its shadow
             if not wb.held[c.n - 1, LEARNED.index(comp)]:
-                self.shadow.end(comp, fits[comp])
+                self.shadow.end(comp)
         # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
         has_cooling = float(self.cool.weight.max()) > 0
         cool_ready = float(self.cool.weight.min()) >= WARMUP_H or not has_cooling
