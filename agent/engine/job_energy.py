@@ -180,7 +180,7 @@ class JobEnergy:
         node_g = np.bincount(node, weights=v[:, 0])
         node_s = np.bincount(node, weights=v[:, 1])
         slot = [self.slots.slot(stage, ts) for _, (_, stage) in entries]
-        stage_w = np.array([m.stage_w(i) for i in slot])
+        stage_w = m.stage_w(np.array(slot, dtype=np.int64))
         node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
                                                                       minlength=node_g.size)
         inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]

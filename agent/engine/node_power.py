@@ -102,9 +102,10 @@ class NodePowerModel:
         """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
         return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
-    def stage_w(self, slot: int) -> float:
-        """The learned non-GPU extra of a powered node in stage slot ``slot`` (W)."""
-        return float(self.theta[FIRST_STAGE + slot]) * SCALE_W
+    def stage_w(self, slot: int | np.ndarray) -> np.ndarray:
+        """The learned non-GPU extra of a powered node in stage slot(s) ``slot`` (W)."""
+        out: np.ndarray = self.theta[FIRST_STAGE + np.asarray(slot, dtype=np.int64)] * SCALE_W
+        return out
 
     def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
         """One bin: its features and its measured mean IT power (W)."""
