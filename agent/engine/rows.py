@@ -322,6 +322,8 @@ class RowBinner:
                 out["gpu2"], out["gpu3"] = node_moments(per_node)
             else:
                 out[q.name] = combine(q, cols, shares, groups)
+        if "gpu2" not in out:  # one node (or none listed): the rack total's own moments
+            out["gpu2"], out["gpu3"] = out["gpu"] * out["gpu"], out["gpu"] * out["gpu"] * out["gpu"]
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
@@ -346,11 +348,9 @@ class RowBinner:
             w[:, F[f"{key}_s"]] = dt * known
             vz = np.where(known, v, 0.0)
             w[:, F[f"{key}_ws"]] = dt * vz
-            if key == "gpu":  # per-node moments where the rack's nodes are known (signals.node_moments)
-                m2 = np.nan_to_num(per["gpu2"][src]) if "gpu2" in per else vz * vz
-                m3 = np.nan_to_num(per["gpu3"][src]) if "gpu3" in per else vz * vz * vz
-                w[:, F["gpu2_ws"]] = dt * np.where(known, m2, 0.0)
-                w[:, F["gpu3_ws"]] = dt * np.where(known, m3, 0.0)
+            if key == "gpu":  # its 2nd and 3rd moments (_interval_values: per node where nodes are known)
+                w[:, F["gpu2_ws"]] = dt * np.where(known, per["gpu2"][src], 0.0)
+                w[:, F["gpu3_ws"]] = dt * np.where(known, per["gpu3"][src], 0.0)
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))
