@@ -83,6 +83,13 @@ def _stage_mean_reference(truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndar
     return out
 
 
+def step_slices(ts: np.ndarray, step_s: float) -> list[slice]:
+    """Rows ``ts`` cut into consecutive non-empty slices of ``step_s`` seconds (the last one ends
+    with the last row): the engine calls of a bench that sends hints between them."""
+    cuts = [*np.searchsorted(ts, np.arange(ts[0], ts[-1], step_s)).tolist(), len(ts)]
+    return [slice(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+
 def run_one(name: str, days: float, seed: int, window_s: float, no_gpu: bool = False,
             no_labels: bool = False) -> dict:
     return run_scenario(make_scenario(name, days=days, seed=seed), window_s, no_gpu, no_labels)
@@ -116,11 +123,7 @@ def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_l
         if no_gpu:
             truth_rows.append((chunk.ts, chunk.stage, facility.facility_power(chunk, meta.crac_shares)))
         chunk = _strip(chunk, no_gpu, no_labels)
-        steps = [slice(0, len(chunk))]
-        if send is not None:
-            grid = np.arange(chunk.ts[0], chunk.ts[-1], step_s)
-            cuts = [*np.searchsorted(chunk.ts, grid).tolist(), len(chunk)]
-            steps = [slice(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+        steps = step_slices(chunk.ts, step_s) if send is not None else [slice(0, len(chunk))]
         for part in steps:
             if send is not None:
                 send(chunk.ts[part], {k: v[part] for k, v in clean.items()

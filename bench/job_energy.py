@@ -27,7 +27,6 @@ totals within 4.04 %, the worst cell 11.1 %: the target is missed.
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import time
 from dataclasses import replace
@@ -38,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from accuracy import step_slices
 from multinode import STAGE_ENERGY_FLOOR, NodeTruth
 from rack_feed import NodeHints, with_nodes
 
@@ -71,14 +71,11 @@ def run_seed(seed: int, days: float, jobs: int, drain: bool, step_s: float, node
         truth.observe(chunk, clean)
         if not node_hints:
             chunk = _blank_stage(chunk)
-        cuts = np.searchsorted(chunk.ts, np.arange(chunk.ts[0], chunk.ts[-1] + step_s, step_s))
-        for a, b in itertools.pairwise(cuts.tolist()):
-            if b <= a:
-                continue
+        for part in step_slices(chunk.ts, step_s):
             if node_hints:
-                feed.send(chunk.ts[a:b], clean["node_stage"][a:b], clean["node_job"][a:b])
+                feed.send(chunk.ts[part], clean["node_stage"][part], clean["node_job"][part])
             t = time.perf_counter()
-            engine.process(chunk.take(slice(a, b)))
+            engine.process(chunk.take(part))
             t_engine += time.perf_counter() - t
     engine.finish()
     return {"truth": truth, "table": engine.job_energy.table(), "engine_s": t_engine,

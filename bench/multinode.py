@@ -30,9 +30,10 @@ stage of one job only, so this shows how much of the error the missing per-node 
 
 Stage energy: the twin's truth credits each node's true AC power to that node's own stage and job
 (truth.json ``node_stage_segments``). The trace format has one ``stage``/``job`` column per row,
-so the trace carries the label of the job on the most nodes (docs/twin.md); the engine keeps one
-stage and one job per bin. Printed: per stage, the engine's IT energy against the per-node truth,
-and the per-job truth table beside what the engine reports per job.
+so the trace carries the label of the job on the most nodes (docs/twin.md); the engine's
+rack-wide ``energy_kwh`` keeps one stage per bin. Printed: per stage, that IT energy against the
+per-node truth, and the per-job truth table (the engine's node-wise per-job split,
+``job_energy_kwh``, is scored by bench/job_energy.py).
 
 Targets (issue 14): P95 ≤ 1.5 % with GPUs; per-job stage energy within 2 % (bench/job_energy.py);
 without GPUs ≥ 99 % predicted, P95 ≤ 3 % with (node) hints and ≤ 6 % without. Report seeds are

@@ -51,12 +51,22 @@ class ClosedWindow:
     gpu_mean: np.ndarray
     pdu_mean: np.ndarray
     cool_mean: np.ndarray
+    it_ok: np.ndarray  # PDU power known for ≥ KNOWN_FRAC of the bin
+    cool_ok: np.ndarray  # cooling power known for ≥ KNOWN_FRAC of the bin
+    g: np.ndarray  # (n, 3) GPU power moments, 0 where never known
+    wr: np.ndarray  # mean work rate
+    wr_ok: np.ndarray  # work rate known for ≥ KNOWN_FRAC of the bin
 
     @staticmethod
     def of(wb: WindowBuffer) -> ClosedWindow:
+        """Everything learning reads, computed once per window (the main and the shadow fits share it)."""
         n = wb.n
         sums = wb.sums[:n]
         dur = np.maximum(sums[:, F["dur_s"]], 1e-9)
         frac, gpu_ok = wb.stage_s[:n] / dur[:, None], sums[:, F["gpu_s"]] >= KNOWN_FRAC * dur
         means = (bin_mean(sums, "gpu"), bin_mean(sums, "pdu"), bin_mean(sums, "cool"))
-        return ClosedWindow(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means)
+        it_ok, cool_ok = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur, sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
+        wr = bin_mean(sums, "wr")
+        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        return ClosedWindow(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means,
+                            it_ok, cool_ok, np.nan_to_num(gpu_moments(sums)), wr, wr_ok)

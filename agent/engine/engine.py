@@ -204,7 +204,8 @@ class Engine:
     # ================================================================== rows → bins
     def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, inferred, hinted = self.stage_source.infer_stages(chunk)
-        self.job_energy.observe(chunk, self.rows.t0, self.stage_source.last_hints, labels, self.node_hints)
+        rack_hints = np.where(hinted, labels, "").astype(object)  # a hinted row's label is its hint
+        self.job_energy.observe(chunk, self.rows.t0, rack_hints, labels, self.node_hints)
         slots = self.slots.slots_of(labels, chunk.ts)
         for i in self.slots.evicted:
             self.baselines.reset_slot(i)

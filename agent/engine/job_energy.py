@@ -35,17 +35,15 @@ from agent.engine.frames import RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
 from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
-from agent.engine.signals import F
+from agent.engine.signals import F, node_totals
 from agent.engine.stage_attribution import MIN_KNOWN
-from agent.engine.stage_slots import StageSlots
-from agent.trace.model import TraceChunk
+from agent.engine.stage_slots import N_SLOTS, StageSlots
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 # The jobs the engine tracks work rates for (job_rates.CAPACITY) × the 8 stages a job typically
 # reports (the six canonical ones, "unknown" and one custom): cells beyond that are long gone jobs.
 MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
-J_PER_KWH = 3.6e6
-
 
 
 class JobEnergy:
@@ -64,8 +62,7 @@ class JobEnergy:
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
-        self._pend_keys: list[tuple[str, str]] = []
-        self.now: dict[str, dict[str, str]] = {}  # node → {"stage", "job"} at the last row seen
+        self._pend_keys: list[tuple[str, str]] = []  # per node: the (job, stage) cell of the last row
 
     # ----------------------------------------------------------------------------- rows
     def observe(self, chunk: TraceChunk, t0: float, rack_hints: np.ndarray, rack_labels: np.ndarray,
@@ -79,19 +76,12 @@ class JobEnergy:
         power = self._node_power(chunk)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
-        ids = self.nodes.ids or ("rack",)
-        self.now = {node: {"stage": str(stage[-1, k] or "unknown"), "job": str(job[-1, k] or "")}
-                    for k, node in enumerate(ids)}
         ts = chunk.ts
         prev = self._pend_ts
         if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
             starts = np.concatenate(([prev], ts[:-1]))
-            pend_codes = np.array([keys.index(c) if c in keys else -1 for c in self._pend_keys])
-            if (pend_codes < 0).any():
-                for c in self._pend_keys:
-                    if c not in keys:
-                        keys.append(c)
-                pend_codes = np.array([keys.index(c) for c in self._pend_keys])
+            keys += [c for c in dict.fromkeys(self._pend_keys) if c not in keys]  # the held row's cells
+            pend_codes = np.array([keys.index(c) for c in self._pend_keys])
             held_w = np.vstack([self._pend_w[None, :], power[:-1]])
             held_c = np.vstack([pend_codes[None, :], codes[:-1]])
             held_h = np.vstack([self._pend_h[None, :], hint_f[:-1]])
@@ -110,15 +100,11 @@ class JobEnergy:
                 if k.startswith("gpu.") and k.endswith(".power_w") and k.split(".")[1].isdigit()}
         groups = self.nodes.gpus or (frozenset(cols),)
         out = np.full((len(chunk), len(groups)), np.nan)
-        for k, gpus in enumerate(groups):
-            members = [cols[i] for i in sorted(gpus) if i in cols]
-            if not members:
-                continue
-            m = np.stack(members, axis=1)
-            known = np.isfinite(m)
-            cnt = known.sum(axis=1)
-            total = np.where(known, m, 0.0).sum(axis=1) * len(gpus) / np.maximum(cnt, 1)
-            out[:, k] = np.where(cnt > 0, total, np.nan)
+        node = np.array([k for k, gpus in enumerate(groups) for _ in gpus], dtype=np.int64)
+        if node.size:  # a configured GPU without a column counts as missing: scaled like the engine's
+            absent = np.full(len(chunk), np.nan)
+            held = np.stack([cols.get(i, absent) for gpus in groups for i in sorted(gpus)], axis=1)
+            out[:, np.unique(node)] = node_totals(held, node)
         return out
 
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
@@ -194,7 +180,7 @@ class JobEnergy:
         node_g = np.bincount(node, weights=v[:, 0])
         node_s = np.bincount(node, weights=v[:, 1])
         slot = [self.slots.slot(stage, ts) for _, (_, stage) in entries]
-        stage_w = np.array([m.stage_w(i) for i in slot])
+        stage_w = m.stage_w(np.array(slot, dtype=np.int64))
         node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
                                                                       minlength=node_g.size)
         inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]
@@ -205,9 +191,7 @@ class JobEnergy:
         total = float(weight.sum())
         frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
         if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
-            by_slot: dict[int, float] = {}
-            for i, sec in zip(slot, v[:, 1].tolist(), strict=True):
-                by_slot[i] = by_slot.get(i, 0.0) + sec / dur
+            by_slot = np.bincount(slot, weights=v[:, 1] / dur, minlength=N_SLOTS)
             x = m.features(float(node_g.sum()) / dur, node_s / dur, by_slot, self.nodes.n)
             m.learn(x, it_ws / pdu_s, self.nodes.n)
         for j, (_, cell) in enumerate(entries):
@@ -229,6 +213,13 @@ class JobEnergy:
         return e
 
     # ----------------------------------------------------------------------------- outputs, state
+    @property
+    def now(self) -> dict[str, dict[str, str]]:
+        """Node → {"stage", "job"} at the last row seen (job "" where none was reported)."""
+        ids = self.nodes.ids or ("rack",)
+        return {node: {"stage": stage, "job": "" if job == NO_JOB else job}
+                for node, (job, stage) in zip(ids, self._pend_keys, strict=False)}
+
     def table(self) -> dict[str, dict[str, dict[str, float]]]:
         """{job: {stage: {"it", "cooling", "facility", "gpu"}}} in kWh (job ``NO_JOB``: none reported)."""
         out: dict[str, dict[str, dict[str, float]]] = {}

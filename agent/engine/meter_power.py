@@ -6,8 +6,9 @@ twin's 8-node multijob racks polled every 27–28 s, window energy integrated fr
 samples is off by P95 3–5 % against the true energy, more than every accuracy target, and the
 IT model learns from the same noise. A feed's cumulative ``pdu.<id>.energy_kwh`` meter integrates
 continuously, so between two of its readings ΔE / Δt is the exact mean power (P95 0.1 % on the
-same racks). Each row interval lying between two meter readings gets that mean; the rest keep
-the held ``power_w`` sample (``rows.RowBinner``).
+same racks; both P95s from a one-off script, no bench prints them: docs/engine.md). Each row
+interval lying between two meter readings gets that mean; the rest keep the held ``power_w``
+sample (``rows.RowBinner``).
 
 Rules, each with its reason:
 - Readings are taken from the rows emitted now and from the look-ahead rows (the next reading of
@@ -36,12 +37,11 @@ import math
 import numpy as np
 
 from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, Signals
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 # Two meter steps may cost at most a third of the tightest window-accuracy target (issue 14/3: P95 ≤
 # 1.5 %): the measurement must not use up the error budget the model is judged by.
 RESOLUTION_SHARE = 0.005
-KWH_TO_WS = 3.6e6
 # Differences below this share of the counter's value are float rounding, not a meter step
 # (float64 carries ~16 digits; a counter keeps at most ~10 significant ones).
 FLOAT_TOL = 1e-9
@@ -101,9 +101,9 @@ def meter_power(
             else np.full(i.size, np.inf)
         )
         with np.errstate(invalid="ignore", divide="ignore"):
-            power = d_kwh * KWH_TO_WS / span
+            power = d_kwh * J_PER_KWH / span
             step_kwh = steps[q]  # smallest step among the increments up to this span's end
-            fine = 2.0 * step_kwh <= RESOLUTION_SHARE * power * window_s / KWH_TO_WS
+            fine = 2.0 * step_kwh <= RESOLUTION_SHARE * power * window_s / J_PER_KWH
         use = (
             (span > 0)
             & (span <= HOLD_FACTOR * interval + 1e-9)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from agent.engine.closed_window import KNOWN_FRAC, ClosedWindow, bin_mean, bin_work_rate, gpu_moments
+from agent.engine.closed_window import ClosedWindow, bin_work_rate, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -65,7 +65,6 @@ class ResponseModel:
         self.window_s = window_s
         self.bin_s = bin_s = window_s / bins_per_window
         self.forgetting_halflife_h = forgetting_halflife_h
-        self.relearn_halflife_h: dict[str, float] = {}  # per component, set by learn() (drift's pace)
         self.lag = LagBank(bin_s, n_slots, bins_per_window)
         K = self.lag.K
         self.fan_lag = SingleLag(bin_s, FAN_LAG_S, bins_per_window)
@@ -198,10 +197,10 @@ class ResponseModel:
         return out
 
     # ------------------------------------------------------------------ learning (window close)
-    def _halflife_h(self, component: str, relearn: frozenset[str]) -> float:
+    def _halflife_h(self, component: str, relearn: frozenset[str], paced_h: dict[str, float]) -> float:
         if component not in relearn:
             return float(self.forgetting_halflife_h)
-        paced = self.relearn_halflife_h.get(component, RELEARN_HALFLIFE_H)  # the drift monitor's pace
+        paced = paced_h.get(component, RELEARN_HALFLIFE_H)  # the drift monitor's pace
         return min(paced, float(self.forgetting_halflife_h))
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
@@ -213,8 +212,10 @@ class ResponseModel:
         ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
         behind the model is), else ``RELEARN_HALFLIFE_H``.
         """
-        self.relearn_halflife_h = dict(relearn_halflife_h or {})
         c = ClosedWindow.of(wb)
+        # each component's forgetting over this window (the same factor for its main and shadow fits)
+        lam = {comp: 0.5 ** (c.length_h / self._halflife_h(comp, relearn, relearn_halflife_h or {}))
+               for comp in LEARNED}
         if not math.isfinite(self.scale_w):
             # The power normaliser: the GPUs' peak when they are seen, else (a rack without GPU
             # telemetry) the PDUs'. It only scales the regressions, so either is fine once fixed.
@@ -224,17 +225,16 @@ class ResponseModel:
             if not finite.size or finite.max() <= 0:
                 return
             self.scale_w = float(finite.max())
-        fits = self.fits()
         for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
             if wb.held[: c.n, LEARNED.index(comp)].any():
-                self.shadow.start(comp, fits[comp])
-        self._learn_it(wb, c, relearn)
-        self._learn_cooling(wb, c, window_warm, relearn)
-        self._learn_gpu(wb, c, relearn)
-        self._learn_shadows(wb, c, relearn)
+                self.shadow.start(comp)
+        self._learn_it(wb, c, lam)
+        self._learn_cooling(wb, c, window_warm, lam)
+        self._learn_gpu(wb, c, lam)
+        self._learn_shadows(wb, c, lam)
         for comp in LEARNED:  # a hold that is over by the window's last bin: adopt or discard its shadow
             if not wb.held[c.n - 1, LEARNED.index(comp)]:
-                self.shadow.end(comp, fits[comp])
+                self.shadow.end(comp)
         # a rack whose cooling-unit power never arrives (no column, or always empty) warms up on IT alone
         has_cooling = float(self.cool.weight.max()) > 0
         cool_ready = float(self.cool.weight.min()) >= WARMUP_H or not has_cooling
@@ -242,12 +242,10 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
+    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
-        n, sums, dur = c.n, c.sums, c.dur
-        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        n, sums, dur, seen_it, g = c.n, c.sums, c.dur, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
-        g = np.nan_to_num(gpu_moments(sums))
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
@@ -258,18 +256,16 @@ class ResponseModel:
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
             self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
-        self._fit_it(wb, c, relearn, wb.held[:n, HELD_IT], self.it, self.it_stage)
+        self._fit_it(wb, c, lam, wb.held[:n, HELD_IT], self.it, self.it_stage)
 
-    def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
+    def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
                 it: EWLS, it_stage: EWLS) -> None:
         """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
-        n, scale, sums, dur, frac, w_h = c.n, self.scale_w, c.sums, c.dur, c.frac, c.w_h
-        seen_it = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur
+        n, scale, sums, frac, w_h, seen_it, g = c.n, self.scale_w, c.sums, c.frac, c.w_h, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~held
-        g = np.nan_to_num(gpu_moments(sums))
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
         y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
-        lam_it = 0.5 ** (c.length_h / self._halflife_h("it", relearn))
+        lam_it = lam["it"]
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
             it.update(X[None], y[None], (w_h * rows)[None], lam_it)
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
@@ -279,10 +275,10 @@ class ResponseModel:
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
-    def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, relearn: frozenset[str]) -> None:
+    def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, lam: dict[str, float]) -> None:
         """Score every lag candidate on its frozen predictions, then update all."""
-        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
-        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~wb.held[:n, HELD_COOLING]
+        n, scale, dur, w_h = c.n, self.scale_w, c.dur, c.w_h
+        rows_c = c.cool_ok & ~wb.held[:n, HELD_COOLING]
         y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
@@ -310,57 +306,52 @@ class ResponseModel:
         self.last_res = (
             (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
         )
-        seen_c = sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
-        self.bias_cool = ew_bias(self.bias_cool, resid, seen_c, dur, BIAS_HALFLIFE_S)
-        self._fit_cooling(wb, c, relearn, wb.held[:n, HELD_COOLING], self.cool)
+        self.bias_cool = ew_bias(self.bias_cool, resid, c.cool_ok, dur, BIAS_HALFLIFE_S)
+        self._fit_cooling(wb, c, lam, wb.held[:n, HELD_COOLING], self.cool)
         if self.scored:
             self.best = int(np.argmin(self.score))
 
-    def _fit_cooling(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
+    def _fit_cooling(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
                      cool: EWLS) -> None:
         """Every lag candidate's cooling regression ``cool`` learns the bins not ``held``."""
-        n, scale, sums, dur, w_h = c.n, self.scale_w, c.sums, c.dur, c.w_h
-        rows_c = (sums[:, F["cool_s"]] >= KNOWN_FRAC * dur) & ~held
+        n, scale, w_h = c.n, self.scale_w, c.w_h
+        rows_c = c.cool_ok & ~held
         y_c = np.where(rows_c, np.nan_to_num(c.cool_mean) / scale, 0.0)
         w_c = w_h * rows_c
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
         K = Xc.shape[0]
-        lam_c = 0.5 ** (c.length_h / self._halflife_h("cooling", relearn))
+        lam_c = lam["cooling"]
         if w_c.sum() > 0:
             cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
 
-    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
+    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
         """Shadows of held components learn every bin of the window, held or not (shadow.py)."""
         free = np.zeros(c.n, dtype=bool)
         it = self.shadow.learning("it")
         if it is not None:
-            self._fit_it(wb, c, relearn, free, it[0], it[1])
+            self._fit_it(wb, c, lam, free, it[0], it[1])
         cool = self.shadow.learning("cooling")
         if cool is not None:
-            self._fit_cooling(wb, c, relearn, free, cool[0])
+            self._fit_cooling(wb, c, lam, free, cool[0])
         gpu = self.shadow.learning("gpu")
         if gpu is not None and math.isfinite(self.wr_scale):
-            self._fit_gpu(wb, c, relearn, free, gpu[0])
+            self._fit_gpu(wb, c, lam, free, gpu[0])
 
-    def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str]) -> None:
+    def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n, sums, dur = c.n, c.sums, c.dur
-        wr = bin_mean(sums, "wr")
-        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        n, wr, wr_ok = c.n, c.wr, c.wr_ok
         if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
             self.wr_scale = float(np.nanmax(wr[wr_ok]))
         if not math.isfinite(self.wr_scale):
             return
-        self._fit_gpu(wb, c, relearn, wb.held[:n, HELD_GPU], self.gpu_model)
+        self._fit_gpu(wb, c, lam, wb.held[:n, HELD_GPU], self.gpu_model)
 
-    def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, relearn: frozenset[str], held: np.ndarray,
+    def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
                  model: EWLS) -> None:
         """The GPU-per-work regression ``model`` learns the pure-stage bins not ``held``."""
-        n, sums, dur, frac, w_h = c.n, c.sums, c.dur, c.frac, c.w_h
-        wr = bin_mean(sums, "wr")
-        wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        n, frac, w_h, wr, wr_ok = c.n, c.frac, c.w_h, c.wr, c.wr_ok
         dom = np.argmax(frac, axis=1)
         pure = frac[np.arange(n), dom] >= 0.9
         use = wr_ok & c.gpu_ok & pure & ~held
@@ -368,7 +359,7 @@ class ResponseModel:
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
         yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
-        lam_g = 0.5 ** (c.length_h / self._halflife_h("gpu", relearn))
+        lam_g = lam["gpu"]
         lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
         if use.any():
             model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)

@@ -11,9 +11,9 @@ powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT w
 (the PSUs' loss plus the server fans that speed up with the GPU heat), kept in [K_MIN, K_MAX] as
 stage_attribution does; b: the base per powered node; d_s: stage s's own non-GPU extra. Only
 Σ_n P_n is measured (the PDUs), so k, b and d_s come from exponentially weighted least squares
-over bins (half-life ``HALFLIFE_H``) with a ridge prior that holds k at the PSUs' typical loss
-and every d_s at 0 until the data tells them apart (nodes of different jobs in different stages,
-stage mixes changing). A stage whose GPU power hardly varies leaves k and its d_s partly
+over bins (``response.EWLS``, half-life ``HALFLIFE_H``) with a ridge prior that holds k at the
+PSUs' typical loss and every d_s at 0 until the data tells them apart (nodes of different jobs
+in different stages, stage mixes changing). A stage whose GPU power hardly varies leaves k and its d_s partly
 interchangeable; the split of a node's total is what the bench scores. Tried and left out: terms
 in the node's GPU power squared and cubed (PSU I²R loss, fan cube law): from rack-level sums they
 were not identifiable and made the twin's per-job split worse (bench/job_energy.py).
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.engine.response import EWLS
 from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
@@ -59,34 +60,36 @@ class NodePowerModel:
     def __init__(self, bin_s: float) -> None:
         self.n = FIRST_STAGE + N_SLOTS
         self.decay = 0.5 ** (bin_s / (HALFLIFE_H * 3600.0))
-        self._a = np.zeros((self.n, self.n))
-        self._r = np.zeros(self.n)
-        self._ridge = np.full(self.n, RIDGE_BINS)
-        self._ridge[1] = BASE_RIDGE
-        self._prior = np.zeros(self.n)
-        self._prior[0] = IT_PER_GPU_W
-        self.theta: np.ndarray = self._prior.copy()
+        ridge = np.full(self.n, RIDGE_BINS)
+        ridge[1] = BASE_RIDGE
+        self._fit = EWLS(1, self.n, ridge)  # solved with its ridge anchored at the prior, not the last fit
+        self._prior = np.zeros((1, self.n))
+        self._prior[0, 0] = IT_PER_GPU_W
+        self._fit.theta[...] = self._prior
         self.bins = 0
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The coefficients [k, b, d_0 … d_S-1] in ``SCALE_W`` units (k unbounded)."""
+        out: np.ndarray = self._fit.theta[0]
+        return out
 
     def reset_slot(self, slot: int) -> None:
         """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
         col = FIRST_STAGE + slot
-        self._a[col, :] = 0.0
-        self._a[:, col] = 0.0
-        self._r[col] = 0.0
-        self._solve()
+        self._fit.R[0, col, :] = 0.0
+        self._fit.R[0, :, col] = 0.0
+        self._fit.r[0, col] = 0.0
+        self._fit.solve(self._prior)
 
-    def features(
-        self, gpu_w: float, on: np.ndarray, nodes_by_slot: dict[int, float], n_nodes: int
-    ) -> np.ndarray:
+    def features(self, gpu_w: float, on: np.ndarray, nodes_by_slot: np.ndarray, n_nodes: int) -> np.ndarray:
         """One bin's features: the rack's GPU power (W), each node's powered share of the bin
         (``on``) and the powered nodes in each stage slot (``nodes_by_slot``, means over the bin)."""
-        x = np.zeros(self.n)
+        x = np.empty(self.n)
         per = SCALE_W * max(n_nodes, 1)
         x[0] = gpu_w / per
         x[1] = float(on.sum()) * SCALE_W / per
-        for slot, nodes in nodes_by_slot.items():
-            x[FIRST_STAGE + slot] += nodes * SCALE_W / per
+        x[FIRST_STAGE:] = nodes_by_slot * SCALE_W / per
         return x
 
     def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
@@ -99,39 +102,29 @@ class NodePowerModel:
         """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
         return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
-    def stage_w(self, slot: int) -> float:
-        """The learned non-GPU extra of a powered node in stage slot ``slot`` (W)."""
-        return float(self.theta[FIRST_STAGE + slot]) * SCALE_W
+    def stage_w(self, slot: int | np.ndarray) -> np.ndarray:
+        """The learned non-GPU extra of a powered node in stage slot(s) ``slot`` (W)."""
+        out: np.ndarray = self.theta[FIRST_STAGE + np.asarray(slot, dtype=np.int64)] * SCALE_W
+        return out
 
     def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
         """One bin: its features and its measured mean IT power (W)."""
         if not math.isfinite(it_w) or not np.all(np.isfinite(x)):
             return
         y = it_w / (SCALE_W * max(n_nodes, 1))
-        self._a *= self.decay
-        self._r *= self.decay
-        self._a += np.outer(x, x)
-        self._r += x * y
+        self._fit.add_row(x, y, self.decay)
         self.bins += 1
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
-            self._solve()
-
-    def _solve(self) -> None:
-        try:
-            rhs = self._r + self._ridge * self._prior
-            theta: np.ndarray = np.linalg.solve(self._a + np.diag(self._ridge), rhs)
-        except np.linalg.LinAlgError:
-            return  # keeps the last solution (the ridge makes this all but impossible)
-        self.theta = theta
+            self._fit.solve(self._prior)
 
     def state(self) -> dict[str, Any]:
-        return {"a": self._a.tolist(), "r": self._r.tolist(), "bins": self.bins}
+        return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins}
 
     def load(self, state: dict[str, Any]) -> None:
         a, r = np.asarray(state["a"], dtype=float), np.asarray(state["r"], dtype=float)
         finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(r)))
         if a.shape != (self.n, self.n) or r.shape != (self.n,) or not finite:
             raise ValueError(f"node power model: expected finite {self.n}×{self.n} arrays")
-        self._a[...], self._r[...] = a, r
+        self._fit.R[0], self._fit.r[0] = a, r
         self.bins = int(state.get("bins", 0))
-        self._solve()
+        self._fit.solve(self._prior)

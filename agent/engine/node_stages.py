@@ -70,8 +70,8 @@ class NodeStages:
         job = np.empty((rows, len(self.ids)), dtype=object)
         columns = self._node_columns(chunk)
         for k, node in enumerate(self.ids):
-            own_stage, own_job = hints(node, chunk.ts) if hints is not None else (None, None)
-            if own_stage is not None and own_job is not None:
+            if hints is not None:
+                own_stage, own_job = hints(node, chunk.ts)
                 mine = own_stage != ""
                 hint = np.where(mine, own_stage, rack_hints).astype(object)
                 job[:, k] = np.where(mine, own_job, job_col)

@@ -40,7 +40,7 @@ class EngineView:
     hygiene: dict[str, Any]
     capabilities: dict[str, Any]
     last_window: dict[str, Any]
-    job_energy: JobEnergy | None = None
+    job_energy: JobEnergy
 
 
 def _r(x: float, nd: int = 1) -> float | None:
@@ -133,7 +133,7 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         "held": sorted(view.held),
         "hygiene": view.hygiene,
     }
-    if view.job_energy is not None and view.job_energy.cells:
+    if view.job_energy.cells:
         payload["job_energy_kwh"] = job_energy_entries(view.job_energy)
         if view.job_energy.nodes.ids:
             payload["nodes"] = view.job_energy.now

@@ -47,7 +47,7 @@ class EngineParts:
     buf: WindowBuffer
     stage_source: StageSource
     drift: DriftMonitor
-    job_energy: JobEnergy | None = None  # absent in states before per-job energy: starts at zero
+    job_energy: JobEnergy
 
 
 @dataclass
@@ -89,9 +89,8 @@ def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
     for part in (p.rows, p.model, p.slots, p.segments, p.baselines, p.buf):
         arrays.update(part.state_arrays())
     misc = {"last_window": own.last_window, "jobs": p.buf.jobs[: p.buf.n], "rows": p.rows.state(),
-            "rewarms": own.rewarms, "job_rates": p.model.job_rates.state()}
-    if p.job_energy is not None:
-        misc["job_energy"] = p.job_energy.state()
+            "rewarms": own.rewarms, "job_rates": p.model.job_rates.state(),
+            "job_energy": p.job_energy.state()}
     arrays["misc"] = _blob(misc)
     arrays["stages"] = _blob(p.stage_source.state())
     arrays["drift"] = _blob(p.drift.save_state())
@@ -145,7 +144,7 @@ def _load(p: EngineParts, a: dict[str, np.ndarray], own: EngineOwn) -> EngineOwn
     jobs = list(misc.get("jobs") or [])
     p.buf.jobs[: len(jobs)] = jobs
     p.stage_source.load(_unblob(a["stages"]) or {})
-    if p.job_energy is not None and misc.get("job_energy"):  # states before per-job energy have none
+    if misc.get("job_energy"):  # states before per-job energy have none: it starts at zero
         p.job_energy.load(misc["job_energy"])
     drift = _unblob(a["drift"])
     if drift is not None:

@@ -36,6 +36,7 @@ from agent.engine.signals import (
     is_engine_signal,
     member_names,
     node_moments,
+    node_sum,
     node_totals,
     remap_fields,
 )
@@ -315,9 +316,14 @@ class RowBinner:
             groups = None
             if q.name == "gpu" and self.rack.node_gpus:
                 groups = np.array([self.rack.gpu_node(n) for n in members])
-            out[q.name] = combine(q, cols, shares, groups)
-            if groups is not None and np.unique(groups).size > 1 and cols.shape[1]:
-                out["gpu2"], out["gpu3"] = node_moments(node_totals(cols, groups))
+            if groups is not None and cols.shape[1] and np.unique(groups).size > 1:
+                per_node = node_totals(cols, groups)  # once: the total and the moments both read it
+                out[q.name] = node_sum(per_node)
+                out["gpu2"], out["gpu3"] = node_moments(per_node)
+            else:
+                out[q.name] = combine(q, cols, shares, groups)
+        if "gpu2" not in out:  # one node (or none listed): the rack total's own moments
+            out["gpu2"], out["gpu3"] = out["gpu"] * out["gpu"], out["gpu"] * out["gpu"] * out["gpu"]
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
@@ -342,11 +348,9 @@ class RowBinner:
             w[:, F[f"{key}_s"]] = dt * known
             vz = np.where(known, v, 0.0)
             w[:, F[f"{key}_ws"]] = dt * vz
-            if key == "gpu":  # per-node moments where the rack's nodes are known (signals.node_moments)
-                m2 = np.nan_to_num(per["gpu2"][src]) if "gpu2" in per else vz * vz
-                m3 = np.nan_to_num(per["gpu3"][src]) if "gpu3" in per else vz * vz * vz
-                w[:, F["gpu2_ws"]] = dt * np.where(known, m2, 0.0)
-                w[:, F["gpu3_ws"]] = dt * np.where(known, m3, 0.0)
+            if key == "gpu":  # its 2nd and 3rd moments (_interval_values: per node where nodes are known)
+                w[:, F["gpu2_ws"]] = dt * np.where(known, per["gpu2"][src], 0.0)
+                w[:, F["gpu3_ws"]] = dt * np.where(known, per["gpu3"][src], 0.0)
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))

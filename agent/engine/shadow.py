@@ -33,9 +33,13 @@ NOT_A_FAULT = frozenset({"workload"})  # report-format.md: "informational, not a
 
 
 class ShadowFits:
-    """Per learned component (``LEARNED``): a shadow copy of its regressions while it is held."""
+    """Per learned component (``LEARNED``): a shadow copy of its regressions while it is held.
+
+    ``fits``: the model's own regressions per component (kept: a hold copies from them, an adopted
+    shadow is copied into them)."""
 
     def __init__(self, fits: Mapping[str, list[EWLS]]) -> None:
+        self.fits = fits
         self.copies: dict[str, list[EWLS]] = {c: [_blank_like(r) for r in regs] for c, regs in fits.items()}
         self.active = dict.fromkeys(LEARNED, False)
         self.confirmed = dict.fromkeys(LEARNED, False)
@@ -50,11 +54,11 @@ class ShadowFits:
                     if c in self.confirmed:
                         self.confirmed[c] = True
 
-    def start(self, component: str, fits: list[EWLS]) -> None:
+    def start(self, component: str) -> None:
         """The hold of ``component`` begins: its shadow starts from the held model as it is now."""
         if self.active[component]:
             return
-        for dst, src in zip(self.copies[component], fits, strict=True):
+        for dst, src in zip(self.copies[component], self.fits[component], strict=True):
             _copy_into(dst, src)
         self.active[component] = True
         self.confirmed[component] = False
@@ -63,14 +67,14 @@ class ShadowFits:
         """The shadow regressions that learn the held bins now (None: no shadow for it)."""
         return self.copies[component] if self.active[component] and not self.confirmed[component] else None
 
-    def end(self, component: str, fits: list[EWLS]) -> None:
+    def end(self, component: str) -> None:
         """The hold of ``component`` cleared: adopt its shadow, or keep the pre-fault model."""
         if not self.active[component]:
             return
         if self.confirmed[component]:
             self.discarded += 1
         else:
-            for dst, src in zip(fits, self.copies[component], strict=True):
+            for dst, src in zip(self.fits[component], self.copies[component], strict=True):
                 _copy_into(dst, src)
             self.adopted += 1
         self.active[component] = False

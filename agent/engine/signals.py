@@ -127,8 +127,7 @@ def combine(
     if n == 0:
         return np.full(m, q.absent)
     if q.combine == "total" and groups is not None and np.unique(groups).size > 1:
-        per_node = node_totals(held, groups)
-        return np.where(np.isnan(per_node).all(axis=1), np.nan, np.nansum(per_node, axis=1))
+        return node_sum(node_totals(held, groups))
     if q.combine == "sum":
         return np.asarray(held.sum(axis=1))
     if q.combine == "share_sum":
@@ -157,6 +156,12 @@ def node_totals(held: np.ndarray, groups: np.ndarray) -> np.ndarray:
         cnt_g = known_g.sum(axis=1)
         tot_g = np.where(known_g, part, 0.0).sum(axis=1)
         out[:, j] = np.where(cnt_g > 0, tot_g * part.shape[1] / np.maximum(cnt_g, 1), np.nan)
+    return out
+
+
+def node_sum(per_node: np.ndarray) -> np.ndarray:
+    """The rack's total from ``node_totals``: NaN only where no node has a known member."""
+    out: np.ndarray = np.where(np.isnan(per_node).all(axis=1), np.nan, np.nansum(per_node, axis=1))
     return out
 
 

@@ -107,13 +107,11 @@ class StageSource:
     def __init__(self) -> None:
         self.malformed_hints = 0
         self.inferrer = StageInferrer()
-        self.last_hints = np.zeros(0, dtype=object)  # the valid hints of the rows last classified
 
     def infer_stages(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(label per row, inferred per row, hinted per row)."""
         hints, bad = valid_hints(chunk.stage)
         self.malformed_hints += bad
-        self.last_hints = hints
         hinted = hints.astype(str) != ""
         labels, inferred = self.inferrer.infer_chunk(chunk, hints)
         return np.asarray(labels, dtype=object), np.asarray(inferred, dtype=bool) & ~hinted, hinted

@@ -17,6 +17,7 @@ from agent.engine import Engine, persist
 from agent.engine.frames import RackInfo
 from agent.engine.job_energy import MAX_CELLS, NO_JOB, JobEnergy
 from agent.engine.stage_slots import StageSlots
+from agent.engine.state import pack, unpack
 from agent.stages.hints import Hint
 from agent.stages.timeline import NodeTimelines, StageTimeline
 from agent.trace.model import TraceChunk
@@ -205,9 +206,12 @@ def test_state_keeps_per_job_energy_and_older_states_load_without_it() -> None:
     restored = Engine.load_state(engine.save_state(), None, RACK)
     assert restored.job_energy.table() == engine.job_energy.table()
     assert np.array_equal(restored.job_energy.power.theta, engine.job_energy.power.theta)
-    parts = replace(engine._parts(), job_energy=None)  # what a build before per-job energy saved
-    old = Engine.load_state(persist.save_engine(parts, engine._own()), None, RACK)
-    assert old.job_energy.table() == {}
+    arrays = unpack(engine.save_state())  # what a build before per-job energy saved: no such entry
+    misc = persist._unblob(arrays["misc"])
+    del misc["job_energy"]
+    arrays["misc"] = persist._blob(misc)
+    old = Engine.load_state(pack(arrays), None, RACK)
+    assert engine.job_energy.table() and old.job_energy.table() == {}
 
 
 def test_cells_are_bounded() -> None:

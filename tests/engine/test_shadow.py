@@ -24,13 +24,13 @@ def test_a_hold_that_clears_without_a_fault_adopts_what_the_shadow_learned() -> 
     main = fits["it"][0]
     _learn(main, 10.0)
     shadow = ShadowFits(fits)
-    shadow.start("it", fits["it"])
+    shadow.start("it")
     learning = shadow.learning("it")
     assert learning is not None
     _learn(learning[0], 12.0)  # the held bins: a new normal (a job change, a false suspicion)
     assert main.theta[0, 0] < 10.5  # the held model did not move
     shadow.note_events([{"type": "event", "state": "onset", "cause": "workload"}], frozenset({"it"}))
-    shadow.end("it", fits["it"])
+    shadow.end("it")
     assert main.theta[0, 0] > 10.5 and shadow.adopted == 1 and shadow.learning("it") is None
 
 
@@ -40,17 +40,17 @@ def test_a_confirmed_fault_keeps_the_model_from_before_its_start() -> None:
     _learn(main, 5.0)
     before = main.theta.copy()
     shadow = ShadowFits(fits)
-    shadow.start("cooling", fits["cooling"])
+    shadow.start("cooling")
     shadow.note_events([{"type": "event", "state": "onset", "cause": "cooling"}], frozenset({"cooling"}))
     assert shadow.learning("cooling") is None  # a confirmed fault is not learned, not even in the shadow
-    shadow.end("cooling", fits["cooling"])
+    shadow.end("cooling")
     assert np.array_equal(main.theta, before) and shadow.discarded == 1
 
 
 def test_shadow_state_round_trips_with_fixed_shapes() -> None:
     fits = _fits()
     a = ShadowFits(fits)
-    a.start("gpu", fits["gpu"])
+    a.start("gpu")
     learning = a.learning("gpu")
     assert learning is not None
     _learn(learning[0], 3.0)
