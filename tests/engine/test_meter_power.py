@@ -113,9 +113,9 @@ def test_no_meter_span_reaches_into_the_next_window(twin_rack) -> None:
 
 def test_ticks_and_chunks_give_the_same_meter_energy(twin_rack) -> None:
     meta, chunks, _, _ = twin_rack
-    two_hours = chunks[:2]
-    big = _run(meta, two_hours)
-    small = _run(meta, synth.rechunk(two_hours, 7))
-    assert len(big) == len(small)
+    one_hour = chunks[:1]  # four windows: enough meter spans cut by 7-row chunks at every offset
+    big = _run(meta, one_hour)
+    small = _run(meta, synth.rechunk(one_hour, 7))
+    assert len(big) == len(small) >= 3
     for a, b in zip(big, small, strict=True):
         assert b["it_measured_kwh"] == pytest.approx(a["it_measured_kwh"], rel=1e-9)
