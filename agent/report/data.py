@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from agent.engine.hygiene import SENTINELS
-from agent.trace.model import CANONICAL_STAGES, TraceChunk
+from agent.trace.model import CANONICAL_STAGES, J_PER_KWH, TraceChunk
 
 NON_COMPUTE_STAGES = ("idle", "checkpoint", "data_load", "grad_sync")
 
@@ -302,13 +302,13 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
         for label in np.unique(chunk.stage):
             mask = chunk.stage == label
             key = str(label) or "unlabelled"
-            energy_by_stage[key] = energy_by_stage.get(key, 0.0) + float(energy_j[mask].sum()) / 3.6e6
+            energy_by_stage[key] = energy_by_stage.get(key, 0.0) + float(energy_j[mask].sum()) / J_PER_KWH
         if len(window_starts):
             widx = np.clip(
                 np.searchsorted(window_starts, chunk.ts, side="right") - 1, 0, len(window_starts) - 1
             )
             gpu_known = np.isfinite(gpu_w)
-            np.add.at(window_gpu_kwh, widx[gpu_known], (gpu_w * dt)[gpu_known] / 3.6e6)
+            np.add.at(window_gpu_kwh, widx[gpu_known], (gpu_w * dt)[gpu_known] / J_PER_KWH)
         day = chunk.ts < axis.start + 86400
         both = day & known & np.isfinite(gpu_w)
         first_day["facility_j"] += float((facility_w * dt)[both].sum())

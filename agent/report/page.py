@@ -18,6 +18,7 @@ import numpy as np
 from agent import __version__
 from agent.report.data import NON_COMPUTE_STAGES, ReportData, dominant_stages, window_errors
 from agent.report.playbook import playbook_sections
+from agent.trace.model import J_PER_KWH
 
 STAGE_COLOURS = {
     "idle": "#9e9e9e",
@@ -144,7 +145,7 @@ def _kwh_to_mean_w(
         if value is None or t0 is None or t1 is None or t1 <= t0:
             out.append(None)
         else:
-            out.append(value * 3.6e6 / (t1 - t0))
+            out.append(value * J_PER_KWH / (t1 - t0))
     return out
 
 

@@ -29,6 +29,7 @@ from agent.sim.params import (
 )
 from agent.sim.scenarios import Scenario
 from agent.sim.stages import V_SPIN, Timeline, profile_table
+from agent.trace.model import J_PER_KWH
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
@@ -402,7 +403,7 @@ class RackPhysics:
         out["pdu_voltage_v"] = volts
         out["pdu_pf"] = pf
         out["pdu_current_a"] = feeds / (volts * pf)
-        energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / 3.6e6
+        energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / J_PER_KWH
         self.state.pdu_energy_kwh = energy[-1].copy()
         out["pdu_energy_kwh"] = np.mod(energy, pp.energy_wrap_kwh) if pp.energy_wrap_kwh > 0 else energy
 

@@ -29,6 +29,8 @@ from pysnmp.proto.rfc1902 import Gauge32, Integer32, ObjectIdentifier, OctetStri
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
+from agent.trace.model import J_PER_KWH
+
 Oid = tuple[int, ...]
 ValuesFn = Callable[[], Mapping[str, float | None]]
 # (snmprec type tag, value): 2 INTEGER, 4 OCTET STRING, 6 OID, 66 Gauge32
@@ -277,7 +279,7 @@ def demo_values(base_w: float = 1200.0, swing_w: float = 300.0, period_s: float 
     def values() -> dict[str, float | None]:
         now = time.monotonic()
         power = base_w + swing_w * math.sin(2 * math.pi * now / period_s)
-        state["kwh"] += power * (now - state["t"]) / 3.6e6
+        state["kwh"] += power * (now - state["t"]) / J_PER_KWH
         state["t"] = now
         return {
             "power_w": power,
