@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.sim.params import STAGES
-from agent.sim.stages import Timeline, WorkloadPlan, build_timeline
+from agent.sim.stages import Timeline, WorkloadPlan, build_timeline, stage_runs
 
 
 @dataclass(frozen=True)
@@ -120,13 +119,8 @@ class RackWorkload:
 
     def per_node(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """(seconds × nodes) stage, profile, global job, nominal work_rate and variant of each node."""
-        cols: dict[str, list[np.ndarray]] = {
-            "stage": [],
-            "profile": [],
-            "job": [],
-            "work_rate": [],
-            "variant": [],
-        }
+        names = ("stage", "profile", "job", "work_rate", "variant")
+        cols: dict[str, list[np.ndarray]] = {name: [] for name in names}
         n = s1 - s0
         for k, tl in enumerate(self.timelines):
             cols["stage"].append(tl.stage[s0:s1])
@@ -197,22 +191,10 @@ class RackWorkload:
             stage = tl.stage.astype(np.int16)
             job = self.global_job(k, tl.job)
             off = ~self.powered(0, self.total_s)[:, node]
-            stage = np.where(off, -1, stage)
-            job = np.where(off, -1, job)
-            change = np.flatnonzero((np.diff(stage) != 0) | (np.diff(job) != 0)) + 1
-            starts = np.concatenate(([0], change))
-            ends = np.concatenate((change, [len(stage)]))
-            runs = []
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                code, j = int(stage[s]), int(job[s])
-                runs.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
-            out.append(runs)
+            out.append(stage_runs(np.where(off, -1, stage), np.where(off, -1, job), ids, t0))
         return out
 
 
 def nominal_rates(jobs: list[dict[str, Any]]) -> np.ndarray:
     """Nominal work_rate per rack-wide job index, with a NaN slot for index -1 (no job)."""
     return np.array([j["work_rate_nominal"] for j in jobs] + [math.nan])
-
-
-__all__ = ["Drain", "NodeGroup", "RackWorkload", "check_layout", "nominal_rates"]

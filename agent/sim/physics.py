@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.sim import cooling as cool
-from agent.sim.faults import combined
+from agent.sim.faults import combined, driver_resets_s
 from agent.sim.jobs import RackWorkload, nominal_rates
 from agent.sim.lag import first_order_lag
 from agent.sim.params import (
@@ -28,7 +28,7 @@ from agent.sim.params import (
     INLET_POSITIONS,
 )
 from agent.sim.scenarios import Scenario
-from agent.sim.stages import V_SPIN, Timeline, profile_table
+from agent.sim.stages import V_SPIN, profile_table
 from agent.trace.model import J_PER_KWH
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
@@ -113,17 +113,12 @@ class PhysicsState:
 class RackPhysics:
     """Computes clean signals chunk by chunk for one scenario."""
 
-    def __init__(self, scenario: Scenario, timeline: Timeline | None = None) -> None:
+    def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.rp = scenario.rack
-        if timeline is not None and (scenario.groups or scenario.drains):
-            raise ValueError("a given timeline runs on every node: it cannot go with node groups or drains")
         self.workload = RackWorkload(
             scenario.plan, scenario.groups, scenario.drains, self.rp.nodes, scenario.total_s, scenario.seed
         )
-        if timeline is not None:
-            self.workload.timelines[0] = self.workload.timeline = timeline
-            self.workload.jobs = timeline.jobs
         self.timeline = self.workload.timeline  # rack-wide label view (a single job: its one timeline)
         self.k = rack_constants(scenario)
         # The first GPU of each group's first node is its rank 0 (the one that writes a rank-0 checkpoint).
@@ -139,18 +134,12 @@ class RackPhysics:
 
     def _tables(self) -> None:
         gp = self.rp.gpu
-        table = profile_table(self.scenario.plan)
-        n_prof = len(table)
-        self.power_level = np.zeros((n_prof, 6))
-        self.util_level = np.zeros((n_prof, 6))
-        self.mem_level = np.zeros((n_prof, 6))
-        self.node_extra = np.zeros((n_prof, 6))
-        for i, p in enumerate(table):
-            self.power_level[i] = np.asarray(p.power_frac) * gp.tdp_w
-            self.util_level[i] = p.util_pct
-            self.mem_level[i] = p.mem_util_pct
-            self.node_extra[i] = p.node_extra_w
+        table = profile_table(self.scenario.plan)  # (profiles × stages) tables, indexed by code
+        self.power_level = np.array([p.power_frac for p in table], dtype=np.float64) * gp.tdp_w
         self.power_level[:, IDLE] = gp.idle_w
+        self.util_level = np.array([p.util_pct for p in table], dtype=np.float64)
+        self.mem_level = np.array([p.mem_util_pct for p in table], dtype=np.float64)
+        self.node_extra = np.array([p.node_extra_w for p in table], dtype=np.float64)
         # per-GPU signatures: which kinds checkpoint from one rank, and how a spinning rank looks
         self.rank0_writes = np.array([p.checkpoint_writers == "rank0" for p in table])
         self.spin_w = np.array([p.spin_power_frac * gp.tdp_w for p in table])
@@ -180,11 +169,9 @@ class RackPhysics:
             )
         if s0 // CHUNK_S != (s1 - 1) // CHUNK_S:
             raise ValueError("a physics step must stay within one hour-long chunk")
-        out: dict[str, np.ndarray] = {}
         t = np.arange(s0, s1, dtype=np.float64)
         ts = self.scenario.start_ts + t
-        out["ts"] = ts
-        out["t_s"] = t
+        out: dict[str, np.ndarray] = {"ts": ts, "t_s": t}
         self._gpus(s0, s1, t, out)
         self._rack(s0, s1, t, ts, out)
         self.state.next_s = s1
@@ -242,9 +229,8 @@ class RackPhysics:
         out["gpu_heat_w"] = heat
 
         energy = self.state.gpu_energy_j + np.cumsum(power, axis=0)
-        for fault in self.scenario.faults:  # a driver update resets the energy counter to zero
-            reset_s = round(fault.start_h * 3600.0)
-            if fault.kind == "gpu_driver" and s0 <= reset_s < s1:
+        for reset_s in driver_resets_s(self.scenario.faults):  # the energy counter restarts from zero
+            if s0 <= reset_s < s1:
                 i = reset_s - s0
                 energy[i:] = energy[i:] - energy[i] + power[i]
         self.state.gpu_energy_j = energy[-1].copy()
@@ -382,11 +368,8 @@ class RackPhysics:
         total = node_ac.sum(axis=1)
         for fault in self.scenario.faults:
             if fault.kind == "power_chain":
-                idx = (
-                    self.rp.pdu_ids.index(fault.resolved_target)
-                    if fault.resolved_target in self.rp.pdu_ids
-                    else 1
-                )
+                target = fault.resolved_target
+                idx = self.rp.pdu_ids.index(target) if target in self.rp.pdu_ids else 1
                 feeds[:, idx] += fault.magnitude * fault.envelope(t) * total
         return feeds
 

@@ -347,7 +347,7 @@ def random_faults(
         if t >= 0.9 * hours:
             break
         kind = kinds[int(rng.integers(len(kinds)))]
-        magnitude = FAULT_KINDS[kind][3] * _u(rng, 0.5, 1.5)
+        magnitude = FAULT_KINDS[kind].default_pct * _u(rng, 0.5, 1.5)
         shape = "step" if rng.random() < 0.5 else "gradual"
         repaired = rng.random() < 0.33
         end = t + _u(rng, 0.1, 0.3) * hours if repaired else None
@@ -360,9 +360,3 @@ def random_faults(
             break
         t = end + _u(rng, 0.02, 0.1) * hours
     return tuple(faults), tuple(maintenance)
-
-
-__all__ = [
-    "DEV_SEEDS", "FAMILIES", "LAYOUT_FAMILIES", "REPORT_SEED_BASE", "random_multijob_scenario",
-    "random_scenario",
-]

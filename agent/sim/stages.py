@@ -137,18 +137,20 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
             if b.t < total_s:
                 _job(b)
     durs = np.asarray(b.durs, dtype=np.int64)
-    stage = np.repeat(np.asarray(b.stages, dtype=np.int8), durs)[:total_s]
-    job = np.repeat(np.asarray(b.jobs_of, dtype=np.int32), durs)[:total_s]
-    rate = np.repeat(np.asarray(b.rates, dtype=np.float64), durs)[:total_s]
-    profile = np.repeat(np.asarray(b.profiles, dtype=np.int8), durs)[:total_s]
-    variant = np.repeat(np.asarray(b.variants, dtype=np.int8), durs)[:total_s]
-    labelled = np.repeat(np.asarray(b.labelled, dtype=bool), durs)[:total_s]
+
+    def per_second(values: list[Any], dtype: Any) -> np.ndarray:
+        return np.repeat(np.asarray(values, dtype=dtype), durs)[:total_s]
+
     for info in b.jobs:
         info["end_s"] = min(info["end_s"], total_s)
     plateau = []
     if plan.plateau_start_h is not None and plan.plateau_start_h * 3600 < total_s:
         plateau.append((int(plan.plateau_start_h * 3600), total_s))
-    return Timeline(stage, job, rate, profile, b.jobs, plateau, variant, labelled)
+    return Timeline(
+        per_second(b.stages, np.int8), per_second(b.jobs_of, np.int32), per_second(b.rates, np.float64),
+        per_second(b.profiles, np.int8), b.jobs, plateau, per_second(b.variants, np.int8),
+        per_second(b.labelled, bool),
+    )
 
 
 def _idle_gap(b: _Builder, first: bool) -> None:
@@ -274,20 +276,19 @@ def _lag_steps(b: _Builder) -> None:
         k += 1
 
 
-def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
-    """The stage timeline as ``[start_ts, end_ts, stage, job_id]`` runs (truth.json)."""
-    change = np.flatnonzero((np.diff(timeline.stage) != 0) | (np.diff(timeline.job) != 0)) + 1
+def stage_runs(stage: np.ndarray, job: np.ndarray, ids: list[str], t0: float) -> list[list[Any]]:
+    """Per-second stage codes and job indices as ``[start_ts, end_ts, stage, job_id]`` runs
+    (truth.json); a negative code is a powered-down node (``"off"``), job -1 no job (``""``)."""
+    change = np.flatnonzero((np.diff(stage) != 0) | (np.diff(job) != 0)) + 1
     starts = np.concatenate(([0], change))
-    ends = np.concatenate((change, [len(timeline.stage)]))
-    ids = timeline.job_ids()
+    ends = np.concatenate((change, [len(stage)]))
     out: list[list[Any]] = []
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        j = int(timeline.job[s])
-        out.append([t0 + s, t0 + e, STAGES[int(timeline.stage[s])], ids[j] if j >= 0 else ""])
+        code, j = int(stage[s]), int(job[s])
+        out.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
     return out
 
 
-__all__ = [
-    "GRAD_SYNC", "V_PLAIN", "V_SPIN", "Timeline", "WorkloadPlan", "build_timeline", "profile_table",
-    "segments",
-]
+def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
+    """The rack's stage timeline as runs (truth.json ``stage_segments``)."""
+    return stage_runs(timeline.stage, timeline.job, timeline.job_ids(), t0)
