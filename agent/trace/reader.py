@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO
 
 import numpy as np
@@ -278,12 +277,7 @@ class TraceReader:
         return out, problem
 
     def _fallback(
-        self,
-        block: bytes,
-        starts: np.ndarray,
-        lengths: np.ndarray,
-        values: np.ndarray,
-        fallback: np.ndarray,
+        self, block: bytes, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray, fallback: np.ndarray,
         ncols: int,
     ) -> tuple[int, str] | None:
         """Convert the cells the bulk parser left alone (``nan``, exponents); the first bad one."""
@@ -321,18 +315,6 @@ class TraceReader:
             row,
             f"ts not increasing: {ts[row]:.15g} after {previous[row]:.15g} (ts must strictly increase)",
         )
-
-    # -- context manager (nothing stays open between iterations; kept for symmetry with the writer)
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> TraceReader:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _number(text: str) -> float | None:

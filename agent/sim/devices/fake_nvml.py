@@ -76,19 +76,8 @@ class FakeNvml:
         self._energy_offset_mj[gpu] = self._energy_offset_mj.get(gpu, 0.0) + self._counter_mj(gpu)
 
     def functions(self) -> dict[str, Callable[..., Any]]:
-        return {
-            "nvmlInit": self.nvmlInit,
-            "nvmlShutdown": self.nvmlShutdown,
-            "nvmlDeviceGetCount": self.nvmlDeviceGetCount,
-            "nvmlDeviceGetHandleByIndex": self.nvmlDeviceGetHandleByIndex,
-            "nvmlDeviceGetPowerUsage": self.nvmlDeviceGetPowerUsage,
-            "nvmlDeviceGetFieldValues": self.nvmlDeviceGetFieldValues,
-            "nvmlDeviceGetTotalEnergyConsumption": self.nvmlDeviceGetTotalEnergyConsumption,
-            "nvmlDeviceGetUtilizationRates": self.nvmlDeviceGetUtilizationRates,
-            "nvmlDeviceGetTemperature": self.nvmlDeviceGetTemperature,
-            "nvmlDeviceGetClockInfo": self.nvmlDeviceGetClockInfo,
-            "nvmlDeviceGetEnforcedPowerLimit": self.nvmlDeviceGetEnforcedPowerLimit,
-        }
+        """Every fake, under its ``pynvml`` name (the methods named ``nvml…`` below)."""
+        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("nvml")}
 
     @contextmanager
     def installed(self) -> Iterator[FakeNvml]:

@@ -91,20 +91,14 @@ class CoolingUnitServer:
     # -- register image ------------------------------------------------------------------------
     def _device(self) -> SimDevice:
         """A datastore holding exactly the profile's registers (zeros; real values are set per reply)."""
-        holding = [
-            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-            for p in self.points
-            if p.table == "holding"
-        ]
-        inputs = [
-            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-            for p in self.points
-            if p.table == "input"
-        ]
-        # a datastore table may not be empty: park one register at the top of the address space
-        unused = [SimData(65535, values=[0], datatype=DataType.REGISTERS)]
+        def table(name: str) -> list[SimData]:
+            found = [SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
+                     for p in self.points if p.table == name]
+            # a datastore table may not be empty: park one register at the top of the address space
+            return found or [SimData(65535, values=[0], datatype=DataType.REGISTERS)]
+
         bits = [SimData(0, count=1, values=False, datatype=DataType.BITS)]
-        return SimDevice(id=self.device_id, simdata=(bits, bits, holding or unused, inputs or unused))
+        return SimDevice(id=self.device_id, simdata=(bits, bits, table("holding"), table("input")))
 
     def image(self, function_code: int, address: int, count: int) -> list[int]:
         """The registers ``address .. address+count-1`` of the table read by ``function_code``, now."""
