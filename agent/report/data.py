@@ -20,6 +20,10 @@ from agent.engine.hygiene import SENTINELS
 from agent.trace.model import CANONICAL_STAGES, J_PER_KWH, TraceChunk
 
 NON_COMPUTE_STAGES = ("idle", "checkpoint", "data_load", "grad_sync")
+# a report window's energies (``<name>_kwh``): the rack's facility energy and its IT and cooling parts
+WINDOW_ENERGIES = (
+    "measured", "predicted", "it_measured", "it_predicted", "cooling_measured", "cooling_predicted"
+)
 
 
 class ReportInputError(ValueError):
@@ -133,20 +137,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
     stages = list(CANONICAL_STAGES)
     stage_time = np.zeros((buckets, len(stages) + 8))
     inferred_time = np.zeros(buckets)
-    windows: dict[str, list[float | None]] = {
-        key: []
-        for key in (
-            "start",
-            "end",
-            "measured_kwh",
-            "predicted_kwh",
-            "it_measured_kwh",
-            "it_predicted_kwh",
-            "cooling_measured_kwh",
-            "cooling_predicted_kwh",
-            "coverage",
-        )
-    }
+    keys = ("start", "end", *(f"{name}_kwh" for name in WINDOW_ENERGIES), "coverage")
+    windows: dict[str, list[float | None]] = {key: [] for key in keys}
     events: list[dict[str, Any]] = []
     baselines: dict[str, dict[str, list[float | None]]] = {}
     summary_step = max(1, summary_count // max_baseline_points)
@@ -163,15 +155,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
                     label = "other" if "other" in stages else label
                 if label not in stages:
                     stages.append(label)
-            _add_segment(
-                axis,
-                stage_time,
-                inferred_time,
-                float(obj["start"]),
-                float(obj["end"]),
-                stages.index(label),
-                obj.get("source") == "inferred",
-            )
+            _add_segment(axis, stage_time, inferred_time, float(obj["start"]), float(obj["end"]),
+                         stages.index(label), obj.get("source") == "inferred")
         elif kind == "window":
             for key in windows:
                 value = obj.get(key)
@@ -226,13 +211,8 @@ def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> N
 
 
 def _add_segment(
-    axis: TimeAxis,
-    stage_time: np.ndarray,
-    inferred_time: np.ndarray,
-    start: float,
-    end: float,
-    stage_index: int,
-    inferred: bool,
+    axis: TimeAxis, stage_time: np.ndarray, inferred_time: np.ndarray, start: float, end: float,
+    stage_index: int, inferred: bool,
 ) -> None:
     """Spread one segment's duration over the buckets it covers."""
     if end <= start:
@@ -255,10 +235,14 @@ def dominant_stages(data: ReportData) -> list[int]:
     return [int(d) if c else -1 for d, c in zip(dominant, covered, strict=True)]
 
 
+def floats(values: list[float | None]) -> np.ndarray:
+    """A report column as a float array, None → NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
 def window_errors(windows: dict[str, list[float | None]]) -> np.ndarray:
     """Signed relative error (predicted − measured) / measured per predicted window, in %."""
-    measured = np.array([np.nan if v is None else v for v in windows["measured_kwh"]], dtype=float)
-    predicted = np.array([np.nan if v is None else v for v in windows["predicted_kwh"]], dtype=float)
+    measured, predicted = floats(windows["measured_kwh"]), floats(windows["predicted_kwh"])
     with np.errstate(divide="ignore", invalid="ignore"):
         error = 100.0 * (predicted - measured) / measured
     return error[np.isfinite(error)]
