@@ -238,14 +238,8 @@ class SimSnmpPdu:
         config.add_v1_system(snmp, "sim-area", self.community)
         config.add_vacm_user(snmp, 2, "sim-area", "noAuthNoPriv", (1, 3, 6))
         if self.v3_user:
-            config.add_v3_user(
-                snmp,
-                self.v3_user,
-                config.USM_AUTH_HMAC96_SHA,
-                self.v3_auth_key,
-                config.USM_PRIV_CFB128_AES,
-                self.v3_priv_key,
-            )
+            config.add_v3_user(snmp, self.v3_user, config.USM_AUTH_HMAC96_SHA, self.v3_auth_key,
+                               config.USM_PRIV_CFB128_AES, self.v3_priv_key)
             config.add_vacm_user(snmp, 3, self.v3_user, "authPriv", (1, 3, 6))
         snmp_context = context.SnmpContext(snmp)
         snmp_context.unregister_context_name(b"")
@@ -302,17 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve() -> None:
-        async with SimSnmpPdu(
-            demo_values(args.power_w),
-            args.port,
-            vendor=args.vendor,
-            community=args.community,
-            outlets=args.outlets,
-        ):
-            print(
-                f"simulated {args.vendor} PDU on udp://127.0.0.1:{args.port} community {args.community!r}",
-                flush=True,
-            )
+        pdu = SimSnmpPdu(demo_values(args.power_w), args.port, vendor=args.vendor, community=args.community,
+                         outlets=args.outlets)
+        async with pdu:
+            where = f"udp://127.0.0.1:{args.port} community {args.community!r}"
+            print(f"simulated {args.vendor} PDU on {where}", flush=True)
             await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):
