@@ -203,12 +203,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
         with np.errstate(divide="ignore", invalid="ignore"):
             static_all = 100.0 * (reference - measured) / measured
         static_errors = static_all[predicted_mask & np.isfinite(static_all)]
-    span = max(
-        5.0,
-        float(np.percentile(np.abs(np.concatenate([engine_errors, static_errors])), 99))
-        if engine_errors.size or static_errors.size
-        else 5.0,
-    )
+    all_errors = np.abs(np.concatenate([engine_errors, static_errors]))
+    span = max(5.0, float(np.percentile(all_errors, 99))) if all_errors.size else 5.0
     edges = np.linspace(-span, span, 41)
     stage_time = data.stage_time_s.sum(axis=0)
     energy = data.trace.energy_by_stage_kwh if data.trace else {}

@@ -136,10 +136,12 @@ def driver_resets_s(faults: tuple[FaultSpec, ...]) -> list[int]:
     return [round(f.start_h * 3600.0) for f in faults if f.kind == "gpu_driver"]
 
 
-def combined(faults: tuple[FaultSpec, ...], kind: str, t_s: np.ndarray) -> np.ndarray:
-    """Sum of magnitude × envelope of every fault of ``kind`` (0 when there is none)."""
+def combined(
+    faults: tuple[FaultSpec, ...], kind: str, t_s: np.ndarray, target: str | None = None
+) -> np.ndarray:
+    """Sum of magnitude × envelope of every fault of ``kind`` (on ``target`` if given; 0 when none)."""
     total = np.zeros(t_s.shape)
     for fault in faults:
-        if fault.kind == kind:
+        if fault.kind == kind and (target is None or fault.resolved_target == target):
             total = total + fault.magnitude * fault.envelope(t_s)
     return total

@@ -304,10 +304,7 @@ class RackPhysics:
         exhaust_rise = 1000.0 * rack_kw_guess / (node_airflow * cool.AIR_CP_J_PER_KG_K)
         inlets: dict[str, np.ndarray] = {}
         for pos in INLET_POSITIONS:
-            recirc = np.zeros(n)
-            for fault in faults:
-                if fault.kind == "hotspot" and fault.resolved_target == pos:
-                    recirc = recirc + fault.magnitude * fault.envelope(t)
+            recirc = combined(faults, "hotspot", t, target=pos)
             inlets[pos] = (
                 supply
                 + dict(ip.offsets_k).get(pos, 1.0)
