@@ -121,13 +121,12 @@ class RackWorkload:
         """(seconds × nodes) stage, profile, global job, nominal work_rate and variant of each node."""
         names = ("stage", "profile", "job", "work_rate", "variant")
         cols: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        n = s1 - s0
         for k, tl in enumerate(self.timelines):
             cols["stage"].append(tl.stage[s0:s1])
             cols["profile"].append(tl.profile[s0:s1])
             cols["job"].append(self.global_job(k, tl.job[s0:s1]))
             cols["work_rate"].append(tl.work_rate[s0:s1])
-            cols["variant"].append(tl.variant[s0:s1] if tl.variant.size else np.zeros(n, np.int8))
+            cols["variant"].append(tl.variant[s0:s1])
         g = self.group_of_node
         return {name: np.stack(parts, axis=1)[:, g] for name, parts in cols.items()}
 
@@ -158,27 +157,17 @@ class RackWorkload:
         def take(name: str, dtype: Any) -> np.ndarray:
             return np.stack([getattr(tl, name) for tl in self.timelines], axis=1)[rows, pick].astype(dtype)
 
-        job = np.stack([self.global_job(k, tl.job) for k, tl in enumerate(self.timelines)], axis=1)[
-            rows, pick
-        ]
-        variant = (
-            take("variant", np.int8)
-            if all(tl.variant.size for tl in self.timelines)
-            else np.zeros(0, np.int8)
-        )
-        labelled = (
-            take("labelled", bool) if all(tl.labelled.size for tl in self.timelines) else np.ones(0, bool)
-        )
+        jobs = [self.global_job(k, tl.job) for k, tl in enumerate(self.timelines)]
+        job = np.stack(jobs, axis=1)[rows, pick]
         self.label_group = pick
         return Timeline(
             stage=take("stage", np.int8),
             job=job.astype(np.int32),
             work_rate=take("work_rate", np.float64),
             profile=take("profile", np.int8),
+            variant=take("variant", np.int8),
+            labelled=take("labelled", bool),
             jobs=self.jobs,
-            plateau_ranges=[],
-            variant=variant,
-            labelled=labelled,
         )
 
     def node_segments(self, t0: float) -> list[list[list[Any]]]:

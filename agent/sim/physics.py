@@ -247,8 +247,7 @@ class RackPhysics:
         out["work_rate"] = np.where(job >= 0, reported, np.nan)
         out["stage"] = stage
         out["job"] = job
-        if tl.labelled.size:
-            out["labelled"] = tl.labelled[s0:s1]
+        out["labelled"] = tl.labelled[s0:s1]
 
     def _per_gpu(
         self, stage: np.ndarray, prof: np.ndarray, variant: np.ndarray, level: np.ndarray

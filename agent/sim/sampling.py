@@ -159,11 +159,11 @@ class Sampler:
 
         job = clean["job"]
         if hints:
-            labelled = clean.get("labelled")
+            labelled = clean["labelled"]
             numeric["work_rate"] = np.round(values["work_rate"], 1)
             stage = self._stage_labels[clean["stage"]]
             job_labels = self._job_labels[job]
-            if labelled is not None and not labelled.all():  # jobs that report nothing
+            if not labelled.all():  # jobs that report nothing
                 numeric["work_rate"] = np.where(labelled, numeric["work_rate"], np.nan)
                 stage = np.where(labelled, stage, "").astype(object)
                 job_labels = np.where(labelled, job_labels, "").astype(object)

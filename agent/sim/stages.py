@@ -78,10 +78,10 @@ class Timeline:
     job: np.ndarray  # int32 job index per second, -1 = no job
     work_rate: np.ndarray  # float64 nominal work_rate per second, NaN = no job
     profile: np.ndarray  # int8 index into PROFILE_NAMES per second (last job's kind when idle)
+    variant: np.ndarray  # int8 V_* per second
+    labelled: np.ndarray  # bool per second: the job reports its stage
     jobs: list[dict[str, Any]] = field(default_factory=list)
     plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
-    variant: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # V_* per second
-    labelled: np.ndarray = field(default_factory=lambda: np.ones(0, bool))  # the job reports its stage
 
     def job_ids(self) -> list[str]:
         return [str(j["id"]) for j in self.jobs]
@@ -148,8 +148,8 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
         plateau.append((int(plan.plateau_start_h * 3600), total_s))
     return Timeline(
         per_second(b.stages, np.int8), per_second(b.jobs_of, np.int32), per_second(b.rates, np.float64),
-        per_second(b.profiles, np.int8), b.jobs, plateau, per_second(b.variants, np.int8),
-        per_second(b.labelled, bool),
+        per_second(b.profiles, np.int8), per_second(b.variants, np.int8), per_second(b.labelled, bool),
+        b.jobs, plateau,
     )
 
 
