@@ -93,13 +93,8 @@ class _Builder:
         self.total_s = total_s
         self.rng = rng
         self.t = 0
-        self.stages: list[int] = []
-        self.durs: list[int] = []
-        self.jobs_of: list[int] = []
-        self.rates: list[float] = []
-        self.profiles: list[int] = []
-        self.variants: list[int] = []
-        self.labelled: list[bool] = []
+        # one run per add(): (stage, seconds, job, work_rate, profile, variant, labelled)
+        self.runs: list[tuple[int, int, int, float, int, int, bool]] = []
         self.jobs: list[dict[str, Any]] = []
         self.last_profile = 0
         self.job_labelled = True
@@ -108,13 +103,7 @@ class _Builder:
 
     def add(self, stage: int, dur_s: float, job: int, rate: float, variant: int = V_PLAIN) -> None:
         d = max(1, round(dur_s))
-        self.stages.append(stage)
-        self.durs.append(d)
-        self.jobs_of.append(job)
-        self.rates.append(rate)
-        self.profiles.append(self.last_profile)
-        self.variants.append(variant)
-        self.labelled.append(self.job_labelled or job < 0)
+        self.runs.append((stage, d, job, rate, self.last_profile, variant, self.job_labelled or job < 0))
         self.t += d
 
     def maintenance_after(self, t: float) -> tuple[float, float] | None:
@@ -136,9 +125,9 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
             _idle_gap(b, first=not b.jobs)
             if b.t < total_s:
                 _job(b)
-    durs = np.asarray(b.durs, dtype=np.int64)
+    stages, durs, jobs, rates, profiles, variants, labelled = zip(*b.runs, strict=True)
 
-    def per_second(values: list[Any], dtype: Any) -> np.ndarray:
+    def per_second(values: tuple[Any, ...], dtype: Any) -> np.ndarray:
         return np.repeat(np.asarray(values, dtype=dtype), durs)[:total_s]
 
     for info in b.jobs:
@@ -147,8 +136,8 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
     if plan.plateau_start_h is not None and plan.plateau_start_h * 3600 < total_s:
         plateau.append((int(plan.plateau_start_h * 3600), total_s))
     return Timeline(
-        per_second(b.stages, np.int8), per_second(b.jobs_of, np.int32), per_second(b.rates, np.float64),
-        per_second(b.profiles, np.int8), per_second(b.variants, np.int8), per_second(b.labelled, bool),
+        per_second(stages, np.int8), per_second(jobs, np.int32), per_second(rates, np.float64),
+        per_second(profiles, np.int8), per_second(variants, np.int8), per_second(labelled, bool),
         b.jobs, plateau,
     )
 
