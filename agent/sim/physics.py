@@ -158,8 +158,12 @@ class RackPhysics:
             pdu_energy_kwh=self.k.pdu_energy0_kwh.copy(),
         )
 
-    def rng(self, chunk: int, stream: int) -> np.random.Generator:
-        return np.random.default_rng([self.scenario.seed, chunk + 1, stream])
+    def _noise(self, s0: int, n: int, stream: int, *width: int) -> np.ndarray:
+        """Standard-normal draws of ``stream`` for seconds [s0, s0 + n): drawn for the whole hour and
+        sliced, so a chunk split into steps sees the same numbers."""
+        chunk, off = divmod(s0, CHUNK_S)
+        rng = np.random.default_rng([self.scenario.seed, chunk + 1, stream])
+        return rng.standard_normal((CHUNK_S, *width))[off : off + n]
 
     def step(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """Clean signals for seconds [s0, s1); s0 must continue the previous step."""
@@ -181,7 +185,6 @@ class RackPhysics:
     def _gpus(self, s0: int, s1: int, t: np.ndarray, out: dict[str, np.ndarray]) -> None:
         tl, gp, k = self.timeline, self.rp.gpu, self.k
         n, g = s1 - s0, self.rp.gpus
-        chunk, off = divmod(s0, CHUNK_S)
         nodes = self.workload.per_node(s0, s1)  # (n, nodes) per-node stage truth
         on_g = self.workload.powered(s0, s1)[:, k.node_of_gpu]
         stage_g = nodes["stage"][:, k.node_of_gpu].astype(np.intp)
@@ -191,10 +194,9 @@ class RackPhysics:
         stage = tl.stage[s0:s1].astype(np.intp)
         job = tl.job[s0:s1]
         rate_nom = tl.work_rate[s0:s1]
-        # Draw whole-chunk noise and slice, so a chunk split into steps sees the same numbers.
-        gpu_noise = self.rng(chunk, S_GPU).standard_normal((CHUNK_S, g))[off : off + n]
-        util_noise = self.rng(chunk, S_UTIL).standard_normal((CHUNK_S, 2 * g))[off : off + n]
-        rate_noise = self.rng(chunk, S_RATE).standard_normal(CHUNK_S)[off : off + n]
+        gpu_noise = self._noise(s0, n, S_GPU, g)
+        util_noise = self._noise(s0, n, S_UTIL, 2 * g)
+        rate_noise = self._noise(s0, n, S_RATE)
 
         level = self.power_level[prof_g, stage_g]  # (n, G)
         training_g = (stage_g == FORWARD_BACKWARD) | (stage_g == GRAD_SYNC)
@@ -208,7 +210,7 @@ class RackPhysics:
         level_g, util_g, mem_g = self._per_gpu(stage_g, prof_g, nodes["variant"][:, k.node_of_gpu], level)
         power = level_g * k.gpu_unit[None, :] * (1.0 + ageing)
         power = power * (1.0 + gp.noise_frac * gpu_noise)
-        cap_noise = self.rng(chunk, S_CAP).standard_normal((CHUNK_S, g))[off : off + n]
+        cap_noise = self._noise(s0, n, S_CAP, g)
         cap_w = gp.tdp_w * 1.02 * (1.0 + GPU_CAP_READING_NOISE_FRAC * np.clip(cap_noise, -3.0, 3.0))
         power = np.clip(np.minimum(power, cap_w), 0.85 * gp.idle_w, None)
         power = np.where(on_g, power, 0.0)  # a drained node is powered down
@@ -274,7 +276,6 @@ class RackPhysics:
     def _rack(self, s0: int, s1: int, t: np.ndarray, ts: np.ndarray, out: dict[str, np.ndarray]) -> None:
         rp, k, c, node_p = self.rp, self.k, self.rp.cooling, self.rp.node
         n = s1 - s0
-        chunk, off = divmod(s0, CHUNK_S)
         faults = self.scenario.faults
         nodes = self.workload.per_node(s0, s1)
         on = self.workload.powered(s0, s1)
@@ -292,7 +293,7 @@ class RackPhysics:
         heat_guess = dc_no_fan.sum(axis=1) / TYPICAL_PSU_EFFICIENCY + fan_guess + other
         removed_guess, _ = cool.removal(c, heat_guess, self.state.cooling)
         setpoint = c.setpoint_c * (1.0 - combined(faults, "setpoint", t))
-        crac_noise = self.rng(chunk, S_CRAC).standard_normal((CHUNK_S, 3))[off : off + n]
+        crac_noise = self._noise(s0, n, S_CRAC, 3)
         supply = setpoint + c.supply_gain_k * (heat_guess - removed_guess) / c.capacity_w
         supply = supply + 0.05 * crac_noise[:, 0]
 
@@ -339,7 +340,7 @@ class RackPhysics:
         feeds = self._feeds(node_ac, t)
         out["node_ac_w"] = node_ac
         out["pdu_power_w"] = feeds
-        self._pdu_electrical(feeds, chunk, off, n, out)
+        self._pdu_electrical(feeds, self._noise(s0, n, S_PDU, 2), out)
 
         # Cooling unit: heat = all of this rack's electrical power + the other racks.
         heat = feeds.sum(axis=1) + other
@@ -353,7 +354,7 @@ class RackPhysics:
         out["crac_outdoor_temp_c"] = outdoor + c.outdoor_probe_offset_k  # the unit's outdoor probe
         out["heat_load_w"] = heat
         out["other_racks_w"] = other
-        inlet_noise = self.rng(chunk, S_INLET).standard_normal((CHUNK_S, 3))[off : off + n]
+        inlet_noise = self._noise(s0, n, S_INLET, 3)
         out["inlet_c"] = out["inlet_c"] + ip.noise_k * inlet_noise
 
     def _feeds(self, node_ac: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -369,11 +370,8 @@ class RackPhysics:
                 feeds[:, idx] += fault.magnitude * fault.envelope(t) * total
         return feeds
 
-    def _pdu_electrical(
-        self, feeds: np.ndarray, chunk: int, off: int, n: int, out: dict[str, np.ndarray]
-    ) -> None:
+    def _pdu_electrical(self, feeds: np.ndarray, noise: np.ndarray, out: dict[str, np.ndarray]) -> None:
         pp = self.rp.pdu
-        noise = self.rng(chunk, S_PDU).standard_normal((CHUNK_S, 2))[off : off + n]
         slow = pp.voltage_swing_v * np.sin(2 * math.pi * out["ts"] / 5400.0 + self.k.phases[0])
         volts = pp.voltage_v + slow[:, None] + pp.voltage_noise_v * noise
         capacity_w = self.rp.nodes * self.rp.node.psu_rating_w  # two PSUs per node per feed
