@@ -109,25 +109,18 @@ def _time_range(path: Path) -> tuple[float, float, int]:
 
 
 def _stage_levels(payload: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
-    """Per-stage (level, low, high) in W from a summary payload, tolerant of field naming."""
-    stages = payload.get("stages") or payload.get("baselines") or {}
+    """Per-stage (level, low, high) in W from a summary's ``stages`` (summary.schema.json: ``level_w``
+    and ``band_w`` = [low, high]); a stage without a level is skipped, one without a band is flat."""
+    stages = payload.get("stages")
     found: dict[str, tuple[float, float, float]] = {}
-    if not isinstance(stages, dict):
-        return found
-    for name, entry in stages.items():
-        if not isinstance(entry, dict):
-            continue
-        level = entry.get("level_w", entry.get("facility_w", entry.get("level")))
-        band = entry.get("band_w", entry.get("band"))
+    for name, entry in stages.items() if isinstance(stages, dict) else ():
+        level = entry.get("level_w") if isinstance(entry, dict) else None
         if not isinstance(level, int | float):
             continue
-        if isinstance(band, list | tuple) and len(band) == 2:
-            low, high = float(band[0]), float(band[1])
-        elif isinstance(band, int | float):
-            low, high = float(level) - float(band), float(level) + float(band)
-        else:
-            low = high = float(level)
-        found[str(name)] = (float(level), low, high)
+        band = entry.get("band_w")
+        if not (isinstance(band, list | tuple) and len(band) == 2):
+            band = (level, level)
+        found[str(name)] = (float(level), float(band[0]), float(band[1]))
     return found
 
 

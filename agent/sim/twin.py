@@ -85,20 +85,12 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
     ]
     per_node: dict[str, Any] = {}
     if scenario.groups or scenario.drains:  # the trace has no per-node stage column: truth only
-        per_node = {
-            "node_gpus": [
-                np.flatnonzero(physics.k.node_of_gpu == n).tolist() for n in range(scenario.rack.nodes)
-            ],
-            "node_stage_segments": physics.workload.node_segments(t0),
-        }
+        node_gpus = [np.flatnonzero(physics.k.node_of_gpu == n).tolist() for n in range(scenario.rack.nodes)]
+        per_node = {"node_gpus": node_gpus, "node_stage_segments": physics.workload.node_segments(t0)}
     return per_node | {
         "scenario": scenario.describe(),
-        "meta": {
-            "rack": scenario.rack_name,
-            "site": scenario.site,
-            f"crac.{c.crac_id}.share": c.share,
-            "interval_s": 1,
-        },
+        "meta": {"rack": scenario.rack_name, "site": scenario.site, f"crac.{c.crac_id}.share": c.share,
+                 "interval_s": 1},
         "model": {
             "cooling_tau_s": c.tau_s,
             "cooling_dead_s": c.dead_s,
