@@ -19,14 +19,7 @@ from agent.sim import cooling as cool
 from agent.sim.faults import combined, driver_resets_s
 from agent.sim.jobs import RackWorkload, nominal_rates
 from agent.sim.lag import first_order_lag
-from agent.sim.params import (
-    CHECKPOINT,
-    EVAL,
-    FORWARD_BACKWARD,
-    GRAD_SYNC,
-    IDLE,
-    INLET_POSITIONS,
-)
+from agent.sim.params import CHECKPOINT, EVAL, FORWARD_BACKWARD, GRAD_SYNC, IDLE, INLET_POSITIONS
 from agent.sim.scenarios import Scenario
 from agent.sim.stages import V_SPIN, profile_table
 from agent.trace.model import J_PER_KWH

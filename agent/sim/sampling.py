@@ -30,15 +30,8 @@ DRIVER_GAP_S = 30  # NVML unavailable while the driver reloads
 RESOLUTION: dict[str, dict[str, int]] = {
     "gpu": {"power_w": 1, "energy_j": 0, "util_pct": 0, "mem_util_pct": 0, "temp_c": 0, "sm_clock_mhz": 0},
     "pdu": {"power_w": 0, "energy_kwh": 3, "voltage_v": 1, "current_a": 2, "pf": 2},
-    "crac": {
-        "power_w": -1,
-        "supply_temp_c": 1,
-        "return_temp_c": 1,
-        "setpoint_c": 1,
-        "fan_pct": 1,
-        "cooling_w": -2,
-        "outdoor_temp_c": 1,
-    },
+    "crac": {"power_w": -1, "supply_temp_c": 1, "return_temp_c": 1, "setpoint_c": 1, "fan_pct": 1,
+             "cooling_w": -2, "outdoor_temp_c": 1},
     "inlet": {"temp_c": 1},
 }
 
