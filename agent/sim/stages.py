@@ -106,6 +106,13 @@ class _Builder:
         self.runs.append((stage, d, job, rate, self.last_profile, variant, self.job_labelled or job < 0))
         self.t += d
 
+    def new_job(self, kind: str, start_s: int, end_s: int, rate: float, preempted: bool) -> dict[str, Any]:
+        """Record the next job for the truth (the caller moves ``end_s`` to where it really ended)."""
+        info = {"id": f"j{len(self.jobs):03d}", "profile": kind, "start_s": start_s, "end_s": end_s,
+                "work_rate_nominal": rate, "preempted": preempted}
+        self.jobs.append(info)
+        return info
+
     def maintenance_after(self, t: float) -> tuple[float, float] | None:
         """The next maintenance window (start_s, end_s) that has not ended by ``t``."""
         spans = sorted((h * 3600.0, h * 3600.0 + m * 60.0) for h, m in self.plan.maintenance)
@@ -179,15 +186,7 @@ def _job(b: _Builder) -> None:
     if p.labelled_prob < 1.0:
         b.job_labelled = bool(b.rng.random() < p.labelled_prob)
     rate_factor = 1.0 + float(b.rng.normal(0.0, p.job_rate_spread))
-    info: dict[str, Any] = {
-        "id": f"j{index:03d}",
-        "profile": name,
-        "start_s": start,
-        "end_s": int(end),
-        "work_rate_nominal": round(profile.work_rate * rate_factor, 3),
-        "preempted": preempted,
-    }
-    b.jobs.append(info)
+    info = b.new_job(name, start, int(end), round(profile.work_rate * rate_factor, 3), preempted)
     b.add(DATA_LOAD, b.uniform(p.initial_load_min, 60.0), index, 0.0)
     ckpt_every = b.uniform(p.checkpoint_every_min, 60.0)
     next_ckpt = b.t + ckpt_every * b.rng.uniform(0.9, 1.1)
@@ -246,16 +245,7 @@ def _lag_steps(b: _Builder) -> None:
     block_s = b.plan.step_block_min * 60.0
     profile = PROFILES["step_load"]
     b.last_profile = b.names.index("step_load")
-    b.jobs.append(
-        {
-            "id": "j000",
-            "profile": "step_load",
-            "start_s": 0,
-            "end_s": b.total_s,
-            "work_rate_nominal": profile.work_rate,
-            "preempted": False,
-        }
-    )
+    b.new_job("step_load", 0, b.total_s, profile.work_rate, preempted=False)
     cycle = (IDLE, FORWARD_BACKWARD, EVAL, FORWARD_BACKWARD)
     k = 0
     while b.t < b.total_s:
