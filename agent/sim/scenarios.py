@@ -72,15 +72,9 @@ class Scenario:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "description": SCENARIOS.get(self.name, ""),
-            "days": self.days,
-            "seed": self.seed,
-            "gpus": self.gpus,
-            "nodes": self.rack.nodes,
-            "hints": self.hints,
-            "start_ts": self.start_ts,
-            "end_ts": self.start_ts + self.total_s,
+            "name": self.name, "description": SCENARIOS.get(self.name, ""), "days": self.days,
+            "seed": self.seed, "gpus": self.gpus, "nodes": self.rack.nodes, "hints": self.hints,
+            "start_ts": self.start_ts, "end_ts": self.start_ts + self.total_s,
         } | self._layout()
 
     def _layout(self) -> dict[str, Any]:
