@@ -41,7 +41,7 @@ from agent.engine.frames import RackInfo
 from agent.report.data import FacilityHold
 from agent.sim.scenarios import Scenario, make_scenario
 from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 DAY_S = 86400.0
 TARGETS = {"steady": 1.5, "plateau": 1.5, "tide": 2.5}
@@ -79,7 +79,7 @@ def _stage_mean_reference(truth_rows: list[tuple[np.ndarray, np.ndarray, np.ndar
     out = np.full(len(wins), np.nan)
     for i, w in enumerate(wins):
         sel = (ts >= w["start"]) & (ts < w["end"])
-        out[i] = sum(level.get(s, fallback) * d for s, d in zip(stage[sel], dt[sel], strict=True)) / 3.6e6
+        out[i] = sum(level.get(s, fallback) * d for s, d in zip(stage[sel], dt[sel], strict=True)) / J_PER_KWH
     return out
 
 
@@ -138,7 +138,7 @@ def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_l
                  and (w["gpu_kwh"] or no_gpu)]
     gpu_first = sum(w["gpu_kwh"] or 0.0 for w in first_day)
     pue = sum(w["measured_kwh"] for w in first_day) / gpu_first if gpu_first else np.nan
-    peak_w = max(w["measured_kwh"] * 3.6e6 / (w["end"] - w["start"]) for w in first_day)
+    peak_w = max(w["measured_kwh"] * J_PER_KWH / (w["end"] - w["start"]) for w in first_day)
     excluded = _excluded(scenario_truth(scenario), wins)
     warm_from = next((w["start"] for w in wins if w["predicted_kwh"] is not None), np.inf)
     after_warm = [
@@ -162,7 +162,7 @@ def run_scenario(scenario: Scenario, window_s: float, no_gpu: bool = False, no_l
     errs = {
         "engine": np.abs(np.array([w["predicted_kwh"] for w in use]) / meas - 1) * 100,
         "static PUE": np.abs(pue * gpu_kwh / meas - 1) * 100,
-        "peak × dur": np.abs(peak_w * np.array([w["end"] - w["start"] for w in use]) / 3.6e6 / meas - 1)
+        "peak × dur": np.abs(peak_w * np.array([w["end"] - w["start"] for w in use]) / J_PER_KWH / meas - 1)
         * 100,
     }
     if no_gpu:

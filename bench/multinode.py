@@ -61,7 +61,7 @@ from agent.sim.params import STAGES
 from agent.sim.randomize import random_multijob_scenario
 from agent.sim.scenarios import Scenario
 from agent.sim.twin import scenario_truth
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 STAGE_ENERGY_FLOOR = 0.01  # stages with < 1 % of the rack's IT energy are too short to score
 TARGETS = {"gpu": 1.5, "no-gpu+node-hints": 3.0, "no-gpu": 6.0}  # no-gpu+label: no target (one job's labels)
@@ -83,11 +83,11 @@ class NodeTruth:
         for n in range(ac.shape[1]):
             key = job[:, n].astype(np.int64) * len(STAGES) + stage[:, n].astype(np.int64)
             uniq, inv = np.unique(key, return_inverse=True)
-            sums = np.bincount(inv, weights=ac[:, n]) / 3.6e6  # 1-s rows: W·s → kWh
+            sums = np.bincount(inv, weights=ac[:, n]) / J_PER_KWH  # 1-s rows: W·s → kWh
             for k, e in zip(uniq.tolist(), sums.tolist(), strict=True):
                 j, s = divmod(k, len(STAGES))
                 self.by_job_stage[(self.ids[j], STAGES[s])] += e
-        self.rack_kwh += float(ac.sum()) / 3.6e6
+        self.rack_kwh += float(ac.sum()) / J_PER_KWH
 
     def by_stage(self) -> dict[str, float]:
         out: dict[str, float] = defaultdict(float)

@@ -37,7 +37,7 @@ from agent.engine.stage_attribution import stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import WindowBuffer
 from agent.live.topics import Topics
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 TARGET_BIN_S = 15.0
 DRIFT_BIN_S = 60.0
@@ -279,9 +279,9 @@ class Engine:
         j0 = self.buf.n
         self.buf.append(bins, a, b, p, held, node_frac)
         share = self.model.cooling_shares(frac, p.hl_stage_w, start)
-        self.energy_kwh[:, 0] += (frac * sums[:, F["pdu_ws"], None]).sum(axis=0) / 3.6e6
-        self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / 3.6e6
-        self.energy_kwh[:, 2] += (frac * sums[:, F["gpu_ws"], None]).sum(axis=0) / 3.6e6
+        self.energy_kwh[:, 0] += (frac * sums[:, F["pdu_ws"], None]).sum(axis=0) / J_PER_KWH
+        self.energy_kwh[:, 1] += (share * sums[:, F["cool_ws"], None]).sum(axis=0) / J_PER_KWH
+        self.energy_kwh[:, 2] += (frac * sums[:, F["gpu_ws"], None]).sum(axis=0) / J_PER_KWH
         self.ledger.add(start, sums, jobs)
         self.job_energy.account(start, sums, self.rows.t0)
         out: list[dict[str, Any]] = []

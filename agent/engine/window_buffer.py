@@ -17,6 +17,7 @@ import numpy as np
 from agent.engine.components import LEARNED
 from agent.engine.frames import BinBatch
 from agent.engine.signals import LEGACY_FIELDS, N_FIELDS, F, remap_fields
+from agent.trace.model import J_PER_KWH
 
 
 @dataclass
@@ -108,12 +109,12 @@ class WindowBuffer:
         # predicted whenever the engine is warm, GPU telemetry or not.
         if predicted is not None:
             cool_w, bias_it, bias_cool = predicted
-            it_kwh = float(((self.it_pred_w[:n] + bias_it) * dur).sum() / 3.6e6)
-            cool_kwh = float(((cool_w[:n] + bias_cool) * dur).sum() / 3.6e6)
+            it_kwh = float(((self.it_pred_w[:n] + bias_it) * dur).sum() / J_PER_KWH)
+            cool_kwh = float(((cool_w[:n] + bias_cool) * dur).sum() / J_PER_KWH)
             rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh)
             rec["cooling_predicted_kwh"] = cool_kwh
             # the model alone, without the recent residual level: where a confirmed drift shows as a gap
-            level_kwh = float((bias_it + bias_cool) * dur.sum() / 3.6e6)
+            level_kwh = float((bias_it + bias_cool) * dur.sum() / J_PER_KWH)
             rec["baseline_kwh"] = it_kwh + cool_kwh - level_kwh
         rec["stage"] = stage_name(int(np.argmax(self.stage_s[:n].sum(axis=0))))
         rec["transient_frac"] = round(float((dur * self.transient[:n]).sum() / max(length, 1e-9)), 3)
@@ -160,4 +161,4 @@ def _kwh_or_none(tot: np.ndarray, q: str, length_s: float) -> float | None:
     ws, known_s = float(tot[F[f"{q}_ws"]]), float(tot[F[f"{q}_s"]])
     if length_s <= 0 or known_s < 0.5 * length_s:
         return None
-    return ws * (length_s / known_s) / 3.6e6
+    return ws * (length_s / known_s) / J_PER_KWH

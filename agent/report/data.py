@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 
 from agent.engine.hygiene import SENTINELS
-from agent.trace.model import CANONICAL_STAGES, TraceChunk
+from agent.trace.model import CANONICAL_STAGES, J_PER_KWH, TraceChunk
 
 NON_COMPUTE_STAGES = ("idle", "checkpoint", "data_load", "grad_sync")
+# a report window's energies (``<name>_kwh``): the rack's facility energy and its IT and cooling parts
+WINDOW_ENERGIES = (
+    "measured", "predicted", "it_measured", "it_predicted", "cooling_measured", "cooling_predicted"
+)
 
 
 class ReportInputError(ValueError):
@@ -105,25 +109,18 @@ def _time_range(path: Path) -> tuple[float, float, int]:
 
 
 def _stage_levels(payload: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
-    """Per-stage (level, low, high) in W from a summary payload, tolerant of field naming."""
-    stages = payload.get("stages") or payload.get("baselines") or {}
+    """Per-stage (level, low, high) in W from a summary's ``stages`` (summary.schema.json: ``level_w``
+    and ``band_w`` = [low, high]); a stage without a level is skipped, one without a band is flat."""
+    stages = payload.get("stages")
     found: dict[str, tuple[float, float, float]] = {}
-    if not isinstance(stages, dict):
-        return found
-    for name, entry in stages.items():
-        if not isinstance(entry, dict):
-            continue
-        level = entry.get("level_w", entry.get("facility_w", entry.get("level")))
-        band = entry.get("band_w", entry.get("band"))
+    for name, entry in stages.items() if isinstance(stages, dict) else ():
+        level = entry.get("level_w") if isinstance(entry, dict) else None
         if not isinstance(level, int | float):
             continue
-        if isinstance(band, list | tuple) and len(band) == 2:
-            low, high = float(band[0]), float(band[1])
-        elif isinstance(band, int | float):
-            low, high = float(level) - float(band), float(level) + float(band)
-        else:
-            low = high = float(level)
-        found[str(name)] = (float(level), low, high)
+        band = entry.get("band_w")
+        if not (isinstance(band, list | tuple) and len(band) == 2):
+            band = (level, level)
+        found[str(name)] = (float(level), float(band[0]), float(band[1]))
     return found
 
 
@@ -133,20 +130,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
     stages = list(CANONICAL_STAGES)
     stage_time = np.zeros((buckets, len(stages) + 8))
     inferred_time = np.zeros(buckets)
-    windows: dict[str, list[float | None]] = {
-        key: []
-        for key in (
-            "start",
-            "end",
-            "measured_kwh",
-            "predicted_kwh",
-            "it_measured_kwh",
-            "it_predicted_kwh",
-            "cooling_measured_kwh",
-            "cooling_predicted_kwh",
-            "coverage",
-        )
-    }
+    keys = ("start", "end", *(f"{name}_kwh" for name in WINDOW_ENERGIES), "coverage")
+    windows: dict[str, list[float | None]] = {key: [] for key in keys}
     events: list[dict[str, Any]] = []
     baselines: dict[str, dict[str, list[float | None]]] = {}
     summary_step = max(1, summary_count // max_baseline_points)
@@ -163,15 +148,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
                     label = "other" if "other" in stages else label
                 if label not in stages:
                     stages.append(label)
-            _add_segment(
-                axis,
-                stage_time,
-                inferred_time,
-                float(obj["start"]),
-                float(obj["end"]),
-                stages.index(label),
-                obj.get("source") == "inferred",
-            )
+            _add_segment(axis, stage_time, inferred_time, float(obj["start"]), float(obj["end"]),
+                         stages.index(label), obj.get("source") == "inferred")
         elif kind == "window":
             for key in windows:
                 value = obj.get(key)
@@ -226,13 +204,8 @@ def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> N
 
 
 def _add_segment(
-    axis: TimeAxis,
-    stage_time: np.ndarray,
-    inferred_time: np.ndarray,
-    start: float,
-    end: float,
-    stage_index: int,
-    inferred: bool,
+    axis: TimeAxis, stage_time: np.ndarray, inferred_time: np.ndarray, start: float, end: float,
+    stage_index: int, inferred: bool,
 ) -> None:
     """Spread one segment's duration over the buckets it covers."""
     if end <= start:
@@ -255,10 +228,14 @@ def dominant_stages(data: ReportData) -> list[int]:
     return [int(d) if c else -1 for d, c in zip(dominant, covered, strict=True)]
 
 
+def floats(values: list[float | None]) -> np.ndarray:
+    """A report column as a float array, None → NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
 def window_errors(windows: dict[str, list[float | None]]) -> np.ndarray:
     """Signed relative error (predicted − measured) / measured per predicted window, in %."""
-    measured = np.array([np.nan if v is None else v for v in windows["measured_kwh"]], dtype=float)
-    predicted = np.array([np.nan if v is None else v for v in windows["predicted_kwh"]], dtype=float)
+    measured, predicted = floats(windows["measured_kwh"]), floats(windows["predicted_kwh"])
     with np.errstate(divide="ignore", invalid="ignore"):
         error = 100.0 * (predicted - measured) / measured
     return error[np.isfinite(error)]
@@ -302,13 +279,13 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
         for label in np.unique(chunk.stage):
             mask = chunk.stage == label
             key = str(label) or "unlabelled"
-            energy_by_stage[key] = energy_by_stage.get(key, 0.0) + float(energy_j[mask].sum()) / 3.6e6
+            energy_by_stage[key] = energy_by_stage.get(key, 0.0) + float(energy_j[mask].sum()) / J_PER_KWH
         if len(window_starts):
             widx = np.clip(
                 np.searchsorted(window_starts, chunk.ts, side="right") - 1, 0, len(window_starts) - 1
             )
             gpu_known = np.isfinite(gpu_w)
-            np.add.at(window_gpu_kwh, widx[gpu_known], (gpu_w * dt)[gpu_known] / 3.6e6)
+            np.add.at(window_gpu_kwh, widx[gpu_known], (gpu_w * dt)[gpu_known] / J_PER_KWH)
         day = chunk.ts < axis.start + 86400
         both = day & known & np.isfinite(gpu_w)
         first_day["facility_j"] += float((facility_w * dt)[both].sum())

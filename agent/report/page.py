@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 
 from agent import __version__
-from agent.report.data import NON_COMPUTE_STAGES, ReportData, dominant_stages, window_errors
+from agent.report.data import (
+    NON_COMPUTE_STAGES,
+    WINDOW_ENERGIES,
+    ReportData,
+    dominant_stages,
+    floats,
+    window_errors,
+)
 from agent.report.playbook import playbook_sections
+from agent.trace.model import J_PER_KWH
 
 STAGE_COLOURS = {
     "idle": "#9e9e9e",
@@ -136,15 +144,14 @@ def _clean(values: Any) -> Any:
     return values
 
 
-def _kwh_to_mean_w(
-    kwh: list[float | None], start: list[float | None], end: list[float | None]
-) -> list[float | None]:
+def _mean_w(windows: dict[str, list[float | None]], energy: str) -> list[float | None]:
+    """Each window's mean power from its ``<energy>_kwh`` (None where unknown)."""
     out: list[float | None] = []
-    for value, t0, t1 in zip(kwh, start, end, strict=True):
+    for value, t0, t1 in zip(windows[f"{energy}_kwh"], windows["start"], windows["end"], strict=True):
         if value is None or t0 is None or t1 is None or t1 <= t0:
             out.append(None)
         else:
-            out.append(value * 3.6e6 / (t1 - t0))
+            out.append(value * J_PER_KWH / (t1 - t0))
     return out
 
 
@@ -190,18 +197,14 @@ def build_payload(data: ReportData) -> dict[str, Any]:
     engine_errors = window_errors(w)
     static_errors = np.array([])
     if data.trace is not None and data.trace.static_pue_ratio is not None:
-        measured = np.array([np.nan if v is None else v for v in w["measured_kwh"]], dtype=float)
+        measured = floats(w["measured_kwh"])
         reference = data.trace.static_pue_ratio * data.trace.window_gpu_kwh
         predicted_mask = np.array([v is not None for v in w["predicted_kwh"]])
         with np.errstate(divide="ignore", invalid="ignore"):
             static_all = 100.0 * (reference - measured) / measured
         static_errors = static_all[predicted_mask & np.isfinite(static_all)]
-    span = max(
-        5.0,
-        float(np.percentile(np.abs(np.concatenate([engine_errors, static_errors])), 99))
-        if engine_errors.size or static_errors.size
-        else 5.0,
-    )
+    all_errors = np.abs(np.concatenate([engine_errors, static_errors]))
+    span = max(5.0, float(np.percentile(all_errors, 99))) if all_errors.size else 5.0
     edges = np.linspace(-span, span, 41)
     stage_time = data.stage_time_s.sum(axis=0)
     energy = data.trace.energy_by_stage_kwh if data.trace else {}
@@ -240,12 +243,7 @@ def build_payload(data: ReportData) -> dict[str, Any]:
         },
         "windows": {
             "x": w["start"],
-            "measured_w": _kwh_to_mean_w(w["measured_kwh"], w["start"], w["end"]),
-            "predicted_w": _kwh_to_mean_w(w["predicted_kwh"], w["start"], w["end"]),
-            "it_measured_w": _kwh_to_mean_w(w["it_measured_kwh"], w["start"], w["end"]),
-            "it_predicted_w": _kwh_to_mean_w(w["it_predicted_kwh"], w["start"], w["end"]),
-            "cooling_measured_w": _kwh_to_mean_w(w["cooling_measured_kwh"], w["start"], w["end"]),
-            "cooling_predicted_w": _kwh_to_mean_w(w["cooling_predicted_kwh"], w["start"], w["end"]),
+            **{f"{energy}_w": _mean_w(w, energy) for energy in WINDOW_ENERGIES},
             "deviation_pct": _deviation_pct(w["measured_kwh"], w["predicted_kwh"]),
         },
         "envelope": None
@@ -328,8 +326,8 @@ def _total(parts: Iterable[dict[str, Any]], key: str) -> float | None:
 
 def _power_axis(data: ReportData) -> dict[str, Any] | None:
     w = data.windows
-    starts = _floats(w["start"])
-    values = [_floats(_kwh_to_mean_w(w[k], w["start"], w["end"])) for k in ("measured_kwh", "predicted_kwh")]
+    starts = floats(w["start"])
+    values = [floats(_mean_w(w, energy)) for energy in ("measured", "predicted")]
     xs = [starts, starts]
     if data.trace is not None:
         centres = data.axis.centers()
@@ -345,13 +343,9 @@ def _power_axis(data: ReportData) -> dict[str, Any] | None:
 DEVIATION_AXIS_MIN_PCT = 1.0
 
 
-def _floats(values: list[float | None]) -> np.ndarray:
-    return np.array([np.nan if v is None else v for v in values], dtype=float)
-
-
 def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
-    deviation = _floats(_deviation_pct(w["measured_kwh"], w["predicted_kwh"]))
-    axis = robust_range([deviation], [_floats(w["start"])], floor=None, min_margin=0.5, percentiles=(0, 100))
+    deviation = floats(_deviation_pct(w["measured_kwh"], w["predicted_kwh"]))
+    axis = robust_range([deviation], [floats(w["start"])], floor=None, min_margin=0.5, percentiles=(0, 100))
     if axis is not None:
         axis["min"] = min(axis["min"], -DEVIATION_AXIS_MIN_PCT)
         axis["max"] = max(axis["max"], DEVIATION_AXIS_MIN_PCT)

@@ -23,19 +23,8 @@ def playbook_text() -> str:
 
 def sections_by_heading(markdown: str) -> dict[str, str]:
     """``## name`` → the Markdown body under it (up to the next ``##``)."""
-    sections: dict[str, str] = {}
-    current: str | None = None
-    body: list[str] = []
-    for line in markdown.splitlines():
-        if line.startswith("## "):
-            if current is not None:
-                sections[current] = "\n".join(body).strip()
-            current, body = line[3:].strip(), []
-        elif current is not None:
-            body.append(line)
-    if current is not None:
-        sections[current] = "\n".join(body).strip()
-    return sections
+    parts = re.split(r"^## (.*)$", markdown, flags=re.MULTILINE)  # [before, name, body, name, body, …]
+    return {parts[i].strip(): parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
 def _inline(text: str) -> str:

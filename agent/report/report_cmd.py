@@ -8,16 +8,12 @@ from pathlib import Path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("report", type=Path, help="replay report (JSON Lines) from `rackwatt replay`")
-    parser.add_argument(
-        "--trace",
-        type=Path,
-        help="the trace it was made from: adds the power envelope and the static-PUE reference",
-    )
-    parser.add_argument(
-        "--html", type=Path, required=True, help="where to write the self-contained HTML page"
-    )
-    parser.add_argument("--title", help="page title")
+    add = parser.add_argument
+    add("report", type=Path, help="replay report (JSON Lines) from `rackwatt replay`")
+    add("--trace", type=Path,
+        help="the trace it was made from: adds the power envelope and the static-PUE reference")
+    add("--html", type=Path, required=True, help="where to write the self-contained HTML page")
+    add("--title", help="page title")
 
 
 def run(args: argparse.Namespace) -> int:

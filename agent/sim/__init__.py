@@ -37,19 +37,6 @@ from agent.sim.twin import RackTwin, columns, decimals, scenario_truth, simulate
 from agent.trace.model import TraceChunk, TraceMeta
 
 __all__ = [
-    "FAMILIES",
-    "FAULT_KINDS",
-    "SCENARIOS",
-    "FaultSpec",
-    "RackTwin",
-    "Scenario",
-    "TraceChunk",
-    "TraceMeta",
-    "columns",
-    "decimals",
-    "make_scenario",
-    "random_scenario",
-    "scenario_truth",
-    "simulate",
-    "trace_meta",
+    "FAMILIES", "FAULT_KINDS", "SCENARIOS", "FaultSpec", "RackTwin", "Scenario", "TraceChunk", "TraceMeta",
+    "columns", "decimals", "make_scenario", "random_scenario", "scenario_truth", "simulate", "trace_meta",
 ]

@@ -66,10 +66,7 @@ def removal(c: CoolingParams, heat_w: np.ndarray, state: CoolingState) -> tuple[
 
 
 def cop(
-    c: CoolingParams,
-    supply_c: np.ndarray,
-    outdoor_c: np.ndarray,
-    part_load: np.ndarray,
+    c: CoolingParams, supply_c: np.ndarray, outdoor_c: np.ndarray, part_load: np.ndarray,
     degradation: np.ndarray,
 ) -> np.ndarray:
     """Coefficient of performance: Carnot fraction × part-load factor × (1 − degradation)."""
@@ -87,12 +84,8 @@ def fan_pct(c: CoolingParams, part_load: np.ndarray) -> np.ndarray:
 
 
 def unit_signals(
-    c: CoolingParams,
-    removed_w: np.ndarray,
-    supply_c: np.ndarray,
-    setpoint_c: np.ndarray,
-    outdoor_c: np.ndarray,
-    degradation: np.ndarray,
+    c: CoolingParams, removed_w: np.ndarray, supply_c: np.ndarray, setpoint_c: np.ndarray,
+    outdoor_c: np.ndarray, degradation: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Clean cooling-unit signals for heat removal ``removed_w``."""
     plr = removed_w / c.capacity_w

@@ -13,39 +13,34 @@ whose residual moves.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-# kind → (cause, component, mechanism, default magnitude %, default shape, meaning of magnitude)
-FAULT_KINDS: dict[str, tuple[str, str, str, float, str, str]] = {
-    "cooling": ("cooling", "cooling", "cop_degradation", 15.0, "gradual", "COP lowered by this %"),
-    "setpoint": (
-        "cooling",
-        "cooling",
-        "setpoint_change",
-        5.0,
-        "step",
-        "supply setpoint lowered by this % of its °C",
-    ),
-    "power_chain": ("power_chain", "it", "psu_loss", 2.0, "step", "extra power-chain loss, % of node input"),
-    "hotspot": (
-        "thermal",
-        "thermal",
-        "inlet_recirculation",
-        25.0,
-        "gradual",
-        "% of exhaust air recirculated into one inlet",
-    ),
-    "gpu_ageing": ("gpu_hardware", "gpu", "gpu_ageing", 4.0, "gradual", "% more GPU power for the same work"),
-    "gpu_driver": (
-        "gpu_hardware",
-        "gpu",
-        "driver_update",
-        3.0,
-        "step",
-        "% more GPU power after a driver update",
-    ),
+
+class FaultKind(NamedTuple):
+    """What a kind of fault moves, in the engine's names, and its defaults."""
+
+    cause: str
+    component: str
+    mechanism: str
+    default_pct: float
+    default_shape: str
+    meaning: str  # what the magnitude measures
+
+
+FAULT_KINDS: dict[str, FaultKind] = {
+    "cooling": FaultKind("cooling", "cooling", "cop_degradation", 15.0, "gradual", "COP lowered by this %"),
+    "setpoint": FaultKind("cooling", "cooling", "setpoint_change", 5.0, "step",
+                          "supply setpoint lowered by this % of its °C"),
+    "power_chain": FaultKind("power_chain", "it", "psu_loss", 2.0, "step",
+                             "extra power-chain loss, % of node input"),
+    "hotspot": FaultKind("thermal", "thermal", "inlet_recirculation", 25.0, "gradual",
+                         "% of exhaust air recirculated into one inlet"),
+    "gpu_ageing": FaultKind("gpu_hardware", "gpu", "gpu_ageing", 4.0, "gradual",
+                            "% more GPU power for the same work"),
+    "gpu_driver": FaultKind("gpu_hardware", "gpu", "driver_update", 3.0, "step",
+                            "% more GPU power after a driver update"),
 }
 SHAPES = ("step", "gradual")
 DEFAULT_TARGETS = {"power_chain": "b", "hotspot": "top"}
@@ -82,14 +77,14 @@ class FaultSpec:
     @property
     def magnitude(self) -> float:
         """Magnitude as a fraction (0.05 for 5 %)."""
-        pct = FAULT_KINDS[self.kind][3] if self.magnitude_pct is None else self.magnitude_pct
+        pct = FAULT_KINDS[self.kind].default_pct if self.magnitude_pct is None else self.magnitude_pct
         return pct / 100.0
 
     @property
     def resolved_shape(self) -> str:
         if self.kind == "gpu_driver":
             return "step"  # a driver update happens at one instant
-        return self.shape or FAULT_KINDS[self.kind][4]
+        return self.shape or FAULT_KINDS[self.kind].default_shape
 
     @property
     def resolved_target(self) -> str | None:
@@ -108,6 +103,7 @@ class FaultSpec:
 
     def truth(self, t0: float) -> dict[str, Any]:
         cause, component, mechanism, _, _, meaning = FAULT_KINDS[self.kind]
+        gradual = self.resolved_shape == "gradual"
         return {
             "kind": self.kind,
             "cause": cause,
@@ -115,40 +111,37 @@ class FaultSpec:
             "mechanism": mechanism,
             "is_fault": True,
             "start_ts": t0 + self.start_h * 3600.0,
-            "full_ts": t0
-            + self.start_h * 3600.0
-            + (self.ramp_h * 3600.0 if self.resolved_shape == "gradual" else 0),
+            "full_ts": t0 + self.start_h * 3600.0 + (self.ramp_h * 3600.0 if gradual else 0),
             "end_ts": None if self.end_h is None else t0 + self.end_h * 3600.0,
             "start_h": self.start_h,
             "magnitude_pct": round(self.magnitude * 100.0, 6),
             "magnitude_meaning": meaning,
             "shape": self.resolved_shape,
-            "ramp_h": self.ramp_h if self.resolved_shape == "gradual" else 0.0,
+            "ramp_h": self.ramp_h if gradual else 0.0,
             "target": self.resolved_target,
         }
 
 
 def with_overrides(
-    fault: FaultSpec,
-    magnitude_pct: float | None = None,
-    shape: str | None = None,
+    fault: FaultSpec, magnitude_pct: float | None = None, shape: str | None = None,
     start_h: float | None = None,
 ) -> FaultSpec:
     """The same fault with command-line overrides applied (None keeps the value)."""
-    changes: dict[str, Any] = {}
-    if magnitude_pct is not None:
-        changes["magnitude_pct"] = magnitude_pct
-    if shape is not None:
-        changes["shape"] = shape
-    if start_h is not None:
-        changes["start_h"] = start_h
-    return replace(fault, **changes) if changes else fault
+    changes: dict[str, Any] = {"magnitude_pct": magnitude_pct, "shape": shape, "start_h": start_h}
+    return replace(fault, **{name: value for name, value in changes.items() if value is not None})
 
 
-def combined(faults: tuple[FaultSpec, ...], kind: str, t_s: np.ndarray) -> np.ndarray:
-    """Sum of magnitude × envelope of every fault of ``kind`` (0 when there is none)."""
+def driver_resets_s(faults: tuple[FaultSpec, ...]) -> list[int]:
+    """Seconds from the start at which a driver update resets every GPU's energy counter."""
+    return [round(f.start_h * 3600.0) for f in faults if f.kind == "gpu_driver"]
+
+
+def combined(
+    faults: tuple[FaultSpec, ...], kind: str, t_s: np.ndarray, target: str | None = None
+) -> np.ndarray:
+    """Sum of magnitude × envelope of every fault of ``kind`` (on ``target`` if given; 0 when none)."""
     total = np.zeros(t_s.shape)
     for fault in faults:
-        if fault.kind == kind:
+        if fault.kind == kind and (target is None or fault.resolved_target == target):
             total = total + fault.magnitude * fault.envelope(t_s)
     return total

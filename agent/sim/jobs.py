@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.sim.params import STAGES
-from agent.sim.stages import Timeline, WorkloadPlan, build_timeline
+from agent.sim.stages import Timeline, WorkloadPlan, build_timeline, stage_runs
 
 
 @dataclass(frozen=True)
@@ -120,20 +119,14 @@ class RackWorkload:
 
     def per_node(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """(seconds × nodes) stage, profile, global job, nominal work_rate and variant of each node."""
-        cols: dict[str, list[np.ndarray]] = {
-            "stage": [],
-            "profile": [],
-            "job": [],
-            "work_rate": [],
-            "variant": [],
-        }
-        n = s1 - s0
+        names = ("stage", "profile", "job", "work_rate", "variant")
+        cols: dict[str, list[np.ndarray]] = {name: [] for name in names}
         for k, tl in enumerate(self.timelines):
             cols["stage"].append(tl.stage[s0:s1])
             cols["profile"].append(tl.profile[s0:s1])
             cols["job"].append(self.global_job(k, tl.job[s0:s1]))
             cols["work_rate"].append(tl.work_rate[s0:s1])
-            cols["variant"].append(tl.variant[s0:s1] if tl.variant.size else np.zeros(n, np.int8))
+            cols["variant"].append(tl.variant[s0:s1])
         g = self.group_of_node
         return {name: np.stack(parts, axis=1)[:, g] for name, parts in cols.items()}
 
@@ -164,27 +157,17 @@ class RackWorkload:
         def take(name: str, dtype: Any) -> np.ndarray:
             return np.stack([getattr(tl, name) for tl in self.timelines], axis=1)[rows, pick].astype(dtype)
 
-        job = np.stack([self.global_job(k, tl.job) for k, tl in enumerate(self.timelines)], axis=1)[
-            rows, pick
-        ]
-        variant = (
-            take("variant", np.int8)
-            if all(tl.variant.size for tl in self.timelines)
-            else np.zeros(0, np.int8)
-        )
-        labelled = (
-            take("labelled", bool) if all(tl.labelled.size for tl in self.timelines) else np.ones(0, bool)
-        )
+        jobs = [self.global_job(k, tl.job) for k, tl in enumerate(self.timelines)]
+        job = np.stack(jobs, axis=1)[rows, pick]
         self.label_group = pick
         return Timeline(
             stage=take("stage", np.int8),
             job=job.astype(np.int32),
             work_rate=take("work_rate", np.float64),
             profile=take("profile", np.int8),
+            variant=take("variant", np.int8),
+            labelled=take("labelled", bool),
             jobs=self.jobs,
-            plateau_ranges=[],
-            variant=variant,
-            labelled=labelled,
         )
 
     def node_segments(self, t0: float) -> list[list[list[Any]]]:
@@ -197,22 +180,10 @@ class RackWorkload:
             stage = tl.stage.astype(np.int16)
             job = self.global_job(k, tl.job)
             off = ~self.powered(0, self.total_s)[:, node]
-            stage = np.where(off, -1, stage)
-            job = np.where(off, -1, job)
-            change = np.flatnonzero((np.diff(stage) != 0) | (np.diff(job) != 0)) + 1
-            starts = np.concatenate(([0], change))
-            ends = np.concatenate((change, [len(stage)]))
-            runs = []
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                code, j = int(stage[s]), int(job[s])
-                runs.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
-            out.append(runs)
+            out.append(stage_runs(np.where(off, -1, stage), np.where(off, -1, job), ids, t0))
         return out
 
 
 def nominal_rates(jobs: list[dict[str, Any]]) -> np.ndarray:
     """Nominal work_rate per rack-wide job index, with a NaN slot for index -1 (no job)."""
     return np.array([j["work_rate_nominal"] for j in jobs] + [math.nan])
-
-
-__all__ = ["Drain", "NodeGroup", "RackWorkload", "check_layout", "nominal_rates"]

@@ -6,7 +6,7 @@ H100-SXM-class (TDP 700 W) in a DGX-like 8-GPU node, on a shared in-row/CRAH coo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent.trace.model import CANONICAL_STAGES
 
@@ -71,16 +71,8 @@ FINETUNE = JobProfile(
     grad_sync_s=(1.0, 2.0),
     work_rate=640.0,
 )
-STEP_LOAD = JobProfile(  # lag_steps: one clean level per block, no step-level alternation
-    name="step_load",
-    power_frac=DENSE.power_frac,
-    util_pct=DENSE.util_pct,
-    mem_util_pct=DENSE.mem_util_pct,
-    node_extra_w=DENSE.node_extra_w,
-    fb_s=(3600.0, 3600.0),
-    grad_sync_s=(0.0, 0.0),
-    work_rate=DENSE.work_rate,
-)
+# lag_steps: dense levels, one clean level per block, no step-level alternation
+STEP_LOAD = replace(DENSE, name="step_load", fb_s=(3600.0, 3600.0), grad_sync_s=(0.0, 0.0))
 PROFILES: dict[str, JobProfile] = {p.name: p for p in (DENSE, MOE, FINETUNE, STEP_LOAD)}
 PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
 

@@ -16,19 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.sim import cooling as cool
-from agent.sim.faults import combined
+from agent.sim.faults import combined, driver_resets_s
 from agent.sim.jobs import RackWorkload, nominal_rates
 from agent.sim.lag import first_order_lag
-from agent.sim.params import (
-    CHECKPOINT,
-    EVAL,
-    FORWARD_BACKWARD,
-    GRAD_SYNC,
-    IDLE,
-    INLET_POSITIONS,
-)
+from agent.sim.params import CHECKPOINT, EVAL, FORWARD_BACKWARD, GRAD_SYNC, IDLE, INLET_POSITIONS
 from agent.sim.scenarios import Scenario
-from agent.sim.stages import V_SPIN, Timeline, profile_table
+from agent.sim.stages import V_SPIN, profile_table
+from agent.trace.model import J_PER_KWH
 
 CHUNK_S = 3600  # random streams are keyed per hour-long chunk
 INLET_HEIGHTS = {"top": 1.0, "mid": 0.5, "bottom": 0.0}
@@ -112,17 +106,12 @@ class PhysicsState:
 class RackPhysics:
     """Computes clean signals chunk by chunk for one scenario."""
 
-    def __init__(self, scenario: Scenario, timeline: Timeline | None = None) -> None:
+    def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.rp = scenario.rack
-        if timeline is not None and (scenario.groups or scenario.drains):
-            raise ValueError("a given timeline runs on every node: it cannot go with node groups or drains")
         self.workload = RackWorkload(
             scenario.plan, scenario.groups, scenario.drains, self.rp.nodes, scenario.total_s, scenario.seed
         )
-        if timeline is not None:
-            self.workload.timelines[0] = self.workload.timeline = timeline
-            self.workload.jobs = timeline.jobs
         self.timeline = self.workload.timeline  # rack-wide label view (a single job: its one timeline)
         self.k = rack_constants(scenario)
         # The first GPU of each group's first node is its rank 0 (the one that writes a rank-0 checkpoint).
@@ -138,18 +127,12 @@ class RackPhysics:
 
     def _tables(self) -> None:
         gp = self.rp.gpu
-        table = profile_table(self.scenario.plan)
-        n_prof = len(table)
-        self.power_level = np.zeros((n_prof, 6))
-        self.util_level = np.zeros((n_prof, 6))
-        self.mem_level = np.zeros((n_prof, 6))
-        self.node_extra = np.zeros((n_prof, 6))
-        for i, p in enumerate(table):
-            self.power_level[i] = np.asarray(p.power_frac) * gp.tdp_w
-            self.util_level[i] = p.util_pct
-            self.mem_level[i] = p.mem_util_pct
-            self.node_extra[i] = p.node_extra_w
+        table = profile_table(self.scenario.plan)  # (profiles × stages) tables, indexed by code
+        self.power_level = np.array([p.power_frac for p in table], dtype=np.float64) * gp.tdp_w
         self.power_level[:, IDLE] = gp.idle_w
+        self.util_level = np.array([p.util_pct for p in table], dtype=np.float64)
+        self.mem_level = np.array([p.mem_util_pct for p in table], dtype=np.float64)
+        self.node_extra = np.array([p.node_extra_w for p in table], dtype=np.float64)
         # per-GPU signatures: which kinds checkpoint from one rank, and how a spinning rank looks
         self.rank0_writes = np.array([p.checkpoint_writers == "rank0" for p in table])
         self.spin_w = np.array([p.spin_power_frac * gp.tdp_w for p in table])
@@ -168,8 +151,12 @@ class RackPhysics:
             pdu_energy_kwh=self.k.pdu_energy0_kwh.copy(),
         )
 
-    def rng(self, chunk: int, stream: int) -> np.random.Generator:
-        return np.random.default_rng([self.scenario.seed, chunk + 1, stream])
+    def _noise(self, s0: int, n: int, stream: int, *width: int) -> np.ndarray:
+        """Standard-normal draws of ``stream`` for seconds [s0, s0 + n): drawn for the whole hour and
+        sliced, so a chunk split into steps sees the same numbers."""
+        chunk, off = divmod(s0, CHUNK_S)
+        rng = np.random.default_rng([self.scenario.seed, chunk + 1, stream])
+        return rng.standard_normal((CHUNK_S, *width))[off : off + n]
 
     def step(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """Clean signals for seconds [s0, s1); s0 must continue the previous step."""
@@ -179,11 +166,9 @@ class RackPhysics:
             )
         if s0 // CHUNK_S != (s1 - 1) // CHUNK_S:
             raise ValueError("a physics step must stay within one hour-long chunk")
-        out: dict[str, np.ndarray] = {}
         t = np.arange(s0, s1, dtype=np.float64)
         ts = self.scenario.start_ts + t
-        out["ts"] = ts
-        out["t_s"] = t
+        out: dict[str, np.ndarray] = {"ts": ts, "t_s": t}
         self._gpus(s0, s1, t, out)
         self._rack(s0, s1, t, ts, out)
         self.state.next_s = s1
@@ -193,7 +178,6 @@ class RackPhysics:
     def _gpus(self, s0: int, s1: int, t: np.ndarray, out: dict[str, np.ndarray]) -> None:
         tl, gp, k = self.timeline, self.rp.gpu, self.k
         n, g = s1 - s0, self.rp.gpus
-        chunk, off = divmod(s0, CHUNK_S)
         nodes = self.workload.per_node(s0, s1)  # (n, nodes) per-node stage truth
         on_g = self.workload.powered(s0, s1)[:, k.node_of_gpu]
         stage_g = nodes["stage"][:, k.node_of_gpu].astype(np.intp)
@@ -203,10 +187,9 @@ class RackPhysics:
         stage = tl.stage[s0:s1].astype(np.intp)
         job = tl.job[s0:s1]
         rate_nom = tl.work_rate[s0:s1]
-        # Draw whole-chunk noise and slice, so a chunk split into steps sees the same numbers.
-        gpu_noise = self.rng(chunk, S_GPU).standard_normal((CHUNK_S, g))[off : off + n]
-        util_noise = self.rng(chunk, S_UTIL).standard_normal((CHUNK_S, 2 * g))[off : off + n]
-        rate_noise = self.rng(chunk, S_RATE).standard_normal(CHUNK_S)[off : off + n]
+        gpu_noise = self._noise(s0, n, S_GPU, g)
+        util_noise = self._noise(s0, n, S_UTIL, 2 * g)
+        rate_noise = self._noise(s0, n, S_RATE)
 
         level = self.power_level[prof_g, stage_g]  # (n, G)
         training_g = (stage_g == FORWARD_BACKWARD) | (stage_g == GRAD_SYNC)
@@ -220,7 +203,7 @@ class RackPhysics:
         level_g, util_g, mem_g = self._per_gpu(stage_g, prof_g, nodes["variant"][:, k.node_of_gpu], level)
         power = level_g * k.gpu_unit[None, :] * (1.0 + ageing)
         power = power * (1.0 + gp.noise_frac * gpu_noise)
-        cap_noise = self.rng(chunk, S_CAP).standard_normal((CHUNK_S, g))[off : off + n]
+        cap_noise = self._noise(s0, n, S_CAP, g)
         cap_w = gp.tdp_w * 1.02 * (1.0 + GPU_CAP_READING_NOISE_FRAC * np.clip(cap_noise, -3.0, 3.0))
         power = np.clip(np.minimum(power, cap_w), 0.85 * gp.idle_w, None)
         power = np.where(on_g, power, 0.0)  # a drained node is powered down
@@ -241,9 +224,8 @@ class RackPhysics:
         out["gpu_heat_w"] = heat
 
         energy = self.state.gpu_energy_j + np.cumsum(power, axis=0)
-        for fault in self.scenario.faults:  # a driver update resets the energy counter to zero
-            reset_s = round(fault.start_h * 3600.0)
-            if fault.kind == "gpu_driver" and s0 <= reset_s < s1:
+        for reset_s in driver_resets_s(self.scenario.faults):  # the energy counter restarts from zero
+            if s0 <= reset_s < s1:
                 i = reset_s - s0
                 energy[i:] = energy[i:] - energy[i] + power[i]
         self.state.gpu_energy_j = energy[-1].copy()
@@ -260,8 +242,7 @@ class RackPhysics:
         out["work_rate"] = np.where(job >= 0, reported, np.nan)
         out["stage"] = stage
         out["job"] = job
-        if tl.labelled.size:
-            out["labelled"] = tl.labelled[s0:s1]
+        out["labelled"] = tl.labelled[s0:s1]
 
     def _per_gpu(
         self, stage: np.ndarray, prof: np.ndarray, variant: np.ndarray, level: np.ndarray
@@ -288,7 +269,6 @@ class RackPhysics:
     def _rack(self, s0: int, s1: int, t: np.ndarray, ts: np.ndarray, out: dict[str, np.ndarray]) -> None:
         rp, k, c, node_p = self.rp, self.k, self.rp.cooling, self.rp.node
         n = s1 - s0
-        chunk, off = divmod(s0, CHUNK_S)
         faults = self.scenario.faults
         nodes = self.workload.per_node(s0, s1)
         on = self.workload.powered(s0, s1)
@@ -306,7 +286,7 @@ class RackPhysics:
         heat_guess = dc_no_fan.sum(axis=1) / TYPICAL_PSU_EFFICIENCY + fan_guess + other
         removed_guess, _ = cool.removal(c, heat_guess, self.state.cooling)
         setpoint = c.setpoint_c * (1.0 - combined(faults, "setpoint", t))
-        crac_noise = self.rng(chunk, S_CRAC).standard_normal((CHUNK_S, 3))[off : off + n]
+        crac_noise = self._noise(s0, n, S_CRAC, 3)
         supply = setpoint + c.supply_gain_k * (heat_guess - removed_guess) / c.capacity_w
         supply = supply + 0.05 * crac_noise[:, 0]
 
@@ -317,10 +297,7 @@ class RackPhysics:
         exhaust_rise = 1000.0 * rack_kw_guess / (node_airflow * cool.AIR_CP_J_PER_KG_K)
         inlets: dict[str, np.ndarray] = {}
         for pos in INLET_POSITIONS:
-            recirc = np.zeros(n)
-            for fault in faults:
-                if fault.kind == "hotspot" and fault.resolved_target == pos:
-                    recirc = recirc + fault.magnitude * fault.envelope(t)
+            recirc = combined(faults, "hotspot", t, target=pos)
             inlets[pos] = (
                 supply
                 + dict(ip.offsets_k).get(pos, 1.0)
@@ -356,7 +333,7 @@ class RackPhysics:
         feeds = self._feeds(node_ac, t)
         out["node_ac_w"] = node_ac
         out["pdu_power_w"] = feeds
-        self._pdu_electrical(feeds, chunk, off, n, out)
+        self._pdu_electrical(feeds, self._noise(s0, n, S_PDU, 2), out)
 
         # Cooling unit: heat = all of this rack's electrical power + the other racks.
         heat = feeds.sum(axis=1) + other
@@ -370,7 +347,7 @@ class RackPhysics:
         out["crac_outdoor_temp_c"] = outdoor + c.outdoor_probe_offset_k  # the unit's outdoor probe
         out["heat_load_w"] = heat
         out["other_racks_w"] = other
-        inlet_noise = self.rng(chunk, S_INLET).standard_normal((CHUNK_S, 3))[off : off + n]
+        inlet_noise = self._noise(s0, n, S_INLET, 3)
         out["inlet_c"] = out["inlet_c"] + ip.noise_k * inlet_noise
 
     def _feeds(self, node_ac: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -381,19 +358,13 @@ class RackPhysics:
         total = node_ac.sum(axis=1)
         for fault in self.scenario.faults:
             if fault.kind == "power_chain":
-                idx = (
-                    self.rp.pdu_ids.index(fault.resolved_target)
-                    if fault.resolved_target in self.rp.pdu_ids
-                    else 1
-                )
+                target = fault.resolved_target
+                idx = self.rp.pdu_ids.index(target) if target in self.rp.pdu_ids else 1
                 feeds[:, idx] += fault.magnitude * fault.envelope(t) * total
         return feeds
 
-    def _pdu_electrical(
-        self, feeds: np.ndarray, chunk: int, off: int, n: int, out: dict[str, np.ndarray]
-    ) -> None:
+    def _pdu_electrical(self, feeds: np.ndarray, noise: np.ndarray, out: dict[str, np.ndarray]) -> None:
         pp = self.rp.pdu
-        noise = self.rng(chunk, S_PDU).standard_normal((CHUNK_S, 2))[off : off + n]
         slow = pp.voltage_swing_v * np.sin(2 * math.pi * out["ts"] / 5400.0 + self.k.phases[0])
         volts = pp.voltage_v + slow[:, None] + pp.voltage_noise_v * noise
         capacity_w = self.rp.nodes * self.rp.node.psu_rating_w  # two PSUs per node per feed
@@ -402,7 +373,7 @@ class RackPhysics:
         out["pdu_voltage_v"] = volts
         out["pdu_pf"] = pf
         out["pdu_current_a"] = feeds / (volts * pf)
-        energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / 3.6e6
+        energy = self.state.pdu_energy_kwh + np.cumsum(feeds, axis=0) / J_PER_KWH
         self.state.pdu_energy_kwh = energy[-1].copy()
         out["pdu_energy_kwh"] = np.mod(energy, pp.energy_wrap_kwh) if pp.energy_wrap_kwh > 0 else energy
 

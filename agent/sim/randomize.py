@@ -69,15 +69,7 @@ def random_scenario(seed: int, family: str = "single", days: float = 0.5, hints:
     kinds = random_job_kinds(rng, rack.gpu)
     faults, maintenance = random_faults(rng, hours)
     plan = random_plan(rng, family, kinds, maintenance)
-    return Scenario(
-        name=f"random_{family}",
-        days=days,
-        seed=seed,
-        plan=plan,
-        rack=rack,
-        faults=faults,
-        hints=hints,
-    )
+    return Scenario(f"random_{family}", days, seed, plan, rack, faults, hints)
 
 
 def random_multijob_scenario(
@@ -122,16 +114,8 @@ def random_multijob_scenario(
         start_h = start_frac * hours
         node = shared[int(pick * len(shared))]
         drains = (Drain(node, round(start_h, 3), round(min(length_h, hours - start_h), 3)),)
-    return Scenario(
-        name="random_multijob",
-        days=days,
-        seed=seed,
-        plan=groups[0].plan,
-        rack=rack,
-        hints=hints,
-        groups=groups if k > 1 else (),
-        drains=drains,
-    )
+    return Scenario(name="random_multijob", days=days, seed=seed, plan=groups[0].plan, rack=rack, hints=hints,
+                    groups=groups if k > 1 else (), drains=drains)
 
 
 def _u(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -347,7 +331,7 @@ def random_faults(
         if t >= 0.9 * hours:
             break
         kind = kinds[int(rng.integers(len(kinds)))]
-        magnitude = FAULT_KINDS[kind][3] * _u(rng, 0.5, 1.5)
+        magnitude = FAULT_KINDS[kind].default_pct * _u(rng, 0.5, 1.5)
         shape = "step" if rng.random() < 0.5 else "gradual"
         repaired = rng.random() < 0.33
         end = t + _u(rng, 0.1, 0.3) * hours if repaired else None
@@ -360,9 +344,3 @@ def random_faults(
             break
         t = end + _u(rng, 0.02, 0.1) * hours
     return tuple(faults), tuple(maintenance)
-
-
-__all__ = [
-    "DEV_SEEDS", "FAMILIES", "LAYOUT_FAMILIES", "REPORT_SEED_BASE", "random_multijob_scenario",
-    "random_scenario",
-]

@@ -10,10 +10,14 @@ rounded to each device's resolution so a written and re-read trace equals the ch
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
+from agent.sim.faults import driver_resets_s
 from agent.sim.params import STAGES, RackParams
 from agent.sim.physics import CHUNK_S, INLET_POSITIONS, S_OUTAGE, S_SAMPLING
+from agent.sim.scenarios import Scenario
 from agent.trace.model import TraceChunk
 
 GPU_FIELDS = ("power_w", "energy_j", "util_pct", "mem_util_pct", "temp_c", "sm_clock_mhz")
@@ -26,15 +30,8 @@ DRIVER_GAP_S = 30  # NVML unavailable while the driver reloads
 RESOLUTION: dict[str, dict[str, int]] = {
     "gpu": {"power_w": 1, "energy_j": 0, "util_pct": 0, "mem_util_pct": 0, "temp_c": 0, "sm_clock_mhz": 0},
     "pdu": {"power_w": 0, "energy_kwh": 3, "voltage_v": 1, "current_a": 2, "pf": 2},
-    "crac": {
-        "power_w": -1,
-        "supply_temp_c": 1,
-        "return_temp_c": 1,
-        "setpoint_c": 1,
-        "fan_pct": 1,
-        "cooling_w": -2,
-        "outdoor_temp_c": 1,
-    },
+    "crac": {"power_w": -1, "supply_temp_c": 1, "return_temp_c": 1, "setpoint_c": 1, "fan_pct": 1,
+             "cooling_w": -2, "outdoor_temp_c": 1},
     "inlet": {"temp_c": 1},
 }
 
@@ -53,13 +50,20 @@ def omitted(name: str, omit: tuple[str, ...]) -> bool:
     return name in omit or parts[0] in omit or f"{parts[0]}.{parts[-1]}" in omit
 
 
+def _device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
+    """(column, key of the clean values, index on its device axis or None) in header order."""
+    for i in range(rack.gpus):
+        yield from ((f"gpu.{i}.{f}", f"gpu_{f}", i) for f in GPU_FIELDS)
+    for j, p in enumerate(rack.pdu_ids):
+        yield from ((f"pdu.{p}.{f}", f"pdu_{f}", j) for f in PDU_FIELDS)
+    yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac_fields(rack))
+    for j, pos in enumerate(INLET_POSITIONS):
+        yield f"inlet.{pos}.temp_c", "inlet_c", j
+
+
 def trace_columns(rack: RackParams) -> list[str]:
     """The header of a twin trace, in order."""
-    cols = ["ts", "stage", "job", "work_rate"]
-    cols += [f"gpu.{i}.{f}" for i in range(rack.gpus) for f in GPU_FIELDS]
-    cols += [f"pdu.{p}.{f}" for p in rack.pdu_ids for f in PDU_FIELDS]
-    cols += [f"crac.{rack.cooling.crac_id}.{f}" for f in crac_fields(rack)]
-    cols += [f"inlet.{pos}.temp_c" for pos in INLET_POSITIONS]
+    cols = ["ts", "stage", "job", "work_rate", *(name for name, _, _ in _device_columns(rack))]
     return [c for c in cols if not omitted(c, rack.sampling.omit)]
 
 
@@ -86,27 +90,18 @@ def column_decimals(columns: list[str], overrides: tuple[tuple[str, int], ...] =
 def device_clean_values(clean: dict[str, np.ndarray], rack: RackParams) -> dict[str, np.ndarray]:
     """Canonical column name → clean per-second values (no sampling, no rounding)."""
     cols: dict[str, np.ndarray] = {"work_rate": clean["work_rate"]}
-    for i in range(rack.gpus):
-        for f in GPU_FIELDS:
-            cols[f"gpu.{i}.{f}"] = clean[f"gpu_{f}"][:, i]
-    for j, p in enumerate(rack.pdu_ids):
-        for f in PDU_FIELDS:
-            cols[f"pdu.{p}.{f}"] = clean[f"pdu_{f}"][:, j]
-    cid = rack.cooling.crac_id
-    for f in crac_fields(rack):
-        cols[f"crac.{cid}.{f}"] = clean[f"crac_{f}"]
-    for j, pos in enumerate(INLET_POSITIONS):
-        cols[f"inlet.{pos}.temp_c"] = clean["inlet_c"][:, j]
+    for name, key, index in _device_columns(rack):
+        cols[name] = clean[key] if index is None else clean[key][:, index]
     return cols
 
 
 class Sampler:
     """Applies device sampling to clean chunks; deterministic per (seed, chunk)."""
 
-    def __init__(self, rack: RackParams, seed: int, driver_reset_s: list[int], job_ids: list[str]) -> None:
-        self.rack = rack
-        self.seed = seed
-        self.driver_reset_s = driver_reset_s
+    def __init__(self, scenario: Scenario, job_ids: list[str]) -> None:
+        self.rack = scenario.rack
+        self.seed = scenario.seed
+        self.driver_reset_s = driver_resets_s(scenario.faults)
         self._stage_labels = np.array(STAGES, dtype=object)
         self._job_labels = np.array([*job_ids, ""], dtype=object)  # index -1 → ""
 
@@ -157,11 +152,11 @@ class Sampler:
 
         job = clean["job"]
         if hints:
-            labelled = clean.get("labelled")
+            labelled = clean["labelled"]
             numeric["work_rate"] = np.round(values["work_rate"], 1)
             stage = self._stage_labels[clean["stage"]]
             job_labels = self._job_labels[job]
-            if labelled is not None and not labelled.all():  # jobs that report nothing
+            if not labelled.all():  # jobs that report nothing
                 numeric["work_rate"] = np.where(labelled, numeric["work_rate"], np.nan)
                 stage = np.where(labelled, stage, "").astype(object)
                 job_labels = np.where(labelled, job_labels, "").astype(object)
@@ -183,13 +178,8 @@ class Sampler:
         for device, (u, where, length) in zip(devices, draws.tolist(), strict=True):
             if u < sp.outage_per_h:
                 start = chunk * CHUNK_S + int(where * CHUNK_S)
-                found.append(
-                    (
-                        device,
-                        start,
-                        start + round(sp.outage_s[0] + length * (sp.outage_s[1] - sp.outage_s[0])),
-                    )
-                )
+                lasts_s = round(sp.outage_s[0] + length * (sp.outage_s[1] - sp.outage_s[0]))
+                found.append((device, start, start + lasts_s))
         return found
 
     def _outage_masks(self, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -204,11 +194,7 @@ class Sampler:
         return masks
 
     def _glitch(
-        self,
-        numeric: dict[str, np.ndarray],
-        u: np.ndarray,
-        kind: np.ndarray,
-        col: np.ndarray,
+        self, numeric: dict[str, np.ndarray], u: np.ndarray, kind: np.ndarray, col: np.ndarray,
         spike: np.ndarray,
     ) -> None:
         """Rarely replace one sampled cell by a sentinel or a spike (up to 8 candidates per row)."""

@@ -72,15 +72,9 @@ class Scenario:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "description": SCENARIOS.get(self.name, ""),
-            "days": self.days,
-            "seed": self.seed,
-            "gpus": self.gpus,
-            "nodes": self.rack.nodes,
-            "hints": self.hints,
-            "start_ts": self.start_ts,
-            "end_ts": self.start_ts + self.total_s,
+            "name": self.name, "description": SCENARIOS.get(self.name, ""), "days": self.days,
+            "seed": self.seed, "gpus": self.gpus, "nodes": self.rack.nodes, "hints": self.hints,
+            "start_ts": self.start_ts, "end_ts": self.start_ts + self.total_s,
         } | self._layout()
 
     def _layout(self) -> dict[str, Any]:
@@ -97,12 +91,6 @@ class Scenario:
         return out
 
 
-def _fault_scenario(kind: str, hours: float) -> tuple[WorkloadPlan, tuple[FaultSpec, ...]]:
-    start = round(hours * 0.4, 3)
-    ramp = max(0.5, min(12.0, (hours - start) / 2.0))
-    return WorkloadPlan(), (FaultSpec(kind, start_h=start, ramp_h=ramp),)
-
-
 def _plan_and_faults(name: str, hours: float) -> tuple[WorkloadPlan, tuple[FaultSpec, ...]]:
     if name == "steady":
         return WorkloadPlan(), ()
@@ -110,9 +98,10 @@ def _plan_and_faults(name: str, hours: float) -> tuple[WorkloadPlan, tuple[Fault
         return WorkloadPlan(job_h=(hours, hours * 2), plateau_start_h=round(hours * 0.3, 3)), ()
     if name == "tide":
         return _tide_plan(), ()
-    if name.startswith("fault_"):
-        kind = name.removeprefix("fault_")
-        return _fault_scenario(kind, hours)
+    if name.startswith("fault_"):  # steady, with the fault from 40 % of the run
+        start = round(hours * 0.4, 3)
+        ramp = max(0.5, min(12.0, (hours - start) / 2.0))
+        return WorkloadPlan(), (FaultSpec(name.removeprefix("fault_"), start_h=start, ramp_h=ramp),)
     if name == "workload_change":
         return WorkloadPlan(workload_change_h=round(hours * 0.4, 3)), ()
     if name == "lag_steps":
@@ -185,24 +174,14 @@ def make_scenario(
         if allowed is not None and f.resolved_target not in allowed:
             choices = ", ".join(allowed)
             raise ValueError(f"fault {f.kind}: target {f.resolved_target!r} is not one of {choices}")
-    cooling = CoolingParams() if crac_share is None else CoolingParams(share=crac_share)
-    if not 0 < cooling.share <= 1:
-        raise ValueError(f"crac share must be in (0, 1], got {cooling.share}")
+    share = CoolingParams().share if crac_share is None else crac_share
+    if not 0 < share <= 1:
+        raise ValueError(f"crac share must be in (0, 1], got {share}")
     # Other racks on the unit: as many rack-equivalents as the share implies, ~11 kW of heat each
     # per 16 GPUs at typical mixed load.
     per_rack_w = 11000.0 * gpus / 16.0
-    cooling = replace(cooling, other_racks_w=per_rack_w * (1.0 / cooling.share - 1.0))
-    cooling = replace(cooling, capacity_w=max(30000.0, 1.6 * per_rack_w / cooling.share),
-                      outdoor_sensor=outdoor_sensor)
+    cooling = CoolingParams(share=share, other_racks_w=per_rack_w * (1.0 / share - 1.0),
+                            capacity_w=max(30000.0, 1.6 * per_rack_w / share), outdoor_sensor=outdoor_sensor)
     rack = RackParams(gpus=gpus, cooling=cooling)
-    return Scenario(
-        name=name,
-        days=days,
-        seed=seed,
-        plan=plan,
-        rack=rack,
-        faults=faults,
-        hints=hints,
-        environment_swing=name != "lag_steps",
-        start_ts=float(start_ts),
-    )
+    return Scenario(name, days, seed, plan, rack, faults, hints, start_ts=float(start_ts),
+                    environment_swing=name != "lag_steps")

@@ -16,33 +16,24 @@ from agent.trace.writer import TraceWriter
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default="steady", choices=list(SCENARIOS), help="scenario name")
-    parser.add_argument("--days", type=float, default=3.0, help="simulated days (default 3)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed → same trace)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
-    parser.add_argument("--gpus", type=int, default=16, help="GPUs in the rack, 8 per node (default 16)")
-    parser.add_argument("--no-hints", action="store_true", help="blank stage, job and work_rate in the trace")
-    parser.add_argument(
-        "--fault-magnitude", type=float, metavar="PCT", help="override every fault's magnitude, %%"
-    )
-    parser.add_argument("--fault-shape", choices=SHAPES, help="override every fault's shape")
-    parser.add_argument(
-        "--fault-start-h", type=float, metavar="H", help="override every fault's start, hours"
-    )
-    parser.add_argument(
-        "--no-outdoor-sensor", action="store_true",
-        help="leave out the cooling unit's outdoor air temperature (a unit without that probe)",
-    )
-    parser.add_argument(
-        "--randomize", action="store_true",
-        help="draw the rack, its instruments and its jobs from wide ranges (seed decides; see docs/twin.md)",
-    )
-    parser.add_argument(
-        "--family", choices=[*FAMILIES, *LAYOUT_FAMILIES], default="single",
+    add = parser.add_argument
+    add("--scenario", default="steady", choices=list(SCENARIOS), help="scenario name")
+    add("--days", type=float, default=3.0, help="simulated days (default 3)")
+    add("--seed", type=int, default=0, help="random seed (same seed → same trace)")
+    add("--out", type=Path, required=True, help="output directory (created if missing)")
+    add("--gpus", type=int, default=16, help="GPUs in the rack, 8 per node (default 16)")
+    add("--no-hints", action="store_true", help="blank stage, job and work_rate in the trace")
+    add("--fault-magnitude", type=float, metavar="PCT", help="override every fault's magnitude, %%")
+    add("--fault-shape", choices=SHAPES, help="override every fault's shape")
+    add("--fault-start-h", type=float, metavar="H", help="override every fault's start, hours")
+    add("--no-outdoor-sensor", action="store_true",
+        help="leave out the cooling unit's outdoor air temperature (a unit without that probe)")
+    add("--randomize", action="store_true",
+        help="draw the rack, its instruments and its jobs from wide ranges (seed decides; see docs/twin.md)")
+    add("--family", choices=[*FAMILIES, *LAYOUT_FAMILIES], default="single",
         help="with --randomize: single (one job kind, restarts), churn (short mixed jobs) or "
-        "multijob (node groups with their own jobs, a drained node)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="print nothing on success")
+        "multijob (node groups with their own jobs, a drained node)")
+    add("--quiet", action="store_true", help="print nothing on success")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,15 +42,9 @@ def run(args: argparse.Namespace) -> int:
             scenario = random_scenario(args.seed, args.family, days=args.days, hints=not args.no_hints)
         else:
             scenario = make_scenario(
-                args.scenario,
-                days=args.days,
-                seed=args.seed,
-                gpus=args.gpus,
-                hints=not args.no_hints,
-                fault_magnitude_pct=args.fault_magnitude,
-                fault_shape=args.fault_shape,
-                fault_start_h=args.fault_start_h,
-                outdoor_sensor=not args.no_outdoor_sensor,
+                args.scenario, days=args.days, seed=args.seed, gpus=args.gpus, hints=not args.no_hints,
+                fault_magnitude_pct=args.fault_magnitude, fault_shape=args.fault_shape,
+                fault_start_h=args.fault_start_h, outdoor_sensor=not args.no_outdoor_sensor,
             )
     except ValueError as exc:
         print(f"rackwatt sim: {exc}", file=sys.stderr)

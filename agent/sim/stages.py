@@ -78,10 +78,10 @@ class Timeline:
     job: np.ndarray  # int32 job index per second, -1 = no job
     work_rate: np.ndarray  # float64 nominal work_rate per second, NaN = no job
     profile: np.ndarray  # int8 index into PROFILE_NAMES per second (last job's kind when idle)
+    variant: np.ndarray  # int8 V_* per second
+    labelled: np.ndarray  # bool per second: the job reports its stage
     jobs: list[dict[str, Any]] = field(default_factory=list)
     plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
-    variant: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # V_* per second
-    labelled: np.ndarray = field(default_factory=lambda: np.ones(0, bool))  # the job reports its stage
 
     def job_ids(self) -> list[str]:
         return [str(j["id"]) for j in self.jobs]
@@ -93,13 +93,8 @@ class _Builder:
         self.total_s = total_s
         self.rng = rng
         self.t = 0
-        self.stages: list[int] = []
-        self.durs: list[int] = []
-        self.jobs_of: list[int] = []
-        self.rates: list[float] = []
-        self.profiles: list[int] = []
-        self.variants: list[int] = []
-        self.labelled: list[bool] = []
+        # one run per add(): (stage, seconds, job, work_rate, profile, variant, labelled)
+        self.runs: list[tuple[int, int, int, float, int, int, bool]] = []
         self.jobs: list[dict[str, Any]] = []
         self.last_profile = 0
         self.job_labelled = True
@@ -108,14 +103,15 @@ class _Builder:
 
     def add(self, stage: int, dur_s: float, job: int, rate: float, variant: int = V_PLAIN) -> None:
         d = max(1, round(dur_s))
-        self.stages.append(stage)
-        self.durs.append(d)
-        self.jobs_of.append(job)
-        self.rates.append(rate)
-        self.profiles.append(self.last_profile)
-        self.variants.append(variant)
-        self.labelled.append(self.job_labelled or job < 0)
+        self.runs.append((stage, d, job, rate, self.last_profile, variant, self.job_labelled or job < 0))
         self.t += d
+
+    def new_job(self, kind: str, start_s: int, end_s: int, rate: float, preempted: bool) -> dict[str, Any]:
+        """Record the next job for the truth (the caller moves ``end_s`` to where it really ended)."""
+        info = {"id": f"j{len(self.jobs):03d}", "profile": kind, "start_s": start_s, "end_s": end_s,
+                "work_rate_nominal": rate, "preempted": preempted}
+        self.jobs.append(info)
+        return info
 
     def maintenance_after(self, t: float) -> tuple[float, float] | None:
         """The next maintenance window (start_s, end_s) that has not ended by ``t``."""
@@ -136,19 +132,21 @@ def build_timeline(plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -
             _idle_gap(b, first=not b.jobs)
             if b.t < total_s:
                 _job(b)
-    durs = np.asarray(b.durs, dtype=np.int64)
-    stage = np.repeat(np.asarray(b.stages, dtype=np.int8), durs)[:total_s]
-    job = np.repeat(np.asarray(b.jobs_of, dtype=np.int32), durs)[:total_s]
-    rate = np.repeat(np.asarray(b.rates, dtype=np.float64), durs)[:total_s]
-    profile = np.repeat(np.asarray(b.profiles, dtype=np.int8), durs)[:total_s]
-    variant = np.repeat(np.asarray(b.variants, dtype=np.int8), durs)[:total_s]
-    labelled = np.repeat(np.asarray(b.labelled, dtype=bool), durs)[:total_s]
+    stages, durs, jobs, rates, profiles, variants, labelled = zip(*b.runs, strict=True)
+
+    def per_second(values: tuple[Any, ...], dtype: Any) -> np.ndarray:
+        return np.repeat(np.asarray(values, dtype=dtype), durs)[:total_s]
+
     for info in b.jobs:
         info["end_s"] = min(info["end_s"], total_s)
     plateau = []
     if plan.plateau_start_h is not None and plan.plateau_start_h * 3600 < total_s:
         plateau.append((int(plan.plateau_start_h * 3600), total_s))
-    return Timeline(stage, job, rate, profile, b.jobs, plateau, variant, labelled)
+    return Timeline(
+        per_second(stages, np.int8), per_second(jobs, np.int32), per_second(rates, np.float64),
+        per_second(profiles, np.int8), per_second(variants, np.int8), per_second(labelled, bool),
+        b.jobs, plateau,
+    )
 
 
 def _idle_gap(b: _Builder, first: bool) -> None:
@@ -188,15 +186,7 @@ def _job(b: _Builder) -> None:
     if p.labelled_prob < 1.0:
         b.job_labelled = bool(b.rng.random() < p.labelled_prob)
     rate_factor = 1.0 + float(b.rng.normal(0.0, p.job_rate_spread))
-    info: dict[str, Any] = {
-        "id": f"j{index:03d}",
-        "profile": name,
-        "start_s": start,
-        "end_s": int(end),
-        "work_rate_nominal": round(profile.work_rate * rate_factor, 3),
-        "preempted": preempted,
-    }
-    b.jobs.append(info)
+    info = b.new_job(name, start, int(end), round(profile.work_rate * rate_factor, 3), preempted)
     b.add(DATA_LOAD, b.uniform(p.initial_load_min, 60.0), index, 0.0)
     ckpt_every = b.uniform(p.checkpoint_every_min, 60.0)
     next_ckpt = b.t + ckpt_every * b.rng.uniform(0.9, 1.1)
@@ -255,16 +245,7 @@ def _lag_steps(b: _Builder) -> None:
     block_s = b.plan.step_block_min * 60.0
     profile = PROFILES["step_load"]
     b.last_profile = b.names.index("step_load")
-    b.jobs.append(
-        {
-            "id": "j000",
-            "profile": "step_load",
-            "start_s": 0,
-            "end_s": b.total_s,
-            "work_rate_nominal": profile.work_rate,
-            "preempted": False,
-        }
-    )
+    b.new_job("step_load", 0, b.total_s, profile.work_rate, preempted=False)
     cycle = (IDLE, FORWARD_BACKWARD, EVAL, FORWARD_BACKWARD)
     k = 0
     while b.t < b.total_s:
@@ -274,20 +255,19 @@ def _lag_steps(b: _Builder) -> None:
         k += 1
 
 
-def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
-    """The stage timeline as ``[start_ts, end_ts, stage, job_id]`` runs (truth.json)."""
-    change = np.flatnonzero((np.diff(timeline.stage) != 0) | (np.diff(timeline.job) != 0)) + 1
+def stage_runs(stage: np.ndarray, job: np.ndarray, ids: list[str], t0: float) -> list[list[Any]]:
+    """Per-second stage codes and job indices as ``[start_ts, end_ts, stage, job_id]`` runs
+    (truth.json); a negative code is a powered-down node (``"off"``), job -1 no job (``""``)."""
+    change = np.flatnonzero((np.diff(stage) != 0) | (np.diff(job) != 0)) + 1
     starts = np.concatenate(([0], change))
-    ends = np.concatenate((change, [len(timeline.stage)]))
-    ids = timeline.job_ids()
+    ends = np.concatenate((change, [len(stage)]))
     out: list[list[Any]] = []
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        j = int(timeline.job[s])
-        out.append([t0 + s, t0 + e, STAGES[int(timeline.stage[s])], ids[j] if j >= 0 else ""])
+        code, j = int(stage[s]), int(job[s])
+        out.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
     return out
 
 
-__all__ = [
-    "GRAD_SYNC", "V_PLAIN", "V_SPIN", "Timeline", "WorkloadPlan", "build_timeline", "profile_table",
-    "segments",
-]
+def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
+    """The rack's stage timeline as runs (truth.json ``stage_segments``)."""
+    return stage_runs(timeline.stage, timeline.job, timeline.job_ids(), t0)

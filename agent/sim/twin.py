@@ -30,10 +30,6 @@ def decimals(scenario: Scenario) -> dict[str, int]:
     return column_decimals(columns(scenario), scenario.rack.sampling.resolution)
 
 
-def _driver_resets(scenario: Scenario) -> list[int]:
-    return [round(f.start_h * 3600.0) for f in scenario.faults if f.kind == "gpu_driver"]
-
-
 def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]:
     """Yield the scenario's trace as consecutive chunks (1-s rows, ``chunk_s`` rows each at most)."""
     if chunk_s < 1:
@@ -47,7 +43,7 @@ def simulate_hours(scenario: Scenario) -> Iterator[tuple[TraceChunk, dict[str, n
     """Yield (trace chunk, clean physics values) hour by hour: benches that score per-node or
     per-job energy need the true node power (``node_ac_w``, ``node_stage``, ``node_job``)."""
     physics = RackPhysics(scenario)
-    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.workload.job_ids())
+    sampler = Sampler(scenario, physics.workload.job_ids())
     total = scenario.total_s
     for hour_start in range(0, total, CHUNK_S):  # physics always steps whole hours: same numbers
         clean = physics.step(hour_start, min(total, hour_start + CHUNK_S))
@@ -60,47 +56,23 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
     t0 = scenario.start_ts
     tl = physics.timeline
     jobs = [
-        {
-            "id": j["id"],
-            "profile": j["profile"],
-            "start_ts": t0 + j["start_s"],
-            "end_ts": t0 + j["end_s"],
-            "work_rate_nominal": j["work_rate_nominal"],
-            "preempted": j["preempted"],
-        }
+        {"id": j["id"], "profile": j["profile"], "start_ts": t0 + j["start_s"], "end_ts": t0 + j["end_s"],
+         "work_rate_nominal": j["work_rate_nominal"], "preempted": j["preempted"]}
         | ({"nodes": j["nodes"]} if "nodes" in j else {})
         for j in physics.workload.jobs
     ]
     changes: list[dict[str, Any]] = []
     plan = scenario.plan
+    workload = {"cause": "workload", "component": "gpu", "is_fault": False}  # a change, not a fault
     if plan.workload_change_h is not None and plan.workload_change_h * 3600 < scenario.total_s:
         ts = t0 + plan.workload_change_h * 3600.0
-        before = {j["profile"] for j in jobs if j["start_ts"] < ts}
-        changes.append(
-            {
-                "ts": ts,
-                "kind": "job_profile",
-                "cause": "workload",
-                "component": "gpu",
-                "is_fault": False,
-                "from": sorted(before),
-                "to": plan.change_to,
-            }
-        )
+        before = sorted({j["profile"] for j in jobs if j["start_ts"] < ts})
+        changes.append({"ts": ts, "kind": "job_profile", **workload, "from": before, "to": plan.change_to})
     for start, end in tl.plateau_ranges:
-        changes.append(
-            {
-                "ts": t0 + start,
-                "end_ts": t0 + end,
-                "cause": "workload",
-                "component": "gpu",
-                "is_fault": False,
-                "kind": "plateau",
-                "work_rate_factor": plan.plateau_rate_factor,
-            }
-        )
+        changes.append({"ts": t0 + start, "end_ts": t0 + end, **workload, "kind": "plateau",
+                        "work_rate_factor": plan.plateau_rate_factor})
     c = scenario.rack.cooling
-    sampler = Sampler(scenario.rack, scenario.seed, _driver_resets(scenario), physics.workload.job_ids())
+    sampler = Sampler(scenario, physics.workload.job_ids())
     outages = [
         {"device": device, "start_ts": t0 + start, "end_ts": t0 + min(end, scenario.total_s)}
         for chunk in range(-(-scenario.total_s // CHUNK_S))
@@ -109,24 +81,16 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
     ]
     outages += [
         {"device": "nvml", "start_ts": t0 + s, "end_ts": t0 + min(s + DRIVER_GAP_S, scenario.total_s)}
-        for s in _driver_resets(scenario)
+        for s in sampler.driver_reset_s
     ]
     per_node: dict[str, Any] = {}
     if scenario.groups or scenario.drains:  # the trace has no per-node stage column: truth only
-        per_node = {
-            "node_gpus": [
-                np.flatnonzero(physics.k.node_of_gpu == n).tolist() for n in range(scenario.rack.nodes)
-            ],
-            "node_stage_segments": physics.workload.node_segments(t0),
-        }
+        node_gpus = [np.flatnonzero(physics.k.node_of_gpu == n).tolist() for n in range(scenario.rack.nodes)]
+        per_node = {"node_gpus": node_gpus, "node_stage_segments": physics.workload.node_segments(t0)}
     return per_node | {
         "scenario": scenario.describe(),
-        "meta": {
-            "rack": scenario.rack_name,
-            "site": scenario.site,
-            f"crac.{c.crac_id}.share": c.share,
-            "interval_s": 1,
-        },
+        "meta": {"rack": scenario.rack_name, "site": scenario.site, f"crac.{c.crac_id}.share": c.share,
+                 "interval_s": 1},
         "model": {
             "cooling_tau_s": c.tau_s,
             "cooling_dead_s": c.dead_s,

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO
 
 import numpy as np
@@ -100,30 +99,28 @@ class TraceReader:
         if "=" not in body:
             return  # a plain comment
         key, value = (part.strip() for part in body.split("=", 1))
+
+        def bad(reason: str) -> TraceFormatError:
+            return TraceFormatError(self.path, line_no, f"bad metadata {reason}")
+
         if not key:
-            raise TraceFormatError(self.path, line_no, f"bad metadata line: no key before '=' in {body!r}")
+            raise bad(f"line: no key before '=' in {body!r}")
         share = _CRAC_SHARE.fullmatch(key)
         if key in ("rack", "site"):
             if not value:
-                raise TraceFormatError(self.path, line_no, f"bad metadata value: {key} is empty")
+                raise bad(f"value: {key} is empty")
             setattr(self.meta, key, value)
         elif share:
             if not _CRAC_ID.fullmatch(share.group(1)):
-                raise TraceFormatError(
-                    self.path, line_no, f"bad metadata key {key!r}: crac id must match [a-z0-9_]+"
-                )
+                raise bad(f"key {key!r}: crac id must match [a-z0-9_]+")
             number = _number(value)
             if number is None or not 0 < number <= 1:  # NaN fails this too
-                raise TraceFormatError(
-                    self.path, line_no, f"bad metadata value: {key} must be a number in (0, 1], got {value!r}"
-                )
+                raise bad(f"value: {key} must be a number in (0, 1], got {value!r}")
             self.meta.crac_shares[share.group(1)] = number
         elif key == "interval_s":
             number = _number(value)
             if number is None or not 0 < number < math.inf:
-                raise TraceFormatError(
-                    self.path, line_no, f"bad metadata value: interval_s must be a number > 0, got {value!r}"
-                )
+                raise bad(f"value: interval_s must be a number > 0, got {value!r}")
             self.meta.interval_s = number
         else:
             self.meta.extra[key] = value
@@ -278,12 +275,7 @@ class TraceReader:
         return out, problem
 
     def _fallback(
-        self,
-        block: bytes,
-        starts: np.ndarray,
-        lengths: np.ndarray,
-        values: np.ndarray,
-        fallback: np.ndarray,
+        self, block: bytes, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray, fallback: np.ndarray,
         ncols: int,
     ) -> tuple[int, str] | None:
         """Convert the cells the bulk parser left alone (``nan``, exponents); the first bad one."""
@@ -321,18 +313,6 @@ class TraceReader:
             row,
             f"ts not increasing: {ts[row]:.15g} after {previous[row]:.15g} (ts must strictly increase)",
         )
-
-    # -- context manager (nothing stays open between iterations; kept for symmetry with the writer)
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> TraceReader:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _number(text: str) -> float | None:

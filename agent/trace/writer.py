@@ -28,22 +28,10 @@ from agent.trace.model import TEXT_COLUMNS, TraceChunk, TraceMeta
 
 # Default resolution (decimal places) by column name suffix; the first match wins.
 DEFAULT_DECIMALS: tuple[tuple[str, int], ...] = (
-    (".energy_kwh", 3),
-    (".energy_j", 3),
-    (".power_w", 1),
-    (".cooling_w", 0),
-    (".temp_c", 1),
-    ("_temp_c", 1),
-    (".setpoint_c", 1),
-    (".util_pct", 0),
-    (".mem_util_pct", 0),
-    (".fan_pct", 1),
-    (".rh_pct", 1),
-    (".sm_clock_mhz", 0),
-    (".voltage_v", 1),
-    (".current_a", 2),
-    (".pf", 3),
-    ("work_rate", 1),
+    (".energy_kwh", 3), (".energy_j", 3), (".power_w", 1), (".cooling_w", 0),
+    (".temp_c", 1), ("_temp_c", 1), (".setpoint_c", 1),
+    (".util_pct", 0), (".mem_util_pct", 0), (".fan_pct", 1), (".rh_pct", 1), (".sm_clock_mhz", 0),
+    (".voltage_v", 1), (".current_a", 2), (".pf", 3), ("work_rate", 1),
 )
 FALLBACK_DECIMALS = 4
 TS_DECIMALS = 3
@@ -147,7 +135,7 @@ class TraceWriter:
             elif name in TEXT_COLUMNS:
                 values = chunk.stage if name == "stage" else chunk.job
                 _check_text(values, name, self.path, n)
-                block = _text_block(values)
+                block = _strings_block([str(v) for v in values.tolist()])  # NUL-padded on the right
             else:
                 values = self._numeric_column(chunk, name, n)
                 block = _column_block(values, self._decimals[name])
@@ -189,19 +177,12 @@ class TraceWriter:
         self.close()
 
 
-def _check_text(values: np.ndarray, name: str, path: Path, n: int) -> set[str]:
+def _check_text(values: np.ndarray, name: str, path: Path, n: int) -> None:
     if len(values) != n:
         raise TraceWriteError(f"{path}: column {name!r} has {len(values)} rows, expected {n}")
-    labels = {str(v) for v in set(values.tolist())}
-    for label in labels:
+    for label in {str(v) for v in set(values.tolist())}:
         if _TEXT_FORBIDDEN.search(label):
             raise TraceWriteError(f"{path}: {name} label {label!r} contains a comma, quote or newline")
-    return labels
-
-
-def _text_block(values: np.ndarray) -> np.ndarray:
-    """Labels as an (n, width) byte matrix, NUL-padded on the right."""
-    return _strings_block([str(v) for v in values.tolist()])
 
 
 def _column_block(values: np.ndarray, places: int) -> np.ndarray:

@@ -9,8 +9,7 @@ import synth
 from agent.engine import Engine, rack_info
 from agent.engine.energy_ledger import EnergyLedger
 from agent.engine.signals import N_FIELDS, F
-
-KWH_J = 3.6e6
+from agent.trace.model import J_PER_KWH
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +25,11 @@ def test_the_whole_ledger_equals_the_engines_energy_counters(engine: Engine) -> 
     assert led.accounted_from is not None and led.accounted_until is not None
     found = led.interval(led.accounted_from, led.accounted_until)
     assert found.why == {}
-    it_j, cool_j = engine.energy_kwh[:, 0].sum() * KWH_J, engine.energy_kwh[:, 1].sum() * KWH_J
+    it_j, cool_j = engine.energy_kwh[:, 0].sum() * J_PER_KWH, engine.energy_kwh[:, 1].sum() * J_PER_KWH
     assert found.it_j == pytest.approx(it_j, rel=1e-9)
     assert found.cooling_j == pytest.approx(cool_j, rel=1e-9)
     assert found.facility_j == pytest.approx(it_j + cool_j, rel=1e-9)
-    assert found.gpu_j == pytest.approx(engine.energy_kwh[:, 2].sum() * KWH_J, rel=1e-9)
+    assert found.gpu_j == pytest.approx(engine.energy_kwh[:, 2].sum() * J_PER_KWH, rel=1e-9)
 
 
 def test_windows_add_up_and_a_straddled_bin_counts_by_its_overlap(engine: Engine) -> None:

@@ -20,7 +20,7 @@ from agent.engine.stage_slots import StageSlots
 from agent.engine.state import pack, unpack
 from agent.stages.hints import Hint
 from agent.stages.timeline import NodeTimelines, StageTimeline
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 from tests.live.conftest import load_schema
 
 T0 = 1_764_400_000.0
@@ -65,7 +65,7 @@ def _rack(drain: tuple[int, int] | None = None, seed: int = 0) -> tuple[list[Tra
     for k in range(2):
         for s in GPU_W:
             sel = (stages[:, k] == s) & on[:, k]
-            truth[(jobs[k], s)] = float(ac[sel, k].sum()) / 3.6e6
+            truth[(jobs[k], s)] = float(ac[sel, k].sum()) / J_PER_KWH
     pdu = ac.sum(axis=1) * (1 + 0.002 * rng.standard_normal(n))
     crac = 0.3 * pdu
     chunks = []

@@ -16,7 +16,7 @@ from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
 from agent.sim.randomize import random_multijob_scenario
 from agent.sim.twin import simulate_hours, trace_meta
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 
 HOURS = 4.0
 WINDOW_S = 900.0
@@ -60,7 +60,7 @@ def _errors_pct(wins: list[dict[str, Any]], ts: np.ndarray, truth_w: np.ndarray)
     out = []
     for w in wins:
         sel = (ts >= w["start"]) & (ts < w["end"])
-        true_kwh = truth_w[sel].sum() / 3.6e6  # 1-s rows
+        true_kwh = truth_w[sel].sum() / J_PER_KWH  # 1-s rows
         out.append(abs(w["it_measured_kwh"] / true_kwh - 1) * 100)
     return np.array(out)
 

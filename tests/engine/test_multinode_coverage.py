@@ -14,6 +14,7 @@ from agent.engine.signals import QUANTITIES, combine
 from agent.sim import scenario_truth
 from agent.sim.randomize import random_multijob_scenario
 from agent.sim.twin import simulate_hours, trace_meta
+from agent.trace.model import J_PER_KWH
 
 GPU = next(q for q in QUANTITIES if q.name == "gpu")
 
@@ -56,7 +57,7 @@ def _gpu_kwh_in_drain(node_gpus: tuple[tuple[int, ...], ...]) -> tuple[np.ndarra
     ]
     assert len(wins) >= 4
     engine_kwh = np.array([w["gpu_kwh"] for w in wins])
-    truth_kwh = np.array([gpu_w[(t >= w["start"]) & (t < w["end"])].sum() / 3.6e6 for w in wins])
+    truth_kwh = np.array([gpu_w[(t >= w["start"]) & (t < w["end"])].sum() / J_PER_KWH for w in wins])
     return engine_kwh, truth_kwh
 
 

@@ -15,6 +15,7 @@ import synth
 from conftest import run_engine
 
 from agent.engine import Engine
+from agent.trace.model import J_PER_KWH
 
 FAST = (("forward_backward", 8), ("grad_sync", 4))  # 12 s cycle: shorter than a 15 s bin
 
@@ -61,7 +62,7 @@ def test_attributed_levels_follow_each_stages_gpu_power(fast_run: tuple[Engine, 
     it_mean_w = float(eng.energy_kwh[:, 0].sum()) * 1000.0 / 6.0
     assert share @ np.array([fb["it_w"], gs["it_w"]]) == pytest.approx(it_mean_w, rel=0.01)
     wins = [r for r in recs if r["type"] == "window" and r["measured_kwh"]][-8:]
-    fac_w = sum(w["measured_kwh"] for w in wins) * 3.6e6 / sum(w["end"] - w["start"] for w in wins)
+    fac_w = sum(w["measured_kwh"] for w in wins) * J_PER_KWH / sum(w["end"] - w["start"] for w in wins)
     assert share @ np.array([fb["level_w"], gs["level_w"]]) == pytest.approx(fac_w, rel=0.03)
     assert fb["level_w"] > gs["level_w"]
 

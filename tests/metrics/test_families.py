@@ -7,6 +7,7 @@ from prometheus_client.registry import Collector
 
 from agent.metrics.families import build_families
 from agent.metrics.snapshot import DriftState, RackSnapshot
+from agent.trace.model import J_PER_KWH
 from tests.metrics.conftest import promtool_problems, samples
 
 LABELS = {"site": "dc1", "rack": "r12", "node": "gw12"}
@@ -68,7 +69,7 @@ def snapshot(**changes: object) -> RackSnapshot:
         summary=summary,
         status=status,
         drifts={"cooling": DriftState(True, 6.1, 1.7e9 + 10), "thermal": DriftState(False)},
-        jobs_j={"llama-70b": {"it": 3.6e6, "cooling": 1.8e6}},
+        jobs_j={"llama-70b": {"it": 1.0 * J_PER_KWH, "cooling": 0.5 * J_PER_KWH}},
         drift_events={("cooling", "onset"): 1},
         last_summary_ts=1.7e9 + 60,
     )
@@ -103,7 +104,7 @@ def test_the_figures_are_exported_in_base_units_with_the_rack_labels() -> None:
     assert got[key("rackwatt_stage_active", stage="forward_backward")] == 1.0
     assert got[key("rackwatt_stage_active", stage="checkpoint")] == 0.0
     assert got[key("rackwatt_stage_energy_joules_total", stage="forward_backward", part="it")] == 7.2e6
-    assert got[key("rackwatt_stage_gpu_energy_joules_total", stage="forward_backward")] == 1.4 * 3.6e6
+    assert got[key("rackwatt_stage_gpu_energy_joules_total", stage="forward_backward")] == 1.4 * J_PER_KWH
     assert got[key("rackwatt_job_energy_joules_total", job_id="llama-70b", part="cooling")] == 1.8e6
     assert got[key("rackwatt_cooling_lag_time_constant_seconds")] == 240.0
     assert got[key("rackwatt_drift_active", cause="cooling")] == 1.0

@@ -11,6 +11,7 @@ import pytest
 from agent.sim import RackTwin, make_scenario, scenario_truth, simulate
 from agent.sim.physics import RackPhysics
 from agent.sim.sampling import RESOLUTION
+from agent.trace.model import J_PER_KWH
 
 
 def test_each_device_reports_at_its_own_rate(simulated: Callable) -> None:
@@ -148,8 +149,8 @@ def test_energy_counters_integrate_the_reported_power(simulated: Callable) -> No
     run = simulated("steady", 0.25)
     for power, energy, to_units in (
         ("gpu.4.power_w", "gpu.4.energy_j", 1.0),
-        ("pdu.a.power_w", "pdu.a.energy_kwh", 1 / 3.6e6),
-        ("pdu.b.power_w", "pdu.b.energy_kwh", 1 / 3.6e6),
+        ("pdu.a.power_w", "pdu.a.energy_kwh", 1 / J_PER_KWH),
+        ("pdu.b.power_w", "pdu.b.energy_kwh", 1 / J_PER_KWH),
     ):
         e = run.col(energy)
         ok = np.flatnonzero(np.isfinite(e))

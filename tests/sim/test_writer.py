@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from agent.sim import columns, decimals, make_scenario, simulate, trace_meta
 from agent.trace.model import TraceChunk, TraceMeta
+from agent.trace.reader import open_trace
 from agent.trace.writer import TraceWriteError, TraceWriter
 
 
@@ -121,12 +121,8 @@ def test_simulated_trace_round_trips_through_csv(tmp_path: Path) -> None:
 
 
 def test_simulated_trace_round_trips_through_the_reader(tmp_path: Path) -> None:
-    try:
-        reader = importlib.import_module("agent.trace.reader")
-    except ModuleNotFoundError:
-        pytest.skip("agent/trace/reader.py not written yet")
     path, chunks = _write_sim(tmp_path)
-    read = _read_all(reader, path)
+    read = _read_all(path)
     assert read.meta.crac_share("1") == 0.25 and read.meta.rack == "r07"
     np.testing.assert_array_equal(read.ts, np.concatenate([c.ts for c in chunks]))
     for name in chunks[0].numeric:
@@ -144,13 +140,9 @@ class _ReadBack:
         self.job = np.concatenate([c.job for c in chunks])
 
 
-def _read_all(reader: object, path: Path) -> _ReadBack:
-    """Thin adapter over the reader's API (``TraceReader(path)`` with ``.meta``, iterable of chunks)."""
-    if hasattr(reader, "TraceReader"):
-        with reader.TraceReader(path) as r:
-            return _ReadBack(r.meta, list(r))
-    pytest.skip("agent.trace.reader has no TraceReader yet")
-    raise AssertionError  # unreachable
+def _read_all(path: Path) -> _ReadBack:
+    reader = open_trace(path)
+    return _ReadBack(reader.meta, list(reader))
 
 
 _ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True, width=64)
@@ -191,7 +183,6 @@ def test_any_float_is_written_as_its_rounded_value_or_empty(values: list[float],
 @pytest.mark.slow
 def test_sim_command_output_round_trips_through_the_reader(tmp_path: Path) -> None:
     """Half a day of the mixed scenario (faults, outages, glitches, driver reset) via ``rackwatt sim``."""
-    reader = pytest.importorskip("agent.trace.reader")
     from agent.cli import main
 
     assert (
@@ -204,7 +195,7 @@ def test_sim_command_output_round_trips_through_the_reader(tmp_path: Path) -> No
         trace_meta(make_scenario("mixed", days=0.5, seed=31)),
         list(simulate(make_scenario("mixed", days=0.5, seed=31))),
     )
-    read = _read_all(reader, tmp_path / "trace.csv")
+    read = _read_all(tmp_path / "trace.csv")
     assert read.meta == expected.meta
     np.testing.assert_array_equal(read.ts, expected.ts)
     assert set(read.numeric) == set(expected.numeric)

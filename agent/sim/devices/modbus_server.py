@@ -7,8 +7,7 @@ profile's registers exist: any other address answers "illegal data address" (exc
 a real unit. Every request is recorded (``requests``: function code, address, count), which is
 how tests prove the driver only ever reads. Faults can be injected: ``busy_next`` (exception 6
 for the next N requests), ``exceptions`` (signal → exception code for any request touching it),
-``omit`` (signals whose registers do not exist). ``SilentTcpServer`` accepts connections and never
-answers (timeouts).
+``omit`` (signals whose registers do not exist).
 """
 
 from __future__ import annotations
@@ -91,20 +90,14 @@ class CoolingUnitServer:
     # -- register image ------------------------------------------------------------------------
     def _device(self) -> SimDevice:
         """A datastore holding exactly the profile's registers (zeros; real values are set per reply)."""
-        holding = [
-            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-            for p in self.points
-            if p.table == "holding"
-        ]
-        inputs = [
-            SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
-            for p in self.points
-            if p.table == "input"
-        ]
-        # a datastore table may not be empty: park one register at the top of the address space
-        unused = [SimData(65535, values=[0], datatype=DataType.REGISTERS)]
+        def table(name: str) -> list[SimData]:
+            found = [SimData(p.address, values=[0] * p.width, datatype=DataType.REGISTERS)
+                     for p in self.points if p.table == name]
+            # a datastore table may not be empty: park one register at the top of the address space
+            return found or [SimData(65535, values=[0], datatype=DataType.REGISTERS)]
+
         bits = [SimData(0, count=1, values=False, datatype=DataType.BITS)]
-        return SimDevice(id=self.device_id, simdata=(bits, bits, holding or unused, inputs or unused))
+        return SimDevice(id=self.device_id, simdata=(bits, bits, table("holding"), table("input")))
 
     def image(self, function_code: int, address: int, count: int) -> list[int]:
         """The registers ``address .. address+count-1`` of the table read by ``function_code``, now."""
@@ -154,40 +147,6 @@ class CoolingUnitServer:
             if point.signal in self.exceptions and point.table == table and touched:
                 return self.exceptions[point.signal]
         return None
-
-
-@dataclass
-class SilentTcpServer:
-    """Accepts TCP connections on loopback, reads what is sent, never answers: a hung unit."""
-
-    port: int
-    host: str = "127.0.0.1"
-    received_bytes: int = 0
-
-    async def start(self) -> SilentTcpServer:
-        self._server = await asyncio.start_server(self._swallow, self.host, self.port)
-        self._writers: set[asyncio.StreamWriter] = set()
-        return self
-
-    async def _swallow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-            while data := await reader.read(1024):
-                self.received_bytes += len(data)
-        self._writers.discard(writer)
-        writer.close()
-
-    async def stop(self) -> None:
-        self._server.close()
-        for writer in list(self._writers):
-            writer.close()
-        await self._server.wait_closed()
-
-    async def __aenter__(self) -> SilentTcpServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
 
 # -- standalone demo unit: python -m agent.sim.devices.modbus_server --profile liebert_crv --port 15020 --

@@ -29,6 +29,8 @@ from pysnmp.proto.rfc1902 import Gauge32, Integer32, ObjectIdentifier, OctetStri
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
+from agent.trace.model import J_PER_KWH
+
 Oid = tuple[int, ...]
 ValuesFn = Callable[[], Mapping[str, float | None]]
 # (snmprec type tag, value): 2 INTEGER, 4 OCTET STRING, 6 OID, 66 Gauge32
@@ -236,14 +238,8 @@ class SimSnmpPdu:
         config.add_v1_system(snmp, "sim-area", self.community)
         config.add_vacm_user(snmp, 2, "sim-area", "noAuthNoPriv", (1, 3, 6))
         if self.v3_user:
-            config.add_v3_user(
-                snmp,
-                self.v3_user,
-                config.USM_AUTH_HMAC96_SHA,
-                self.v3_auth_key,
-                config.USM_PRIV_CFB128_AES,
-                self.v3_priv_key,
-            )
+            config.add_v3_user(snmp, self.v3_user, config.USM_AUTH_HMAC96_SHA, self.v3_auth_key,
+                               config.USM_PRIV_CFB128_AES, self.v3_priv_key)
             config.add_vacm_user(snmp, 3, self.v3_user, "authPriv", (1, 3, 6))
         snmp_context = context.SnmpContext(snmp)
         snmp_context.unregister_context_name(b"")
@@ -277,7 +273,7 @@ def demo_values(base_w: float = 1200.0, swing_w: float = 300.0, period_s: float 
     def values() -> dict[str, float | None]:
         now = time.monotonic()
         power = base_w + swing_w * math.sin(2 * math.pi * now / period_s)
-        state["kwh"] += power * (now - state["t"]) / 3.6e6
+        state["kwh"] += power * (now - state["t"]) / J_PER_KWH
         state["t"] = now
         return {
             "power_w": power,
@@ -300,17 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     async def serve() -> None:
-        async with SimSnmpPdu(
-            demo_values(args.power_w),
-            args.port,
-            vendor=args.vendor,
-            community=args.community,
-            outlets=args.outlets,
-        ):
-            print(
-                f"simulated {args.vendor} PDU on udp://127.0.0.1:{args.port} community {args.community!r}",
-                flush=True,
-            )
+        pdu = SimSnmpPdu(demo_values(args.power_w), args.port, vendor=args.vendor, community=args.community,
+                         outlets=args.outlets)
+        async with pdu:
+            where = f"udp://127.0.0.1:{args.port} community {args.community!r}"
+            print(f"simulated {args.vendor} PDU on {where}", flush=True)
             await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -8,11 +8,12 @@ import time
 import pytest
 
 from agent.config.model import CracConfig, ModbusRegister
-from agent.sim.devices.modbus_server import CoolingUnitServer, SilentTcpServer
+from agent.sim.devices.modbus_server import CoolingUnitServer
 from drivers.modbus_crac.driver import CracModbusDriver
 from drivers.modbus_crac.profiles import load_profile
 from tests.conftest import free_port
 from tests.drivers.modbus.conftest import run
+from tests.drivers.modbus.silent_server import SilentTcpServer
 
 # values a unit of each profile serves; tolerance is each point's resolution
 VALUES = {
