@@ -72,6 +72,16 @@ IDLE_LIFT = 0.5 * float(np.log(1.4))
 # Memory busy while the SMs are idle is a copy (a checkpoint reading GPU memory out). NVML's
 # percentages are integers and a data stall reads 0–3 % on both: 4 points is above that rounding.
 COPY_MIN = 0.04
+# A training step keeps a kernel resident on every GPU nearly all the time (NVML utilisation is
+# the share of the sample period with a kernel running: 97–100 % on recordings of dense training,
+# 90 % and more on any job whose step keeps the SMs fed). Forward passes that wait on requests or
+# batching leave gaps. A flat busy job whose utilisation holds below SATURATED_UTIL is not in a
+# training step: three points under that floor, several widths of the smoothed utilisation's
+# noise (NVML's integer percent, 2–5 points per GPU, under one point for the median of the node's
+# GPUs over UTIL_SMOOTH_ROWS rows). One-sided: full utilisation is no proof of training (serving
+# can saturate too, and spinning ranks read 100 %).
+SATURATED_UTIL = 0.87
+UTIL_SMOOTH_ROWS = SWING_ROWS  # rows of the node's median utilisation the test above looks at
 # How a row's job has proved to be training (features._training_level)
 PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT = 0, 1, 2
 
@@ -143,6 +153,7 @@ class FeatureExtractor:
     _layout_key: tuple[str, ...] = ()
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _recent_util: np.ndarray = field(default_factory=lambda: np.full(UTIL_SMOOTH_ROWS - 1, np.nan))
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
     _floor_w: float = float("nan")
@@ -223,7 +234,8 @@ class FeatureExtractor:
                     feats[:, 5] = self._node_frac(ts, node_w)
                 feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0])
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
-                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job))
+                held_util = self._held_util(med_util)
+                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
         return feats
 
     def _references(
@@ -298,22 +310,39 @@ class FeatureExtractor:
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
         return _JobRows(train, proof, busy, visible_ts, start_w)
 
-    def _untrained(self, ts: np.ndarray, feats: np.ndarray, job: _JobRows) -> np.ndarray:
+    def _held_util(self, med_util: np.ndarray) -> np.ndarray:
+        """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
+        across chunks): what the job holds, not one sample's noise or a stage change's first rows."""
+        series = np.concatenate((self._recent_util, med_util))
+        self._recent_util = series[-(UTIL_SMOOTH_ROWS - 1) :].copy()
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            windows = np.lib.stride_tricks.sliding_window_view(series, UTIL_SMOOTH_ROWS)
+            return np.asarray(np.nanmedian(windows, axis=1))
+
+    def _untrained(
+        self, ts: np.ndarray, feats: np.ndarray, job: _JobRows, held_util: np.ndarray
+    ) -> np.ndarray:
         """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
-        whose training jobs show their steps.
+        whose training jobs show their steps, or with utilisation held below a training step's
+        (SATURATED_UTIL).
 
         How this node's training looks at this sampling rate is learned from the jobs that proved
         to train: if they step visibly, a busy job with neither a step nor a checkpoint runs
         forward passes only (serving, offline inference), and reads as eval; if one trained flat
         within the last day (steps shorter than a sample, proven by its checkpoints), such a job
-        may be training too, and only its level against the training level tells.
+        may be training too, and only its level against the training level tells. Before either
+        habit is known (a node whose first job serves), only what a training step cannot show
+        tells: utilisation held below a step's saturation.
         """
         level, flat = feats[:, 0], feats[:, 8] == 0.0
         with np.errstate(invalid="ignore"):
             working = flat & (level >= LOW_LEVEL)
         flat_trainer = working & job.busy & (job.proof == PROOF_CHECKPOINT)
         steps_visible = self.job.steps_visible(ts, flat_trainer, job.step_ts)
-        return (working & (job.proof == PROOF_NONE) & steps_visible).astype(float)
+        with np.errstate(invalid="ignore"):
+            unsaturated = held_util < SATURATED_UTIL  # NaN (no utilisation reported) is not
+        return (working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated)).astype(float)
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.

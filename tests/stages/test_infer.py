@@ -129,8 +129,9 @@ def test_hinted_rows_win_and_unhinted_are_inferred() -> None:
 
 
 def test_levels_learned_from_hints_are_used_later() -> None:
-    # a job whose forward_backward looks like the prior's eval, and a custom stage
-    odd = dict(LEVELS, forward_backward=(500.0, 80.0, 36.0, 300.0), warmup=(300.0, 30.0, 60.0, 200.0))
+    # a job whose forward_backward draws what the prior's eval draws, and a custom stage (its
+    # utilisation is a training step's: one held below that is no step, see test_infer_jobs)
+    odd = dict(LEVELS, forward_backward=(500.0, 96.0, 36.0, 300.0), warmup=(300.0, 30.0, 60.0, 200.0))
     plan = [("idle", 120), ("warmup", 200), ("forward_backward", 600), ("checkpoint", 100)]
     taught = synthetic(plan, levels=odd, seed=1)
     later = synthetic(plan, levels=odd, seed=2, t0=T0 + 10_000)

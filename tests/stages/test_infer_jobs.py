@@ -32,13 +32,15 @@ SIGNATURES: dict[str, Signature] = {
     # every rank writes its shard, memory barely busier than the SMs, power above the start-up
     "shard_ckpt": ((150.0, 4.0, 6.0), (150.0, 4.0, 6.0)),
     "serve": ((540.0, 95.0, 35.0), (540.0, 95.0, 35.0)),  # forward passes only, steady
+    # forward passes waiting on requests: kernels resident four fifths of the time
+    "serve_gaps": ((540.0, 80.0, 35.0), (540.0, 80.0, 35.0)),
     "light_step": ((455.0, 97.0, 60.0), (455.0, 97.0, 60.0)),  # a lighter job's steps
     "light_sync": ((260.0, 70.0, 30.0), (260.0, 70.0, 30.0)),
 }
 TRUE_STAGE = {
     "idle": "idle", "startup": "data_load", "stall": "data_load", "step": "forward_backward",
     "sync": "grad_sync", "flat": "forward_backward", "writer_ckpt": "checkpoint",
-    "shard_ckpt": "checkpoint", "serve": "eval", "light_step": "forward_backward",
+    "shard_ckpt": "checkpoint", "serve": "eval", "serve_gaps": "eval", "light_step": "forward_backward",
     "light_sync": "grad_sync",
 }
 
@@ -162,3 +164,31 @@ def test_a_flat_run_after_a_run_that_checkpoints_every_few_steps_is_training(sca
     second = np.arange(len(truth)) >= len(truth) - (900 + 30 + 300)
     assert share(got, second & (truth == "forward_backward"), "forward_backward") >= 0.97
     assert share(got, second, "eval") == 0.0
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_first_job_that_serves_below_a_steps_utilisation_is_eval(scale: float) -> None:
+    # a fresh node whose first job serves: no training level or habit known yet, and its power
+    # alone reads as flat training; its utilisation, held below what a training step keeps,
+    # says it is not one. The next job trains flat at saturation: forward_backward from the start
+    plan = [("idle", 120), ("startup", 60), ("serve_gaps", 1800), ("idle", 300), ("startup", 90),
+            ("flat", 900), ("writer_ckpt", 30), ("flat", 300)]
+    chunk, truth = node_chunk(plan, scale, seed=7)
+    got = infer(chunk)
+    serve = truth == "eval"
+    assert share(got, serve, "eval") >= 0.95
+    assert share(got, truth == "forward_backward", "forward_backward") >= 0.97
+    assert share(got, truth == "forward_backward", "eval") == 0.0
+
+
+
+@pytest.mark.parametrize("util", [90.0, 100.0])
+def test_a_first_job_training_flat_at_a_steps_utilisation_is_not_eval(util: float) -> None:
+    # the false-alarm side: flat training at the low end of a step's utilisation (90 %), with
+    # NVML's integer rounding and per-GPU noise, before any checkpoint proves it
+    signatures = dict(SIGNATURES, flat=((650.0, util, 45.0), (650.0, util, 45.0)))
+    plan = [("idle", 120), ("startup", 60), ("flat", 1800)]
+    chunk, truth = node_rows.node_chunk(plan, signatures, TRUE_STAGE, seed=8)
+    got = infer(chunk)
+    assert share(got, truth == "forward_backward", "forward_backward") >= 0.97
+    assert share(got, truth == "forward_backward", "eval") == 0.0
