@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from agent.stages.fading import decaying_extreme
-from agent.stages.job_scope import JobScope
+from agent.stages.job_scope import UNPROVEN_TRAINING_S, JobScope
 from agent.stages.steps import LOW_LEVEL, STEP_MEMORY_S, SWING_ROWS, StepWatch
 from agent.trace.model import TraceChunk
 
@@ -119,6 +119,7 @@ class _JobRows(NamedTuple):
     busy: np.ndarray  # utilisation high enough to teach a training level
     step_ts: np.ndarray  # the row's ts where a clear fb ↔ grad_sync alternation shows, else NaN
     start_w: np.ndarray  # the job's start-up power (contexts up, nothing running), NaN if unseen
+    start_ts: np.ndarray  # when the job started (its GPUs left the idle floor), -inf if unseen
 
 
 @dataclass
@@ -154,6 +155,8 @@ class FeatureExtractor:
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
     _recent_util: np.ndarray = field(default_factory=lambda: np.full(UTIL_SMOOTH_ROWS - 1, np.nan))
+    _recent_noise: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _last_power: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the last row, per GPU
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
     _floor_w: float = float("nan")
@@ -232,7 +235,8 @@ class FeatureExtractor:
                     plausible = (node_w >= 0.0) & (node_w <= MAX_NODE_W_PER_GPU * power.shape[1])
                     node_w = np.where(plausible, node_w, np.nan)
                     feats[:, 5] = self._node_frac(ts, node_w)
-                feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0])
+                noise = self._noise_w(power) / np.maximum(train - floor, 1.0)
+                feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0], noise)
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
                 held_util = self._held_util(med_util)
                 feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
@@ -308,17 +312,37 @@ class FeatureExtractor:
         unproven = np.where(np.isfinite(train_ref), train_ref, peak_w)
         train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
-        return _JobRows(train, proof, busy, visible_ts, start_w)
+        return _JobRows(train, proof, busy, visible_ts, start_w, start)
 
     def _held_util(self, med_util: np.ndarray) -> np.ndarray:
         """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
         across chunks): what the job holds, not one sample's noise or a stage change's first rows."""
-        series = np.concatenate((self._recent_util, med_util))
-        self._recent_util = series[-(UTIL_SMOOTH_ROWS - 1) :].copy()
+        medians, self._recent_util = _rolling_median(self._recent_util, med_util)
+        return medians
+
+    def _noise_w(self, power: np.ndarray) -> np.ndarray:
+        """Per row, the sample noise (σ, W) of the node's median GPU power, from its own GPUs.
+
+        What every GPU of a node does together from one row to the next is the job's (a step, a
+        stage change); what each does apart from the others is its reading's noise. Its spread
+        (1.4826 × MAD across GPUs of each GPU's change less the median change, /√2 for a
+        difference of two samples) gives one GPU's σ, and the median of G GPUs has about
+        1.25 σ/√G; a rolling median over SWING_ROWS rows steadies it. NaN with a single GPU.
+        """
+        same_gpus = self._last_power.shape == (power.shape[1],)
+        prev = self._last_power if same_gpus else np.full(power.shape[1], np.nan)
+        self._last_power = power[-1].copy()
+        if power.shape[1] < 2:
+            return np.full(power.shape[0], np.nan)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            windows = np.lib.stride_tricks.sliding_window_view(series, UTIL_SMOOTH_ROWS)
-            return np.asarray(np.nanmedian(windows, axis=1))
+            change = np.diff(np.vstack((prev[None, :], power)), axis=0)
+            apart = change - np.nanmedian(change, axis=1)[:, None]
+            per_gpu = 1.4826 * np.nanmedian(np.abs(apart), axis=1) / np.sqrt(2.0)
+            count = np.sum(np.isfinite(change), axis=1)
+            row = 1.2533 * per_gpu / np.sqrt(np.maximum(count, 1))
+        medians, self._recent_noise = _rolling_median(self._recent_noise, row)
+        return medians
 
     def _untrained(
         self, ts: np.ndarray, feats: np.ndarray, job: _JobRows, held_util: np.ndarray
@@ -333,16 +357,19 @@ class FeatureExtractor:
         within the last day (steps shorter than a sample, proven by its checkpoints), such a job
         may be training too, and only its level against the training level tells. Before either
         habit is known (a node whose first job serves), only what a training step cannot show
-        tells: utilisation held below a step's saturation.
+        tells: utilisation held below a step's saturation, or a job busy for longer than any
+        training job goes without writing a checkpoint (UNPROVEN_TRAINING_S), on a node that has
+        not seen a job train flat within the day.
         """
         level, flat = feats[:, 0], feats[:, 8] == 0.0
         with np.errstate(invalid="ignore"):
             working = flat & (level >= LOW_LEVEL)
         flat_trainer = working & job.busy & (job.proof == PROOF_CHECKPOINT)
-        steps_visible = self.job.steps_visible(ts, flat_trainer, job.step_ts)
+        steps_visible, no_flat_trainer = self.job.habit(ts, flat_trainer, job.step_ts)
         with np.errstate(invalid="ignore"):
             unsaturated = held_util < SATURATED_UTIL  # NaN (no utilisation reported) is not
-        return (working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated)).astype(float)
+        overdue = no_flat_trainer & (ts - job.start_ts > UNPROVEN_TRAINING_S)
+        return (working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated | overdue)).astype(float)
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
@@ -392,6 +419,16 @@ class FeatureExtractor:
         self._node_ts = float(state.get("node_ts", float("nan")))
         self.steps.load(state)
         self.job.load(state)
+
+
+def _rolling_median(ring: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median of each row's window of len(ring) + 1 rows (NaN ignored), and the new carried ring."""
+    series = np.concatenate((ring, values))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        windows = np.lib.stride_tricks.sliding_window_view(series, ring.size + 1)
+        medians = np.asarray(np.nanmedian(windows, axis=1))
+    return medians, series[series.size - ring.size :].copy()
 
 
 def _natural(key: str) -> tuple[int, str]:
