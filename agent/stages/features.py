@@ -337,8 +337,8 @@ class FeatureExtractor:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             change = np.diff(np.vstack((prev[None, :], power)), axis=0)
-            apart = change - np.nanmedian(change, axis=1)[:, None]
-            per_gpu = 1.4826 * np.nanmedian(np.abs(apart), axis=1) / np.sqrt(2.0)
+            apart = change - _nanmedian(change)[:, None]
+            per_gpu = 1.4826 * _nanmedian(np.abs(apart)) / np.sqrt(2.0)
             count = np.sum(np.isfinite(change), axis=1)
             row = 1.2533 * per_gpu / np.sqrt(np.maximum(count, 1))
         medians, self._recent_noise = _rolling_median(self._recent_noise, row)
@@ -377,11 +377,7 @@ class FeatureExtractor:
         The range follows a rolling median, so the moments when a PDU sample lags a GPU step
         (feeds are read every few seconds, GPUs every second) do not stretch it.
         """
-        series = np.concatenate((self._recent_node, node_w))
-        self._recent_node = series[-(SWING_ROWS - 1) :].copy()
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            smooth = np.nanmedian(np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS), axis=1)
+        smooth, self._recent_node = _rolling_median(self._recent_node, node_w)
         lo = decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
         hi = decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
         finite = np.isfinite(lo) & np.isfinite(hi)
@@ -426,8 +422,7 @@ def _rolling_median(ring: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, n
     series = np.concatenate((ring, values))
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        windows = np.lib.stride_tricks.sliding_window_view(series, ring.size + 1)
-        medians = np.asarray(np.nanmedian(windows, axis=1))
+        medians = _nanmedian(np.lib.stride_tricks.sliding_window_view(series, ring.size + 1))
     return medians, series[series.size - ring.size :].copy()
 
 
