@@ -324,10 +324,11 @@ class FeatureExtractor:
         """Per row, the sample noise (σ, W) of the node's median GPU power, from its own GPUs.
 
         What every GPU of a node does together from one row to the next is the job's (a step, a
-        stage change); what each does apart from the others is its reading's noise. Its spread
-        (1.4826 × MAD across GPUs of each GPU's change less the median change, /√2 for a
-        difference of two samples) gives one GPU's σ, and the median of G GPUs has about
-        1.25 σ/√G; a rolling median over SWING_ROWS rows steadies it. NaN with a single GPU.
+        stage change); what each does apart from the others is its reading's noise. The spread
+        across GPUs of their row-to-row changes (unbiased variance, /2 for a difference of two
+        samples) gives one GPU's σ, and the median of G GPUs has about 1.25 σ/√G (an
+        overestimate for a few GPUs, the safe side); a rolling median over SWING_ROWS rows
+        steadies it, so one GPU's own step (a writer starting) does not. NaN with a single GPU.
         """
         same_gpus = self._last_power.shape == (power.shape[1],)
         prev = self._last_power if same_gpus else np.full(power.shape[1], np.nan)
@@ -337,8 +338,7 @@ class FeatureExtractor:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             change = np.diff(np.vstack((prev[None, :], power)), axis=0)
-            apart = change - _nanmedian(change)[:, None]
-            per_gpu = 1.4826 * _nanmedian(np.abs(apart)) / np.sqrt(2.0)
+            per_gpu = np.sqrt(np.nanvar(change, axis=1, ddof=1) / 2.0)
             count = np.sum(np.isfinite(change), axis=1)
             row = 1.2533 * per_gpu / np.sqrt(np.maximum(count, 1))
         medians, self._recent_noise = _rolling_median(self._recent_noise, row)

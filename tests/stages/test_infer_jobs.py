@@ -14,8 +14,8 @@ import json
 import numpy as np
 import pytest
 
-from agent.stages.infer import StageInferrer
-from agent.stages.job_scope import CKPT_PROOF_ROWS, JobScope
+from agent.stages.infer import SLOW_ENTRY_S, StageInferrer
+from agent.stages.job_scope import CKPT_PROOF_ROWS, UNPROVEN_TRAINING_S, JobScope
 from agent.trace.model import TraceChunk
 from tests.stages import node_rows
 from tests.stages.node_rows import SCALES, T0, Signature, infer, share
@@ -192,3 +192,33 @@ def test_a_first_job_training_flat_at_a_steps_utilisation_is_not_eval(util: floa
     got = infer(chunk)
     assert share(got, truth == "forward_backward", "forward_backward") >= 0.97
     assert share(got, truth == "forward_backward", "eval") == 0.0
+
+
+def test_a_small_noisy_node_serving_below_a_steps_utilisation_is_eval() -> None:
+    # 4 GPUs reading 4 % noise: the median's sample noise alone spans more than the least swing
+    # in 15 rows; measured from the GPUs' own spread it is no alternation, so the job stays flat
+    plan = [("idle", 120), ("startup", 60), ("serve_gaps", 1800)]
+    chunk, truth = node_rows.node_chunk(plan, SIGNATURES, TRUE_STAGE, seed=9, gpus=4, noise_frac=0.04)
+    got = infer(chunk)
+    assert share(got, truth == "eval", "eval") >= 0.95
+
+
+def test_a_first_job_busy_for_over_an_hour_with_no_step_or_checkpoint_is_not_training() -> None:
+    # serving at a step's utilisation: nothing tells it from flat training until it has gone
+    # longer than a training job goes without a checkpoint (job_scope.UNPROVEN_TRAINING_S)
+    plan = [("idle", 120), ("startup", 60), ("serve", 5400)]
+    chunk, _ = node_chunk(plan, seed=10)
+    got = infer(chunk)
+    late = chunk.ts - chunk.ts[0] >= 180 + UNPROVEN_TRAINING_S + SLOW_ENTRY_S["eval"]
+    assert share(got, late, "eval") >= 0.99
+
+
+def test_a_flat_trainer_checkpointing_within_the_hour_stays_forward_backward() -> None:
+    # the false-alarm side: checkpoints 50 min apart prove the job before the hour is out
+    plan = [("idle", 120), ("startup", 60), ("flat", 3000), ("writer_ckpt", 60), ("flat", 3000),
+            ("writer_ckpt", 60), ("flat", 1200)]
+    chunk, truth = node_chunk(plan, seed=11)
+    got = infer(chunk)
+    train = truth == "forward_backward"
+    assert share(got, train, "forward_backward") >= 0.99
+    assert share(got, train, "eval") == 0.0
