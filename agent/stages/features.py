@@ -238,7 +238,10 @@ class FeatureExtractor:
                 noise = self._noise_w(power) / np.maximum(train - floor, 1.0)
                 feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0], noise)
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
-                held_util = self._held_util(med_util)
+                # only rows that work: a job's first rows after its start-up or a stall must not
+                # read the low stage's utilisation as the job's
+                with np.errstate(invalid="ignore"):
+                    held_util = self._held_util(np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan))
                 feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
         return feats
 
@@ -316,7 +319,7 @@ class FeatureExtractor:
 
     def _held_util(self, med_util: np.ndarray) -> np.ndarray:
         """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
-        across chunks): what the job holds, not one sample's noise or a stage change's first rows."""
+        across chunks; NaN rows left out): what the job holds, not one sample's noise."""
         medians, self._recent_util = _rolling_median(self._recent_util, med_util)
         return medians
 
