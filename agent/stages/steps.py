@@ -24,8 +24,8 @@ SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_s
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
 # … nor below this many widths of the level's own sample noise (features._noise_w): the range of
-# SWING_ROWS samples of white noise passes 5.5 widths once in 100 windows and 7 once in 10 000, and
-# the noise estimated from a few GPUs runs up to a fifth low. A step's communication draws 45–80 %
+# SWING_ROWS samples of white noise passes 5.5 widths once in 100 windows and 7 once in 10 000
+# (the estimate errs high for a few GPUs, the safe side). A step's communication draws 45–80 %
 # of its compute (a swing of 0.2–0.55 of the training level), far above the noise of a node's
 # median (1–4 % per GPU, a fraction of that for the median).
 SWING_NOISE_WIDTHS = 7.0
