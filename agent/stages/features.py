@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from agent.stages.fading import decaying_extreme
-from agent.stages.job_scope import JobScope
+from agent.stages.job_scope import UNPROVEN_TRAINING_S, JobScope
 from agent.stages.steps import LOW_LEVEL, STEP_MEMORY_S, SWING_ROWS, StepWatch
 from agent.trace.model import TraceChunk
 
@@ -72,6 +72,16 @@ IDLE_LIFT = 0.5 * float(np.log(1.4))
 # Memory busy while the SMs are idle is a copy (a checkpoint reading GPU memory out). NVML's
 # percentages are integers and a data stall reads 0–3 % on both: 4 points is above that rounding.
 COPY_MIN = 0.04
+# A training step keeps a kernel resident on every GPU nearly all the time (NVML utilisation is
+# the share of the sample period with a kernel running: 97–100 % on recordings of dense training,
+# 90 % and more on any job whose step keeps the SMs fed). Forward passes that wait on requests or
+# batching leave gaps. A flat busy job whose utilisation holds below SATURATED_UTIL is not in a
+# training step: three points under that floor, several widths of the smoothed utilisation's
+# noise (NVML's integer percent, 2–5 points per GPU, under one point for the median of the node's
+# GPUs over UTIL_SMOOTH_ROWS rows). One-sided: full utilisation is no proof of training (serving
+# can saturate too, and spinning ranks read 100 %).
+SATURATED_UTIL = 0.87
+UTIL_SMOOTH_ROWS = SWING_ROWS  # rows of the node's median utilisation the test above looks at
 # How a row's job has proved to be training (features._training_level)
 PROOF_NONE, PROOF_STEPS, PROOF_CHECKPOINT = 0, 1, 2
 
@@ -109,6 +119,7 @@ class _JobRows(NamedTuple):
     busy: np.ndarray  # utilisation high enough to teach a training level
     step_ts: np.ndarray  # the row's ts where a clear fb ↔ grad_sync alternation shows, else NaN
     start_w: np.ndarray  # the job's start-up power (contexts up, nothing running), NaN if unseen
+    start_ts: np.ndarray  # when the job started (its GPUs left the idle floor), -inf if unseen
 
 
 @dataclass
@@ -143,6 +154,9 @@ class FeatureExtractor:
     _layout_key: tuple[str, ...] = ()
     _layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _recent_node: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _recent_util: np.ndarray = field(default_factory=lambda: np.full(UTIL_SMOOTH_ROWS - 1, np.nan))
+    _recent_noise: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS - 1, np.nan))
+    _last_power: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the last row, per GPU
     _peak_w: float = 0.0
     _peak_ts: float = float("nan")
     _floor_w: float = float("nan")
@@ -221,9 +235,14 @@ class FeatureExtractor:
                     plausible = (node_w >= 0.0) & (node_w <= MAX_NODE_W_PER_GPU * power.shape[1])
                     node_w = np.where(plausible, node_w, np.nan)
                     feats[:, 5] = self._node_frac(ts, node_w)
-                feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0])
+                noise = self._noise_w(power) / np.maximum(train - floor, 1.0)
+                feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0], noise)
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
-                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job))
+                # only rows that work: a job's first rows after its start-up or a stall must not
+                # read the low stage's utilisation as the job's
+                with np.errstate(invalid="ignore"):
+                    held_util = self._held_util(np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan))
+                feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
         return feats
 
     def _references(
@@ -296,24 +315,64 @@ class FeatureExtractor:
         unproven = np.where(np.isfinite(train_ref), train_ref, peak_w)
         train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
-        return _JobRows(train, proof, busy, visible_ts, start_w)
+        return _JobRows(train, proof, busy, visible_ts, start_w, start)
 
-    def _untrained(self, ts: np.ndarray, feats: np.ndarray, job: _JobRows) -> np.ndarray:
+    def _held_util(self, med_util: np.ndarray) -> np.ndarray:
+        """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
+        across chunks; NaN rows left out): what the job holds, not one sample's noise."""
+        medians, self._recent_util = _rolling_median(self._recent_util, med_util)
+        return medians
+
+    def _noise_w(self, power: np.ndarray) -> np.ndarray:
+        """Per row, the sample noise (σ, W) of the node's median GPU power, from its own GPUs.
+
+        What every GPU of a node does together from one row to the next is the job's (a step, a
+        stage change); what each does apart from the others is its reading's noise. The spread
+        across GPUs of their row-to-row changes (unbiased variance, /2 for a difference of two
+        samples) gives one GPU's σ, and the median of G GPUs has about 1.25 σ/√G (an
+        overestimate for a few GPUs, the safe side); a rolling median over SWING_ROWS rows
+        steadies it, so one GPU's own step (a writer starting) does not. NaN with a single GPU.
+        """
+        same_gpus = self._last_power.shape == (power.shape[1],)
+        prev = self._last_power if same_gpus else np.full(power.shape[1], np.nan)
+        self._last_power = power[-1].copy()
+        if power.shape[1] < 2:
+            return np.full(power.shape[0], np.nan)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            change = np.diff(np.vstack((prev[None, :], power)), axis=0)
+            per_gpu = np.sqrt(np.nanvar(change, axis=1, ddof=1) / 2.0)
+            count = np.sum(np.isfinite(change), axis=1)
+            row = 1.2533 * per_gpu / np.sqrt(np.maximum(count, 1))
+        medians, self._recent_noise = _rolling_median(self._recent_noise, row)
+        return medians
+
+    def _untrained(
+        self, ts: np.ndarray, feats: np.ndarray, job: _JobRows, held_util: np.ndarray
+    ) -> np.ndarray:
         """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
-        whose training jobs show their steps.
+        whose training jobs show their steps, or with utilisation held below a training step's
+        (SATURATED_UTIL).
 
         How this node's training looks at this sampling rate is learned from the jobs that proved
         to train: if they step visibly, a busy job with neither a step nor a checkpoint runs
         forward passes only (serving, offline inference), and reads as eval; if one trained flat
         within the last day (steps shorter than a sample, proven by its checkpoints), such a job
-        may be training too, and only its level against the training level tells.
+        may be training too, and only its level against the training level tells. Before either
+        habit is known (a node whose first job serves), only what a training step cannot show
+        tells: utilisation held below a step's saturation, or a job busy for longer than any
+        training job goes without writing a checkpoint (UNPROVEN_TRAINING_S), on a node that has
+        not seen a job train flat within the day.
         """
         level, flat = feats[:, 0], feats[:, 8] == 0.0
         with np.errstate(invalid="ignore"):
             working = flat & (level >= LOW_LEVEL)
         flat_trainer = working & job.busy & (job.proof == PROOF_CHECKPOINT)
-        steps_visible = self.job.steps_visible(ts, flat_trainer, job.step_ts)
-        return (working & (job.proof == PROOF_NONE) & steps_visible).astype(float)
+        steps_visible, no_flat_trainer = self.job.habit(ts, flat_trainer, job.step_ts)
+        with np.errstate(invalid="ignore"):
+            unsaturated = held_util < SATURATED_UTIL  # NaN (no utilisation reported) is not
+        overdue = no_flat_trainer & (ts - job.start_ts > UNPROVEN_TRAINING_S)
+        return (working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated | overdue)).astype(float)
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
@@ -321,11 +380,7 @@ class FeatureExtractor:
         The range follows a rolling median, so the moments when a PDU sample lags a GPU step
         (feeds are read every few seconds, GPUs every second) do not stretch it.
         """
-        series = np.concatenate((self._recent_node, node_w))
-        self._recent_node = series[-(SWING_ROWS - 1) :].copy()
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            smooth = np.nanmedian(np.lib.stride_tricks.sliding_window_view(series, SWING_ROWS), axis=1)
+        smooth, self._recent_node = _rolling_median(self._recent_node, node_w)
         lo = decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
         hi = decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
         finite = np.isfinite(lo) & np.isfinite(hi)
@@ -363,6 +418,15 @@ class FeatureExtractor:
         self._node_ts = float(state.get("node_ts", float("nan")))
         self.steps.load(state)
         self.job.load(state)
+
+
+def _rolling_median(ring: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median of each row's window of len(ring) + 1 rows (NaN ignored), and the new carried ring."""
+    series = np.concatenate((ring, values))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        medians = _nanmedian(np.lib.stride_tricks.sliding_window_view(series, ring.size + 1))
+    return medians, series[series.size - ring.size :].copy()
 
 
 def _natural(key: str) -> tuple[int, str]:

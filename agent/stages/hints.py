@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent.node.config import NODE_ID
 from agent.node.wire import MAX_ID_BYTES
 from agent.trace.model import STAGE_LABEL_MAX_CHARS, is_stage_label
 
@@ -33,9 +34,8 @@ MIN_TS = 946684800.0  # 2000-01-01: anything earlier is a clock that was never s
 MAX_FUTURE_S = 60.0  # a ts further ahead of the agent's clock than this is rejected
 
 JOB_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]*\Z")
-# A node id as the rack's [[node]] tables spell it (agent.node.config.NODE_ID: the node link's own
-# id field bounds it); whether the rack has such a node is the intake's question (it knows the config).
-NODE_RE = re.compile(rf"[a-z0-9_]{{1,{MAX_ID_BYTES}}}\Z")
+# A hint's node id is checked by the rack configuration's own rule (agent.node.config.NODE_ID);
+# whether the rack has such a node is the intake's question (it knows the config).
 
 HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts", "node"})
 COMMAND_FIELDS = frozenset({"command", "cause", "stage", "ts"})
@@ -150,7 +150,7 @@ def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
             raise HintError("bad_value", f"work_rate: {work_rate} outside [0, {MAX_WORK_RATE:g}]")
     ts = _timestamp(obj.get("ts"), now)
     node = obj.get("node")
-    if node is not None and (not isinstance(node, str) or not NODE_RE.match(node)):
+    if node is not None and (not isinstance(node, str) or NODE_ID(node) is not None):
         shown = str(node)[:40]
         raise HintError("bad_value", f"node: expected a node id of 1–{MAX_ID_BYTES} characters [a-z0-9_], "
                                      f"got {shown!r}")

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from agent.live.logsetup import worth_logging
 from agent.stages.energy_query import Query, parse_query
 from agent.stages.hints import DROP_REASONS, MAX_DATAGRAM_BYTES, Command, HintError, parse_datagram
 from agent.stages.peers import CommandPolicy, PeerCred
@@ -208,5 +209,5 @@ class HintIntake:
     def _drop(self, reason: str, message: str) -> None:
         self._counts[reason] = self._counts.get(reason, 0) + 1
         self.last_error = message
-        if self._counts[reason] in (1, 10, 100, 1000) or self._counts[reason] % 10000 == 0:
+        if worth_logging(self._counts[reason]):
             log.warning("stage hint dropped (%s, %d so far): %s", reason, self._counts[reason], message)

@@ -32,6 +32,12 @@ TRAIN_REF_HALFLIFE_S = 86400.0
 # How a node's training jobs look at its sampling rate (visible steps or flat) is a habit of the
 # site's models and sampling: one job that trained flat is remembered for a day, as the floor is.
 HABIT_MEMORY_S = 86400.0
+# A training job writes its state out to bound the work an interruption loses: Young/Daly's
+# optimum interval √(2·δ·M), for a checkpoint taking δ ≤ 5 min and an interruption every M ≤ 6 h
+# (large runs see one every few hours: Llama 3, 2024), is at most an hour, and frameworks'
+# every-N-steps defaults land minutes to an hour apart (the 8B GPT recording: every 1–1000 steps).
+# A job busy and flat for longer than that with neither a step nor a checkpoint is not training.
+UNPROVEN_TRAINING_S = 3600.0
 # A checkpoint is believed on this many consecutive rows (seconds) of its signature: a single
 # row of one GPU lagging or of a counter's rounding is one sample, while the shortest checkpoint
 # written between steps lasts several seconds (3–20 s on frequent-checkpoint runs).
@@ -93,15 +99,19 @@ class JobScope:
             self._train_ref_w, self._train_ref_ts = float(ref[finite[-1]]), float(ts[finite[-1]])
         return ref
 
-    def steps_visible(self, ts: np.ndarray, flat_trainer: np.ndarray, step_ts: np.ndarray) -> np.ndarray:
-        """Per row: this node's training jobs show their steps — a clear forward/backward ↔
-        grad_sync alternation has been seen (``step_ts``: the rows' ts where one shows, else
-        NaN), and no job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S."""
+    def habit(
+        self, ts: np.ndarray, flat_trainer: np.ndarray, step_ts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, how this node's training jobs look: whether they show their steps — a clear
+        forward/backward ↔ grad_sync alternation has been seen (``step_ts``: the rows' ts where
+        one shows, else NaN) and no job has trained flat within HABIT_MEMORY_S — and whether no
+        job has trained flat (``flat_trainer`` rows) within HABIT_MEMORY_S, steps seen or not."""
         flat = last_true_ts(ts, flat_trainer, self._flat_seen_ts)
         seen = last_true_ts(ts, np.isfinite(step_ts), self._step_seen_ts)  # step_ts is ts or NaN
         self._flat_seen_ts = float(flat[-1]) if flat.size else self._flat_seen_ts
         self._step_seen_ts = float(seen[-1]) if seen.size else self._step_seen_ts
-        return np.isfinite(seen) & (ts - flat > HABIT_MEMORY_S)
+        no_flat = ts - flat > HABIT_MEMORY_S
+        return np.isfinite(seen) & no_flat, no_flat
 
     def state(self) -> dict[str, float]:
         return {

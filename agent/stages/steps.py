@@ -23,6 +23,12 @@ from agent.stages.job_scope import finite_or_nan, last_true_ts, ts_or_never
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
+# … nor below this many widths of the level's own sample noise (features._noise_w): the range of
+# SWING_ROWS samples of white noise passes 5.5 widths once in 100 windows and 7 once in 10 000
+# (the estimate errs high for a few GPUs, the safe side). A step's communication draws 45–80 %
+# of its compute (a swing of 0.2–0.55 of the training level), far above the noise of a node's
+# median (1–4 % per GPU, a fraction of that for the median).
+SWING_NOISE_WIDTHS = 7.0
 ALT_S = 30.0  # a training step lasts seconds (≤ ~15 s): twice that without alternation is no step
 LOW_LEVEL = 0.3  # below a third of the training level: no stage computes (idle, loading, writing, spinning)
 STEP_MEMORY_S = 1800.0  # evals and stalls last minutes: a job stepping half an hour ago is this job
@@ -116,7 +122,7 @@ class StepWatch:
             recent = ts - held_ts <= STEP_MEMORY_S
         return np.where(recent, held, np.nan), held_ts, visible
 
-    def swing(self, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def swing(self, frac: np.ndarray, noise: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Range of an alternating level over the previous SWING_ROWS rows, and where this
         row sits in it (0 low, 1 high).
 
@@ -125,7 +131,9 @@ class StepWatch:
         position tells the two apart regardless of the job's absolute levels. A steady stage
         (eval, checkpoint …) has no alternation, and a row that leaves the range (a stall, the
         end of training) or a third row in a row halfway between the levels (eval) is a
-        departure: no alternation for it either.
+        departure: no alternation for it either. ``noise``: the level's sample noise per row
+        (σ, level units; NaN or None where unknown): a range within SWING_NOISE_WIDTHS of it is
+        noise, not an alternation.
         """
         series = np.concatenate((self._recent, frac))
         self._recent = series[-SWING_ROWS:].copy()
@@ -141,7 +149,8 @@ class StepWatch:
             # three rows in a row halfway between the levels: a steady stage (eval) has begun
             recent_pos = (windows[:, -_MID_ROWS:] - lo[:, None]) / (hi - lo)[:, None]
             settled = np.all((recent_pos > 0.25) & (recent_pos < 0.75), axis=1)
-            swing = np.where((crossings >= 2) & inside & ~settled, hi - lo, 0.0)
+            least = _SWING_MIN if noise is None else np.fmax(_SWING_MIN, SWING_NOISE_WIDTHS * noise)
+            swing = np.where((crossings >= 2) & inside & ~settled & (hi - lo >= least), hi - lo, 0.0)
             swing = np.where(np.isnan(hi) | np.isnan(frac), np.nan, swing)
             pos = np.clip((frac - lo) / (hi - lo), 0.0, 1.0)
         pos = np.where(swing >= _SWING_MIN, pos, np.nan)

@@ -24,15 +24,19 @@ def node_chunk(
     true_stage: dict[str, str],
     scale: float = 1.0,
     seed: int = 0,
+    gpus: int = GPUS,
+    noise_frac: float = 0.02,
 ) -> tuple[TraceChunk, np.ndarray]:
-    """1-s rows of one node following (signature, seconds); returns the chunk and the true stages."""
+    """1-s rows of one node following (signature, seconds); returns the chunk and the true stages.
+
+    ``noise_frac``: each GPU's power reading noise (σ as a fraction of its level)."""
     rng = np.random.default_rng(seed)
     names = [s for s, n in plan for _ in range(n)]
     n = len(names)
     numeric: dict[str, np.ndarray] = {}
-    for gpu in range(GPUS):
+    for gpu in range(gpus):
         sig = np.array([signatures[s][0 if gpu == 0 else 1] for s in names])
-        numeric[f"gpu.{gpu}.power_w"] = sig[:, 0] * scale * (1 + 0.02 * rng.standard_normal(n))
+        numeric[f"gpu.{gpu}.power_w"] = sig[:, 0] * scale * (1 + noise_frac * rng.standard_normal(n))
         numeric[f"gpu.{gpu}.util_pct"] = np.clip(np.round(sig[:, 1] + rng.normal(0, 1, n)), 0, 100)
         numeric[f"gpu.{gpu}.mem_util_pct"] = np.clip(np.round(sig[:, 2] + rng.normal(0, 1, n)), 0, 100)
     chunk = TraceChunk(

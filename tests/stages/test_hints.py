@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from agent.node.config import NODE_ID
 from agent.stages.hints import (
     MAX_DATAGRAM_BYTES,
     Command,
@@ -98,3 +99,15 @@ def test_labels() -> None:
 
 def test_topic() -> None:
     assert hint_topic("rackwatt/v1/", "hall-b", "r07") == "rackwatt/v1/hall-b/r07/hint"
+
+
+def test_node_id_follows_the_rack_configuration_rule() -> None:
+    """One owner for the node-id rule: what [[node]] id accepts, a hint's node accepts."""
+    for node in ("n1", "gpu_node_7", "a" * 64, "N1", "n-1", "a" * 65, ""):
+        raw = json.dumps({"stage": "eval", "node": node}).encode()
+        try:
+            parse_datagram(raw, "udp")
+            accepted = True
+        except HintError:
+            accepted = False
+        assert accepted == (NODE_ID(node) is None), node

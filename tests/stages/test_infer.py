@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from agent.stages.infer import MAX_STAGES, SLOW_ENTRY_S, StageInferrer
+from agent.stages.steps import SWING_ROWS, StepWatch
 from agent.trace.model import TraceChunk
 
 T0 = 1_717_200_000.0
@@ -129,8 +130,9 @@ def test_hinted_rows_win_and_unhinted_are_inferred() -> None:
 
 
 def test_levels_learned_from_hints_are_used_later() -> None:
-    # a job whose forward_backward looks like the prior's eval, and a custom stage
-    odd = dict(LEVELS, forward_backward=(500.0, 80.0, 36.0, 300.0), warmup=(300.0, 30.0, 60.0, 200.0))
+    # a job whose forward_backward draws what the prior's eval draws, and a custom stage (its
+    # utilisation is a training step's: one held below that is no step, see test_infer_jobs)
+    odd = dict(LEVELS, forward_backward=(500.0, 96.0, 36.0, 300.0), warmup=(300.0, 30.0, 60.0, 200.0))
     plan = [("idle", 120), ("warmup", 200), ("forward_backward", 600), ("checkpoint", 100)]
     taught = synthetic(plan, levels=odd, seed=1)
     later = synthetic(plan, levels=odd, seed=2, t0=T0 + 10_000)
@@ -326,3 +328,17 @@ def test_a_job_stepping_below_the_last_jobs_level_is_placed_against_its_own_step
         mask = later & (second.stage == stage)
         assert accuracy(got[mask], second.stage[mask]) >= 0.9, stage
     assert "eval" not in set(got[later].tolist())
+
+
+def test_a_swing_within_the_levels_own_noise_is_no_alternation() -> None:
+    # white noise of σ 0.03 in level units: 15-row ranges often reach the fixed least swing (0.08),
+    # 7 noise widths about once in 10 000 windows; a real step (compute vs communication 0.35
+    # apart) stays a swing
+    rng = np.random.default_rng(12)
+    n = 3000
+    noise = np.full(n, 0.03)
+    flat = 0.9 + 0.03 * rng.standard_normal(n)
+    assert (StepWatch().swing(flat)[0] > 0).mean() > 0.05  # the fixed least alone is fooled
+    assert (StepWatch().swing(flat, noise)[0] > 0).mean() <= 0.001  # ~1 in 10 000 windows
+    step = np.tile([1.0] * 6 + [0.65] * 2, n // 8) + 0.03 * rng.standard_normal(n)
+    assert (StepWatch().swing(step, noise)[0][SWING_ROWS:] > 0.25).mean() > 0.9

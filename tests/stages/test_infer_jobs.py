@@ -14,8 +14,8 @@ import json
 import numpy as np
 import pytest
 
-from agent.stages.infer import StageInferrer
-from agent.stages.job_scope import CKPT_PROOF_ROWS, JobScope
+from agent.stages.infer import SLOW_ENTRY_S, StageInferrer
+from agent.stages.job_scope import CKPT_PROOF_ROWS, UNPROVEN_TRAINING_S, JobScope
 from agent.trace.model import TraceChunk
 from tests.stages import node_rows
 from tests.stages.node_rows import SCALES, T0, Signature, infer, share
@@ -32,13 +32,15 @@ SIGNATURES: dict[str, Signature] = {
     # every rank writes its shard, memory barely busier than the SMs, power above the start-up
     "shard_ckpt": ((150.0, 4.0, 6.0), (150.0, 4.0, 6.0)),
     "serve": ((540.0, 95.0, 35.0), (540.0, 95.0, 35.0)),  # forward passes only, steady
+    # forward passes waiting on requests: kernels resident four fifths of the time
+    "serve_gaps": ((540.0, 80.0, 35.0), (540.0, 80.0, 35.0)),
     "light_step": ((455.0, 97.0, 60.0), (455.0, 97.0, 60.0)),  # a lighter job's steps
     "light_sync": ((260.0, 70.0, 30.0), (260.0, 70.0, 30.0)),
 }
 TRUE_STAGE = {
     "idle": "idle", "startup": "data_load", "stall": "data_load", "step": "forward_backward",
     "sync": "grad_sync", "flat": "forward_backward", "writer_ckpt": "checkpoint",
-    "shard_ckpt": "checkpoint", "serve": "eval", "light_step": "forward_backward",
+    "shard_ckpt": "checkpoint", "serve": "eval", "serve_gaps": "eval", "light_step": "forward_backward",
     "light_sync": "grad_sync",
 }
 
@@ -162,3 +164,61 @@ def test_a_flat_run_after_a_run_that_checkpoints_every_few_steps_is_training(sca
     second = np.arange(len(truth)) >= len(truth) - (900 + 30 + 300)
     assert share(got, second & (truth == "forward_backward"), "forward_backward") >= 0.97
     assert share(got, second, "eval") == 0.0
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_first_job_that_serves_below_a_steps_utilisation_is_eval(scale: float) -> None:
+    # a fresh node whose first job serves: no training level or habit known yet, and its power
+    # alone reads as flat training; its utilisation, held below what a training step keeps,
+    # says it is not one. The next job trains flat at saturation: forward_backward from the start
+    plan = [("idle", 120), ("startup", 60), ("serve_gaps", 1800), ("idle", 300), ("startup", 90),
+            ("flat", 900), ("writer_ckpt", 30), ("flat", 300)]
+    chunk, truth = node_chunk(plan, scale, seed=7)
+    got = infer(chunk)
+    serve = truth == "eval"
+    assert share(got, serve, "eval") >= 0.95
+    assert share(got, truth == "forward_backward", "forward_backward") >= 0.97
+    assert share(got, truth == "forward_backward", "eval") == 0.0
+
+
+
+@pytest.mark.parametrize("util", [90.0, 100.0])
+def test_a_first_job_training_flat_at_a_steps_utilisation_is_not_eval(util: float) -> None:
+    # the false-alarm side: flat training at the low end of a step's utilisation (90 %), with
+    # NVML's integer rounding and per-GPU noise, before any checkpoint proves it
+    signatures = dict(SIGNATURES, flat=((650.0, util, 45.0), (650.0, util, 45.0)))
+    plan = [("idle", 120), ("startup", 60), ("flat", 1800)]
+    chunk, truth = node_rows.node_chunk(plan, signatures, TRUE_STAGE, seed=8)
+    got = infer(chunk)
+    assert share(got, truth == "forward_backward", "forward_backward") >= 0.97
+    assert share(got, truth == "forward_backward", "eval") == 0.0
+
+
+def test_a_small_noisy_node_serving_below_a_steps_utilisation_is_eval() -> None:
+    # 4 GPUs reading 4 % noise: the median's sample noise alone spans more than the least swing
+    # in 15 rows; measured from the GPUs' own spread it is no alternation, so the job stays flat
+    plan = [("idle", 120), ("startup", 60), ("serve_gaps", 1800)]
+    chunk, truth = node_rows.node_chunk(plan, SIGNATURES, TRUE_STAGE, seed=9, gpus=4, noise_frac=0.04)
+    got = infer(chunk)
+    assert share(got, truth == "eval", "eval") >= 0.95
+
+
+def test_a_first_job_busy_for_over_an_hour_with_no_step_or_checkpoint_is_not_training() -> None:
+    # serving at a step's utilisation: nothing tells it from flat training until it has gone
+    # longer than a training job goes without a checkpoint (job_scope.UNPROVEN_TRAINING_S)
+    plan = [("idle", 120), ("startup", 60), ("serve", 5400)]
+    chunk, _ = node_chunk(plan, seed=10)
+    got = infer(chunk)
+    late = chunk.ts - chunk.ts[0] >= 180 + UNPROVEN_TRAINING_S + SLOW_ENTRY_S["eval"]
+    assert share(got, late, "eval") >= 0.99
+
+
+def test_a_flat_trainer_checkpointing_within_the_hour_stays_forward_backward() -> None:
+    # the false-alarm side: checkpoints 50 min apart prove the job before the hour is out
+    plan = [("idle", 120), ("startup", 60), ("flat", 3000), ("writer_ckpt", 60), ("flat", 3000),
+            ("writer_ckpt", 60), ("flat", 1200)]
+    chunk, truth = node_chunk(plan, seed=11)
+    got = infer(chunk)
+    train = truth == "forward_backward"
+    assert share(got, train, "forward_backward") >= 0.99
+    assert share(got, train, "eval") == 0.0

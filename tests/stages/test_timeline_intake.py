@@ -163,3 +163,14 @@ def test_bad_settings_are_refused() -> None:
         StageTimeline(ttl_s=0)
     with pytest.raises(ValueError):
         HintIntake(StageTimeline(), rate_limit_per_s=0)
+
+
+def test_repeated_drops_are_logged_on_the_agent_wide_cadence(caplog: pytest.LogCaptureFixture) -> None:
+    """Every drop is counted; the journal gets the 1st, 10th and 100th (logsetup.worth_logging)."""
+    intake = HintIntake(StageTimeline(), rate_limit_per_s=1000, clock=FakeClock())
+    with caplog.at_level("WARNING", logger="agent.stages.intake"):
+        for _ in range(120):
+            intake.receive(b"garbage", "udp", "a")
+    assert intake.counters["malformed"] == 120
+    logged = [r.getMessage() for r in caplog.records if "stage hint dropped" in r.getMessage()]
+    assert len(logged) == 3 and "100 so far" in logged[-1]
