@@ -6,6 +6,7 @@ The server serves whatever body the test sets (a recorded exporter output, or on
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -37,10 +38,9 @@ def exporter(served: Served) -> Iterator[str]:
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(served.body)))
             self.end_headers()
-            try:
+            # the scraper may have given up at its deadline (what the delay tests provoke)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(served.body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the scraper gave up at its deadline (what the delay tests provoke)
 
         def log_message(self, format: str, *args: object) -> None:  # quiet
             return
