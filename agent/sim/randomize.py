@@ -108,9 +108,9 @@ def random_multijob_scenario(
     start_frac, length_h, pick = _u(rng, 0.2, 0.6), _u(rng, 1.0, 6.0), float(rng.random())
     drains: tuple[Drain, ...] = ()
     shared = [node for g in groups if len(g.nodes) > 1 for node in g.nodes]  # a lone node's job would stop
-    if wants_drain:
-        if not shared:
-            raise ValueError("drain needs a node group of at least 2 nodes")
+    if drain and not shared:  # asked for: say why it cannot be; drawn: this layout has no drain
+        raise ValueError("drain needs a node group of at least 2 nodes")
+    if wants_drain and shared:
         start_h = start_frac * hours
         node = shared[int(pick * len(shared))]
         drains = (Drain(node, round(start_h, 3), round(min(length_h, hours - start_h), 3)),)

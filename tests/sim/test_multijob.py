@@ -111,6 +111,18 @@ def test_bad_layouts_are_refused_by_name() -> None:
         random_multijob_scenario(1, nodes=2, jobs=2, drain=True)
 
 
+def test_every_drawn_layout_builds_and_drains_only_a_shared_group() -> None:
+    # a seed that draws only one-node groups gets no drain (it used to raise, e.g. seed 4)
+    drained = 0
+    for seed in range(40):
+        sc = random_multijob_scenario(seed, days=0.1)
+        groups = sc.groups or (NodeGroup(tuple(range(sc.rack.nodes)), sc.plan),)
+        for d in sc.drains:
+            assert len(next(g for g in groups if d.node in g.nodes).nodes) > 1
+        drained += bool(sc.drains)
+    assert 0 < drained < 40
+
+
 def test_cli_writes_a_multijob_trace(tmp_path: Path) -> None:
     out = tmp_path / "mj"
     proc = subprocess.run(
