@@ -173,7 +173,9 @@ class Store:
             path,
             exc,
         )
-        return cls(None, None, max_bytes, clock, max(seq_floor or 0, clock_seq_floor(clock())))
+        # as ``_ready``: a reload continues the running counter (no jump to announce); a start
+        # knows no history here, so the clock floor has no predecessor to name
+        return cls(None, None, max_bytes, clock, clock_seq_floor(clock()) if seq_floor is None else seq_floor)
 
     def _jump_to(self, floor: int, *, announce: bool) -> None:
         """Raise the counter to ``floor``; if seqs of this store's history are skipped, the next

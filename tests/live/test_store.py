@@ -225,3 +225,11 @@ def test_seqs_held_in_memory_are_never_reused_after_the_run_dies(
     again = Store.open(tmp_path, 1 << 20)
     assert again.next_seq > held[-1] + 1000, "seqs the dead run may have published are skipped"
     assert [e.seq for e in again.pending(10)] == [before - 1, before]
+
+
+def test_a_reload_into_a_folder_where_nothing_can_be_written_continues_the_counter(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")  # a state_dir under a file: no store file can be made
+    held = Store.open(tmp_path / "a-file" / "state", 1 << 20, clock=_at(NOW), seq_floor=77)
+    env = held.put("event", "t", {}, retain=False, qos=1)
+    assert held.degraded is not None, "held in memory"
+    assert env.seq == 77 and "seq_after" not in env.payload, "no unannounced jump to the clock floor"
