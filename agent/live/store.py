@@ -359,13 +359,13 @@ class Store:
 
         ``keep=False`` (MQTT off): only the ``seq`` is taken. Never raises for lack of space.
         """
+        _encode(payload)  # not JSON: the caller's ValueError, before a seq or a pending seq_after is used
         seq = self._next_seq
         self._next_seq += 1
         numbered = {**payload, "seq": seq}
         if self._seq_after is not None:
             numbered["seq_after"], self._seq_after = self._seq_after, None
         env = Envelope(seq, kind, topic, retain, qos, self._clock(), numbered)
-        _encode(env.payload)  # a payload that is not JSON is the caller's ValueError, before any write
         self._recover()
         if self._degraded is None and self._space_low():
             self._enter_degraded(f"less than {self.reserve_bytes // 1024} KiB free on its filesystem")

@@ -233,3 +233,15 @@ def test_a_reload_into_a_folder_where_nothing_can_be_written_continues_the_count
     env = held.put("event", "t", {}, retain=False, qos=1)
     assert held.degraded is not None, "held in memory"
     assert env.seq == 77 and "seq_after" not in env.payload, "no unannounced jump to the clock floor"
+
+
+def test_a_payload_that_is_not_json_takes_no_seq_and_keeps_the_jump_announcement(tmp_path: Path) -> None:
+    store = Store.open(tmp_path, 1 << 20, clock=_at(NOW))
+    last = _fill(store, 2)[-1]
+    store.close()
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW + 60))  # a jump to the clock floor, pending
+    with pytest.raises(ValueError):
+        again.put("summary", "t", {"x": float("nan")}, retain=False, qos=1)
+    env = again.put("summary", "t", {}, retain=False, qos=1)
+    assert env.seq == clock_seq_floor(NOW + 60), "the refused payload left no gap"
+    assert env.payload["seq_after"] == last, "and the jump is still announced"
