@@ -531,6 +531,8 @@ class LiveAgent:
             log.error("reload: no configuration file to reload from")
             reload_ack.report(False, "no configuration file to reload from")
             return
+        from drivers.registry import gpu_nodes
+
         sdnotify.reloading()
         try:
             try:
@@ -564,7 +566,7 @@ class LiveAgent:
                 self.publisher = self._build_publisher()
                 if self.publisher is not None:
                     await self.publisher.start()
-            if new.stages != old.stages:
+            if new.stages != old.stages or gpu_nodes(new) != gpu_nodes(old):  # a node's hints need its ring
                 await self._stop_listener()
                 self._build_stages_keep_timeline()
                 await self._start_listener()
