@@ -120,7 +120,6 @@ class LiveAgent:
         self.frames = FrameBuilder()
         self.engine_batch_s = engine_batch_s
         self.started_ts = 0.0
-        self.ticks = 0
         self.tally = AgentTally()
         self._save_failing = False
         self.stage_now: Any = None
@@ -322,11 +321,10 @@ class LiveAgent:
                 next_baselines = now + self.baseline_interval_s
             if now >= next_health_check:
                 next_health_check = now + HEALTH_CHECK_S
-                signature = self._health_signature()
-                if signature != self._last_health:
+                if health_signature(self.poller, self.engine, self.tally) != self._last_health:
                     next_status = now  # a device failed or recovered: say so now
             if now >= next_status:
-                self._last_health = self._health_signature()
+                self._last_health = health_signature(self.poller, self.engine, self.tally)
                 self._refresh_status()
                 next_status = now + self.status_interval_s
             mono = time.monotonic()
@@ -355,16 +353,9 @@ class LiveAgent:
             return Row(ts, signals, "", "", math.nan)
         return Row(ts, signals, now.stage, now.job or "", float(now.work_rate))
 
-    def build_frame(self, ts: float, signals: dict[str, float]) -> TraceChunk:
-        """One trace row as a chunk (what frame sinks such as ``rackwatt record`` receive)."""
-        row = self.make_row(ts, signals)
-        self.frames.add(row)
-        return self.frames.take_chunk()
-
     def _tick(self, ts: float) -> bool:
         """Build one row, hand it to the sinks, feed the engine every batch; True if it summarised."""
         assert self.poller is not None
-        self.ticks += 1
         row = self.make_row(ts, self.poller.take_new())
         self.frames.add(row)
         if self.frame_sinks:
@@ -438,9 +429,6 @@ class LiveAgent:
             if link is not None:
                 body["node_link"] = link
         return body
-
-    def _health_signature(self) -> tuple[Any, ...]:
-        return health_signature(self.poller, self.engine, self.tally)
 
     def _refresh_status(self) -> None:
         devices = self.poller.health_dict() if self.poller else {}

@@ -475,34 +475,24 @@ class MqttPublisher:
         except Exception:
             log.exception("mqtt: building the status failed; publishing a minimal one")
             body = {}
-        body.setdefault("mqtt", {})
-        body["mqtt"] = {**body["mqtt"], "connects": self.connects}
+        body["mqtt"] = {**body.get("mqtt", {}), "connects": self.connects}
+        return {**self._status_head("online"), **body}
+
+    def _offline_payload(self, reason: str) -> str:
+        payload = {**self._status_head("offline"), "reason": reason, "ts": self._clock()}
+        return json.dumps(payload, separators=(",", ":"))
+
+    def _status_head(self, state: str) -> dict[str, Any]:
+        """What every status says first; ``seq`` is the last data seq, so a tail loss shows."""
         return {
             "v": SCHEMA_VERSION,
             "type": "status",
-            "state": "online",
+            "state": state,
             "seq": self.store.last_seq,
             "site": self.site,
             "rack": self.rack,
             "version": self.version,
-            **body,
         }
-
-    def _offline_payload(self, reason: str) -> str:
-        return json.dumps(
-            {
-                "v": SCHEMA_VERSION,
-                "type": "status",
-                "state": "offline",
-                "seq": self.store.last_seq,
-                "site": self.site,
-                "rack": self.rack,
-                "version": self.version,
-                "reason": reason,
-                "ts": self._clock(),
-            },
-            separators=(",", ":"),
-        )
 
     def publish_status(self) -> asyncio.Future[None] | None:
         """Publish the retained ``online`` status now (only while connected: it is not spooled)."""

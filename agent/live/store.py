@@ -275,6 +275,12 @@ class Store:
         )
         return len(text)
 
+    def _add(self, db: sqlite3.Connection, env: Envelope) -> None:
+        """A new pending message, room made for it first by the drop order."""
+        self._make_room(db, len(_encode(env.payload)))
+        self._bytes += self._insert(db, env)
+        self._count += 1
+
     def _try_write(self, write: Callable[[sqlite3.Connection], object]) -> bool:
         """Run ``write`` in one transaction; False (logged once per episode) if it could not be."""
         if self._db is None:
@@ -322,9 +328,7 @@ class Store:
 
         def write(db: sqlite3.Connection) -> None:
             for env in held:
-                self._make_room(db, len(_encode(env.payload)))
-                self._bytes += self._insert(db, env)
-                self._count += 1
+                self._add(db, env)
             if acks:
                 db.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in acks])
             self._set_meta(db, "next_seq", self._next_seq)
@@ -373,16 +377,14 @@ class Store:
 
             def write(db: sqlite3.Connection) -> None:
                 if keep:
-                    self._make_room(db, len(_encode(env.payload)))
-                    self._bytes += self._insert(db, env)
-                    self._count += 1
+                    self._add(db, env)
                 self._set_meta(db, "next_seq", self._next_seq)
 
             if self._try_write(write):
                 return env
             self._load_counters_quietly()
         if keep:
-            self._hold(env)
+            self._held.add(env)
         return env
 
     def _make_room(self, db: sqlite3.Connection, size: int) -> None:
@@ -403,9 +405,6 @@ class Store:
                     seq,
                     self.dropped,
                 )
-
-    def _hold(self, env: Envelope) -> None:
-        self._held.add(env)
 
     def pending(self, limit: int, exclude: Collection[int] = ()) -> list[Envelope]:
         """Up to ``limit`` envelopes waiting for delivery, oldest ``seq`` first."""
@@ -467,13 +466,11 @@ class Store:
 
         def write(db: sqlite3.Connection) -> None:
             for env in fresh:
-                self._make_room(db, len(_encode(env.payload)))
-                self._bytes += self._insert(db, env)
-                self._count += 1
+                self._add(db, env)
 
         if self._degraded is not None or not self._try_write(write):
             for env in fresh:
-                self._hold(env)
+                self._held.add(env)
         self._next_seq = max([self._next_seq, *(e.seq + 1 for e in moved)])
         self._try_write(lambda db: self._set_meta(db, "next_seq", self._next_seq))
         older._forget([e.seq for e in moved])
@@ -537,11 +534,6 @@ class Store:
             log.error(
                 "%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path, why
             )
-
-    def state_names(self) -> list[str]:
-        if self._db is None:
-            return []
-        return [str(r[0]) for r in self._db.execute("SELECT name FROM state ORDER BY name")]
 
     # ---- reporting and closing -------------------------------------------------------------
     @property

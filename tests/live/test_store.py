@@ -15,6 +15,7 @@ import pytest
 
 from agent.live.envelope import MessageKind
 from agent.live.store import DB_FILE, Store, clock_seq_floor
+from tests.live.store_peek import state_names
 
 
 def _fill(store: Store, n: int, kind: MessageKind = "summary") -> list[int]:
@@ -128,11 +129,11 @@ def test_state_rows_replace_and_a_bad_one_is_kept_aside_under_one_name(tmp_path:
     assert store.load_state("engine") == b"two"
     store.quarantine_state("engine", "does not fit")
     assert store.load_state("engine") is None
-    names = store.state_names()
+    names = state_names(tmp_path)
     assert len(names) == 1 and names[0].startswith("engine.bad-"), names
     store.save_state("engine", b"three")
     store.quarantine_state("engine", "again")
-    assert len(store.state_names()) == 1, "one kept aside per name, not one per failure"
+    assert len(state_names(tmp_path)) == 1, "one kept aside per name, not one per failure"
 
 
 def test_a_file_that_is_not_a_store_is_set_aside_and_a_new_one_starts(
