@@ -120,6 +120,7 @@ class LiveAgent:
         self.frames = FrameBuilder()
         self.engine_batch_s = engine_batch_s
         self.started_ts = 0.0
+        self.ticks = 0
         self.tally = AgentTally()
         self._save_failing = False
         self.stage_now: Any = None
@@ -356,6 +357,7 @@ class LiveAgent:
     def _tick(self, ts: float) -> bool:
         """Build one row, hand it to the sinks, feed the engine every batch; True if it summarised."""
         assert self.poller is not None
+        self.ticks += 1
         row = self.make_row(ts, self.poller.take_new())
         self.frames.add(row)
         if self.frame_sinks:
