@@ -13,8 +13,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config.loader import load_config
-from agent.config.model import Config, MqttSection
+from agent.config.model import MqttSection
 from agent.live.cli_types import MqttTarget as MqttTarget  # re-exported for the demo and tests
 from agent.live.demo.nodes import NodePlan
 from agent.live.demo.rack import CRAC_EXTRA_REGISTERS, CRAC_PROFILE, PDU_VENDORS, DevicePorts
@@ -155,8 +154,3 @@ def write_config(
     path = workdir / "agent.toml"
     path.write_text("\n".join(lines) + "\n")
     return path, community
-
-
-def load_demo_config(path: Path) -> Config:
-    """Through the real loader; any problem is a bug in the demo, reported as such."""
-    return load_config(path)
