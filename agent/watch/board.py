@@ -41,7 +41,6 @@ class RackState:
     held: tuple[str, ...] = ()
     spool_pending: int | None = None
     devices_down: tuple[str, ...] = ()
-    summary_ts: float | None = None  # the agent's clock
     last_seen: float = math.nan  # when the watcher last received anything from it (its own clock)
     drifts: dict[str, ActiveDrift] = field(default_factory=dict)
 
@@ -161,7 +160,6 @@ class SiteBoard:
         state.warm = bool(body.get("warm"))
         held = body.get("held")
         state.held = tuple(str(h) for h in held) if isinstance(held, list) else ()
-        state.summary_ts = _num(body.get("ts"))
         if not state.state:
             state.state = "online"  # a summary before any status: it is publishing
 

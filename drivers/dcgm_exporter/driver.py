@@ -62,8 +62,6 @@ class DcgmExporterDriver:
         if self.target.scheme == "https":
             self._ssl = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file else None)
         self._counters: dict[str, _Counter] = {}
-        self.hostname = ""  # as the exporter reports it; shown by `poll --once`
-        self.models: tuple[str, ...] = ()
 
     @property
     def deadline_s(self) -> float:
@@ -107,8 +105,6 @@ class DcgmExporterDriver:
                             f"GPU(s) {extra} ignored")
         if len(gpus) < self.cfg.gpu_count:
             problems.append(f"shows {len(gpus)} of {self.cfg.gpu_count} GPUs; the others are missing")
-        self.hostname = next((g.hostname for g in gpus if g.hostname), "")
-        self.models = tuple(sorted({g.model for g in gpus if g.model}))
         for gpu in gpus[: self.cfg.gpu_count]:
             if gpu.index >= self.cfg.gpu_count:
                 problems.append(f"gpu {gpu.index} is outside 0..{self.cfg.gpu_count - 1}; ignored")
