@@ -530,15 +530,7 @@ class LiveAgent:
                 drivers = self.driver_factory(new)
             except Exception as exc:
                 self.tally.reload_failures += 1
-                issues = getattr(exc, "issues", None) or [exc]
-                log.error(
-                    "reload: %s is not valid; still running the previous configuration (%d problem(s))",
-                    path,
-                    len(issues),
-                )
-                for issue in issues:
-                    log.error("reload: %s", issue)
-                reload_ack.report(False, f"{path}: {len(issues)} problem(s), first: {issues[0]}")
+                reload_ack.reject(Path(path), exc, log)
                 return
             old, self.config = self.config, new
             assert self.poller is not None
