@@ -44,6 +44,7 @@ from paho.mqtt.client import CallbackAPIVersion
 
 from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret
+from agent.live.envelope import payload_json
 from agent.live.store import Store
 from agent.live.tls_probe import tls_failure
 from agent.live.topics import SCHEMA_VERSION, Topics
@@ -455,7 +456,7 @@ class MqttPublisher:
             payload = record.payload
             if self._clock() - record.created > self.delayed_after_s:
                 payload = {**payload, "delayed": True}
-            data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+            data = payload_json(payload)
             info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
                 log.warning(
@@ -500,7 +501,7 @@ class MqttPublisher:
         if client is None or not self.connected:
             return None
         try:
-            data = json.dumps(self._status_payload(), separators=(",", ":"), allow_nan=False)
+            data = payload_json(self._status_payload())
         except (ValueError, TypeError) as exc:
             log.error("mqtt: status payload is not valid JSON (%s); not published", exc)
             return None

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from agent.engine.state import quarantine_name
 from agent.live import legacy_spool
-from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+from agent.live.envelope import Envelope, MessageKind, Payload, message_kind, payload_json
 from agent.live.logsetup import worth_logging
 from agent.live.memory_hold import MemoryHold
 from agent.live.store_file import DB_FILE, connect, is_disk_full, set_aside, transaction
@@ -69,10 +69,6 @@ class StoreError(RuntimeError):
 def clock_seq_floor(now_s: float) -> int:
     """The first ``seq`` of a store with no history: milliseconds since the Unix epoch."""
     return max(1, int(now_s * 1000))
-
-
-def _encode(payload: Payload) -> str:
-    return json.dumps(payload, separators=(",", ":"), allow_nan=False)
 
 
 class Store:
@@ -258,7 +254,7 @@ class Store:
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, int(value)))
 
     def _insert(self, db: sqlite3.Connection, env: Envelope) -> int:
-        text = _encode(env.payload)
+        text = payload_json(env.payload)
         db.execute(
             "INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -277,7 +273,7 @@ class Store:
 
     def _add(self, db: sqlite3.Connection, env: Envelope) -> None:
         """A new pending message, room made for it first by the drop order."""
-        self._make_room(db, len(_encode(env.payload)))
+        self._make_room(db, len(payload_json(env.payload)))
         self._bytes += self._insert(db, env)
         self._count += 1
 
@@ -363,7 +359,7 @@ class Store:
 
         ``keep=False`` (MQTT off): only the ``seq`` is taken. Never raises for lack of space.
         """
-        _encode(payload)  # not JSON: the caller's ValueError, before a seq or a pending seq_after is used
+        payload_json(payload)  # not JSON: the caller's ValueError, before a seq or pending seq_after is used
         seq = self._next_seq
         self._next_seq += 1
         numbered = {**payload, "seq": seq}
