@@ -43,8 +43,9 @@ class Shape:
     dotted_line: int = 0
 
 
-def _string_end(text: str, pos: int) -> int:
-    """Index just after the string starting at ``pos`` (basic, literal, or multi-line); len at EOF."""
+def string_end(text: str, pos: int) -> int:
+    """Index just after the TOML string starting at ``pos`` (basic, literal, or multi-line); at an
+    unterminated one, the end of its line (single-line) or of the text (multi-line)."""
     quote = text[pos]
     if text.startswith(quote * 3, pos):
         close = quote * 3
@@ -102,7 +103,7 @@ def measure(text: str) -> Shape:
                 while end < n and text[end] in _BARE:
                     end += 1
             else:
-                end = _string_end(text, pos)
+                end = string_end(text, pos)
             parts = parts + 1 if after_dot else 1
             after_dot = False
             if parts > max_parts:
