@@ -93,8 +93,8 @@ class MqttPublisher:
         self.store = store
         self.version = version
         self._status_fn = status_fn
-        self._on_hint = on_hint
-        self._on_accept = on_accept
+        inbound = ((self.topics.hint, on_hint), (self.topics.cmd_accept, on_accept))
+        self._inbound = {topic: handler for topic, handler in inbound if handler is not None}  # subscribed
         self._clock = clock
         self.window = max(1, window)
         self.delayed_after_s = delayed_after_s
@@ -247,9 +247,8 @@ class MqttPublisher:
         log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
         assert client is not None
-        for topic, enabled in ((self.topics.hint, self._on_hint), (self.topics.cmd_accept, self._on_accept)):
-            if enabled is not None:
-                client.subscribe(topic, qos=1)
+        for topic in self._inbound:
+            client.subscribe(topic, qos=1)
         self.publish_status()
         self._wake.set()
 
@@ -418,11 +417,7 @@ class MqttPublisher:
         self._wake.set()
 
     def _on_inbound(self, topic: str, payload: bytes) -> None:
-        handler = (
-            self._on_hint
-            if topic == self.topics.hint
-            else (self._on_accept if topic == self.topics.cmd_accept else None)
-        )
+        handler = self._inbound.get(topic)
         if handler is None:
             return
         try:
