@@ -7,7 +7,7 @@ negative energy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -37,3 +37,19 @@ class CounterDelta:
             return value + self.wrap_at - previous
         self.resets += 1
         return value if self.count_after_reset else 0.0
+
+
+@dataclass
+class EnergyTotal:
+    """A GPU's energy counter as a total that never steps back: it starts at the device's own
+    count and adds each increment, so a driver reload (``delta.resets``) loses nothing."""
+
+    delta: CounterDelta = field(default_factory=lambda: CounterDelta(count_after_reset=True))
+    total: float | None = None
+
+    def update(self, raw: float) -> tuple[float, bool]:
+        """The total after reading ``raw``, and whether the counter was reset since the last reading."""
+        resets = self.delta.resets
+        increment = self.delta.update(raw)
+        self.total = raw if self.total is None else self.total + (increment or 0.0)
+        return self.total, self.delta.resets > resets

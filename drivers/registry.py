@@ -66,17 +66,11 @@ class UnavailableDriver:
         return None
 
 
-def _driver_class(kind: str) -> Callable[[Any], Driver]:
-    module_name, class_name = DRIVERS[kind]
-    module = importlib.import_module(module_name)
-    factory: Callable[[Any], Driver] = getattr(module, class_name)
-    return factory
-
-
 def build_driver(kind: str, section: Any, device: str, interval_s: float) -> Driver:
     """The driver for one device, or an ``UnavailableDriver`` explaining why there is none."""
+    module_name, class_name = DRIVERS[kind]
     try:
-        factory = _driver_class(kind)
+        factory: Callable[[Any], Driver] = getattr(importlib.import_module(module_name), class_name)
     except ImportError as exc:
         return UnavailableDriver(device, interval_s, f"{device}: {kind} driver not available: {exc}")
     try:

@@ -43,8 +43,9 @@ class Shape:
     dotted_line: int = 0
 
 
-def _string_end(text: str, pos: int) -> int:
-    """Index just after the string starting at ``pos`` (basic, literal, or multi-line); len at EOF."""
+def string_end(text: str, pos: int) -> int:
+    """Index just after the TOML string starting at ``pos`` (basic, literal, or multi-line); at an
+    unterminated one, the end of its line (single-line) or of the text (multi-line)."""
     quote = text[pos]
     if text.startswith(quote * 3, pos):
         close = quote * 3
@@ -96,23 +97,18 @@ def measure(text: str) -> Shape:
     n = len(text)
     while pos < n:
         char = text[pos]
-        if char in "'\"":
-            end = _string_end(text, pos)
+        if char in "'\"" or char in _BARE:  # one part of a dotted name: a string or a bare word
+            if char in _BARE:
+                end = pos + 1
+                while end < n and text[end] in _BARE:
+                    end += 1
+            else:
+                end = string_end(text, pos)
             parts = parts + 1 if after_dot else 1
             after_dot = False
             if parts > max_parts:
                 max_parts, parts_line = parts, line
             line += text.count("\n", pos, end)
-            pos = end
-            continue
-        if char in _BARE:
-            end = pos + 1
-            while end < n and text[end] in _BARE:
-                end += 1
-            parts = parts + 1 if after_dot else 1
-            after_dot = False
-            if parts > max_parts:
-                max_parts, parts_line = parts, line
             pos = end
             continue
         if char == ".":

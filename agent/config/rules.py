@@ -45,6 +45,7 @@ def not_placeholder(value: str) -> str | None:
 
 
 SITE_NAME = matches(r"[A-Za-z0-9_.-]+", "it is used in MQTT topics")
+LABEL = matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")  # MQTT client ids, metric labels
 
 AGENT = Spec(
     checks={
@@ -64,7 +65,7 @@ MQTT = Spec(
         "keepalive_s": [between(5, 65535)],
         "summary_interval_s": [positive],
         "spool_max_mb": [positive],
-        "client_id": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
+        "client_id": [LABEL],
     },
     literal_secrets={"password": "password_file"},
     on_value=check_file,
@@ -97,9 +98,9 @@ METRICS = Spec(
     checks={
         "address": [not_empty],
         "port": [PORT],
-        "node": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
-        "row": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
-        "hall": [matches(r"[A-Za-z0-9_.-]*", "letters, digits, _ . -")],
+        "node": [LABEL],
+        "row": [LABEL],
+        "hall": [LABEL],
         "max_jobs": [between(1, 100)],
     },
     on_value=check_file,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import re
 
+from agent.config.limits import string_end
+
 KeyPath = tuple[str | int, ...]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -76,32 +78,8 @@ class _Scanner:
             self.pos += 1
 
     def skip_string(self) -> None:
-        text = self.text
-        quote = text[self.pos]
-        triple = quote * 3
-        if text.startswith(triple, self.pos):
-            self.pos += 3
-            while self.pos < len(text):
-                if quote == '"' and text[self.pos] == "\\":
-                    self.pos += 2
-                elif text.startswith(triple, self.pos):
-                    self.pos += 3
-                    while self.peek() == quote:  # up to two quotes may close the content
-                        self.pos += 1
-                    return
-                else:
-                    self.pos += 1
-            raise _Stop
-        self.pos += 1
-        while self.pos < len(text) and text[self.pos] != "\n":
-            if quote == '"' and text[self.pos] == "\\":
-                self.pos += 2
-            elif text[self.pos] == quote:
-                self.pos += 1
-                return
-            else:
-                self.pos += 1
-        raise _Stop
+        """The scan runs on text tomllib accepted: every string is terminated."""
+        self.pos = string_end(self.text, self.pos)
 
     # -- values ----------------------------------------------------------------------------
     def skip_value(self, path: KeyPath) -> None:

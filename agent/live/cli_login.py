@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.model import MqttSection
+from agent.config.secrets import SecretError, read_secret
 from agent.live.cli_types import MqttTarget, host_port
 
 
@@ -51,10 +52,10 @@ def _apply_login(client: Any, args: argparse.Namespace) -> None:
     if args.username:
         password = None
         if args.password_file:
-            try:
-                password = args.password_file.read_text().strip()
-            except OSError as exc:
-                raise OSError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+            try:  # the agent's own reader: the same file gives the agent and the tools one password
+                password = read_secret(args.password_file)
+            except SecretError as exc:
+                raise OSError(f"--password-file: {exc}") from None
         client.username_pw_set(args.username, password)
     if args.ca_file:
         client.tls_set(ca_certs=str(args.ca_file))

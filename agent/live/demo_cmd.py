@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 
 from agent.config.model import MqttSection
+from agent.config.rules import SITE_NAME
 from agent.live.cli_types import MqttTarget, host_port, interactive_terminal, positive
 from agent.live.demo.session import (
     FAULT_CHOICES,
@@ -115,8 +115,9 @@ def _node_count(text: str) -> int:
 
 def _name(text: str) -> str:
     """Site and rack names go into MQTT topics: the config's own rule."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
-        raise argparse.ArgumentTypeError(f"letters, digits, _ . - only (used in MQTT topics), got {text!r}")
+    problem = SITE_NAME(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

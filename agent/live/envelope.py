@@ -6,6 +6,7 @@ publisher sends it; each of the three reads the same fields instead of a loose d
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +34,11 @@ class Envelope:
     @property
     def priority(self) -> int:
         return DROP_PRIORITY[self.kind]
+
+
+def payload_json(payload: Payload) -> str:
+    """The wire form of every outbound payload (compact; NaN and ±inf are a ValueError, not JSON)."""
+    return json.dumps(payload, separators=(",", ":"), allow_nan=False)
 
 
 def message_kind(text: str) -> MessageKind:

@@ -322,11 +322,10 @@ class LiveAgent:
                 next_baselines = now + self.baseline_interval_s
             if now >= next_health_check:
                 next_health_check = now + HEALTH_CHECK_S
-                signature = self._health_signature()
-                if signature != self._last_health:
+                if health_signature(self.poller, self.engine, self.tally) != self._last_health:
                     next_status = now  # a device failed or recovered: say so now
             if now >= next_status:
-                self._last_health = self._health_signature()
+                self._last_health = health_signature(self.poller, self.engine, self.tally)
                 self._refresh_status()
                 next_status = now + self.status_interval_s
             mono = time.monotonic()
@@ -354,12 +353,6 @@ class LiveAgent:
         if now is None:
             return Row(ts, signals, "", "", math.nan)
         return Row(ts, signals, now.stage, now.job or "", float(now.work_rate))
-
-    def build_frame(self, ts: float, signals: dict[str, float]) -> TraceChunk:
-        """One trace row as a chunk (what frame sinks such as ``rackwatt record`` receive)."""
-        row = self.make_row(ts, signals)
-        self.frames.add(row)
-        return self.frames.take_chunk()
 
     def _tick(self, ts: float) -> bool:
         """Build one row, hand it to the sinks, feed the engine every batch; True if it summarised."""
@@ -438,9 +431,6 @@ class LiveAgent:
             if link is not None:
                 body["node_link"] = link
         return body
-
-    def _health_signature(self) -> tuple[Any, ...]:
-        return health_signature(self.poller, self.engine, self.tally)
 
     def _refresh_status(self) -> None:
         devices = self.poller.health_dict() if self.poller else {}
@@ -531,6 +521,8 @@ class LiveAgent:
             log.error("reload: no configuration file to reload from")
             reload_ack.report(False, "no configuration file to reload from")
             return
+        from drivers.registry import gpu_nodes
+
         sdnotify.reloading()
         try:
             try:
@@ -538,15 +530,7 @@ class LiveAgent:
                 drivers = self.driver_factory(new)
             except Exception as exc:
                 self.tally.reload_failures += 1
-                issues = getattr(exc, "issues", None) or [exc]
-                log.error(
-                    "reload: %s is not valid; still running the previous configuration (%d problem(s))",
-                    path,
-                    len(issues),
-                )
-                for issue in issues:
-                    log.error("reload: %s", issue)
-                reload_ack.report(False, f"{path}: {len(issues)} problem(s), first: {issues[0]}")
+                reload_ack.reject(Path(path), exc, log)
                 return
             old, self.config = self.config, new
             assert self.poller is not None
@@ -564,7 +548,7 @@ class LiveAgent:
                 self.publisher = self._build_publisher()
                 if self.publisher is not None:
                     await self.publisher.start()
-            if new.stages != old.stages:
+            if new.stages != old.stages or gpu_nodes(new) != gpu_nodes(old):  # a node's hints need its ring
                 await self._stop_listener()
                 self._build_stages_keep_timeline()
                 await self._start_listener()

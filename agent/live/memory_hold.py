@@ -8,20 +8,15 @@ oldest first; events last), counted, and logged once per episode.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 
-from agent.live.envelope import Envelope
+from agent.live.envelope import Envelope, payload_json
 
 log = logging.getLogger("rackwatt.store")
 
 # 1 MiB is about a day of messages at the default summary interval (~1 KB every 2 min), small
 # against the gateway's 1-4 GB.
 HOLD_MAX_BYTES = 1 << 20
-
-
-def envelope_bytes(env: Envelope) -> int:
-    return len(json.dumps(env.payload, separators=(",", ":"), allow_nan=False))
 
 
 class MemoryHold:
@@ -34,7 +29,7 @@ class MemoryHold:
 
     def add(self, env: Envelope) -> None:
         self._held[env.seq] = env
-        self.bytes += envelope_bytes(env)
+        self.bytes += len(payload_json(env.payload))
         while self.bytes > self.max_bytes and len(self._held) > 1:
             victim = min(self._held.values(), key=lambda e: (e.priority, e.seq))
             self.pop(victim.seq)
@@ -52,7 +47,7 @@ class MemoryHold:
     def pop(self, seq: int) -> Envelope | None:
         env = self._held.pop(seq, None)
         if env is not None:
-            self.bytes -= envelope_bytes(env)
+            self.bytes -= len(payload_json(env.payload))
         return env
 
     def envelopes(self) -> list[Envelope]:

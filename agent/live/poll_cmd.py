@@ -30,18 +30,9 @@ from drivers.base import Driver, PollResult
 
 HARD_CAP_S = 60.0  # a driver's own deadline ends its poll long before this; belt and braces
 
-UNITS = (  # signal suffix → unit shown after the value
-    ("_kwh", "kWh"),
-    ("_w", "W"),
-    ("_j", "J"),
-    ("_pct", "%"),
-    ("_c", "°C"),
-    ("_mhz", "MHz"),
-    ("_v", "V"),
-    ("_a", "A"),
-    ("_hz", "Hz"),
-    ("_va", "VA"),
-)
+# signal suffix → unit shown after the value, first match wins ("_kwh" before "_w")
+UNITS = (("_kwh", "kWh"), ("_w", "W"), ("_j", "J"), ("_pct", "%"), ("_c", "°C"), ("_mhz", "MHz"),
+         ("_v", "V"), ("_a", "A"), ("_hz", "Hz"), ("_va", "VA"))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -44,6 +44,7 @@ from paho.mqtt.client import CallbackAPIVersion
 
 from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret
+from agent.live.envelope import payload_json
 from agent.live.store import Store
 from agent.live.tls_probe import tls_failure
 from agent.live.topics import SCHEMA_VERSION, Topics
@@ -92,8 +93,8 @@ class MqttPublisher:
         self.store = store
         self.version = version
         self._status_fn = status_fn
-        self._on_hint = on_hint
-        self._on_accept = on_accept
+        inbound = ((self.topics.hint, on_hint), (self.topics.cmd_accept, on_accept))
+        self._inbound = {topic: handler for topic, handler in inbound if handler is not None}  # subscribed
         self._clock = clock
         self.window = max(1, window)
         self.delayed_after_s = delayed_after_s
@@ -246,9 +247,8 @@ class MqttPublisher:
         log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
         assert client is not None
-        for topic, enabled in ((self.topics.hint, self._on_hint), (self.topics.cmd_accept, self._on_accept)):
-            if enabled is not None:
-                client.subscribe(topic, qos=1)
+        for topic in self._inbound:
+            client.subscribe(topic, qos=1)
         self.publish_status()
         self._wake.set()
 
@@ -417,11 +417,7 @@ class MqttPublisher:
         self._wake.set()
 
     def _on_inbound(self, topic: str, payload: bytes) -> None:
-        handler = (
-            self._on_hint
-            if topic == self.topics.hint
-            else (self._on_accept if topic == self.topics.cmd_accept else None)
-        )
+        handler = self._inbound.get(topic)
         if handler is None:
             return
         try:
@@ -455,7 +451,7 @@ class MqttPublisher:
             payload = record.payload
             if self._clock() - record.created > self.delayed_after_s:
                 payload = {**payload, "delayed": True}
-            data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+            data = payload_json(payload)
             info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
                 log.warning(
@@ -475,34 +471,24 @@ class MqttPublisher:
         except Exception:
             log.exception("mqtt: building the status failed; publishing a minimal one")
             body = {}
-        body.setdefault("mqtt", {})
-        body["mqtt"] = {**body["mqtt"], "connects": self.connects}
+        body["mqtt"] = {**body.get("mqtt", {}), "connects": self.connects}
+        return {**self._status_head("online"), **body}
+
+    def _offline_payload(self, reason: str) -> str:
+        payload = {**self._status_head("offline"), "reason": reason, "ts": self._clock()}
+        return json.dumps(payload, separators=(",", ":"))
+
+    def _status_head(self, state: str) -> dict[str, Any]:
+        """What every status says first; ``seq`` is the last data seq, so a tail loss shows."""
         return {
             "v": SCHEMA_VERSION,
             "type": "status",
-            "state": "online",
+            "state": state,
             "seq": self.store.last_seq,
             "site": self.site,
             "rack": self.rack,
             "version": self.version,
-            **body,
         }
-
-    def _offline_payload(self, reason: str) -> str:
-        return json.dumps(
-            {
-                "v": SCHEMA_VERSION,
-                "type": "status",
-                "state": "offline",
-                "seq": self.store.last_seq,
-                "site": self.site,
-                "rack": self.rack,
-                "version": self.version,
-                "reason": reason,
-                "ts": self._clock(),
-            },
-            separators=(",", ":"),
-        )
 
     def publish_status(self) -> asyncio.Future[None] | None:
         """Publish the retained ``online`` status now (only while connected: it is not spooled)."""
@@ -510,7 +496,7 @@ class MqttPublisher:
         if client is None or not self.connected:
             return None
         try:
-            data = json.dumps(self._status_payload(), separators=(",", ":"), allow_nan=False)
+            data = payload_json(self._status_payload())
         except (ValueError, TypeError) as exc:
             log.error("mqtt: status payload is not valid JSON (%s); not published", exc)
             return None

@@ -14,6 +14,7 @@ this agent process has judged, so a waiting ``request`` knows the verdict is for
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
@@ -59,6 +60,16 @@ def report(ok: bool, detail: str) -> None:
         os.replace(tmp, path)
     except OSError:
         pass  # no verdict file: `systemctl reload` times out and fails, which is the safe side
+
+
+def reject(path: Path, exc: Exception, log: logging.Logger) -> None:
+    """Agent side: a new configuration that did not load; every problem logged, the verdict recorded."""
+    issues = getattr(exc, "issues", None) or [exc]
+    log.error("reload: %s is not valid; still running the previous configuration (%d problem(s))", path,
+              len(issues))
+    for issue in issues:
+        log.error("reload: %s", issue)
+    report(False, f"{path}: {len(issues)} problem(s), first: {issues[0]}")
 
 
 def read(path: Path) -> Verdict | None:

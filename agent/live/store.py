@@ -43,7 +43,7 @@ from pathlib import Path
 
 from agent.engine.state import quarantine_name
 from agent.live import legacy_spool
-from agent.live.envelope import Envelope, MessageKind, Payload, message_kind
+from agent.live.envelope import Envelope, MessageKind, Payload, message_kind, payload_json
 from agent.live.logsetup import worth_logging
 from agent.live.memory_hold import MemoryHold
 from agent.live.store_file import DB_FILE, connect, is_disk_full, set_aside, transaction
@@ -69,10 +69,6 @@ class StoreError(RuntimeError):
 def clock_seq_floor(now_s: float) -> int:
     """The first ``seq`` of a store with no history: milliseconds since the Unix epoch."""
     return max(1, int(now_s * 1000))
-
-
-def _encode(payload: Payload) -> str:
-    return json.dumps(payload, separators=(",", ":"), allow_nan=False)
 
 
 class Store:
@@ -173,7 +169,9 @@ class Store:
             path,
             exc,
         )
-        return cls(None, None, max_bytes, clock, max(seq_floor or 0, clock_seq_floor(clock())))
+        # as ``_ready``: a reload continues the running counter (no jump to announce); a start
+        # knows no history here, so the clock floor has no predecessor to name
+        return cls(None, None, max_bytes, clock, clock_seq_floor(clock()) if seq_floor is None else seq_floor)
 
     def _jump_to(self, floor: int, *, announce: bool) -> None:
         """Raise the counter to ``floor``; if seqs of this store's history are skipped, the next
@@ -256,7 +254,7 @@ class Store:
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, int(value)))
 
     def _insert(self, db: sqlite3.Connection, env: Envelope) -> int:
-        text = _encode(env.payload)
+        text = payload_json(env.payload)
         db.execute(
             "INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -272,6 +270,12 @@ class Store:
             ),
         )
         return len(text)
+
+    def _add(self, db: sqlite3.Connection, env: Envelope) -> None:
+        """A new pending message, room made for it first by the drop order."""
+        self._make_room(db, len(payload_json(env.payload)))
+        self._bytes += self._insert(db, env)
+        self._count += 1
 
     def _try_write(self, write: Callable[[sqlite3.Connection], object]) -> bool:
         """Run ``write`` in one transaction; False (logged once per episode) if it could not be."""
@@ -320,9 +324,7 @@ class Store:
 
         def write(db: sqlite3.Connection) -> None:
             for env in held:
-                self._make_room(db, len(_encode(env.payload)))
-                self._bytes += self._insert(db, env)
-                self._count += 1
+                self._add(db, env)
             if acks:
                 db.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in acks])
             self._set_meta(db, "next_seq", self._next_seq)
@@ -357,13 +359,13 @@ class Store:
 
         ``keep=False`` (MQTT off): only the ``seq`` is taken. Never raises for lack of space.
         """
+        payload_json(payload)  # not JSON: the caller's ValueError, before a seq or pending seq_after is used
         seq = self._next_seq
         self._next_seq += 1
         numbered = {**payload, "seq": seq}
         if self._seq_after is not None:
             numbered["seq_after"], self._seq_after = self._seq_after, None
         env = Envelope(seq, kind, topic, retain, qos, self._clock(), numbered)
-        _encode(env.payload)  # a payload that is not JSON is the caller's ValueError, before any write
         self._recover()
         if self._degraded is None and self._space_low():
             self._enter_degraded(f"less than {self.reserve_bytes // 1024} KiB free on its filesystem")
@@ -371,16 +373,14 @@ class Store:
 
             def write(db: sqlite3.Connection) -> None:
                 if keep:
-                    self._make_room(db, len(_encode(env.payload)))
-                    self._bytes += self._insert(db, env)
-                    self._count += 1
+                    self._add(db, env)
                 self._set_meta(db, "next_seq", self._next_seq)
 
             if self._try_write(write):
                 return env
             self._load_counters_quietly()
         if keep:
-            self._hold(env)
+            self._held.add(env)
         return env
 
     def _make_room(self, db: sqlite3.Connection, size: int) -> None:
@@ -401,9 +401,6 @@ class Store:
                     seq,
                     self.dropped,
                 )
-
-    def _hold(self, env: Envelope) -> None:
-        self._held.add(env)
 
     def pending(self, limit: int, exclude: Collection[int] = ()) -> list[Envelope]:
         """Up to ``limit`` envelopes waiting for delivery, oldest ``seq`` first."""
@@ -465,13 +462,11 @@ class Store:
 
         def write(db: sqlite3.Connection) -> None:
             for env in fresh:
-                self._make_room(db, len(_encode(env.payload)))
-                self._bytes += self._insert(db, env)
-                self._count += 1
+                self._add(db, env)
 
         if self._degraded is not None or not self._try_write(write):
             for env in fresh:
-                self._hold(env)
+                self._held.add(env)
         self._next_seq = max([self._next_seq, *(e.seq + 1 for e in moved)])
         self._try_write(lambda db: self._set_meta(db, "next_seq", self._next_seq))
         older._forget([e.seq for e in moved])
@@ -535,11 +530,6 @@ class Store:
             log.error(
                 "%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path, why
             )
-
-    def state_names(self) -> list[str]:
-        if self._db is None:
-            return []
-        return [str(r[0]) for r in self._db.execute("SELECT name FROM state ORDER BY name")]
 
     # ---- reporting and closing -------------------------------------------------------------
     @property

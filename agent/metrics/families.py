@@ -127,30 +127,13 @@ def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
         )
     for stage, b in stages.items():
         band = b.get("band_w") or [None, None]
-        fs.gauge(
-            "stage_baseline_watts",
-            "Learned facility power level of the stage.",
-            b.get("level_w"),
-            stage=stage,
-        )
-        fs.gauge(
-            "stage_baseline_low_watts",
-            "Lower edge of the stage's band (10th percentile).",
-            band[0],
-            stage=stage,
-        )
-        fs.gauge(
-            "stage_baseline_high_watts",
-            "Upper edge of the stage's band (90th percentile).",
-            band[1],
-            stage=stage,
-        )
-        fs.gauge(
-            "stage_baseline_samples",
-            "Drift bins the stage's baseline has learned from.",
-            b.get("samples"),
-            stage=stage,
-        )
+        for name, doc, value in (
+            ("stage_baseline_watts", "Learned facility power level of the stage.", b.get("level_w")),
+            ("stage_baseline_low_watts", "Lower edge of the stage's band (10th percentile).", band[0]),
+            ("stage_baseline_high_watts", "Upper edge of the stage's band (90th percentile).", band[1]),
+            ("stage_baseline_samples", "Drift bins the stage's baseline has learned from.", b.get("samples")),
+        ):
+            fs.gauge(name, doc, value, stage=stage)
     for stage, e in (s.get("energy_kwh") or {}).items():
         for part in ("it", "cooling"):
             value = _num(e.get(part))
@@ -220,44 +203,24 @@ def _drift(fs: FamilySet, snap: RackSnapshot) -> None:
 def _status(fs: FamilySet, st: Mapping[str, Any]) -> None:
     fs.gauge("start_time_seconds", "When the agent started (its clock).", st.get("started"))
     for device, h in sorted((st.get("devices") or {}).items()):
-        fs.gauge("device_up", "1 if the device's last poll succeeded.", bool(h.get("ok")), device=device)
         ms = _num(h.get("elapsed_ms"))
-        fs.gauge(
-            "device_poll_duration_seconds",
-            "How long the device's last poll took.",
-            ms / 1000.0 if ms is not None else None,
-            device=device,
-        )
-        fs.gauge(
-            "device_poll_interval_seconds",
-            "The device's configured poll interval.",
-            h.get("interval_s"),
-            device=device,
-        )
-        fs.gauge(
-            "device_last_ok_timestamp_seconds",
-            "When the device last answered.",
-            h.get("last_ok"),
-            device=device,
-        )
+        poll_s = ms / 1000.0 if ms is not None else None
+        for name, doc, value in (
+            ("device_up", "1 if the device's last poll succeeded.", bool(h.get("ok"))),
+            ("device_poll_duration_seconds", "How long the device's last poll took.", poll_s),
+            ("device_poll_interval_seconds", "The device's configured poll interval.", h.get("interval_s")),
+            ("device_last_ok_timestamp_seconds", "When the device last answered.", h.get("last_ok")),
+        ):
+            fs.gauge(name, doc, value, device=device)
         fs.counter("device_polls", "Polls of the device.", h.get("polls"), device=device)
         fs.counter("device_poll_failures", "Failed polls of the device.", h.get("failures"), device=device)
     spool = st.get("spool") or {}
     fs.gauge("spool_pending_messages", "Messages on disk waiting for the broker.", spool.get("pending"))
     fs.gauge("spool_size_bytes", "Bytes of the pending messages.", spool.get("bytes"))
     fs.gauge("spool_max_bytes", "The spool's bound ([mqtt] spool_max_mb).", spool.get("max_bytes"))
-    fs.counter(
-        "spool_dropped_messages",
-        "Messages dropped because the spool was full.",
-        spool.get("dropped_summaries"),
-        kind="summary",
-    )
-    fs.counter(
-        "spool_dropped_messages",
-        "Messages dropped because the spool was full.",
-        spool.get("dropped_events"),
-        kind="event",
-    )
+    for kind, key in (("summary", "dropped_summaries"), ("event", "dropped_events")):
+        n = spool.get(key)
+        fs.counter("spool_dropped_messages", "Messages dropped because the spool was full.", n, kind=kind)
     fs.counter(
         "spool_corrupt_records", "Torn or corrupt spool records skipped.", spool.get("corrupt_skipped")
     )

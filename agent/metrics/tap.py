@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agent.live.outbox import MessageObserver
 from agent.metrics.jobs import JobEnergyLedger
-
-MessageObserver = Callable[[str, str, dict[str, Any]], None]  # as agent.live.outbox (not imported: a cycle)
 
 log = logging.getLogger("rackwatt.metrics")
 

@@ -231,10 +231,7 @@ class NodeAgent:
                 raise NodeSetupError('the new configuration is not role = "node": restart to change roles')
             key = self._read_key(new.uplink)
         except Exception as exc:
-            issues = getattr(exc, "issues", None) or [exc]
-            for issue in issues:
-                log.error("reload: %s", issue)
-            reload_ack.report(False, f"{path}: {len(issues)} problem(s), first: {issues[0]}")
+            reload_ack.reject(path, exc, log)
             return
         finally:
             sdnotify.ready()

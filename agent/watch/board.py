@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.live.topics import Topics, site_prefix
@@ -41,7 +41,6 @@ class RackState:
     held: tuple[str, ...] = ()
     spool_pending: int | None = None
     devices_down: tuple[str, ...] = ()
-    summary_ts: float | None = None  # the agent's clock
     last_seen: float = math.nan  # when the watcher last received anything from it (its own clock)
     drifts: dict[str, ActiveDrift] = field(default_factory=dict)
 
@@ -63,22 +62,12 @@ class RackRow:
     last_seen_s: float | None
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "rack": self.rack,
-            "state": self.state,
-            "stage": self.stage,
-            "facility_kw": self.facility_kw,
-            "expected_kw": self.expected_kw,
-            "deviation_pct": self.deviation_pct,
-            "drifts": [
-                {"cause": d.cause, "since": d.since_ts, "deviation_pct": d.deviation_pct, "stage": d.stage}
-                for d in self.drifts
-            ],
-            "held": list(self.held),
-            "spool_pending": self.spool_pending,
-            "devices_down": list(self.devices_down),
-            "last_seen_s": self.last_seen_s,
-        }
+        out = {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+        out["drifts"] = [
+            {"cause": d.cause, "since": d.since_ts, "deviation_pct": d.deviation_pct, "stage": d.stage}
+            for d in self.drifts
+        ]
+        return out
 
 
 def _num(value: Any) -> float | None:
@@ -161,7 +150,6 @@ class SiteBoard:
         state.warm = bool(body.get("warm"))
         held = body.get("held")
         state.held = tuple(str(h) for h in held) if isinstance(held, list) else ()
-        state.summary_ts = _num(body.get("ts"))
         if not state.state:
             state.state = "online"  # a summary before any status: it is publishing
 

@@ -70,17 +70,8 @@ def _seen(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-COLUMNS = (
-    "rack",
-    "state",
-    "stage",
-    "facility kW",
-    "expected kW",
-    "dev %",
-    "spool",
-    "last seen",
-    "active drifts",
-)
+COLUMNS = ("rack", "state", "stage", "facility kW", "expected kW", "dev %", "spool", "last seen",
+           "active drifts")
 
 
 def cells(row: RackRow) -> tuple[str, ...]:
@@ -120,16 +111,8 @@ def plain_line(row: RackRow, now: float) -> str:
 
 def change_key(row: RackRow) -> tuple[Any, ...]:
     """What makes a plain line worth printing again (not last-seen, which changes every second)."""
-    return (
-        row.state,
-        row.stage,
-        row.facility_kw,
-        row.expected_kw,
-        row.drifts,
-        row.held,
-        row.spool_pending,
-        row.devices_down,
-    )
+    return (row.state, row.stage, row.facility_kw, row.expected_kw, row.drifts, row.held, row.spool_pending,
+            row.devices_down)
 
 
 def json_line(site: str, rows: list[RackRow], now: float) -> str:

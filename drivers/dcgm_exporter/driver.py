@@ -20,28 +20,14 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from dataclasses import dataclass, field
 
 from drivers.base import PollResult
-from drivers.counters import CounterDelta
+from drivers.counters import EnergyTotal
 from drivers.dcgm_exporter.config import DcgmSection
 from drivers.dcgm_exporter.exposition import ExpositionError, GpuReading, parse_exposition
 from drivers.dcgm_exporter.http_get import HttpError, Target, http_get, parse_url
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Counter:
-    """The reset-safe energy total of one GPU (keyed by UUID: indexes can move after a reboot)."""
-
-    delta: CounterDelta = field(default_factory=lambda: CounterDelta(count_after_reset=True))
-    total_j: float | None = None
-
-    def update(self, raw_j: float) -> float:
-        increment = self.delta.update(raw_j)
-        self.total_j = raw_j if self.total_j is None else self.total_j + (increment or 0.0)
-        return self.total_j
 
 
 class DcgmExporterDriver:
@@ -61,9 +47,7 @@ class DcgmExporterDriver:
         self._ssl: ssl.SSLContext | None = None
         if self.target.scheme == "https":
             self._ssl = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file else None)
-        self._counters: dict[str, _Counter] = {}
-        self.hostname = ""  # as the exporter reports it; shown by `poll --once`
-        self.models: tuple[str, ...] = ()
+        self._counters: dict[str, EnergyTotal] = {}  # by GPU UUID: indexes can move after a reboot
 
     @property
     def deadline_s(self) -> float:
@@ -107,8 +91,6 @@ class DcgmExporterDriver:
                             f"GPU(s) {extra} ignored")
         if len(gpus) < self.cfg.gpu_count:
             problems.append(f"shows {len(gpus)} of {self.cfg.gpu_count} GPUs; the others are missing")
-        self.hostname = next((g.hostname for g in gpus if g.hostname), "")
-        self.models = tuple(sorted({g.model for g in gpus if g.model}))
         for gpu in gpus[: self.cfg.gpu_count]:
             if gpu.index >= self.cfg.gpu_count:
                 problems.append(f"gpu {gpu.index} is outside 0..{self.cfg.gpu_count - 1}; ignored")
@@ -117,10 +99,9 @@ class DcgmExporterDriver:
             values = dict(gpu.values)
             raw_j = values.pop("energy_j", None)
             if raw_j is not None:
-                counter = self._counters.setdefault(gpu.uuid, _Counter())
-                resets_before = counter.delta.resets
-                values["energy_j"] = counter.update(raw_j)
-                if counter.delta.resets > resets_before:
+                counter = self._counters.setdefault(gpu.uuid, EnergyTotal())
+                values["energy_j"], reset = counter.update(raw_j)
+                if reset:
                     log.warning("%s: gpu %d energy counter went back (driver reload?); continuing",
                                 self._name(), gpu.index)
                 values["energy_resets"] = float(counter.delta.resets)

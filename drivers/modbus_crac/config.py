@@ -73,6 +73,8 @@ class CracConfig:
     deadline_s: float | None = None
 
 
+# What a unit's cooling is, for the power estimate (estimate.py): is there a compressor?
+COOLING_KINDS = ("dx", "chilled_water", "unknown")
 # [[crac]] keys that only one protocol uses (the SNMP ones mirror [[pdu]]).
 SNMP_CRAC_KEYS = ("version", "community_file", "user", "auth_key_file", "priv_key_file", "context",
                   "deadline_s")
@@ -112,7 +114,7 @@ CRAC = Spec(
         "framer": [one_of("socket", "rtu")],
         "rated_fan_power_w": [positive],
         "rated_compressor_power_w": [positive],
-        "cooling_kind": [one_of("dx", "chilled_water", "unknown")],
+        "cooling_kind": [one_of(*COOLING_KINDS)],
         "protocol": [one_of("modbus", "snmp")],
         **SNMP_CHECKS,
     },

@@ -31,11 +31,11 @@ import time
 from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
 
 from drivers.base import PollResult
-from drivers.modbus_crac.config import CracConfig
+from drivers.modbus_crac.config import COOLING_KINDS, CracConfig
 from drivers.modbus_crac.decode import decode_value
 from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
 from drivers.modbus_crac.plan import Batch, plan_batches, single_batches
-from drivers.modbus_crac.profiles import COOLING_KINDS, ProfileError, load_profile, merged_points
+from drivers.modbus_crac.profiles import ProfileError, load_profile, merged_points
 from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
 
 log = logging.getLogger(__name__)

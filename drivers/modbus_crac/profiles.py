@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from drivers.modbus_crac.config import ModbusRegister
+from drivers.modbus_crac.config import COOLING_KINDS, ModbusRegister
 from drivers.modbus_crac.decode import DEFAULT_SENTINELS, TYPE_WIDTH, WORD_ORDERS, unit_problem
 
 TABLE_FUNCTION_CODE = {"holding": 3, "input": 4}
-COOLING_KINDS = ("dx", "chilled_water", "unknown")
 DEFAULT_COP = 3.5  # PROTOCOLS.md §3.6: DX COP ≈ 3–4 at full load; the middle of that range
 _SIGNAL = re.compile(r"[a-z][a-z0-9_]*")
 

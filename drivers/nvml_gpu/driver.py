@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from drivers.base import PollResult
-from drivers.counters import CounterDelta
+from drivers.counters import EnergyTotal
 from drivers.nvml_gpu import nvml_calls as nvml
 from drivers.nvml_gpu.config import NvmlSection
 from drivers.nvml_gpu.nvml_calls import NvmlFailure
@@ -80,8 +80,8 @@ class GpuState:
 
     index: int
     handle: Any = None
-    counter: CounterDelta = field(default_factory=lambda: CounterDelta(count_after_reset=True))
-    energy_j: float | None = None  # reset-safe running total
+    counter: EnergyTotal = field(default_factory=EnergyTotal)
+    energy_j: float | None = None  # the counter's total, or integrated power where there is none
     energy_from_counter: bool | None = None  # None: not probed yet
     power_instant: bool | None = None
     unsupported: set[str] = field(default_factory=set)
@@ -218,7 +218,7 @@ class NvmlGpuDriver:
             if energy_estimated:
                 estimated.add("energy_j")
             else:  # energy_j is reset-safe, so the reset itself is reported (a driver reload: drift)
-                values["energy_resets"] = float(state.counter.resets)
+                values["energy_resets"] = float(state.counter.delta.resets)
         rates = optional("util_pct", lambda: nvml.utilization_pct(gpu))
         if rates is not None:
             values["util_pct"], values["mem_util_pct"] = rates
@@ -259,15 +259,10 @@ class NvmlGpuDriver:
             raw_j = optional("energy_j", lambda: nvml.total_energy_j(gpu))
             if raw_j is not None:
                 state.energy_from_counter = True
-                resets_before = state.counter.resets
-                increment = state.counter.update(float(raw_j))
-                if state.counter.resets > resets_before:
+                state.energy_j, reset = state.counter.update(float(raw_j))
+                if reset:
                     log.warning("nvml: gpu %d: energy counter went back (driver reload?); continuing",
                                 state.index)
-                if state.energy_j is None:
-                    state.energy_j = float(raw_j)  # start at the device's own count
-                else:
-                    state.energy_j += increment or 0.0
                 return state.energy_j, False
             if "energy_j" not in state.unsupported:
                 return None, False  # a transient error: try the counter again next poll

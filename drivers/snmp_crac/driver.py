@@ -13,13 +13,13 @@ from typing import Any
 
 from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
 
+from drivers.modbus_crac.config import COOLING_KINDS
 from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
+from drivers.modbus_crac.profiles import DEFAULT_COP  # the Modbus maps' default
 from drivers.snmp_pdu.driver import SnmpPduDriver
 from drivers.snmp_pdu.plan import Decoded
 
 PROFILES = Path(__file__).with_name("profiles")
-DEFAULT_COP = 3.5  # the Modbus profiles' default (estimate.py): middle of the DX full-load range 3-4
-COOLING_KINDS = ("dx", "chilled_water", "unknown")
 
 
 class SnmpCracDriver(SnmpPduDriver):

@@ -135,10 +135,7 @@ class SnmpSession:
         return self._target
 
     async def _get_batch(self, oids: Sequence[Oid]) -> list[Value]:
-        err_ind, err_stat, err_idx, var_binds = await self._request(oids)
-        if err_ind:
-            msg = _describe(err_ind)
-            raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+        err_stat, err_idx, var_binds = await self._request(oids)
         if int(err_stat):
             if int(err_stat) == TOO_BIG and len(oids) > 1:
                 half = len(oids) // 2
@@ -148,8 +145,10 @@ class SnmpSession:
             raise SnmpError(f"agent error {err_stat.prettyPrint()}{where}")
         return [to_python(value) for _, value in var_binds]
 
-    async def _request(self, oids: Sequence[Oid], bulk_repetitions: int = 0) -> tuple[Any, Any, Any, Any]:
-        """One GET (or GETBULK when ``bulk_repetitions``) PDU; the engine handles timeout and retries."""
+    async def _request(self, oids: Sequence[Oid], bulk_repetitions: int = 0) -> tuple[Any, Any, Any]:
+        """One GET (or GETBULK when ``bulk_repetitions``) PDU: (errorStatus, errorIndex, varbinds).
+
+        The engine handles timeout and retries; what still fails (timeout, auth) is an SnmpError."""
         target = await self._transport()
         self.requests += 1
         future: asyncio.Future[tuple[Any, Any, Any, Any]] = asyncio.get_running_loop().create_future()
@@ -169,7 +168,11 @@ class SnmpSession:
                 _GET.send_varbinds(self.engine, addr_name, None, self.context, var_binds, done)
         except Exception as exc:  # pysnmp raises for some v3 key problems instead of reporting them
             raise SnmpError(f"{type(exc).__name__}: {exc}") from None
-        return await future
+        err_ind, err_stat, err_idx, answer = await future
+        if err_ind:
+            msg = _describe(err_ind)
+            raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+        return err_stat, err_idx, answer
 
     async def get(self, oids: Sequence[Oid]) -> list[Value]:
         """Values of exactly these OIDs, in order; batched so each request stays small."""
@@ -181,10 +184,7 @@ class SnmpSession:
 
     async def has_rows(self, column: Oid) -> bool:
         """Whether anything lies under ``column``: one GETBULK of one row (probing a MIB's key column)."""
-        err_ind, err_stat, _, var_binds = await self._request([column], 1)
-        if err_ind:
-            msg = _describe(err_ind)
-            raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+        err_stat, _, var_binds = await self._request([column], 1)
         if int(err_stat) or not var_binds:
             return False
         name, value = var_binds[0]
@@ -196,10 +196,7 @@ class SnmpSession:
         cursor = ObjectName(column)
         prefix_len = len(column)
         while True:
-            err_ind, err_stat, _, var_binds = await self._request([tuple(cursor)], max_repetitions)
-            if err_ind:
-                msg = _describe(err_ind)
-                raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+            err_stat, _, var_binds = await self._request([tuple(cursor)], max_repetitions)
             if int(err_stat):
                 raise SnmpError(f"agent error {err_stat.prettyPrint()}")
             if not var_binds:

@@ -166,6 +166,12 @@ _PROFILE_KEYS = {"name", "title", "source", "sys_object_ids", "exclude_sys_objec
                  "integrate_energy", "tables", "measures"}
 
 
+def _known_keys(raw: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = set(raw) - known
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+
+
 def _lookup(raw: Any, where: str, meta: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple[int, ...], str]]:
     """``lookup = { parent_class = { oid = "…47.1.1.1.1.5", via = "parent" } }``."""
     if not isinstance(raw, dict):
@@ -181,9 +187,7 @@ def _lookup(raw: Any, where: str, meta: dict[str, tuple[int, ...]]) -> dict[str,
 def _table(name: str, raw: Any, where: str) -> Table:
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: must be a table")
-    unknown = set(raw) - _TABLE_KEYS
-    if unknown:
-        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_TABLE_KEYS)}")
+    _known_keys(raw, _TABLE_KEYS, where)
     if "walk" not in raw:
         raise ProfileError(f"{where}.walk: required (the column walked to find the rows)")
     meta = raw.get("meta", {})
@@ -204,9 +208,7 @@ def _table(name: str, raw: Any, where: str) -> Table:
 def _measure(raw: Any, where: str, tables: dict[str, Table]) -> Measure:
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: must be a table")
-    unknown = set(raw) - _MEASURE_KEYS
-    if unknown:
-        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_MEASURE_KEYS)}")
+    _known_keys(raw, _MEASURE_KEYS, where)
     for key in ("signal", "oid"):
         if key not in raw:
             raise ProfileError(f"{where}.{key}: required")
@@ -269,9 +271,7 @@ def _oid_list(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
 def parse_profile(data: dict[str, Any], name: str, path: Path | None = None) -> Profile:
     """Validate one profile's TOML data; errors name the file and the key."""
     where = path.name if path else name
-    unknown = set(data) - _PROFILE_KEYS
-    if unknown:
-        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_PROFILE_KEYS)}")
+    _known_keys(data, _PROFILE_KEYS, where)
     metered = bool(data.get("metered", True))
     tables_raw = data.get("tables", {})
     if not isinstance(tables_raw, dict):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.config.loader import load_config
 from agent.live.demo.engine_feed import prewarm
 from agent.live.demo.session import FAULT_AFTER_H, DemoOptions, build_scenario, intervals_for
-from agent.live.demo.setup import load_demo_config, pick_ports, write_config
+from agent.live.demo.setup import pick_ports, write_config
 from agent.live.engine_link import EngineLink
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ def _onsets(tmp_path: Path, fault: str, fine: bool) -> list[tuple[float, str]]:
         intervals=intervals_for(60),
         mqtt=None,
     )
-    link = EngineLink.from_config(load_demo_config(path))
+    link = EngineLink.from_config(load_config(path))
     assert link is not None
     fault_ts = live + FAULT_AFTER_H * 3600
     hours = opts.effective_warmup_h + FAULT_AFTER_H + HOURS_AFTER_ONSET

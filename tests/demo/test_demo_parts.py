@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.config.loader import load_config
 from agent.live.demo.engine_feed import IntervalThinner
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
@@ -29,7 +30,7 @@ from agent.live.demo.session import (
     header_lines,
     intervals_for,
 )
-from agent.live.demo.setup import Intervals, MqttTarget, load_demo_config, pick_ports, write_config
+from agent.live.demo.setup import Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, screen_lines
 from agent.sim import FAULT_KINDS
 from agent.stages.hints import Hint, parse_datagram
@@ -53,7 +54,7 @@ def _config(tmp_path: Path, mqtt: MqttTarget | None = None) -> tuple[Path, str]:
 
 def test_generated_config_loads_cleanly_with_a_private_community_file(tmp_path: Path) -> None:
     path, community = _config(tmp_path)
-    config = load_demo_config(path)
+    config = load_config(path)
     assert config.warnings == ()  # a world-readable secret file would warn
     assert [p.id for p in config.pdus] == list(PDU_VENDORS)
     assert [p.profile for p in config.pdus] == list(PDU_VENDORS.values())
@@ -68,7 +69,7 @@ def test_generated_config_loads_cleanly_with_a_private_community_file(tmp_path: 
 
 
 def test_generated_config_publishes_to_the_given_broker(tmp_path: Path) -> None:
-    config = load_demo_config(_config(tmp_path, MqttTarget("127.0.0.1", 18830))[0])
+    config = load_config(_config(tmp_path, MqttTarget("127.0.0.1", 18830))[0])
     assert config.mqtt.enabled and (config.mqtt.host, config.mqtt.port) == ("127.0.0.1", 18830)
 
 
@@ -280,7 +281,7 @@ def test_every_demo_device_answers_through_its_real_driver(tmp_path: Path) -> No
         intervals=Intervals(),
         mqtt=None,
     )
-    config = load_demo_config(path)
+    config = load_config(path)
 
     async def poll_all() -> dict[str, PollResult]:
         rack = DemoRack(scenario, lambda: scenario.start_ts + 600)  # time stands still: compare to truth

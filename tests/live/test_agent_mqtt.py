@@ -248,3 +248,48 @@ def test_a_node_hint_over_mqtt_reaches_that_nodes_timeline(
         await asyncio.wait_for(task, 10)
 
     asyncio.run(scenario())
+
+
+def test_a_reload_that_adds_a_node_takes_its_hints_at_once(tmp_path: Path, broker: Broker) -> None:
+    """A [[node]] added by SIGHUP (and nothing else changed): its hints are taken without a restart,
+    and a node still listed keeps what it had."""
+    import dataclasses
+
+    import numpy as np
+
+    from agent.node.config import NodeSection
+
+    base = make_config(tmp_path / "state", broker.port, tick_s=0.05)
+    config = dataclasses.replace(base, nodes=(NodeSection(id="n1", key_file=tmp_path / "k"),))
+    grown = dataclasses.replace(config, nodes=(*config.nodes, NodeSection(id="n2", key_file=tmp_path / "k")))
+    agent = LiveAgent(config, config_path=Path("agent.toml"), config_loader=lambda p: grown,
+                      engine_batch_s=0, driver_factory=lambda c: [FakeDriver("pdu.a", 0.05)],
+                      engine=fake_link(FakeEngine(summary_every=0, event_every=0)))
+    topic = "rackwatt/v1/s1/r1/hint"
+
+    async def hint(body: bytes) -> None:
+        await asyncio.to_thread(mqtt_publish.single, topic, body, qos=1, hostname="127.0.0.1",
+                                port=broker.port)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(agent.run())
+        await await_until(lambda: agent.publisher and agent.publisher.connected, 10, "connect")
+        await hint(b'{"stage":"checkpoint","node":"n1"}')
+        await await_until(lambda: agent.intake.counters["accepted"] == 1, 5, "n1's hint")
+        agent.request_reload()
+        await await_until(lambda: agent.tally.reloads == 1, 10, "the reload")
+        await hint(b'{"stage":"eval","node":"n2"}')
+
+        def n2_label() -> str | None:
+            known = agent.node_timelines.knows("n2")
+            return agent.node_timelines.labels_at("n2", np.array([time.time()]))[0] if known else None
+
+        await await_until(lambda: agent.intake.counters["unknown_node"] or n2_label(), 5, "n2's hint")
+        assert agent.intake.counters["unknown_node"] == 0, "n2 is known after the reload"
+        assert n2_label() == "eval"
+        now = np.array([time.time()])
+        assert agent.node_timelines.labels_at("n1", now)[0].tolist() == ["checkpoint"], "n1's ring kept"
+        agent.request_stop()
+        await asyncio.wait_for(task, 10)
+
+    asyncio.run(scenario())

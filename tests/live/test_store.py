@@ -15,6 +15,7 @@ import pytest
 
 from agent.live.envelope import MessageKind
 from agent.live.store import DB_FILE, Store, clock_seq_floor
+from tests.live.store_peek import state_names
 
 
 def _fill(store: Store, n: int, kind: MessageKind = "summary") -> list[int]:
@@ -128,11 +129,11 @@ def test_state_rows_replace_and_a_bad_one_is_kept_aside_under_one_name(tmp_path:
     assert store.load_state("engine") == b"two"
     store.quarantine_state("engine", "does not fit")
     assert store.load_state("engine") is None
-    names = store.state_names()
+    names = state_names(tmp_path)
     assert len(names) == 1 and names[0].startswith("engine.bad-"), names
     store.save_state("engine", b"three")
     store.quarantine_state("engine", "again")
-    assert len(store.state_names()) == 1, "one kept aside per name, not one per failure"
+    assert len(state_names(tmp_path)) == 1, "one kept aside per name, not one per failure"
 
 
 def test_a_file_that_is_not_a_store_is_set_aside_and_a_new_one_starts(
@@ -225,3 +226,23 @@ def test_seqs_held_in_memory_are_never_reused_after_the_run_dies(
     again = Store.open(tmp_path, 1 << 20)
     assert again.next_seq > held[-1] + 1000, "seqs the dead run may have published are skipped"
     assert [e.seq for e in again.pending(10)] == [before - 1, before]
+
+
+def test_a_reload_into_a_folder_where_nothing_can_be_written_continues_the_counter(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")  # a state_dir under a file: no store file can be made
+    held = Store.open(tmp_path / "a-file" / "state", 1 << 20, clock=_at(NOW), seq_floor=77)
+    env = held.put("event", "t", {}, retain=False, qos=1)
+    assert held.degraded is not None, "held in memory"
+    assert env.seq == 77 and "seq_after" not in env.payload, "no unannounced jump to the clock floor"
+
+
+def test_a_payload_that_is_not_json_takes_no_seq_and_keeps_the_jump_announcement(tmp_path: Path) -> None:
+    store = Store.open(tmp_path, 1 << 20, clock=_at(NOW))
+    last = _fill(store, 2)[-1]
+    store.close()
+    again = Store.open(tmp_path, 1 << 20, clock=_at(NOW + 60))  # a jump to the clock floor, pending
+    with pytest.raises(ValueError):
+        again.put("summary", "t", {"x": float("nan")}, retain=False, qos=1)
+    env = again.put("summary", "t", {}, retain=False, qos=1)
+    assert env.seq == clock_seq_floor(NOW + 60), "the refused payload left no gap"
+    assert env.payload["seq_after"] == last, "and the jump is still announced"

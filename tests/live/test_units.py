@@ -23,6 +23,7 @@ from agent.live.poller import Poller
 from agent.live.record_cmd import TraceRecorder, trace_meta
 from agent.live.store import Store
 from agent.live.topics import Topics
+from agent.trace.model import TraceChunk
 from agent.trace.reader import open_trace
 from drivers.base import PollResult
 from tests.live.fakes import FakeDriver, make_config
@@ -142,8 +143,13 @@ def test_frames_carry_only_fresh_samples_and_the_stage(tmp_path: Path) -> None:
     agent._build_stages()
     agent.intake.receive(b'{"stage":"eval","job":"j1","work_rate":12.5}', "unix")
     now = time.time()
-    first = agent.build_frame(now, {"pdu.a.power_w": 100.0, "gpu.0.power_w": 300.0})
-    second = agent.build_frame(now + 1, {"gpu.0.power_w": 310.0})
+
+    def frame(ts: float, signals: dict[str, float]) -> TraceChunk:  # one tick's row, as _tick builds it
+        agent.frames.add(agent.make_row(ts, signals))
+        return agent.frames.take_chunk()
+
+    first = frame(now, {"pdu.a.power_w": 100.0, "gpu.0.power_w": 300.0})
+    second = frame(now + 1, {"gpu.0.power_w": 310.0})
     assert first.stage[0] == "eval" and first.job[0] == "j1" and first.numeric["work_rate"][0] == 12.5
     assert second.numeric["gpu.0.power_w"][0] == 310.0
     assert math.isnan(second.numeric["pdu.a.power_w"][0]), "not sampled at this tick: NaN, never a stale copy"

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.config.loader import load_config
 from agent.live import demo_cmd
-from agent.live.demo.setup import Intervals, MqttTarget, load_demo_config, pick_ports, write_config
+from agent.live.demo.setup import Intervals, MqttTarget, pick_ports, write_config
 
 
 def parse(*args: str) -> argparse.Namespace:
@@ -42,6 +43,6 @@ def test_the_generated_config_serves_metrics_where_asked(tmp_path: Path) -> None
         mqtt=None,
         metrics=MqttTarget("127.0.0.1", 9861),
     )
-    config = load_demo_config(path)
+    config = load_config(path)
     assert config.metrics.enabled and (config.metrics.address, config.metrics.port) == ("127.0.0.1", 9861)
     assert (config.agent.site, config.agent.rack) == ("dc9", "r03")

@@ -15,7 +15,6 @@ from that moment, so a fault injected shortly after is judged by a calibrated de
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,7 +61,6 @@ def prewarm(
     scenario: Scenario,
     hours: float,
     interval_by_prefix: dict[str, float] | None = None,
-    progress: Callable[[float], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Replay the scenario's first ``hours`` through ``link``'s engine; return its event reports.
 
@@ -88,6 +86,4 @@ def prewarm(
         if thinner is not None:
             chunk = thinner.thin(chunk)
         events += [r for r in link.engine.process(chunk) if r.get("type") == "event"]
-        if progress is not None:
-            progress((float(chunk.ts[-1]) - scenario.start_ts) / 3600.0)
     return events

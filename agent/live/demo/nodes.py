@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import socket
 from dataclasses import dataclass, field
@@ -20,18 +19,8 @@ from pathlib import Path
 
 from agent.config.loader import load_config
 from agent.live.clock import Clock
+from agent.live.demo.files import free_port, quoted, write_secret_file
 from agent.node.sender import NodeAgent
-
-
-def _q(value: object) -> str:
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
-
-
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -52,11 +41,10 @@ class NodePlan:
         keys: dict[str, Path] = {}
         for k in range(1, count + 1):
             path = workdir / f"node-n{k}.key"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32) + "\n")
+            write_secret_file(path, secrets.token_hex(32))
             keys[f"n{k}"] = path
-        return NodePlan(workdir, count, gpus_per_node, interval_s, _free_udp_port(), keys, max_skew_s)
+        port = free_port(socket.SOCK_DGRAM)
+        return NodePlan(workdir, count, gpus_per_node, interval_s, port, keys, max_skew_s)
 
     def gpus_of(self, node_id: str) -> tuple[int, ...]:
         """The twin's GPU indices this node reads (the demo's one fake NVML serves them all)."""
@@ -68,7 +56,7 @@ class NodePlan:
         lines = ["", "[node_link]", 'address = "127.0.0.1"', f"port = {self.port}",
                  f"max_skew_s = {self.max_skew_s}"]
         for node_id, key in self.keys.items():
-            lines += ["", "[[node]]", f"id = {_q(node_id)}", f"key_file = {_q(key)}",
+            lines += ["", "[[node]]", f"id = {quoted(node_id)}", f"key_file = {quoted(key)}",
                       f"gpu_count = {self.gpus_per_node}", f"interval_s = {self.interval_s}"]
         return lines
 
@@ -76,12 +64,13 @@ class NodePlan:
         """Write node ``node_id``'s agent.toml (``role = "node"``); ``gpus``: its ``[nvml] gpus``."""
         state = self.workdir / f"state-{node_id}"
         state.mkdir(mode=0o700, exist_ok=True)
-        lines = ["[agent]", 'site = "demo"', 'rack = "nodes"', 'role = "node"', f"state_dir = {_q(state)}",
-                 "", "[nvml]", f"interval_s = {self.interval_s}"]
+        lines = ["[agent]", 'site = "demo"', 'rack = "nodes"', 'role = "node"',
+                 f"state_dir = {quoted(state)}", "", "[nvml]", f"interval_s = {self.interval_s}"]
         if gpus is not None:
             lines.append(f"gpus = [{', '.join(str(g) for g in gpus)}]")
-        lines += ["", "[uplink]", f"node_id = {_q(node_id)}", 'gateway = "127.0.0.1"', f"port = {self.port}",
-                  f"key_file = {_q(self.keys[node_id])}", f"interval_s = {self.interval_s}"]
+        lines += ["", "[uplink]", f"node_id = {quoted(node_id)}", 'gateway = "127.0.0.1"',
+                  f"port = {self.port}", f"key_file = {quoted(self.keys[node_id])}",
+                  f"interval_s = {self.interval_s}"]
         path = self.workdir / f"node-{node_id}.toml"
         path.write_text("\n".join(lines) + "\n")
         return path

@@ -16,9 +16,8 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack, suppress
-from dataclasses import dataclass, field
-from typing import Any
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
 
 from agent.config.model import ModbusRegister
 from agent.sim import RackTwin, Scenario
@@ -123,7 +122,7 @@ class DemoRack:
                 CRAC_PROFILE, self.crac_values, port=ports.crac, registers=CRAC_EXTRA_REGISTERS
             )
             await self.crac.start()
-            self._stack.enter_context(_installed(self.fake_nvml))
+            self._stack.enter_context(self.fake_nvml.installed())
         except BaseException:
             await self.stop()
             raise
@@ -146,10 +145,6 @@ class DemoRack:
             del self.crac.requests[:-100]
 
 
-def _installed(fake: FakeNvml) -> AbstractContextManager[Any]:
-    return fake.installed()
-
-
 @dataclass
 class InletProbeDriver:
     """Rack inlet probes (top, mid, bottom), read from the twin in process (no wire protocol)."""
@@ -158,24 +153,16 @@ class InletProbeDriver:
     interval_s: float = 10.0
     device: str = "inlet"
     profile: str = "twin probes (in process)"
-    _polls: int = field(default=0, repr=False)
 
     async def poll(self) -> PollResult:
         started = time.monotonic()
         ts = self.rack.clock()
         values = self.rack.inlet_values()
         signals = {f"inlet.{name}": float(v) for name, v in values.items() if math.isfinite(v)}
-        self._polls += 1
         ok = bool(signals)
-        return PollResult(
-            self.device,
-            ts,
-            signals,
-            ok,
-            (time.monotonic() - started) * 1000,
-            profile=self.profile,
-            error=None if ok else "inlet: no probe values yet",
-        )
+        elapsed_ms = (time.monotonic() - started) * 1000
+        return PollResult(self.device, ts, signals, ok, elapsed_ms, profile=self.profile,
+                          error=None if ok else "inlet: no probe values yet")
 
     async def close(self) -> None:
         return None

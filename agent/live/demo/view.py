@@ -78,15 +78,9 @@ class DemoState:
         poller = getattr(agent, "poller", None)
         if poller is not None:
             for name, h in poller.health_dict().items():
-                self.devices[name] = DeviceRow(
-                    name,
-                    bool(h["ok"]),
-                    int(h["polls"]),
-                    h.get("elapsed_ms"),
-                    h.get("error"),
-                    h.get("profile"),
-                    float(h.get("interval_s") or 0),
-                )
+                interval_s = float(h.get("interval_s") or 0)
+                self.devices[name] = DeviceRow(name, bool(h["ok"]), int(h["polls"]), h.get("elapsed_ms"),
+                                               h.get("error"), h.get("profile"), interval_s)
         now = getattr(agent, "stage_now", None)
         if now is not None and now.stage and now.source not in ("expired", "none"):
             self.stage, self.stage_source, self.job = now.stage, f"hint via {now.source}", now.job or None

@@ -40,7 +40,6 @@ def test_recorded_output_served_over_http_lands_on_the_rack_wide_index() -> None
     assert result.signals["gpu.8.power_w"] == pytest.approx(8.969)
     assert result.signals["gpu.8.energy_j"] == pytest.approx(128996.013)
     assert not any(name.startswith("gpu.0.") for name in result.signals)
-    assert driver.hostname == "424773df46e0"
 
 
 def test_mig_instances_and_pod_labels_count_each_gpu_once_and_blanks_are_absent() -> None:
