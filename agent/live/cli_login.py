@@ -34,7 +34,7 @@ def cli_client(args: argparse.Namespace, client_id: str = "") -> Any:
     """A paho client for a command-line tool: clean session, callbacks that never kill paho's
     thread, reconnects within 30 s, and the login given on the command line (OSError names a bad file)."""
     import paho.mqtt.client as mqtt
-    from paho.mqtt.client import CallbackAPIVersion
+    from paho.mqtt.enums import CallbackAPIVersion
 
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,

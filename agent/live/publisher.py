@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.client import CallbackAPIVersion
+from paho.mqtt.enums import CallbackAPIVersion
 
 from agent.config.model import MqttSection
 from agent.config.secrets import SecretError, read_secret

@@ -238,7 +238,8 @@ def window_errors(windows: dict[str, list[float | None]]) -> np.ndarray:
     measured, predicted = floats(windows["measured_kwh"]), floats(windows["predicted_kwh"])
     with np.errstate(divide="ignore", invalid="ignore"):
         error = 100.0 * (predicted - measured) / measured
-    return error[np.isfinite(error)]
+    finite: np.ndarray = error[np.isfinite(error)]
+    return finite
 
 
 def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:

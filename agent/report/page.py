@@ -177,7 +177,8 @@ def _percentiles(errors: np.ndarray) -> dict[str, float | None]:
 
 def _histogram(errors: np.ndarray, edges: np.ndarray) -> list[int]:
     clipped = np.clip(errors, edges[0], edges[-1] - 1e-9)
-    return np.histogram(clipped, bins=edges)[0].tolist()
+    counts: list[int] = np.histogram(clipped, bins=edges)[0].tolist()
+    return counts
 
 
 def _skipped_input(last_summary: dict[str, Any]) -> dict[str, int]:
@@ -292,7 +293,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "non_compute_share": (non_compute / total_energy) if total_energy else None,
         },
     }
-    return _clean(payload)
+    clean: dict[str, Any] = _clean(payload)
+    return clean
 
 
 JOB_PARTS = ("it", "cooling", "facility", "gpu")  # summary.schema.json job_energy_kwh entries

@@ -75,7 +75,8 @@ def cop(
     carnot = t_evap / np.maximum(t_cond - t_evap, 5.0)
     pl = np.clip(part_load, 0.0, 1.2)
     part = 1.0 - c.part_load_penalty * ((pl - c.part_load_best) / c.part_load_best) ** 2
-    return c.carnot_fraction * carnot * np.clip(part, 0.3, 1.0) * (1.0 - degradation)
+    cop: np.ndarray = c.carnot_fraction * carnot * np.clip(part, 0.3, 1.0) * (1.0 - degradation)
+    return cop
 
 
 def fan_pct(c: CoolingParams, part_load: np.ndarray) -> np.ndarray:

@@ -155,7 +155,8 @@ class RackWorkload:
         rows = np.arange(total)
 
         def take(name: str, dtype: Any) -> np.ndarray:
-            return np.stack([getattr(tl, name) for tl in self.timelines], axis=1)[rows, pick].astype(dtype)
+            picked: np.ndarray = np.stack([getattr(tl, name) for tl in self.timelines], axis=1)[rows, pick]
+            return picked.astype(dtype)
 
         jobs = [self.global_job(k, tl.job) for k, tl in enumerate(self.timelines)]
         job = np.stack(jobs, axis=1)[rows, pick]

@@ -50,7 +50,8 @@ def psu_efficiency(load_frac: np.ndarray, coeffs: tuple[float, float, float]) ->
     a, b, c = coeffs
     x = np.maximum(load_frac, 0.01)
     loss = a + b * x + c * x * x
-    return x / (x + loss)
+    efficiency: np.ndarray = x / (x + loss)
+    return efficiency
 
 
 @dataclass

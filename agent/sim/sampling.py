@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from agent.sim.faults import driver_resets_s
-from agent.sim.params import STAGES, RackParams
-from agent.sim.physics import CHUNK_S, INLET_POSITIONS, S_OUTAGE, S_SAMPLING
+from agent.sim.params import INLET_POSITIONS, STAGES, RackParams
+from agent.sim.physics import CHUNK_S, S_OUTAGE, S_SAMPLING
 from agent.sim.scenarios import Scenario
 from agent.trace.model import TraceChunk
 

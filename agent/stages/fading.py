@@ -31,7 +31,8 @@ def decaying_extreme(
         cm = np.maximum.accumulate(base)
         out = np.exp(sign * (cm - k * rel))
     out[~np.isfinite(cm)] = np.nan
-    return out
+    faded: np.ndarray = out
+    return faded
 
 
 __all__ = ["decaying_extreme"]

@@ -372,7 +372,8 @@ class FeatureExtractor:
         with np.errstate(invalid="ignore"):
             unsaturated = held_util < SATURATED_UTIL  # NaN (no utilisation reported) is not
         overdue = no_flat_trainer & (ts - job.start_ts > UNPROVEN_TRAINING_S)
-        return (working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated | overdue)).astype(float)
+        serving: np.ndarray = working & (job.proof == PROOF_NONE) & (steps_visible | unsaturated | overdue)
+        return serving.astype(float)
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
@@ -389,7 +390,8 @@ class FeatureExtractor:
             self._node_lo_w, self._node_hi_w = float(lo[last]), float(hi[last])
             self._node_ts = float(ts[last])
         span = np.maximum(hi - lo, 200.0)
-        return np.clip((node_w - lo) / span, 0.0, 1.0)
+        frac: np.ndarray = np.clip((node_w - lo) / span, 0.0, 1.0)
+        return frac
 
     def state(self) -> dict[str, float]:
         return {

@@ -142,7 +142,8 @@ class TraceWriter:
             blocks.append(block)
         blocks.append(np.full((n, 1), ord("\n"), dtype=np.uint8))
         flat = np.hstack(blocks).ravel()
-        return flat[flat != _PAD].tobytes().decode("utf-8")
+        text: str = flat[flat != _PAD].tobytes().decode("utf-8")
+        return text
 
     def flush(self) -> None:
         """Push written rows to the operating system (the file stays open)."""

@@ -121,10 +121,10 @@ def number_to_raw(number: float, type_: str) -> int:
         return int.from_bytes(struct.pack(">f", number), "big")
     integer = round(number)
     bits = 16 if type_ in ("u16", "s16") else 32
-    low, high = (0, 2**bits - 1) if type_.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    low, high = (0, (1 << bits) - 1) if type_.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if not low <= integer <= high:
         raise ValueError(f"{number} does not fit {type_}")
-    return integer & (2**bits - 1)
+    return integer & ((1 << bits) - 1)
 
 
 def decode_value(point: PointLike, words: Sequence[int]) -> float | None:

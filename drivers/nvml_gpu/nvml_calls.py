@@ -77,14 +77,13 @@ def _field_number(field: Any) -> float:
 
 
 def power_usage_w(gpu: Any) -> float:
-    return _call("nvmlDeviceGetPowerUsage", pynvml.nvmlDeviceGetPowerUsage, gpu) / 1000.0  # mW
+    return float(_call("nvmlDeviceGetPowerUsage", pynvml.nvmlDeviceGetPowerUsage, gpu)) / 1000.0  # mW
 
 
 def total_energy_j(gpu: Any) -> float:
     """Energy since the driver loaded (Volta+); restarts at 0 on driver reload."""
-    return (
-        _call("nvmlDeviceGetTotalEnergyConsumption", pynvml.nvmlDeviceGetTotalEnergyConsumption, gpu) / 1000.0
-    )  # mJ
+    mj = _call("nvmlDeviceGetTotalEnergyConsumption", pynvml.nvmlDeviceGetTotalEnergyConsumption, gpu)
+    return float(mj) / 1000.0  # mJ
 
 
 def utilization_pct(gpu: Any) -> tuple[float, float]:
@@ -103,4 +102,5 @@ def sm_clock_mhz(gpu: Any) -> float:
 
 
 def power_limit_w(gpu: Any) -> float:
-    return _call("nvmlDeviceGetEnforcedPowerLimit", pynvml.nvmlDeviceGetEnforcedPowerLimit, gpu) / 1000.0
+    milliwatts = _call("nvmlDeviceGetEnforcedPowerLimit", pynvml.nvmlDeviceGetEnforcedPowerLimit, gpu)
+    return float(milliwatts) / 1000.0

@@ -78,7 +78,7 @@ class CoolingUnitServer:
 
     async def stop(self) -> None:
         if self._server is not None:
-            await self._server.shutdown()
+            await self._server.shutdown()  # type: ignore[no-untyped-call,unused-ignore]  # pymodbus: untyped
             self._server = None
 
     async def __aenter__(self) -> CoolingUnitServer:

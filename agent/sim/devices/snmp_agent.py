@@ -174,7 +174,7 @@ def _pysnmp_value(cell: Cell) -> Any:
     return Integer32(int(value))  # type: ignore[arg-type]
 
 
-class _Instrum(AbstractMibInstrumController):
+class _Instrum(AbstractMibInstrumController):  # type: ignore[misc,unused-ignore]  # pysnmp is untyped
     """Answers GET/GETNEXT from a snapshot of the rendered OIDs (refreshed every ``refresh_s``)."""
 
     def __init__(self, snapshot: Callable[[], tuple[list[Oid], dict[Oid, Cell]]]) -> None:
