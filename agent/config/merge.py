@@ -1,8 +1,8 @@
 """Read the main TOML file and its drop-ins, and merge them while remembering where each key came from.
 
 Merge rules (documented in docs/configuration.md): files apply in order (main file, then
-``conf.d/*.toml`` by name); tables merge key by key; ``[[pdu]]``/``[[crac]]`` items append, or
-replace the earlier item that has the same ``id``; any other value replaces the earlier one.
+``conf.d/*.toml`` by name); tables merge key by key; items of ``[[pdu]]``, ``[[crac]]``,
+``[[dcgm]]`` and ``[[node]]`` append, or replace the earlier item that has the same ``id``; any other value replaces the earlier one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from agent.config.errors import ConfigIssue
 from agent.config.limits import MAX_DROPINS, MAX_FILE_BYTES, read_bounded, shape_problem
 from agent.config.toml_lines import KeyPath, locate_keys
 
-ARRAY_SECTIONS = ("pdu", "crac")  # arrays of tables whose items are identified by `id`
+# arrays of tables whose items are identified by `id` (rules.SECTIONS marks the same ones as many;
+# tests/config/test_dropins.py keeps the two in step, as rules imports this module through convert)
+ARRAY_SECTIONS = ("pdu", "crac", "dcgm", "node")
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from agent.config.errors import ConfigError
 from agent.config.loader import load_config
+from agent.config.merge import ARRAY_SECTIONS
+from agent.config.rules import SECTIONS as SECTION_RULES
 
 MAIN = """\
 [agent]
@@ -62,6 +64,15 @@ def test_array_items_append_and_same_id_replaces(layout: tuple[Path, Path]) -> N
     replaced = config.cracs[0]
     assert replaced.host == "10.9.9.9"
     assert replaced.share == 1.0  # the whole item is replaced: keys of the old one do not survive
+
+
+def test_every_array_section_merges_by_id(layout: tuple[Path, Path]) -> None:
+    assert set(ARRAY_SECTIONS) == {name for name, rule in SECTION_RULES.items() if rule[1]}
+    main, conf_d = layout
+    (conf_d / "10-n1.toml").write_text('[[dcgm]]\nid = "n1"\nurl = "http://10.0.0.11:9400/metrics"\n')
+    (conf_d / "20-n2.toml").write_text('[[dcgm]]\nid = "n2"\nurl = "http://10.0.0.12:9400/metrics"\n')
+    config = load_config(main, conf_d)
+    assert [d.id for d in config.dcgms] == ["n1", "n2"]  # the second file used to replace the first
 
 
 def test_errors_name_the_drop_in_file_and_line(layout: tuple[Path, Path]) -> None:
