@@ -2,7 +2,8 @@
 
 Merge rules (documented in docs/configuration.md): files apply in order (main file, then
 ``conf.d/*.toml`` by name); tables merge key by key; items of ``[[pdu]]``, ``[[crac]]``,
-``[[dcgm]]`` and ``[[node]]`` append, or replace the earlier item that has the same ``id``; any other value replaces the earlier one.
+``[[dcgm]]`` and ``[[node]]`` append, or replace the earlier item that has the same ``id``; any
+other value replaces the earlier one.
 """
 
 from __future__ import annotations
