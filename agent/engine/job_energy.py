@@ -52,19 +52,25 @@ MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
 # A GPU reading holds as the engine holds a signal whose interval it has not measured (frames).
 GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
+# A window's split is final once the model has learned from the hour after it (4 of the engine's
+# 15-min windows): a job's first minutes (loading its data, its first steps) come before its cells
+# have readings, so they are split by what those cells cost as learned over the job's first hour,
+# not by the prior. Until then the table shows them split by the model as it stands.
+FINAL_AFTER_WINDOWS = 4
 
 Key = tuple[str, str]
 
 
 class _Entries:
-    """One bin's (node, cell) entries as the split needs them."""
+    """One bin's (node, cell) entries as the split needs them: GPU energy, powered node-seconds, and
+    the share of the bin the PDUs and the cooling unit measured, with what they measured."""
 
-    __slots__ = ("cells", "cool_w", "cool_ws", "gpu_j", "it_w", "it_ws", "node_s")
+    __slots__ = ("cells", "cool_part", "cool_ws", "gpu_j", "it_part", "it_ws", "node_s", "slot")
 
-    def __init__(self, cells: list[Key], gpu_j: np.ndarray, node_s: np.ndarray, it_w: np.ndarray,
-                 cool_w: np.ndarray, it_ws: float, cool_ws: float) -> None:
-        self.cells, self.gpu_j, self.node_s = cells, gpu_j, node_s
-        self.it_w, self.cool_w, self.it_ws, self.cool_ws = it_w, cool_w, it_ws, cool_ws
+    def __init__(self, cells: list[Key], slot: np.ndarray, gpu_j: np.ndarray, node_s: np.ndarray,
+                 it_part: float, cool_part: float, it_ws: float, cool_ws: float) -> None:
+        self.cells, self.slot, self.gpu_j, self.node_s = cells, slot, gpu_j, node_s
+        self.it_part, self.cool_part, self.it_ws, self.cool_ws = it_part, cool_part, it_ws, cool_ws
 
 
 class JobEnergy:
@@ -84,8 +90,8 @@ class JobEnergy:
         self.evicted_kwh = 0.0
         # bin index → (node, cell) → [GPU W·s, node-seconds, node-seconds labelled by a hint]
         self._open: dict[int, dict[tuple[int, Key], np.ndarray]] = {}
-        self._window: list[_Entries] = []  # the open window's accounted bins
-        self._window_idx = -1
+        # the windows not yet final, oldest first: (window index, its accounted bins)
+        self._windows: list[tuple[int, list[_Entries]]] = []
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
@@ -261,52 +267,50 @@ class JobEnergy:
             for stale in [b for b in self._open if b < idx]:
                 del self._open[stale]
             window = idx // self.bins_per_window
-            if window != self._window_idx:
-                self._close_window()
-                self._window_idx = window
+            if not self._windows or self._windows[-1][0] != window:
+                self._windows.append((window, []))
             acc = self._open.pop(idx, None)
             if acc:
-                self._window.append(self._entries(acc, sums[i], float(start[i])))
+                self._windows[-1][1].append(self._entries(acc, sums[i], float(start[i])))
             self.power.bin_done()
-            if (idx + 1) % self.bins_per_window == 0:
-                self._close_window()
+            while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
+                self._finalize(self._windows.pop(0)[1])
 
     def _entries(self, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray, ts: float) -> _Entries:
-        """One bin's entries with their modelled energies over the parts of the bin the PDUs and the
-        cooling unit measured (the share of the bin each was known)."""
+        """One bin's entries and the parts of the bin the PDUs and the cooling unit measured."""
         entries = list(acc)
         v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds, hinted node-seconds] per (node, cell)
         cells = [cell for _, cell in entries]
         dur = float(row[F["dur_s"]])
         slot = np.array([self.slots.slot(stage, ts) for _, stage in cells], dtype=np.int64)
-        col = self.power.cell_columns(cells)
-        model = np.maximum(self.power.energy_j(v[:, 0], v[:, 1], slot, col), 0.0)
         it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
         cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
         it_ws = float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
         cool_ws = float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
-        return _Entries(cells, v[:, 0], v[:, 1], model * it_part, model * cool_part, it_ws, cool_ws)
+        return _Entries(cells, slot, v[:, 0], v[:, 1], it_part, cool_part, it_ws, cool_ws)
 
-    def _shares(self) -> list[tuple[_Entries, np.ndarray, np.ndarray]]:
-        """Per bin of the open window: its entries' IT and cooling energy (J), the window's measured
-        energy split in proportion to their modelled energies (by node time where none is modelled)."""
+    def _shares(self, window: list[_Entries]) -> list[tuple[_Entries, np.ndarray, np.ndarray]]:
+        """Per bin of a window: its entries' IT and cooling energy (J), the window's measured energy
+        split in proportion to their energies as the model now says (by node time where it says none),
+        each over the part of its bin that was measured."""
+        model = [np.maximum(self.power.energy_j(e.gpu_j, e.node_s, e.slot, e.cells), 0.0) for e in window]
         out = []
         for what in ("it", "cool"):
-            measured = sum(e.it_ws if what == "it" else e.cool_ws for e in self._window)
-            weights = [e.it_w if what == "it" else e.cool_w for e in self._window]
+            measured = sum(e.it_ws if what == "it" else e.cool_ws for e in window)
+            weights = [m * (e.it_part if what == "it" else e.cool_part)
+                       for m, e in zip(model, window, strict=True)]
             total = float(sum(w.sum() for w in weights))
             if total <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
-                weights = [e.node_s * (e.it_ws > 0 if what == "it" else e.cool_ws > 0) for e in self._window]
+                weights = [e.node_s * (e.it_part if what == "it" else e.cool_part) for e in window]
                 total = float(sum(w.sum() for w in weights))
             out.append([w * (measured / total) if total > 0 else np.zeros_like(w) for w in weights])
-        return [(e, it, cool) for e, it, cool in zip(self._window, out[0], out[1], strict=True)]
+        return [(e, it, cool) for e, it, cool in zip(window, out[0], out[1], strict=True)]
 
-    def _close_window(self) -> None:
-        for entries, it_j, cool_j in self._shares():
+    def _finalize(self, window: list[_Entries]) -> None:
+        for entries, it_j, cool_j in self._shares(window):
             for j, cell in enumerate(entries.cells):
                 e = self._cell(cell)
                 e += (it_j[j] / J_PER_KWH, cool_j[j] / J_PER_KWH, entries.gpu_j[j] / J_PER_KWH)
-        self._window.clear()
 
     def _cell(self, cell: Key) -> np.ndarray:
         e = self.cells.pop(cell, None)
@@ -329,10 +333,11 @@ class JobEnergy:
     def _totals(self) -> dict[Key, np.ndarray]:
         """The closed windows' cells plus the open window split by what it has so far."""
         out = {cell: e.copy() for cell, e in self.cells.items()}
-        for entries, it_j, cool_j in self._shares():
-            for j, cell in enumerate(entries.cells):
-                e = out.setdefault(cell, np.zeros(3))
-                e += (it_j[j] / J_PER_KWH, cool_j[j] / J_PER_KWH, entries.gpu_j[j] / J_PER_KWH)
+        for _, window in self._windows:
+            for entries, it_j, cool_j in self._shares(window):
+                for j, cell in enumerate(entries.cells):
+                    e = out.setdefault(cell, np.zeros(3))
+                    e += (it_j[j] / J_PER_KWH, cool_j[j] / J_PER_KWH, entries.gpu_j[j] / J_PER_KWH)
         return out
 
     def table(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -355,7 +360,7 @@ class JobEnergy:
     def load(self, state: dict[str, Any]) -> None:
         """Restore totals, the per-node inferrers and the model; a malformed entry raises ValueError."""
         self.cells.clear()
-        self._window.clear()
+        self._windows.clear()
         for entry in list(state.get("cells", []))[-MAX_CELLS:]:
             job, stage, it, cool, gpu = entry
             values = np.array([float(it), float(cool), float(gpu)])

@@ -46,9 +46,11 @@ IT_PER_GPU_W = 1.0 / 0.93
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
 # Prior strength in bins' worth of evidence (a reading weighs the time it stands for, in bins: see
-# ``add_readings``). A column is its share of the nodes, 0.1–0.5, so 24 is half an hour to an hour
-# of the stage (or cell) running before the data outweighs the prior.
-RIDGE_BINS = 24.0
+# ``add_readings``). A column is its share of the nodes, 0.1–0.5, so 4 is 2–10 min of the stage (or
+# cell) running before the data outweighs the prior: readings are exact snapshots, not smeared bins,
+# so minutes of them tell a cell's cost. (Offline on dev seeds 1–2: 24 held a job's brief data
+# loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
+RIDGE_BINS = 4.0
 FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage slot, then one per cell
 # A rack of up to 8 nodes runs at most 8 jobs side by side, each reporting about 8 stages (the six
 # canonical ones, "unknown", one custom): older cells are forgotten and re-learned from d_s.
@@ -130,11 +132,12 @@ class NodePowerModel:
 
     # ----------------------------------------------------------------------------- use
     def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray,
-                 cols: np.ndarray) -> np.ndarray:
+                 cells: list[Cell]) -> np.ndarray:
         """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
-        ``node_s`` in stage slots ``slots`` and cell columns ``cols`` (from ``cell_columns``)."""
+        ``node_s`` in stage slots ``slots`` and ``cells`` (a cell without a column: its stage's cost)."""
         th = self.theta
-        non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + th[cols]) * SCALE_W
+        e = np.array([th[self.first_cell + self._cells[c]] if c in self._cells else 0.0 for c in cells])
+        non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + e) * SCALE_W
         out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
         return out
 
