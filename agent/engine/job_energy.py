@@ -61,16 +61,34 @@ FINAL_AFTER_WINDOWS = 4
 Key = tuple[str, str]
 
 
-class _Entries:
-    """One bin's (node, cell) entries as the split needs them: GPU energy, powered node-seconds, and
-    the share of the bin the PDUs and the cooling unit measured, with what they measured."""
+class _Window:
+    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell,
+    stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the cooling
+    unit measured; per window what they measured."""
 
-    __slots__ = ("cells", "cool_part", "cool_ws", "gpu_j", "it_part", "it_ws", "node_s", "slot")
+    def __init__(self, idx: int) -> None:
+        self.idx = idx
+        self.keys: dict[Key, int] = {}  # cell → its code in this window
+        self.code: list[np.ndarray] = []
+        self.slot: list[np.ndarray] = []
+        self.gpu_j: list[np.ndarray] = []
+        self.node_s: list[np.ndarray] = []
+        self.it_part: list[np.ndarray] = []
+        self.cool_part: list[np.ndarray] = []
+        self.it_ws = 0.0
+        self.cool_ws = 0.0
 
-    def __init__(self, cells: list[Key], slot: np.ndarray, gpu_j: np.ndarray, node_s: np.ndarray,
-                 it_part: float, cool_part: float, it_ws: float, cool_ws: float) -> None:
-        self.cells, self.slot, self.gpu_j, self.node_s = cells, slot, gpu_j, node_s
-        self.it_part, self.cool_part, self.it_ws, self.cool_ws = it_part, cool_part, it_ws, cool_ws
+    def add(self, cells: list[Key], slot: np.ndarray, v: np.ndarray, it_part: float, cool_part: float,
+            it_ws: float, cool_ws: float) -> None:
+        """One bin's entries (``v``: [GPU J, node-seconds, …] per entry) and its measured energies."""
+        self.code.append(np.array([self.keys.setdefault(c, len(self.keys)) for c in cells], dtype=np.int64))
+        self.slot.append(slot)
+        self.gpu_j.append(v[:, 0])
+        self.node_s.append(v[:, 1])
+        self.it_part.append(np.full(len(cells), it_part))
+        self.cool_part.append(np.full(len(cells), cool_part))
+        self.it_ws += it_ws
+        self.cool_ws += cool_ws
 
 
 class JobEnergy:
@@ -91,7 +109,7 @@ class JobEnergy:
         # bin index → (node, cell) → [GPU W·s, node-seconds, node-seconds labelled by a hint]
         self._open: dict[int, dict[tuple[int, Key], np.ndarray]] = {}
         # the windows not yet final, oldest first: (window index, its accounted bins)
-        self._windows: list[tuple[int, list[_Entries]]] = []
+        self._windows: list[_Window] = []
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
@@ -267,16 +285,18 @@ class JobEnergy:
             for stale in [b for b in self._open if b < idx]:
                 del self._open[stale]
             window = idx // self.bins_per_window
-            if not self._windows or self._windows[-1][0] != window:
-                self._windows.append((window, []))
+            if not self._windows or self._windows[-1].idx != window:
+                self._windows.append(_Window(window))
             acc = self._open.pop(idx, None)
             if acc:
-                self._windows[-1][1].append(self._entries(acc, sums[i], float(start[i])))
+                self._add_bin(self._windows[-1], acc, sums[i], float(start[i]))
             self.power.bin_done()
             while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
-                self._finalize(self._windows.pop(0)[1])
+                for cell, e in self._split(self._windows.pop(0)).items():
+                    self._cell(cell)[:] += e
 
-    def _entries(self, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray, ts: float) -> _Entries:
+    def _add_bin(self, window: _Window, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray,
+                 ts: float) -> None:
         """One bin's entries and the parts of the bin the PDUs and the cooling unit measured."""
         entries = list(acc)
         v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds, hinted node-seconds] per (node, cell)
@@ -287,30 +307,30 @@ class JobEnergy:
         cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
         it_ws = float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
         cool_ws = float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
-        return _Entries(cells, slot, v[:, 0], v[:, 1], it_part, cool_part, it_ws, cool_ws)
+        window.add(cells, slot, v, it_part, cool_part, it_ws, cool_ws)
 
-    def _shares(self, window: list[_Entries]) -> list[tuple[_Entries, np.ndarray, np.ndarray]]:
-        """Per bin of a window: its entries' IT and cooling energy (J), the window's measured energy
-        split in proportion to their energies as the model now says (by node time where it says none),
-        each over the part of its bin that was measured."""
-        model = [np.maximum(self.power.energy_j(e.gpu_j, e.node_s, e.slot, e.cells), 0.0) for e in window]
-        out = []
-        for what in ("it", "cool"):
-            measured = sum(e.it_ws if what == "it" else e.cool_ws for e in window)
-            weights = [m * (e.it_part if what == "it" else e.cool_part)
-                       for m, e in zip(model, window, strict=True)]
-            total = float(sum(w.sum() for w in weights))
-            if total <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
-                weights = [e.node_s * (e.it_part if what == "it" else e.cool_part) for e in window]
-                total = float(sum(w.sum() for w in weights))
-            out.append([w * (measured / total) if total > 0 else np.zeros_like(w) for w in weights])
-        return [(e, it, cool) for e, it, cool in zip(window, out[0], out[1], strict=True)]
-
-    def _finalize(self, window: list[_Entries]) -> None:
-        for entries, it_j, cool_j in self._shares(window):
-            for j, cell in enumerate(entries.cells):
-                e = self._cell(cell)
-                e += (it_j[j] / J_PER_KWH, cool_j[j] / J_PER_KWH, entries.gpu_j[j] / J_PER_KWH)
+    def _split(self, window: _Window) -> dict[Key, np.ndarray]:
+        """A window's [IT, cooling, GPU] kWh per cell: its measured energy split in proportion to the
+        entries' energies as the model now says (by node time where it says none), each entry over
+        the part of its bin that was measured."""
+        if not window.code:
+            return {}
+        code = np.concatenate(window.code)
+        gpu_j, node_s = np.concatenate(window.gpu_j), np.concatenate(window.node_s)
+        keys = list(window.keys)
+        model = np.maximum(self.power.energy_j(gpu_j, node_s, np.concatenate(window.slot), code, keys), 0.0)
+        out = np.zeros((len(keys), 3))
+        for k, (part, measured) in enumerate(((np.concatenate(window.it_part), window.it_ws),
+                                              (np.concatenate(window.cool_part), window.cool_ws))):
+            weight = model * part
+            if weight.sum() <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
+                weight = node_s * part
+            total = float(weight.sum())
+            if total > 0:
+                out[:, k] = np.bincount(code, weights=weight * (measured / total), minlength=len(keys))
+        out[:, 2] = np.bincount(code, weights=gpu_j, minlength=len(keys))
+        out /= J_PER_KWH
+        return dict(zip(keys, out, strict=True))
 
     def _cell(self, cell: Key) -> np.ndarray:
         e = self.cells.pop(cell, None)
@@ -333,11 +353,9 @@ class JobEnergy:
     def _totals(self) -> dict[Key, np.ndarray]:
         """The closed windows' cells plus the open window split by what it has so far."""
         out = {cell: e.copy() for cell, e in self.cells.items()}
-        for _, window in self._windows:
-            for entries, it_j, cool_j in self._shares(window):
-                for j, cell in enumerate(entries.cells):
-                    e = out.setdefault(cell, np.zeros(3))
-                    e += (it_j[j] / J_PER_KWH, cool_j[j] / J_PER_KWH, entries.gpu_j[j] / J_PER_KWH)
+        for window in self._windows:
+            for cell, e in self._split(window).items():
+                out[cell] = out.get(cell, np.zeros(3)) + e
         return out
 
     def table(self) -> dict[str, dict[str, dict[str, float]]]:

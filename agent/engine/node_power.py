@@ -131,13 +131,15 @@ class NodePowerModel:
         return out
 
     # ----------------------------------------------------------------------------- use
-    def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray,
+    def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
                  cells: list[Cell]) -> np.ndarray:
         """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
-        ``node_s`` in stage slots ``slots`` and ``cells`` (a cell without a column: its stage's cost)."""
+        ``node_s`` in stage slots ``slots``, entry i in cell ``cells[code[i]]`` (a cell without a
+        column costs its stage's)."""
         th = self.theta
-        e = np.array([th[self.first_cell + self._cells[c]] if c in self._cells else 0.0 for c in cells])
-        non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + e) * SCALE_W
+        cols = [self._cells.get(c) for c in cells]
+        per_cell = np.array([th[self.first_cell + col] if col is not None else 0.0 for col in cols])
+        non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + per_cell[code]) * SCALE_W
         out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
         return out
 
