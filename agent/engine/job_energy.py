@@ -282,8 +282,8 @@ class JobEnergy:
         accumulators of bins that will never close (a gap) are dropped."""
         for i in range(len(start)):
             idx = round((float(start[i]) - t0) / self.bin_s)
-            for stale in [b for b in self._open if b < idx]:
-                del self._open[stale]
+            while self._open and (first := next(iter(self._open))) < idx:  # bins arrive in time order:
+                del self._open[first]  # the stale ones are the first (a chunk's rows can span a day)
             window = idx // self.bins_per_window
             if not self._windows or self._windows[-1].idx != window:
                 self._windows.append(_Window(window))
