@@ -83,7 +83,8 @@ class Engine:
         self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
         # energy per job and stage, node by node (job_energy.py); node_hints: each node's own stage
         # hints (the live loop sets it to its NodeTimelines.labels_at; None: rack-wide hints only)
-        self.job_energy = JobEnergy(self.rack, self.bin_s, self.slots, gap_s=GAP_WINDOWS * window_s)
+        self.job_energy = JobEnergy(self.rack, self.bin_s, self.slots, gap_s=GAP_WINDOWS * window_s,
+                                     window_s=window_s)
         self.node_hints: NodeHints | None = None
         self.rewarms = 0  # times the model was forgotten after a gap longer than max_state_age_h
         self._start_learning()

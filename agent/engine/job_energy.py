@@ -2,25 +2,32 @@
 
 Why: on a rack whose nodes run different jobs, "energy by stage" mixes the jobs; a tenant asks
 what *its* job's checkpoints cost. The rack's meters (PDUs, cooling unit) see the whole rack, so
-the energy of each bin (``Engine.bin_s``, ≈ 15 s) is split over the (job, stage) each node was in.
+their energy is split over the (job, stage) each node was in.
 
-How, per bin (docs/stage-hints.md, "Several jobs on one rack"):
+How (docs/stage-hints.md, "Several jobs on one rack"):
 - per node and row: its stage and job (``node_stages.NodeStages``) and its GPU power (the sum of
   its own ``gpu.<i>.power_w``; a missing GPU is scaled from the node's known ones, as the engine's
-  GPU total does). A node with no GPU reading is off (drained, powered down) while other nodes
-  report; when no node reports, every node counts as on (a rack without GPU telemetry: split by
-  node time). Rows are intervals like the engine's bins: a row's values hold until the next row.
-- per (job, stage) cell: GPU energy G and node-seconds S inside the bin;
-- the bin's measured IT energy (Σ PDU) is split in proportion to k·G + b_s·S: k IT watts per GPU
-  watt and b_s the non-GPU power of a powered node in stage s, both learned from the bins
-  (``node_power.NodePowerModel``). The split adds up to the measurement.
-- the bin's cooling energy (the rack's share) follows its IT split: the heat is the IT power.
+  GPU total does; a node whose GPUs all miss one poll keeps its last reading for ``GPU_HOLD_S``, as
+  the engine holds a signal). A node with no GPU reading is off (drained, powered down) while other
+  nodes report; when no node reports, every node counts as on (a rack without GPU telemetry: split
+  by node time). Rows are intervals like the engine's bins: a row's values hold until the next row.
+- per bin (``Engine.bin_s``, ≈ 15 s) and (node, cell): GPU energy G and node-seconds S; each entry's
+  modelled energy k·G + (b + d_s + e_c)·S from ``node_power.NodePowerModel``, which learns from the
+  PDU feeds' readings at the instants they were taken (``_learn``).
+- the measured IT energy (Σ PDU) of each engine window is split in proportion to its entries'
+  modelled energies: the feeds' energy meters are exact over a window (``meter_power``: a meter span
+  never crosses one), where a 15-s bin gets its neighbours' energy from a feed polled every 20–30 s
+  (bench/job_energy.py: splitting bin by bin cost the twin's short stages up to 6 %, even with every
+  node's true power as the weights). The split adds up to the measurement.
+- the window's cooling energy (the rack's share) follows its IT split: the heat is the IT power.
   (The per-stage totals of ``Engine.energy_kwh`` move cooling to the stage whose heat caused it
-  through the learned lag; per job, over hours, the lag moves a bin's cooling by a minute.)
+  through the learned lag; per job, over hours, the lag moves a window's cooling by minutes.)
+The table (``table``, ``state``) includes the window not yet closed, split by what it has so far.
 
 Fixed memory: at most ``MAX_CELLS`` (job, stage) cells, the least recently credited evicted (its
 energy is counted in ``evicted_kwh``); the accumulators of bins not yet closed span the engine's
-short look-ahead. State round-trips through ``state``/``load`` (JSON, in the engine's state file).
+short look-ahead, the entries of the open window at most one window of bins. State round-trips
+through ``state``/``load`` (JSON, in the engine's state file).
 """
 
 from __future__ import annotations
@@ -31,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from agent.engine.frames import RackInfo, split_pieces
+from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
-from agent.engine.node_power import IT_PER_GPU_W, NodePowerModel
+from agent.engine.node_power import MODEL_CELLS, FeedShares, NodePowerModel
 from agent.engine.node_stages import NodeHints, NodeStages
 from agent.engine.signals import F, node_totals
-from agent.engine.stage_attribution import MIN_KNOWN
 from agent.engine.stage_slots import N_SLOTS, StageSlots
 from agent.trace.model import J_PER_KWH, TraceChunk
 
@@ -44,38 +50,87 @@ from agent.trace.model import J_PER_KWH, TraceChunk
 # reports (the six canonical ones, "unknown" and one custom): cells beyond that are long gone jobs.
 MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
+# A GPU reading holds as the engine holds a signal whose interval it has not measured (frames).
+GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
+# A window's split is final once the model has learned from the hour after it (4 of the engine's
+# 15-min windows): a job's first minutes (loading its data, its first steps) come before its cells
+# have readings, so they are split by what those cells cost as learned over the job's first hour,
+# not by the prior. Until then the table shows them split by the model as it stands.
+FINAL_AFTER_WINDOWS = 4
+
+Key = tuple[str, str]
+
+
+class _Window:
+    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell,
+    stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the cooling
+    unit measured; per window what they measured."""
+
+    def __init__(self, idx: int) -> None:
+        self.idx = idx
+        self.keys: dict[Key, int] = {}  # cell → its code in this window
+        self.code: list[np.ndarray] = []
+        self.slot: list[np.ndarray] = []
+        self.gpu_j: list[np.ndarray] = []
+        self.node_s: list[np.ndarray] = []
+        self.it_part: list[np.ndarray] = []
+        self.cool_part: list[np.ndarray] = []
+        self.it_ws = 0.0
+        self.cool_ws = 0.0
+
+    def add(self, cells: list[Key], slot: np.ndarray, v: np.ndarray, it_part: float, cool_part: float,
+            it_ws: float, cool_ws: float) -> None:
+        """One bin's entries (``v``: [GPU J, node-seconds, …] per entry) and its measured energies."""
+        self.code.append(np.array([self.keys.setdefault(c, len(self.keys)) for c in cells], dtype=np.int64))
+        self.slot.append(slot)
+        self.gpu_j.append(v[:, 0])
+        self.node_s.append(v[:, 1])
+        self.it_part.append(np.full(len(cells), it_part))
+        self.cool_part.append(np.full(len(cells), cool_part))
+        self.it_ws += it_ws
+        self.cool_ws += cool_ws
 
 
 class JobEnergy:
     """Per (job, stage): IT, cooling and GPU energy (kWh) since the engine started, node-wise split."""
 
-    def __init__(self, rack: RackInfo, bin_s: float, slots: StageSlots, gap_s: float = math.inf) -> None:
+    def __init__(self, rack: RackInfo, bin_s: float, slots: StageSlots, gap_s: float = math.inf,
+                 window_s: float | None = None) -> None:
+        self.rack = rack
         self.nodes = NodeStages(rack)
         self.slots = slots  # the engine's stage-slot table: the node power model's stages are its slots
         self.power = NodePowerModel(bin_s)
+        self.feeds = FeedShares()
         self.bin_s = float(bin_s)
+        self.bins_per_window = max(1, round((window_s or bin_s) / bin_s))
         self.gap_s = gap_s
-        self.cells: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # → [it, cooling, gpu] kWh
+        self.cells: OrderedDict[Key, np.ndarray] = OrderedDict()  # → [it, cooling, gpu] kWh
         self.evicted_kwh = 0.0
         # bin index → (node, cell) → [GPU W·s, node-seconds, node-seconds labelled by a hint]
-        self._open: dict[int, dict[tuple[int, tuple[str, str]], np.ndarray]] = {}
+        self._open: dict[int, dict[tuple[int, Key], np.ndarray]] = {}
+        # the windows not yet final, oldest first: (window index, its accounted bins)
+        self._windows: list[_Window] = []
         self._pend_ts = math.nan
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
-        self._pend_keys: list[tuple[str, str]] = []  # per node: the (job, stage) cell of the last row
+        self._pend_keys: list[Key] = []  # per node: the (job, stage) cell of the last row
+        self._gpu_w = np.zeros(0)  # per node: the last GPU reading and its time (the hold)
+        self._gpu_ts = np.zeros(0)
+        self._feed_ts: dict[str, float] = {}  # per feed: its last reading's time
 
     # ----------------------------------------------------------------------------- rows
     def observe(self, chunk: TraceChunk, t0: float, rack_hints: np.ndarray, rack_labels: np.ndarray,
                 hints: NodeHints | None) -> None:
         """Rows as the engine classifies them (cleaned, in time order): each node's stage, job and
-        GPU power, integrated into the bins they fall in."""
+        GPU power, integrated into the bins they fall in; the PDU readings among them teach the model."""
         n = len(chunk)
         if not n or not math.isfinite(t0):
             return
         stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
-        power = self._node_power(chunk)
+        power = self._held(chunk.ts, self._node_power(chunk))
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
+        self._learn(chunk, power, keys, codes)
         ts = chunk.ts
         prev = self._pend_ts
         if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
@@ -107,8 +162,74 @@ class JobEnergy:
             out[:, np.unique(node)] = node_totals(held, node)
         return out
 
+    def _held(self, ts: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Each node's GPU power with a missed poll filled by its last reading, up to ``GPU_HOLD_S``
+        old (a node whose GPUs stop reporting for longer is off)."""
+        if self._gpu_w.size != power.shape[1]:
+            self._gpu_w = np.full(power.shape[1], np.nan)
+            self._gpu_ts = np.full(power.shape[1], -np.inf)
+        vals = np.vstack([self._gpu_w[None, :], power])
+        times = np.concatenate(([0.0], ts))
+        known = np.isfinite(vals)
+        idx = np.maximum.accumulate(np.where(known, np.arange(len(vals))[:, None], 0), axis=0)
+        src_ts = np.where(idx == 0, self._gpu_ts[None, :], times[idx])
+        filled = np.take_along_axis(vals, idx, axis=0)
+        out: np.ndarray = np.where(times[:, None] - src_ts <= GPU_HOLD_S, filled, np.nan)[1:]
+        last = known[1:].any(axis=0)
+        if last.any():
+            rows = len(ts) - 1 - np.argmax(known[1:][::-1], axis=0)
+            self._gpu_w = np.where(last, power[rows, np.arange(power.shape[1])], self._gpu_w)
+            self._gpu_ts = np.where(last, ts[rows], self._gpu_ts)
+        return out
+
+    def _learn(self, chunk: TraceChunk, power: np.ndarray, keys: list[Key], codes: np.ndarray) -> None:
+        """Teach the node power model each PDU feed's readings (over the feed's share of the rack)
+        against the nodes' GPU power and cells at the same rows. A reading stands for the time since
+        its feed's previous one (at most ``GPU_HOLD_S``), shared by the feeds read."""
+        feeds = [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]
+        known = np.isfinite(power)
+        valid: dict[str, np.ndarray] = {}
+        for f in feeds:
+            p = chunk.numeric[f]
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(p) & (p >= 0) & (p <= self.rack.max_power_w(f))
+            if ok.any():
+                valid[f] = np.flatnonzero(ok)
+                self.feeds.update(f, chunk.ts[ok], p[ok])
+        if not valid or not keys:
+            return
+        now = float(chunk.ts[-1])
+        slot = np.array([self.slots.slot(stage, now) for _, stage in keys], dtype=np.int64)
+        col = self.power.cell_columns(keys) - self.power.first_cell
+        rows = np.unique(np.concatenate(list(valid.values())))
+        rows = rows[known[rows].any(axis=1)]  # GPU telemetry at that instant: the features exist
+        if not rows.size:
+            return
+        pos = {int(r): i for i, r in enumerate(rows)}
+        on = known[rows]
+        code = codes[rows]
+        r_i, n_i = np.nonzero(on)
+        by_slot = np.zeros((rows.size, N_SLOTS))
+        by_col = np.zeros((rows.size, MODEL_CELLS))
+        np.add.at(by_slot, (r_i, slot[code[r_i, n_i]]), 1.0)
+        np.add.at(by_col, (r_i, col[code[r_i, n_i]]), 1.0)
+        gpu_w = np.where(on, power[rows], 0.0).sum(axis=1)
+        n_on = on.sum(axis=1).astype(float)
+        for f, idx in valid.items():
+            share = self.feeds.share(f)
+            idx = idx[np.isin(idx, rows)]
+            if not idx.size or not share > 0:
+                continue
+            t = chunk.ts[idx]
+            prev = np.concatenate(([self._feed_ts.get(f, -math.inf)], t[:-1]))
+            self._feed_ts[f] = float(t[-1])
+            weight = np.minimum(t - prev, GPU_HOLD_S) / self.bin_s / len(valid)
+            i = np.array([pos[int(r)] for r in idx])
+            self.power.add_readings(t, gpu_w[i], n_on[i], by_slot[i], by_col[i],
+                                    chunk.numeric[f][idx] / share, weight, self.nodes.n)
+
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
-                   h: np.ndarray, keys: list[tuple[str, str]], t0: float) -> None:
+                   h: np.ndarray, keys: list[Key], t0: float) -> None:
         src, dt, bins = split_pieces(starts, ends, t0, self.bin_s)
         p, code = w[src], c[src]
         known = np.isfinite(p)
@@ -156,53 +277,62 @@ class JobEnergy:
         return out
 
     def account(self, start: np.ndarray, sums: np.ndarray, t0: float) -> None:
-        """Completed bins (the engine's, time ordered): split each bin's measured energy over the
-        cells its rows fell in; accumulators of bins that will never close (a gap) are dropped."""
+        """Completed bins (the engine's, time ordered): each bin's entries join its window, whose
+        measured energy is split when its last bin is accounted (or a later window's first is);
+        accumulators of bins that will never close (a gap) are dropped."""
         for i in range(len(start)):
             idx = round((float(start[i]) - t0) / self.bin_s)
-            for stale in [b for b in self._open if b < idx]:
-                del self._open[stale]
+            while self._open and (first := next(iter(self._open))) < idx:  # bins arrive in time order:
+                del self._open[first]  # the stale ones are the first (a chunk's rows can span a day)
+            window = idx // self.bins_per_window
+            if not self._windows or self._windows[-1].idx != window:
+                self._windows.append(_Window(window))
             acc = self._open.pop(idx, None)
             if acc:
-                self._split(acc, sums[i], float(start[i]))
+                self._add_bin(self._windows[-1], acc, sums[i], float(start[i]))
+            self.power.bin_done()
+            while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
+                for cell, e in self._split(self._windows.pop(0)).items():
+                    self._cell(cell)[:] += e
 
-    def _split(self, acc: dict[tuple[int, tuple[str, str]], np.ndarray], row: np.ndarray, ts: float) -> None:
-        """Split one bin over the nodes by the learned node power model (``node_power``), then
-        within a node over its (job, stage) cells: the PSUs' loss on each cell's GPU energy, each
-        stage's learned non-GPU extra, and the rest of the node's power (fans, which follow the
-        heat over tens of seconds) by time: stages alternating within seconds share the fans."""
+    def _add_bin(self, window: _Window, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray,
+                 ts: float) -> None:
+        """One bin's entries and the parts of the bin the PDUs and the cooling unit measured."""
         entries = list(acc)
-        v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds] per (node, cell)
-        node = np.array([n for n, _ in entries])
-        it_ws, cool_ws = float(row[F["pdu_ws"]]), float(row[F["cool_ws"]])
-        pdu_s, dur = float(row[F["pdu_s"]]), float(row[F["dur_s"]])
-        m = self.power
-        node_g = np.bincount(node, weights=v[:, 0])
-        node_s = np.bincount(node, weights=v[:, 1])
-        slot = [self.slots.slot(stage, ts) for _, (_, stage) in entries]
-        stage_w = m.stage_w(np.array(slot, dtype=np.int64))
-        node_w = m.node_weights(node_g, node_s) + np.bincount(node, weights=stage_w * v[:, 1],
-                                                                      minlength=node_g.size)
-        inner = IT_PER_GPU_W * v[:, 0] + stage_w * v[:, 1]
-        on = node_s > 0
-        rest = np.where(on, node_w - np.bincount(node, weights=inner, minlength=node_g.size), 0.0)
-        rest /= np.where(on, node_s, 1.0)  # the node's unexplained W per second: shared by time
-        weight = np.maximum(inner + rest[node] * v[:, 1], 0.0)
-        total = float(weight.sum())
-        frac = weight / total if total > 0 else v[:, 1] / max(float(v[:, 1].sum()), 1e-9)
-        if dur > 0 and pdu_s >= MIN_KNOWN * dur:  # learn from bins whose IT power is known
-            by_slot = np.bincount(slot, weights=v[:, 1] / dur, minlength=N_SLOTS)
-            x = m.features(float(node_g.sum()) / dur, node_s / dur, by_slot, self.nodes.n)
-            m.learn(x, it_ws / pdu_s, self.nodes.n)
-        for j, (_, cell) in enumerate(entries):
-            e = self._cell(cell)
-            if pdu_s > 0:
-                e[0] += frac[j] * it_ws / J_PER_KWH
-            if float(row[F["cool_s"]]) > 0:
-                e[1] += frac[j] * cool_ws / J_PER_KWH
-            e[2] += v[j, 0] / J_PER_KWH
+        v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds, hinted node-seconds] per (node, cell)
+        cells = [cell for _, cell in entries]
+        dur = float(row[F["dur_s"]])
+        slot = np.array([self.slots.slot(stage, ts) for _, stage in cells], dtype=np.int64)
+        it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
+        cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
+        it_ws = float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
+        cool_ws = float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
+        window.add(cells, slot, v, it_part, cool_part, it_ws, cool_ws)
 
-    def _cell(self, cell: tuple[str, str]) -> np.ndarray:
+    def _split(self, window: _Window) -> dict[Key, np.ndarray]:
+        """A window's [IT, cooling, GPU] kWh per cell: its measured energy split in proportion to the
+        entries' energies as the model now says (by node time where it says none), each entry over
+        the part of its bin that was measured."""
+        if not window.code:
+            return {}
+        code = np.concatenate(window.code)
+        gpu_j, node_s = np.concatenate(window.gpu_j), np.concatenate(window.node_s)
+        keys = list(window.keys)
+        model = np.maximum(self.power.energy_j(gpu_j, node_s, np.concatenate(window.slot), code, keys), 0.0)
+        out = np.zeros((len(keys), 3))
+        for k, (part, measured) in enumerate(((np.concatenate(window.it_part), window.it_ws),
+                                              (np.concatenate(window.cool_part), window.cool_ws))):
+            weight = model * part
+            if weight.sum() <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
+                weight = node_s * part
+            total = float(weight.sum())
+            if total > 0:
+                out[:, k] = np.bincount(code, weights=weight * (measured / total), minlength=len(keys))
+        out[:, 2] = np.bincount(code, weights=gpu_j, minlength=len(keys))
+        out /= J_PER_KWH
+        return dict(zip(keys, out, strict=True))
+
+    def _cell(self, cell: Key) -> np.ndarray:
         e = self.cells.pop(cell, None)
         if e is None:
             e = np.zeros(3)
@@ -220,21 +350,35 @@ class JobEnergy:
         return {node: {"stage": stage, "job": "" if job == NO_JOB else job}
                 for node, (job, stage) in zip(ids, self._pend_keys, strict=False)}
 
+    def _totals(self) -> dict[Key, np.ndarray]:
+        """The closed windows' cells plus the open window split by what it has so far."""
+        out = {cell: e.copy() for cell, e in self.cells.items()}
+        for window in self._windows:
+            for cell, e in self._split(window).items():
+                out[cell] = out.get(cell, np.zeros(3)) + e
+        return out
+
     def table(self) -> dict[str, dict[str, dict[str, float]]]:
         """{job: {stage: {"it", "cooling", "facility", "gpu"}}} in kWh (job ``NO_JOB``: none reported)."""
         out: dict[str, dict[str, dict[str, float]]] = {}
-        for (job, stage), e in sorted(self.cells.items()):
+        for (job, stage), e in sorted(self._totals().items()):
             out.setdefault(job, {})[stage] = {"it": float(e[0]), "cooling": float(e[1]),
                                               "facility": float(e[0] + e[1]), "gpu": float(e[2])}
         return out
 
     def state(self) -> dict[str, Any]:
-        return {"cells": [[job, stage, *map(float, e)] for (job, stage), e in self.cells.items()],
-                "evicted_kwh": self.evicted_kwh, "nodes": self.nodes.state(), "power": self.power.state()}
+        """Totals (the open window's split so far included: a restart loses none of it), the
+        per-node inferrers, the node power model and the feeds' shares."""
+        totals = self._totals()
+        cells = [*self.cells, *(c for c in totals if c not in self.cells)][-MAX_CELLS:]
+        return {"cells": [[job, stage, *map(float, totals[(job, stage)])] for job, stage in cells],
+                "evicted_kwh": self.evicted_kwh, "nodes": self.nodes.state(), "power": self.power.state(),
+                "feeds": self.feeds.state()}
 
     def load(self, state: dict[str, Any]) -> None:
-        """Restore totals and the per-node inferrers; a malformed entry raises ValueError."""
+        """Restore totals, the per-node inferrers and the model; a malformed entry raises ValueError."""
         self.cells.clear()
+        self._windows.clear()
         for entry in list(state.get("cells", []))[-MAX_CELLS:]:
             job, stage, it, cool, gpu = entry
             values = np.array([float(it), float(cool), float(gpu)])
@@ -246,9 +390,11 @@ class JobEnergy:
             self.nodes.load(state["nodes"])
         if state.get("power"):
             self.power.load(state["power"])
+        if state.get("feeds"):
+            self.feeds.load(state["feeds"])
 
 
-def _cell_codes(stage: np.ndarray, job: np.ndarray) -> tuple[list[tuple[str, str]], np.ndarray]:
+def _cell_codes(stage: np.ndarray, job: np.ndarray) -> tuple[list[Key], np.ndarray]:
     """The distinct (job, stage) cells of (rows × nodes) labels and each entry's cell index."""
     pairs = np.char.add(np.char.add(job.astype(str), "\x1f"), stage.astype(str))
     uniq, inv = np.unique(pairs, return_inverse=True)

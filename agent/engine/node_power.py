@@ -1,33 +1,37 @@
-"""``NodePowerModel``: what each powered node of a rack draws at the PDU, learned from the rack's bins.
+"""``NodePowerModel``: what each powered node of a rack draws at the PDU, per (job, stage), learned
+from the rack's PDU readings.
 
 Why: splitting a bin's measured IT energy over the jobs needs each node's share. A node's AC power
 is its GPU power through the PSUs plus a non-GPU part (CPUs, memory, NICs, storage, fans) that
-depends on the stage — data loading and checkpoints keep CPUs and storage busy while the GPUs
-idle. Splitting the non-GPU part evenly credits a checkpointing job with too little and a
-training one with too much.
+depends on what its job does: data loading and checkpoints keep CPUs and storage busy while the
+GPUs idle, an all-reduce keeps the NICs busy, and two jobs of different kinds differ in each stage
+(bench/job_energy.py: on the twin's two-job racks one job's grad_sync node drew 650 W more beside
+its GPUs than the other's). A per-stage term shared by every job credits one job with the other's
+CPUs.
 
-Model, per bin and node n (mean powers; G_n the node's GPU power, t_n its share of the bin
-powered, t_{n,s} in stage s): P_n = k·G_n + b·t_n + Σ_s d_s·t_{n,s}. k: IT watts per GPU watt
-(the PSUs' loss plus the server fans that speed up with the GPU heat), kept in [K_MIN, K_MAX] as
-stage_attribution does; b: the base per powered node; d_s: stage s's own non-GPU extra. Only
-Σ_n P_n is measured (the PDUs), so k, b and d_s come from exponentially weighted least squares
-over bins (``response.EWLS``, half-life ``HALFLIFE_H``) with a ridge prior that holds k at the
-PSUs' typical loss and every d_s at 0 until the data tells them apart (nodes of different jobs
-in different stages, stage mixes changing). A stage whose GPU power hardly varies leaves k and its d_s partly
-interchangeable; the split of a node's total is what the bench scores. Tried and left out: terms
-in the node's GPU power squared and cubed (PSU I²R loss, fan cube law): from rack-level sums they
-were not identifiable and made the twin's per-job split worse (bench/job_energy.py).
-It only splits what was measured: the split always adds up to the bin's IT energy.
+Model, per node n at an instant (G_n its GPU power, c its (job, stage) cell, s its stage):
+``P_n = k·G_n + b + d_s + e_c``. k: IT watts per GPU watt (the PSUs' loss), kept in [K_MIN, K_MAX]
+as stage_attribution does; b: the base of a powered node; d_s: stage s's extra, pooled over the
+jobs; e_c: the cell's own deviation from it. A ridge prior holds k at the PSUs' typical loss and
+d_s, e_c at 0 until the data tells them apart, so a cell just seen costs what its stage costs on
+this rack (hierarchical: what every job's stage shares goes to d_s, what one job does on top of
+it to e_c).
 
-Stages are the engine's stage slots (``stage_slots.StageSlots``, the one table of stage labels):
-one column per slot, reset with the slot when the table evicts its label.
-
-Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS``)² normal matrix.
+What it learns from: each PDU feed's instantaneous power readings, against the nodes' GPU power
+and cells at the same instant (``add_readings``). Not from bin energies: a feed polled every 20–30 s
+smears a bin's energy over its neighbours, and training alternates forward/backward ↔ grad_sync
+within seconds, so bin targets hide the difference between those two stages (least squares on
+them traded 1 kW between a job's forward_backward and grad_sync cells on the twin); a reading is
+an exact snapshot, taken at a random phase of the step. A feed carries a share of every node (A/B
+feeds: about half), so a reading is divided by its feed's share of the rack (``FeedShares``): the
+nodes' small imbalances between feeds cancel between the feeds' readings.
+Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS`` + ``MODEL_CELLS``)² normal matrix, the cell table.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -41,60 +45,46 @@ from agent.engine.stage_slots import N_SLOTS
 IT_PER_GPU_W = 1.0 / 0.93
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
-# Prior strength in bins' worth of evidence (a bin's features are of order 1 in these units). A
-# stage's column is its share of the nodes, 0.1–0.5 per bin, so 24 is half an hour to an hour of
-# bins in which that stage ran: stages that always alternate together (forward/backward and
-# grad_sync) stay near the prior instead of trading watts between them (bench/job_energy.py: a
-# prior of 4 bins doubled the twin's worst stage error).
-RIDGE_BINS = 24.0
-FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage
+# Prior strength in bins' worth of evidence (a reading weighs the time it stands for, in bins: see
+# ``add_readings``). A column is its share of the nodes, 0.1–0.5, so 4 is 2–10 min of the stage (or
+# cell) running before the data outweighs the prior: readings are exact snapshots, not smeared bins,
+# so minutes of them tell a cell's cost. (Offline on dev seeds 1–2: 24 held a job's brief data
+# loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
+RIDGE_BINS = 4.0
+FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage slot, then one per cell
+# A rack of up to 8 nodes runs at most 8 jobs side by side, each reporting about 8 stages (the six
+# canonical ones, "unknown", one custom): older cells are forgotten and re-learned from d_s.
+MODEL_CELLS = 64
 # The coefficients move with a day's half-life: solving every 20 bins (5 min of 15-s bins) changes
 # them by < 0.3 % between solves and keeps the solve off the per-bin path of a month-long replay.
 SOLVE_EVERY_BINS = 20
-BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first bin)
+BASE_RIDGE = 1e-6  # b is unregularised (only kept solvable before the first reading)
+
+Cell = tuple[str, str]  # (job, stage)
 
 
 class NodePowerModel:
-    """IT watts per GPU watt and non-GPU watts of a powered node (base, per stage), learned."""
+    """IT watts per GPU watt and non-GPU watts of a powered node (base, per stage, per cell), learned."""
 
     def __init__(self, bin_s: float) -> None:
-        self.n = FIRST_STAGE + N_SLOTS
-        self.decay = 0.5 ** (bin_s / (HALFLIFE_H * 3600.0))
+        self.bin_s = float(bin_s)
+        self.first_cell = FIRST_STAGE + N_SLOTS
+        self.n = self.first_cell + MODEL_CELLS
+        self.halflife_s = HALFLIFE_H * 3600.0
         ridge = np.full(self.n, RIDGE_BINS)
         ridge[1] = BASE_RIDGE
         self._fit = EWLS(1, self.n, ridge)  # solved with its ridge anchored at the prior, not the last fit
         self._prior = np.zeros((1, self.n))
         self._prior[0, 0] = IT_PER_GPU_W
         self._fit.theta[...] = self._prior
+        self._cells: OrderedDict[Cell, int] = OrderedDict()  # cell → its column (least recent first)
+        self._last_ts = math.nan  # the time the statistics were last decayed to
         self.bins = 0
 
     @property
     def theta(self) -> np.ndarray:
-        """The coefficients [k, b, d_0 … d_S-1] in ``SCALE_W`` units (k unbounded)."""
+        """The coefficients [k, b, d_0 … d_S-1, e_0 … e_C-1] in ``SCALE_W`` units (k unbounded)."""
         out: np.ndarray = self._fit.theta[0]
-        return out
-
-    def reset_slot(self, slot: int) -> None:
-        """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
-        col = FIRST_STAGE + slot
-        self._fit.R[0, col, :] = 0.0
-        self._fit.R[0, :, col] = 0.0
-        self._fit.r[0, col] = 0.0
-        self._fit.solve(self._prior)
-
-    def features(self, gpu_w: float, on: np.ndarray, nodes_by_slot: np.ndarray, n_nodes: int) -> np.ndarray:
-        """One bin's features: the rack's GPU power (W), each node's powered share of the bin
-        (``on``) and the powered nodes in each stage slot (``nodes_by_slot``, means over the bin)."""
-        x = np.empty(self.n)
-        per = SCALE_W * max(n_nodes, 1)
-        x[0] = gpu_w / per
-        x[1] = float(on.sum()) * SCALE_W / per
-        x[FIRST_STAGE:] = nodes_by_slot * SCALE_W / per
-        return x
-
-    def node_weights(self, gpu_ws: np.ndarray, on_s: np.ndarray) -> np.ndarray:
-        """Each node's modelled energy over a bin (J) without its stages' extras: k·G + b·t."""
-        out: np.ndarray = self.k * gpu_ws + float(self.theta[1]) * SCALE_W * on_s
         return out
 
     @property
@@ -102,29 +92,157 @@ class NodePowerModel:
         """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
         return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
+    # ----------------------------------------------------------------------------- columns
+    def reset_slot(self, slot: int) -> None:
+        """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
+        self._reset_column(FIRST_STAGE + slot)
+        self._fit.solve(self._prior)
+
+    def cell_columns(self, cells: list[Cell]) -> np.ndarray:
+        """Each cell's column index, a new cell taking the least recently used column (forgotten)."""
+        out = np.empty(len(cells), dtype=np.int64)
+        for i, cell in enumerate(cells):
+            col = self._cells.pop(cell, None)
+            if col is None:
+                if len(self._cells) >= MODEL_CELLS:
+                    _, col = self._cells.popitem(last=False)
+                    self._reset_column(self.first_cell + col)
+                else:
+                    col = len(self._cells)
+            self._cells[cell] = col
+            out[i] = self.first_cell + col
+        return out
+
+    def _reset_column(self, col: int) -> None:
+        self._fit.R[0, col, :] = 0.0
+        self._fit.R[0, :, col] = 0.0
+        self._fit.r[0, col] = 0.0
+        self._fit.theta[0, col] = self._prior[0, col]
+
+    def cell_w(self, cell: Cell, slot: int) -> float:
+        """A powered node's non-GPU watts in ``cell`` (stage slot ``slot``): b + d_s + e_c."""
+        col = self._cells.get(cell)
+        e = float(self.theta[self.first_cell + col]) if col is not None else 0.0
+        return (float(self.theta[1]) + float(self.theta[FIRST_STAGE + slot]) + e) * SCALE_W
+
     def stage_w(self, slot: int | np.ndarray) -> np.ndarray:
-        """The learned non-GPU extra of a powered node in stage slot(s) ``slot`` (W)."""
+        """The learned pooled non-GPU extra d_s of a powered node in stage slot(s) ``slot`` (W)."""
         out: np.ndarray = self.theta[FIRST_STAGE + np.asarray(slot, dtype=np.int64)] * SCALE_W
         return out
 
-    def learn(self, x: np.ndarray, it_w: float, n_nodes: int) -> None:
-        """One bin: its features and its measured mean IT power (W)."""
-        if not math.isfinite(it_w) or not np.all(np.isfinite(x)):
+    # ----------------------------------------------------------------------------- use
+    def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
+                 cells: list[Cell]) -> np.ndarray:
+        """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
+        ``node_s`` in stage slots ``slots``, entry i in cell ``cells[code[i]]`` (a cell without a
+        column costs its stage's)."""
+        th = self.theta
+        cols = [self._cells.get(c) for c in cells]
+        per_cell = np.array([th[self.first_cell + col] if col is not None else 0.0 for col in cols])
+        non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + per_cell[code]) * SCALE_W
+        out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
+        return out
+
+    # ----------------------------------------------------------------------------- learning
+    def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, on: np.ndarray, by_slot: np.ndarray,
+                     by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray, n_nodes: int) -> None:
+        """Readings of the rack's IT power ``it_w`` (W, a feed's reading over its share) at times
+        ``ts``, with the rack's GPU power, powered nodes, and powered nodes per stage slot and per
+        cell column at the same instants; ``weight``: the bins' worth of time each reading stands for.
+        """
+        ok = np.isfinite(it_w) & np.isfinite(gpu_w) & (weight > 0)
+        if not ok.any():
             return
-        y = it_w / (SCALE_W * max(n_nodes, 1))
-        self._fit.add_row(x, y, self.decay)
+        per = SCALE_W * max(n_nodes, 1)
+        x = np.zeros((int(ok.sum()), self.n))
+        x[:, 0] = gpu_w[ok] / per
+        x[:, 1] = on[ok] * SCALE_W / per
+        x[:, FIRST_STAGE:self.first_cell] = by_slot[ok] * SCALE_W / per
+        x[:, self.first_cell:] = by_col[ok] * SCALE_W / per
+        t = ts[ok]
+        t_end = float(t.max())
+        since = t_end - self._last_ts if math.isfinite(self._last_ts) else 0.0
+        lam = 0.5 ** (max(since, 0.0) / self.halflife_s)
+        w = weight[ok] * 0.5 ** ((t_end - t) / self.halflife_s)
+        self._fit.add(x[None], (it_w[ok] / per)[None], w[None], lam)
+        self._last_ts = t_end if not math.isfinite(self._last_ts) else max(self._last_ts, t_end)
+
+    def bin_done(self) -> None:
+        """One more bin accounted: the coefficients are solved every ``SOLVE_EVERY_BINS``."""
         self.bins += 1
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
             self._fit.solve(self._prior)
 
+    # ----------------------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
-        return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins}
+        return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins,
+                "cells": [[job, stage, col] for (job, stage), col in self._cells.items()],
+                "last_ts": self._last_ts if math.isfinite(self._last_ts) else None}
 
     def load(self, state: dict[str, Any]) -> None:
+        """Restore the statistics; a state of another layout (an older build's per-stage model) is
+        not used: the model starts from its prior and re-learns within hours."""
         a, r = np.asarray(state["a"], dtype=float), np.asarray(state["r"], dtype=float)
-        finite = bool(np.all(np.isfinite(a)) and np.all(np.isfinite(r)))
-        if a.shape != (self.n, self.n) or r.shape != (self.n,) or not finite:
+        if a.shape != (self.n, self.n) or r.shape != (self.n,):
+            return
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
             raise ValueError(f"node power model: expected finite {self.n}×{self.n} arrays")
+        cells: OrderedDict[Cell, int] = OrderedDict()
+        for job, stage, col in state.get("cells", []):
+            if not 0 <= int(col) < MODEL_CELLS:
+                raise ValueError(f"node power model: cell column {col} outside 0…{MODEL_CELLS - 1}")
+            cells[(str(job), str(stage))] = int(col)
         self._fit.R[0], self._fit.r[0] = a, r
+        self._cells = cells
         self.bins = int(state.get("bins", 0))
+        last = state.get("last_ts")
+        self._last_ts = float(last) if last is not None else math.nan
         self._fit.solve(self._prior)
+
+
+class FeedShares:
+    """Each PDU feed's share of the rack's power, from the means of its own readings.
+
+    Why: a feed's reading is a share of every node's power (A/B feeds: about half each); dividing it
+    by that share makes it a reading of the rack. Readings are taken at random phases of the load,
+    so their long-run means, over the same half-life as the model, compare the feeds fairly.
+    """
+
+    def __init__(self) -> None:
+        self._sum: dict[str, float] = {}
+        self._count: dict[str, float] = {}
+        self._last_ts = math.nan
+
+    def update(self, feed: str, ts: np.ndarray, power_w: np.ndarray) -> None:
+        """Readings of one feed (finite, in range) at times ``ts``."""
+        if not power_w.size:
+            return
+        t_end = float(ts.max())
+        if math.isfinite(self._last_ts) and t_end > self._last_ts:
+            lam = 0.5 ** ((t_end - self._last_ts) / (HALFLIFE_H * 3600.0))
+            self._sum = {k: v * lam for k, v in self._sum.items()}
+            self._count = {k: v * lam for k, v in self._count.items()}
+        if not math.isfinite(self._last_ts) or t_end > self._last_ts:
+            self._last_ts = t_end
+        w = 0.5 ** ((self._last_ts - ts) / (HALFLIFE_H * 3600.0))
+        self._sum[feed] = self._sum.get(feed, 0.0) + float((w * power_w).sum())
+        self._count[feed] = self._count.get(feed, 0.0) + float(w.sum())
+
+    def share(self, feed: str) -> float:
+        """The feed's share of the rack (NaN before its first reading or while the rack draws nothing)."""
+        means = {k: self._sum[k] / c for k, c in self._count.items() if c > 0}
+        total = sum(means.values())
+        return means[feed] / total if feed in means and total > 0 else math.nan
+
+    def state(self) -> dict[str, Any]:
+        return {"sum": self._sum, "count": self._count,
+                "last_ts": self._last_ts if math.isfinite(self._last_ts) else None}
+
+    def load(self, state: dict[str, Any]) -> None:
+        s = {str(k): float(v) for k, v in state.get("sum", {}).items()}
+        c = {str(k): float(v) for k, v in state.get("count", {}).items()}
+        if not all(math.isfinite(v) and v >= 0 for v in (*s.values(), *c.values())):
+            raise ValueError("feed shares: sums and counts must be finite and ≥ 0")
+        self._sum, self._count = s, c
+        last = state.get("last_ts")
+        self._last_ts = float(last) if last is not None else math.nan
