@@ -39,6 +39,7 @@ from agent.engine.response import (
 from agent.engine.shadow import ShadowFits
 from agent.engine.signals import F
 from agent.engine.window_buffer import Prediction, WindowBuffer
+from agent.stages.job_scope import last_true_ts
 
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
 # GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
@@ -174,8 +175,7 @@ class ResponseModel:
     def _gpu_fresh(self, sums: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Per bin: was GPU telemetry known within ``GPU_FRESH_S`` (in the bin or just before)?"""
         end = start + self.bin_s
-        seen_end = np.where(sums[:, F["gpu_s"]] > 0, end, -np.inf)
-        last = np.maximum.accumulate(np.concatenate(([self.gpu_seen_ts], seen_end)))[1:]
+        last = last_true_ts(end, sums[:, F["gpu_s"]] > 0, self.gpu_seen_ts)
         if last.size:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
