@@ -138,7 +138,7 @@ class ResponseModel:
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
-        Xs = stage_it_features(node_frac, self.job_rate_n(sums, jobs), rated_share(sums))
+        Xs = stage_it_features(node_frac, *self.job_rate_n(sums, jobs), rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
@@ -181,9 +181,12 @@ class ResponseModel:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
 
-    def job_rate_n(self, sums: np.ndarray, jobs: list[str]) -> np.ndarray:
-        """The bins' work rate relative to their own job's peak (0 where none was reported)."""
-        return self.job_rates.normalised(list(jobs), bin_work_rate(sums))
+    def job_rate_n(
+        self, sums: np.ndarray, jobs: list[str], learn: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The bins' work rate relative to their own job's peak and to its usual rate (0 where none
+        was reported); ``learn``: the first pass over these bins (``JobRates.normalised``)."""
+        return self.job_rates.normalised(list(jobs), bin_work_rate(sums), learn)
 
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray, gpu_level_w: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
@@ -272,7 +275,8 @@ class ResponseModel:
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~held
         if rows_s.any():
-            Xs = stage_it_features(wb.node_frac[:n], self.job_rate_n(sums, wb.jobs[:n]), rated_share(sums))
+            rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
+            Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 

@@ -93,12 +93,12 @@ def test_where_no_stage_is_known_the_stage_only_model_follows_power_that_falls_a
     rng = np.random.default_rng(3)
     n = 2000
     state = rng.integers(0, 4, n)  # 0 no job, 1 stalled, 2 training, 3 evaluating
-    rate = np.array([0.0, 0.0, 0.67, 1.0])[state]
+    rate = np.array([0.0, 0.0, 1.0, 1.5])[state]  # over the job's usual rate
     rated = (state > 0).astype(float)
     power = np.array([0.30, 0.45, 1.00, 0.75])[state] + rng.normal(0, 0.005, n)
     frac = np.zeros((n, S))
     frac[:, 0] = 1.0  # every bin: no stage known
-    X = stage_it_features(frac, rate, rated)
+    X = stage_it_features(frac, rate / 1.5, rate, rated)
     model = EWLS(1, X.shape[1], stage_it_ridge(S))
     model.update(X[None], power[None], np.ones((1, n)), 1.0)
     err = np.abs(X @ model.theta[0] - power)
@@ -108,5 +108,5 @@ def test_where_no_stage_is_known_the_stage_only_model_follows_power_that_falls_a
     assert np.abs(line @ coef - power).max() > 0.2
     known = frac.copy()
     known[:, 0], known[:, 2] = 0.0, 1.0  # a known stage keeps its own level and slope, no curve
-    Xk = stage_it_features(known, rate, rated)
-    assert not Xk[:, 2 * S:].any() and np.array_equal(Xk[:, S + 2], rate)
+    Xk = stage_it_features(known, rate / 1.5, rate, rated)
+    assert not Xk[:, 2 * S:].any() and np.array_equal(Xk[:, S + 2], rate / 1.5)
