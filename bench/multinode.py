@@ -1,7 +1,7 @@
 """Several jobs on one rack: window accuracy and stage energy on an 8-node, 64-GPU twin rack.
 
     .venv/bin/python bench/multinode.py [--seeds 2] [--first-seed 10000] [--days 2] [--window 900]
-                                        [--drain] [--jobs 2] [--skip-no-gpu]
+                                        [--drain] [--jobs 2] [--skip-no-gpu] [--runs gpu,no-gpu,…]
 
 Each seed draws a randomised rack (agent.sim.randomize ``multijob``: 8 nodes of 8 GPUs, two jobs
 on 4 nodes each, each group with its own job kinds and timeline; ``--drain`` also powers one node
@@ -16,7 +16,7 @@ through ``Engine.process`` (bench/accuracy.py's ``run_scenario``, the same windo
                     (the job on the most nodes): no target, it shows what one label leaves out
   no-gpu            every ``gpu.*`` column and the stage labels removed: no stage is known inside
                     a window (inferring stages needs GPU telemetry), so its forecast is what was
-                    known at the window's start
+                    known at the window's start and the one job's ``job``/``work_rate`` hints
 
 The engine is told each node's GPUs and ids (as a rack's [[node]] sections do), so a drained
 node's GPUs are not scaled from the others (``--whole-rack-coverage`` leaves that out: the rule
@@ -27,6 +27,9 @@ Printed per run: windows predicted after warm-up (%), healthy-window error P50/P
 runs without GPU columns also bench/accuracy.py's naive stage-mean reference (each label stage's
 first-day mean facility power × the window's time in it): the trace's one label column names the
 stage of one job only, so this shows how much of the error the missing per-node stages leave.
+Per seed, also the hint floor (``HintFloor``): each window's facility energy exact except the IT
+power of the nodes the trace's one job column does not describe, forecast from their own past by
+persistence — a bound the ``no-gpu`` runs cannot beat by forecasting those nodes from their past.
 
 Stage energy: the twin's truth credits each node's true AC power to that node's own stage and job
 (truth.json ``node_stage_segments``). The trace format has one ``stage``/``job`` column per row,
@@ -106,9 +109,12 @@ class HintFloor:
     has: the facility power of each window exactly (every node of the hinted job and all cooling,
     from the twin's truth), except the IT power of the nodes the hints do not describe, which is
     forecast from their own past by persistence — the better per window of two forecasters known
-    at its start: the last window's mean and the last 5 minutes' mean (the better one per window
-    is not itself causal, so this floor is lower than any causal forecast of that part). Its P95
-    is a lower bound of what the ``no-gpu`` runs can reach on the same seeds.
+    at its start: the last window's mean and the last 5 minutes' mean (picking the better one per
+    window is not itself causal: the floor is below either forecaster). The twin starts those
+    nodes' evaluations, stalls, checkpoints and job ends at random times (agent/sim/stages.py), so
+    their past cannot say when the next one comes: a forecast of them from their past does about
+    as well as persistence, and the ``no-gpu`` runs, which also have to forecast the hinted job
+    and the cooling, stay above this floor.
     """
 
     RECENT_S = 300  # "the last 5 minutes": a few of the twin's data stalls or steps, one checkpoint
