@@ -1,7 +1,7 @@
 """Several jobs on one rack: window accuracy and stage energy on an 8-node, 64-GPU twin rack.
 
     .venv/bin/python bench/multinode.py [--seeds 2] [--first-seed 10000] [--days 2] [--window 900]
-                                        [--drain] [--jobs 2] [--skip-no-gpu]
+                                        [--drain] [--jobs 2] [--skip-no-gpu] [--runs gpu,no-gpu,…]
 
 Each seed draws a randomised rack (agent.sim.randomize ``multijob``: 8 nodes of 8 GPUs, two jobs
 on 4 nodes each, each group with its own job kinds and timeline; ``--drain`` also powers one node
@@ -16,7 +16,7 @@ through ``Engine.process`` (bench/accuracy.py's ``run_scenario``, the same windo
                     (the job on the most nodes): no target, it shows what one label leaves out
   no-gpu            every ``gpu.*`` column and the stage labels removed: no stage is known inside
                     a window (inferring stages needs GPU telemetry), so its forecast is what was
-                    known at the window's start
+                    known at the window's start and the one job's ``job``/``work_rate`` hints
 
 The engine is told each node's GPUs and ids (as a rack's [[node]] sections do), so a drained
 node's GPUs are not scaled from the others (``--whole-rack-coverage`` leaves that out: the rule
@@ -27,6 +27,10 @@ Printed per run: windows predicted after warm-up (%), healthy-window error P50/P
 runs without GPU columns also bench/accuracy.py's naive stage-mean reference (each label stage's
 first-day mean facility power × the window's time in it): the trace's one label column names the
 stage of one job only, so this shows how much of the error the missing per-node stages leave.
+Per seed, also the hint floor (``HintFloor``; ``--floor-only``: it alone, no engine run): each
+window's facility energy exact except the IT power of the nodes the trace's one job column does not
+describe, forecast from their own past (the best per window of three simple forecasts): what is left
+to any forecast that, like the ``no-gpu`` runs, cannot know those nodes' next stage.
 
 Stage energy: the twin's truth credits each node's true AC power to that node's own stage and job
 (truth.json ``node_stage_segments``). The trace format has one ``stage``/``job`` column per row,
@@ -60,7 +64,7 @@ from agent.engine import Engine
 from agent.sim.params import STAGES
 from agent.sim.randomize import random_multijob_scenario
 from agent.sim.scenarios import Scenario
-from agent.sim.twin import scenario_truth
+from agent.sim.twin import scenario_truth, simulate_hours, trace_meta
 from agent.trace.model import J_PER_KWH, TraceChunk
 
 STAGE_ENERGY_FLOOR = 0.01  # stages with < 1 % of the rack's IT energy are too short to score
@@ -94,6 +98,71 @@ class NodeTruth:
         for (_job, stage), e in self.by_job_stage.items():
             out[stage] += e
         return out
+
+
+class HintFloor:
+    """A reference for racks without GPUs: how well the nodes the hints do not describe can be
+    forecast from their own past, with everything else given exactly.
+
+    Inside a window the engine may read only the hints and what was known at the window's start.
+    The trace's hints (its one ``job``/``work_rate`` column; no stage in the no-label run) describe
+    one job: the nodes running any other job are seen only through the PDUs, so their power inside
+    the window can come only from their past. This reference is given far more than the engine
+    has: the facility energy of each window exactly (every node of the hinted job and all cooling,
+    from the twin's truth), except the IT energy of the nodes the hints do not describe, which is
+    forecast from their own past — per window, the best of three forecasts known at its start:
+    the last window's mean, the last 5 minutes' mean and the last hour's mean. Picking the best
+    per window is not causal, so this reference is below each of the three. The twin starts
+    those nodes' evaluations, stalls, checkpoints and job ends at random times
+    (agent/sim/stages.py), so their past cannot say when the next one comes; what is left is the
+    error of any forecast that does not know them.
+    """
+
+    RECENT_S = 300  # "the last 5 minutes": a few of the twin's data stalls or steps, one checkpoint
+    LONG_S = 3600  # "the last hour": longer than a stall or checkpoint, shorter than most jobs
+
+    def __init__(self, crac_shares: dict[str, float], window_s: float) -> None:
+        self.shares = crac_shares
+        self.window_s = int(window_s)
+        self.facility: list[np.ndarray] = []
+        self.unhinted: list[np.ndarray] = []
+
+    def observe(self, _chunk: TraceChunk, clean: dict[str, np.ndarray]) -> None:
+        share = sum(self.shares.values())  # the twin's one cooling unit: its share of the rack
+        self.facility.append(clean["pdu_power_w"].sum(axis=1) + share * clean["crac_power_w"])
+        other = clean["node_job"] != clean["job"][:, None]  # nodes the trace's job column is not about
+        self.unhinted.append(np.where(other, clean["node_ac_w"], 0.0).sum(axis=1))
+
+    def errors(self) -> np.ndarray:
+        """|reference − true| / true facility energy (%) per window after the first day (1-s rows)."""
+        w = self.window_s
+        fac, un = np.concatenate(self.facility), np.concatenate(self.unhinted)
+        n = len(fac) // w
+        fac_w, un_w = fac[: n * w].reshape(n, w).mean(axis=1), un[: n * w].reshape(n, w)
+        mean_w = un_w.mean(axis=1)
+        first = max(round(86400.0 / w), round(self.LONG_S / w))  # scored like the engine: after 24 h
+        out = []
+        for i in range(first, n):
+            before = un[(i * w) - self.LONG_S : i * w]
+            known = (mean_w[i - 1], before[-self.RECENT_S:].mean(), before.mean())
+            out.append(min(abs(k - mean_w[i]) for k in known) / fac_w[i])
+        return 100.0 * np.asarray(out)
+
+
+def _floor_only(scenario: Scenario, window_s: float) -> HintFloor:
+    """The reference alone: the twin's truth without an engine run (``--floor-only``)."""
+    floor = HintFloor(trace_meta(scenario).crac_shares, window_s)
+    for chunk, clean in simulate_hours(scenario):
+        floor.observe(chunk, clean)
+    return floor
+
+
+def _observe_all(observers: list[Callable[[TraceChunk, dict], None]]) -> Callable[[TraceChunk, dict], None]:
+    """One ``run_scenario`` observer calling each of ``observers`` in turn."""
+    def observe(chunk: TraceChunk, clean: dict) -> None:
+        for f in observers:
+            f(chunk, clean)
+    return observe
 
 
 def _hint_sender(job_ids: list[str]) -> Callable[[Engine], Callable[[np.ndarray, dict], None]]:
@@ -153,10 +222,15 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="node groups (jobs side by side), default 2")
     ap.add_argument("--drain", action="store_true", help="power one node down for 1–6 h")
     ap.add_argument("--skip-no-gpu", action="store_true", help="only the run with GPU columns")
+    ap.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {', '.join(RUNS)}")
+    ap.add_argument("--floor-only", action="store_true", help="only the hint floor (no engine run)")
     ap.add_argument("--whole-rack-coverage", action="store_true",
                     help="do not tell the engine which GPUs each node has (missing GPUs scaled from all)")
     args = ap.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    runs = args.runs.split(",")
+    if unknown := sorted(set(runs) - set(RUNS)):
+        ap.error(f"--runs: unknown {', '.join(unknown)} (known: {', '.join(RUNS)})")
     print(
         f"8 nodes × 8 GPUs, {args.jobs} jobs side by side{', one node drained' if args.drain else ''}; "
         f"{args.days:g} days, window {args.window:g} s, seeds {seeds[0]}…{seeds[-1]}; error = "
@@ -166,6 +240,7 @@ def main() -> int:
     naive: dict[str, list[np.ndarray]] = defaultdict(list)  # the stage-mean reference (no-gpu runs)
     predicted: dict[str, list[float]] = defaultdict(list)
     worst_stage = 0.0
+    floors: list[np.ndarray] = []  # HintFloor per seed
     for seed in seeds:
         sc = random_multijob_scenario(
             seed, days=args.days, nodes=8, per_node=8, jobs=args.jobs, drain=args.drain
@@ -175,11 +250,16 @@ def main() -> int:
         print(f"\nseed {seed}: groups {info['scenario'].get('node_groups')}, kinds {', '.join(kinds)}, "
               f"drains {info['scenario'].get('drains', [])}")
         job_ids = [j["id"] for j in info["jobs"]]
+        floor: HintFloor | None = _floor_only(sc, args.window) if args.floor_only else None
         for name, (no_gpu, no_labels, node_hints) in RUNS.items():
-            if no_gpu and args.skip_no_gpu:
+            if (no_gpu and args.skip_no_gpu) or name not in runs or args.floor_only:
                 continue
             truth = NodeTruth(job_ids)
-            observe = truth.observe if name == "gpu" else None
+            observers = [truth.observe] if name == "gpu" else []
+            if floor is None:  # the reference needs the twin's truth once per seed: the first run's
+                floor = HintFloor(trace_meta(sc).crac_shares, args.window)
+                observers.append(floor.observe)
+            observe = _observe_all(observers) if observers else None
             nodes = () if args.whole_rack_coverage else tuple(tuple(g) for g in info["node_gpus"])
             r = run_scenario(sc, args.window, no_gpu, no_labels, observe=observe, node_gpus=nodes,
                              rack=lambda rack, sc=sc: with_nodes(rack, sc, rack.node_gpus),
@@ -199,6 +279,10 @@ def main() -> int:
                 }
                 worst_stage = max(worst_stage, _stage_table(sc, truth, engine_it))
                 _job_table(truth)
+        if floor is not None:
+            floors.append(floor.errors())
+            print(f"  hint floor (hinted job and cooling exact, the other nodes' IT from their past): "
+                  f"{_fmt(floors[-1])}")
     print("\nall seeds:")
     for name in errs:
         e = np.concatenate(errs[name])
@@ -212,6 +296,8 @@ def main() -> int:
         print(line)
         if naive.get(name):
             print(f"    stage-mean reference       {_fmt(np.concatenate(naive[name]))}")
+    if floors:
+        print(f"  hint floor (unhinted nodes from their past, rest exact) {_fmt(np.concatenate(floors))}")
     print(f"  stage IT energy, engine's rack-wide stages (one stage per bin) vs per-node truth: worst "
           f"{worst_stage:.1f} % (per job and stage, node by node: bench/job_energy.py, target ≤ 2 %)")
     return 0

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engine.signals import column_of
+from agent.stages.job_scope import run_length
 
 RULES: tuple[str, ...] = ("nonfinite", "sentinel", "negative", "above_max", "spike", "stuck", "reset")
 # Register "no reading" codes: -1, -410 (SNMP gauges, PDU sensor probes), 0xFFFF/0x8000/0x7FFF and
@@ -182,9 +183,7 @@ class Hygiene:
         prev[0] = self.last[k]
         prev[1:] = kept[:-1]
         eq = kept == prev
-        pos = np.arange(kept.size)
-        last_break = np.maximum.accumulate(np.where(eq, -1, pos))
-        run = np.where(last_break >= 0, pos - last_break, self.run[k] + pos + 1).astype(float)
+        run = run_length(eq, float(self.run[k])).astype(float)
         rate = float(min(max(self.repeat_rate[k], 1e-3), 0.999))
         limit = max(STUCK_MIN_SAMPLES, math.log(STUCK_FALSE_RATE) / math.log(rate))
         stuck = run >= limit

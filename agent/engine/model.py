@@ -25,6 +25,7 @@ from agent.engine.response import (
     FAN_LAG_S,
     N_COOL,
     N_IT_BASE,
+    N_RATE_CURVE,
     LagBank,
     SingleLag,
     cooling_features,
@@ -39,6 +40,7 @@ from agent.engine.response import (
 from agent.engine.shadow import ShadowFits
 from agent.engine.signals import F
 from agent.engine.window_buffer import Prediction, WindowBuffer
+from agent.stages.job_scope import last_true_ts
 
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
 # GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
@@ -71,7 +73,7 @@ class ResponseModel:
         self.it = EWLS(1, N_IT_BASE + n_slots, it_ridge(n_slots))
         # IT from stages and work rate alone: predicts bins without fresh GPU telemetry (PDU-only
         # racks, GPU sources down) and the whole rack until the GPU model has warmed up.
-        self.it_stage = EWLS(1, 2 * n_slots, stage_it_ridge(n_slots))
+        self.it_stage = EWLS(1, 2 * n_slots + N_RATE_CURVE, stage_it_ridge(n_slots))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
         self.shadow = ShadowFits(self.fits())  # what held components would have learned (shadow.py)
@@ -136,7 +138,7 @@ class ResponseModel:
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
-        Xs = stage_it_features(node_frac, self.job_rate_n(sums, jobs))
+        Xs = stage_it_features(node_frac, *self.job_rate_n(sums, jobs), rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
@@ -174,15 +176,17 @@ class ResponseModel:
     def _gpu_fresh(self, sums: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Per bin: was GPU telemetry known within ``GPU_FRESH_S`` (in the bin or just before)?"""
         end = start + self.bin_s
-        seen_end = np.where(sums[:, F["gpu_s"]] > 0, end, -np.inf)
-        last = np.maximum.accumulate(np.concatenate(([self.gpu_seen_ts], seen_end)))[1:]
+        last = last_true_ts(end, sums[:, F["gpu_s"]] > 0, self.gpu_seen_ts)
         if last.size:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
 
-    def job_rate_n(self, sums: np.ndarray, jobs: list[str]) -> np.ndarray:
-        """The bins' work rate relative to their own job's peak (0 where none was reported)."""
-        return self.job_rates.normalised(list(jobs), bin_work_rate(sums))
+    def job_rate_n(
+        self, sums: np.ndarray, jobs: list[str], learn: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The bins' work rate relative to their own job's peak and to its usual rate (0 where none
+        was reported); ``learn``: the first pass over these bins (``JobRates.normalised``)."""
+        return self.job_rates.normalised(list(jobs), bin_work_rate(sums), learn)
 
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray, gpu_level_w: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
@@ -271,7 +275,8 @@ class ResponseModel:
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~held
         if rows_s.any():
-            Xs = stage_it_features(wb.node_frac[:n], self.job_rate_n(sums, wb.jobs[:n]))
+            rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
+            Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
             ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
@@ -387,6 +392,8 @@ class ResponseModel:
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
         """The inverse of ``state_arrays``; raises ValueError/KeyError on a shape that does not fit.
         Ranges are checked by the caller (``state_checks``) before the values are used."""
+        p = self.it_stage.theta.shape[1]
+        a = _with_rate_curve(_with_rate_curve(a, "itstage", p), "shadow_it1", p)  # the model, its shadow
         s = a["model_scalars"]
         self.scale_w, self.wr_scale, self.warm = float(s[0]), float(s[1]), bool(s[2])
         self.best, self.scored = int(s[3]), bool(s[4])
@@ -407,3 +414,24 @@ class ResponseModel:
         self.lag.started = False
         self.fan_lag.y = math.nan
         self.last_g[:] = math.nan
+
+
+def rated_share(sums: np.ndarray) -> np.ndarray:
+    """Per bin: the share of its time with a reported work rate."""
+    out: np.ndarray = np.clip(sums[:, F["wr_s"]] / np.maximum(sums[:, F["dur_s"]], 1e-9), 0.0, 1.0)
+    return out
+
+
+def _with_rate_curve(a: dict[str, np.ndarray], prefix: str, p: int) -> dict[str, np.ndarray]:
+    """A stage-only IT regression's saved arrays (``prefix``) widened to ``p`` regressors: a state
+    saved before the rate curve (``response.RATE_KNOTS``) keeps its levels and slopes, and the curve
+    starts from nothing."""
+    theta = a.get(f"{prefix}_theta")
+    if theta is None or theta.ndim != 2 or theta.shape[1] >= p:
+        return a
+    k = p - theta.shape[1]
+    out = dict(a)
+    out[f"{prefix}_theta"] = np.pad(theta, ((0, 0), (0, k)))
+    out[f"{prefix}_r"] = np.pad(a[f"{prefix}_r"], ((0, 0), (0, k)))
+    out[f"{prefix}_R"] = np.pad(a[f"{prefix}_R"], ((0, 0), (0, k), (0, k)))
+    return out

@@ -165,21 +165,45 @@ def it_predict(
     return np.asarray(pred * scale_w)
 
 
-def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray) -> np.ndarray:
-    """Regressors of the IT model that needs no GPU telemetry: [f_0 … f_S-1, f_0·w … f_S-1·w].
+# Where no stage is known (slot 0, ``unknown``: no hint, and no GPU telemetry to infer one from) the
+# work rate is the only load-side hint, and power is not monotone in it: a job's evaluation passes
+# report more samples per second than its training steps yet draw less, and a checkpoint or data
+# stall reports no progress at all. So there the rate, over the job's usual rate (its running
+# median: the training rate), enters as a piecewise-linear curve — a level where the job reports
+# no progress, knots at half-steps up to twice the usual rate (faster than that is read as twice):
+# few enough to learn within the warm-up hours from 15-s bins, fine enough for a curve that rises
+# and falls again — plus the share of the bin in which no job reports a rate at all.
+RATE_KNOTS = np.array([0.5, 1.0, 1.5, 2.0])
+N_RATE_CURVE = RATE_KNOTS.size + 1  # the knots, then the no-rate share
+
+
+def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray, usual_rate_n: np.ndarray,
+                      rated: np.ndarray) -> np.ndarray:
+    """Regressors of the IT model that needs no GPU telemetry:
+    [f_0 … f_S-1, f_0·w … f_S-1·w, f_u·r·hat_1(u) … f_u·r·hat_4(u), f_u·(1 − r)].
 
     A rack whose GPU power is unknown (a gateway without GPUs and no node source, or every GPU
     source down) still knows its stages and, when the job reports it, its work rate, which
     tracks how hard the GPUs are driven within a stage. Per stage: a level and a slope in the
-    normalised work rate (0 where unknown, so the level alone applies).
+    work rate over its job's peak ``w`` (0 where unknown, so the level alone applies). Where no
+    stage is known (f_u, slot 0) the curve of the rate over the job's usual rate ``u`` replaces
+    the slope (``RATE_KNOTS``); ``rated`` is the share of each bin with a reported rate.
     """
-    return np.concatenate((frac, frac * work_rate_n[:, None]), axis=1)
+    slope = frac * work_rate_n[:, None]
+    slope[:, 0] = 0.0  # the unknown slot: the rate curve below
+    u = np.clip(usual_rate_n, 0.0, RATE_KNOTS[-1])
+    step = RATE_KNOTS[1] - RATE_KNOTS[0]
+    hats = np.maximum(1.0 - np.abs(u[:, None] - RATE_KNOTS[None, :]) / step, 0.0)
+    unknown = frac[:, :1]
+    curve = np.concatenate((unknown * rated[:, None] * hats, unknown * (1.0 - rated[:, None])), axis=1)
+    return np.concatenate((frac, slope, curve), axis=1)
 
 
 def stage_it_ridge(n_slots: int) -> np.ndarray:
     """Levels are pulled weakly toward their last value (a stage unseen for days keeps its level);
-    slopes more firmly, so a job that never reports a rate leaves them where they were."""
-    return np.concatenate((np.full(n_slots, 2e-3), np.full(n_slots, 2e-2)))
+    slopes more firmly, so a job that never reports a rate leaves them where they were; the rate
+    curve's points are levels."""
+    return np.concatenate((np.full(n_slots, 2e-3), np.full(n_slots, 2e-2), np.full(N_RATE_CURVE, 2e-3)))
 
 
 FAN_LAG_S = 60.0

@@ -76,7 +76,7 @@ class JobScope:
         level (utilisation high); ``ckpt_like``: the row shows a checkpoint's signature.
         """
         start = last_true_ts(ts, idle, self._job_start_ts)
-        run = _run_length(ckpt_like, self._ckpt_run)
+        run = run_length(ckpt_like, self._ckpt_run)
         ckpt = last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
         self._job_start_ts, self._ckpt_ts = float(start[-1]), float(ckpt[-1])
         self._ckpt_run = int(run[-1])
@@ -162,8 +162,9 @@ def last_true_ts(ts: np.ndarray, mask: np.ndarray, carry: float) -> np.ndarray:
     return np.maximum.accumulate(np.concatenate(([carry], seen)))[1:]
 
 
-def _run_length(mask: np.ndarray, carry: int) -> np.ndarray:
-    """Per row: how many consecutive rows up to it ``mask`` has held (carried across chunks)."""
+def run_length(mask: np.ndarray, carry: float) -> np.ndarray:
+    """Per row: how many consecutive rows up to it ``mask`` has held (``carry``: the run at the end
+    of the previous chunk)."""
     n = mask.size
     idx = np.arange(1, n + 1)
     last_false = np.maximum.accumulate(np.where(mask, 0, idx))

@@ -108,3 +108,60 @@ def test_a_gpu_source_outage_keeps_windows_predicted() -> None:
     after = [s for s in summaries if s["ts"] > outage[1] + 1800]
     assert during and all(s["capabilities"]["gpu_telemetry"] is False for s in during)
     assert after and after[-1]["capabilities"]["prediction"] == "gpu"
+
+
+# ---------------------------------------------------------------- no GPU telemetry and no stage labels
+# Without labels the stages come from the inferrer, which needs GPU telemetry; the job's work rate
+# is the only hint left. Inside a window that and what was known at its start may drive the forecast.
+
+
+@pytest.fixture(scope="module")
+def unlabelled_pdu_only() -> list[TraceChunk]:
+    return without_gpu(synth.chunks(10 / 24, seed=23, chunk_rows=4000, hints=False))
+
+
+@pytest.fixture(scope="module")
+def unlabelled_run(unlabelled_pdu_only: list[TraceChunk]) -> tuple[Engine, list[dict[str, Any]]]:
+    return run_engine(unlabelled_pdu_only)
+
+
+def _scaled(chunks: list[TraceChunk], t_from: float, t_to: float, factor: float) -> list[TraceChunk]:
+    """The same rows with every PDU and cooling-unit sample in [t_from, t_to) scaled by ``factor``."""
+    out = copy.deepcopy(chunks)
+    for c in out:
+        inside = (c.ts >= t_from) & (c.ts < t_to)
+        for name, col in c.numeric.items():
+            if name.startswith(("pdu.", "crac.")):
+                col[inside] *= factor
+    return out
+
+
+def test_a_rack_without_gpus_or_labels_is_predicted_after_warm_up(
+    unlabelled_pdu_only: list[TraceChunk], unlabelled_run
+) -> None:
+    assert all(not str(s) for c in unlabelled_pdu_only for s in c.stage)  # nothing labels a stage
+    _, records = unlabelled_run
+    wins = windows(records)
+    warm_from = next(i for i, w in enumerate(wins) if w["predicted_kwh"] is not None)
+    assert wins[warm_from]["start"] - wins[0]["start"] <= 6 * 3600  # the spec's warm-up bound
+    after = [w for w in wins[warm_from:] if w["coverage"] >= 0.99]
+    assert len(after) >= 20 and all(w["predicted_kwh"] is not None for w in after)
+
+
+@pytest.mark.slow  # three 10-h replays
+def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction_without_gpus_or_labels(
+    unlabelled_pdu_only: list[TraceChunk], unlabelled_run
+) -> None:
+    _, base = unlabelled_run
+    target = windows(base)[20]
+    assert target["predicted_kwh"] is not None
+    _, moved = run_engine(_scaled(unlabelled_pdu_only, target["start"], target["end"], 1.4))
+    w = next(x for x in windows(moved) if x["start"] == target["start"])
+    assert w["measured_kwh"] > 1.3 * target["measured_kwh"]
+    for key in ("predicted_kwh", "it_predicted_kwh", "cooling_predicted_kwh"):
+        assert w[key] == target[key]
+    # what was known at the start does drive it: the same change one window earlier moves it
+    before = target["start"] - (target["end"] - target["start"])
+    _, earlier = run_engine(_scaled(unlabelled_pdu_only, before, target["start"], 1.4))
+    w = next(x for x in windows(earlier) if x["start"] == target["start"])
+    assert w["predicted_kwh"] > 1.05 * target["predicted_kwh"]

@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from agent.engine.response import EWLS, N_IT_BASE, LagBank, it_predict, it_ridge
+from agent.engine.response import (
+    EWLS,
+    N_IT_BASE,
+    LagBank,
+    it_predict,
+    it_ridge,
+    stage_it_features,
+    stage_it_ridge,
+)
 
 
 def test_ewls_recovers_coefficients_and_forgets() -> None:
@@ -75,3 +83,30 @@ def test_it_curve_is_extended_linearly_outside_the_learned_range() -> None:
     assert guarded[2] == pytest.approx(inside[1] + slope * 1000.0)
     assert free[2] > guarded[2] * 1.5  # what a free cubic would have said
     assert it_ridge(2).shape == (N_IT_BASE + 2,)
+
+
+def test_where_no_stage_is_known_the_stage_only_model_follows_power_that_falls_as_the_rate_rises() -> None:
+    """No stage known (slot 0) and power not monotone in the job's rate (evaluation reports more
+    samples/s than training yet draws less; a stall reports 0; no job reports nothing): the rate
+    curve fits it, a straight line in the rate cannot."""
+    S = 4
+    rng = np.random.default_rng(3)
+    n = 2000
+    state = rng.integers(0, 4, n)  # 0 no job, 1 stalled, 2 training, 3 evaluating
+    rate = np.array([0.0, 0.0, 1.0, 1.5])[state]  # over the job's usual rate
+    rated = (state > 0).astype(float)
+    power = np.array([0.30, 0.45, 1.00, 0.75])[state] + rng.normal(0, 0.005, n)
+    frac = np.zeros((n, S))
+    frac[:, 0] = 1.0  # every bin: no stage known
+    X = stage_it_features(frac, rate / 1.5, rate, rated)
+    model = EWLS(1, X.shape[1], stage_it_ridge(S))
+    model.update(X[None], power[None], np.ones((1, n)), 1.0)
+    err = np.abs(X @ model.theta[0] - power)
+    assert err.max() < 0.03, err.max()
+    line = np.stack([np.ones(n), rate], axis=1)  # the level-and-slope form used where a stage is known
+    coef = np.linalg.lstsq(line, power, rcond=None)[0]
+    assert np.abs(line @ coef - power).max() > 0.2
+    known = frac.copy()
+    known[:, 0], known[:, 2] = 0.0, 1.0  # a known stage keeps its own level and slope, no curve
+    Xk = stage_it_features(known, rate / 1.5, rate, rated)
+    assert not Xk[:, 2 * S:].any() and np.array_equal(Xk[:, S + 2], rate / 1.5)

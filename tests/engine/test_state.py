@@ -163,3 +163,23 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
             # rel 1e-8: the linear extension beyond the learned GPU range scales the bin's own moments
             # (response.it_predict), which carries the state's rounding a little further than 1e-9
             assert b[key] == (pytest.approx(value, rel=1e-8) if isinstance(value, float) else value), key
+
+
+def test_state_saved_before_the_rate_curve_keeps_its_stage_levels() -> None:
+    """A state whose stage-only IT model (and its shadow) has no rate-curve columns
+    (``response.RATE_KNOTS``) loads: its levels and slopes are kept, the curve starts at zero."""
+    from agent.engine.response import N_RATE_CURVE
+
+    chunks = synth.chunks(3 / 24, chunk_rows=900)
+    eng, _ = run_engine(chunks, finish=False)
+    arrays = unpack(eng.save_state())
+    for prefix in ("itstage", "shadow_it1"):
+        keep = arrays[f"{prefix}_theta"].shape[1] - N_RATE_CURVE
+        arrays[f"{prefix}_theta"] = arrays[f"{prefix}_theta"][:, :keep]
+        arrays[f"{prefix}_r"] = arrays[f"{prefix}_r"][:, :keep]
+        arrays[f"{prefix}_R"] = arrays[f"{prefix}_R"][:, :keep, :keep]
+    old = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
+    theta = old.model.it_stage.theta[0]
+    assert np.array_equal(theta[:-N_RATE_CURVE], eng.model.it_stage.theta[0][:-N_RATE_CURVE])
+    assert not theta[-N_RATE_CURVE:].any() and theta[:-N_RATE_CURVE].any()
+    assert old.model.it_stage.R.shape == eng.model.it_stage.R.shape
