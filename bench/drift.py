@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", metavar="FILE",
                         help="--randomized: append each finished run to FILE (pickle), seed by seed")
     parser.add_argument("--table-from", metavar="FILE",
-                        help="--randomized: print the table of the runs a --save FILE holds, run nothing")
+                        help="--randomized: print the table of the seeds a --save FILE holds every run of")
     args = parser.parse_args(argv)
     if args.randomized:
         return _main_randomized(args)
@@ -242,8 +242,10 @@ def _main_randomized(args: argparse.Namespace) -> int:
     import drift_random as dr
 
     started = time.perf_counter()
-    if args.table_from:
+    if args.table_from:  # only seeds with every run: each line of the table on the same seeds
         results = _load_results(args.table_from)
+        complete = _complete_seeds(results)
+        results = [r for r in results if r["job"].seed in complete]
     else:
         jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days)
         # Seed by seed (each family, with and without labels): a run cut short still has every
@@ -275,14 +277,19 @@ def _load_results(path: str) -> list[dict[str, Any]]:
                 return results
 
 
+def _complete_seeds(results: list[dict[str, Any]]) -> set[int]:
+    """Seeds whose every (family, labels) run is there."""
+    def runs(seed: int | None) -> set[tuple[str, bool]]:  # (family, labels) run on ``seed`` (None: any)
+        return {(r["job"].family, r["job"].hints) for r in results if seed in (None, r["job"].seed)}
+
+    return {s for s in {r["job"].seed for r in results} if runs(s) == runs(None)}
+
+
 def _print_seeds(results: list[dict[str, Any]]) -> None:
     """Which seeds the table covers (only finished runs count; a cut-short run says so)."""
     seeds = sorted({r["job"].seed for r in results})
     days = sorted({r["job"].days for r in results})
-    def runs(seed: int | None) -> set[tuple[str, bool]]:  # (family, labels) run on ``seed`` (None: any)
-        return {(r["job"].family, r["job"].hints) for r in results if seed in (None, r["job"].seed)}
-
-    complete = [s for s in seeds if runs(s) == runs(None)]
+    complete = _complete_seeds(results)
     span = f"{seeds[0]}–{seeds[-1]}" if seeds else "none"
     print(f"randomised racks: seeds {span} ({len(seeds)} seeds, {len(complete)} with every run), "
           f"{', '.join(f'{d:g}' for d in days)} days each")

@@ -98,3 +98,4 @@ def test_a_saved_run_is_read_back_run_by_run_and_says_which_seeds_are_complete(
     assert [r["job"] for r in results] == done
     bench._print_seeds(results)
     assert "seeds 10000–10001 (2 seeds, 1 with every run), 3 days each" in capsys.readouterr().out
+    assert bench._complete_seeds(results) == {10_000}
