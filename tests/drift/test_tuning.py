@@ -31,6 +31,7 @@ def test_the_playbook_tables_list_exactly_the_names_in_tuning_py() -> None:
 # The constants a derived formula may hold: a formula's own, never a tuned choice.
 FORMULA_CONSTANTS = {
     "BEHIND_Z": ["2.0"],  # Page: a CUSUM of reference k detects shifts of 2 k fastest
+    "HALF_CYCLE_S": ["2.0"],  # half of the daily cycle
     "SHIFT_NOW_WEIGHT": ["2.0", "1.0"],  # an EW mean of span N has weight 2 / (N + 1)
     "WORK_RATE_MOVED_PCT": ["100.0"],  # a fraction in %
     "STALL_FRAC": ["1.0"],  # "within a fraction of the top" is "above 1 − that fraction of it"

@@ -271,10 +271,10 @@ class DriftMonitor:
         return out
 
     def _after_load_step(self, gpu_w: float) -> bool:
-        """True for the bin of a large GPU load step and the rest of its block (``IT_STEP_SKIP_S``):
-        the server fans follow the GPUs' heat over minutes, so for a moment the PDU draws what the
-        IT model does not expect (on the twin, +2 to +4 % in the first idle bin after a job is
-        killed mid-step). That is lag, not drift; the IT model's own lag term covers the slower part."""
+        """True for the bin of a large GPU load step and the next: the server fans follow the GPUs'
+        heat over minutes, so for a moment the PDU draws what the IT model does not expect (on the
+        twin, +2 to +4 % in the first idle bin after a job is killed mid-step). That is lag, not
+        drift; the IT model's own lag term covers the slower part."""
         last, self._last_gpu_w = self._last_gpu_w, gpu_w
         stepped = math.isfinite(last) and last > 0 and abs(gpu_w / last - 1.0) > T.IT_LOAD_STEP_FRAC
         if stepped and math.isfinite(gpu_w):
