@@ -4,6 +4,9 @@
     .venv/bin/python bench/drift.py --full       # more magnitudes, seeds and healthy days
     .venv/bin/python bench/drift.py --randomized [--seeds 50] [--family churn] [--per-fault]
                                                  # randomised racks with and without labels
+    .venv/bin/python bench/drift.py --randomized --seeds 50 --jobs 1 --save runs.pkl
+    .venv/bin/python bench/drift.py --randomized --table-from runs.pkl
+                                                 # a long run kept run by run; its table so far
     .venv/bin/python bench/drift.py --full --only steady --only plateau --only tide --healthy-seeds 5
                                                  # false alarms only: 5 × 8 days per healthy scenario
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pickle
 import statistics
 import sys
 import time
@@ -204,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="--randomized: first seed (reports use ≥ 10 000; 0–999 are for development)")
     parser.add_argument("--days", type=float, default=3.0, help="--randomized: days per trace (default 3)")
     parser.add_argument("--per-fault", action="store_true", help="--randomized: one line per scored fault")
+    parser.add_argument("--save", metavar="FILE",
+                        help="--randomized: append each finished run to FILE (pickle), seed by seed")
+    parser.add_argument("--table-from", metavar="FILE",
+                        help="--randomized: print the table of the seeds a --save FILE holds every run of")
     args = parser.parse_args(argv)
     if args.randomized:
         return _main_randomized(args)
@@ -233,20 +241,58 @@ def main(argv: list[str] | None = None) -> int:
 def _main_randomized(args: argparse.Namespace) -> int:
     import drift_random as dr
 
-    jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days)
     started = time.perf_counter()
-    if args.jobs <= 1:
-        results = [dr.run_random(j) for j in jobs]
+    if args.table_from:  # only seeds with every run: each line of the table on the same seeds
+        results = _load_results(args.table_from)
+        complete = _complete_seeds(results)
+        results = [r for r in results if r["job"].seed in complete]
     else:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(dr.run_random, jobs))
-    last = args.first_seed + args.seeds - 1
-    print(f"randomised racks: seeds {args.first_seed}–{last}, {args.days:g} days each")
+        jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days)
+        # Seed by seed (each family, with and without labels): a run cut short still has every
+        # family and labelling on the same seeds.
+        jobs.sort(key=lambda j: j.seed)
+        results = []
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for result in pool.map(dr.run_random, jobs):
+                results.append(result)
+                if args.save:
+                    with open(args.save, "ab") as out:
+                        pickle.dump(result, out)
+    _print_seeds(results)
     dr.print_table(results)
     if args.per_fault:
         dr.print_faults(results)
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
     return 0
+
+
+def _load_results(path: str) -> list[dict[str, Any]]:
+    """The runs a ``--save`` file holds (a run still going, or cut short, has the finished ones)."""
+    results: list[dict[str, Any]] = []
+    with open(path, "rb") as saved:
+        while True:
+            try:
+                results.append(pickle.load(saved))
+            except EOFError:
+                return results
+
+
+def _complete_seeds(results: list[dict[str, Any]]) -> set[int]:
+    """Seeds whose every (family, labels) run is there."""
+    def runs(seed: int | None) -> set[tuple[str, bool]]:  # (family, labels) run on ``seed`` (None: any)
+        return {(r["job"].family, r["job"].hints) for r in results if seed in (None, r["job"].seed)}
+
+    return {s for s in {r["job"].seed for r in results} if runs(s) == runs(None)}
+
+
+def _print_seeds(results: list[dict[str, Any]]) -> None:
+    """Which seeds the table covers (only finished runs count; a cut-short run says so)."""
+    seeds = sorted({r["job"].seed for r in results})
+    days = sorted({r["job"].days for r in results})
+    complete = _complete_seeds(results)
+    span = f"{seeds[0]}–{seeds[-1]}" if seeds else "none"
+    print(f"randomised racks: seeds {span} ({len(seeds)} seeds, {len(complete)} with every run), "
+          f"{', '.join(f'{d:g}' for d in days)} days each")
 
 
 def _print_faults(results: list[dict[str, Any]]) -> None:

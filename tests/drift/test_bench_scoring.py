@@ -74,3 +74,28 @@ def test_a_fault_found_after_three_hours_is_missed() -> None:
              "until_ts": T0 + 10 * H}
     s = dr.score_onsets([_onset(4.5, "cooling")], [fault], _truth((0, 10, "a")), days=1.0)
     assert not s["faults"][0]["found"] and s["false"] == []
+
+
+def test_a_saved_run_is_read_back_run_by_run_and_says_which_seeds_are_complete(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/drift.py --save`` appends each finished run; ``--table-from`` reads what is there
+    (a run cut short, or still going) and states its seeds, and which of them have every run."""
+    import pickle
+
+    spec = importlib.util.spec_from_file_location("drift_bench", REPO_ROOT / "bench" / "drift.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("drift_bench", bench)  # its dataclass looks its module up
+    spec.loader.exec_module(bench)
+    saved = tmp_path / "runs.pkl"
+    done = [dr.RandomJob("churn", 10_000, 3.0, True), dr.RandomJob("churn", 10_000, 3.0, False),
+            dr.RandomJob("churn", 10_001, 3.0, True)]  # the last seed cut short
+    for job in done:
+        with open(saved, "ab") as out:
+            pickle.dump({"job": job}, out)
+    results = bench._load_results(str(saved))
+    assert [r["job"] for r in results] == done
+    bench._print_seeds(results)
+    assert "seeds 10000–10001 (2 seeds, 1 with every run), 3 days each" in capsys.readouterr().out
+    assert bench._complete_seeds(results) == {10_000}

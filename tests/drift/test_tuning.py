@@ -12,35 +12,58 @@ from tests.conftest import REPO_ROOT
 
 
 def _doc_names(part: int) -> list[str]:
-    """Names in the playbook's tuning section: its tuned table (part 0) or its derived one (1)."""
+    """Names in the playbook's tuning section: its tuned table (part 0), derived (1) or facts (2)."""
     text = (REPO_ROOT / "docs" / "drift-playbook.md").read_text()
     section = text.split("\n## tuning\n", 1)[1].split("\n## ", 1)[0]
-    table = section.split("\n### derived\n", 1)[part]
+    tuned, rest = section.split("\n### derived\n", 1)
+    table = (tuned, *rest.split("\n### facts\n", 1))[part]
     return re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", table, flags=re.MULTILINE)
 
 
 def test_the_playbook_tables_list_exactly_the_names_in_tuning_py() -> None:
-    tuned, derived = _doc_names(0), _doc_names(1)
-    assert len(tuned + derived) == len(set(tuned + derived)), "a name is listed twice"
+    tuned, derived, facts = _doc_names(0), _doc_names(1), _doc_names(2)
+    assert len(tuned + derived + facts) == len(set(tuned + derived + facts)), "a name is listed twice"
     assert set(tuned) == set(tuning.NAMES)
     assert set(derived) == set(tuning.DERIVED)
+    assert set(facts) == set(tuning.FACTS)
+
+
+# The constants a derived formula may hold: a formula's own, never a tuned choice.
+FORMULA_CONSTANTS = {
+    "BEHIND_Z": ["2.0"],  # Page: a CUSUM of reference k detects shifts of 2 k fastest
+    "HALF_CYCLE_S": ["2.0"],  # half of the daily cycle
+    "SHIFT_NOW_WEIGHT": ["2.0", "1.0"],  # an EW mean of span N has weight 2 / (N + 1)
+    "WORK_RATE_MOVED_PCT": ["100.0"],  # a fraction in %
+    "STALL_FRAC": ["1.0"],  # "within a fraction of the top" is "above 1 − that fraction of it"
+    "INPUT_START_C": ["2.0"],  # half a reading step: any change a reading can show
+    "INLET_RESOLUTION_C": ["12.0"],  # rounding noise, uniform over one step: step / √12
+    "COOLING_RESOLUTION_PCT": ["2.0"],  # two readings' rounding in quadrature: √2
+}
 
 
 def test_derived_names_add_no_number() -> None:
-    """A derived name's line in tuning.py reads tuned names only (a literal number would be a
-    tuned number in disguise); the factor 2 of BEHIND_Z is Page's "2 k", stated next to it."""
+    """A derived name's line in tuning.py reads tuned names and facts only (a literal number would
+    be a tuned number in disguise), besides the constants of its formula (FORMULA_CONSTANTS)."""
     source = (REPO_ROOT / "agent" / "engine" / "drift" / "tuning.py").read_text()
     derived_part = source.split("# =====", 1)[1].split("\nDERIVED:", 1)[0]
     for line in derived_part.splitlines():  # (dict continuation lines are read too)
         code = line.split("#", 1)[0]
         numbers = re.findall(r"(?<![A-Z_\w])\d+(?:\.\d+)?", code.split("=", 1)[-1])
-        allowed = ["2.0"] if code.startswith("BEHIND_Z =") else []
-        assert numbers == allowed, f"a number in a derived definition: {line.strip()}"
+        name = code.split("=", 1)[0].strip() if "=" in code else ""
+        assert numbers == FORMULA_CONSTANTS.get(name, []), f"a number in a derived definition: {line.strip()}"
+
+
+def test_facts_are_no_thresholds_and_say_their_source() -> None:
+    """A fact (not counted as tuned) is a unit or a device's own property, with its source."""
+    assert set(tuning.FACTS) == {"HOUR_S", "DAY_S", "READING_STEP_C"}
+    source = (REPO_ROOT / "agent" / "engine" / "drift" / "tuning.py").read_text()
+    assert "PROTOCOLS.md" in source.split("READING_STEP_C = ", 1)[1].split("FACTS:", 1)[0]
+    assert not set(tuning.FACTS) & (set(tuning.NAMES) | set(tuning.DERIVED))
 
 
 def test_the_number_of_tuned_numbers_does_not_grow() -> None:
     count = sum(len(v) if isinstance(v, dict) else 1 for v in (getattr(tuning, n) for n in tuning.NAMES))
-    assert count <= 55  # issue 16's target is ≤ 40: lower this as thresholds merge, never raise it
+    assert count <= 40  # issue 16's target: ≤ 40; lower this as thresholds merge, never raise it
 
 
 @pytest.mark.parametrize("bin_s", [30.0, 120.0])

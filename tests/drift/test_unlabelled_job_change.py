@@ -22,16 +22,17 @@ DAY_S = 86400.0
 
 
 def unlabelled(
-    samples: Iterator[ComponentSample], after_s: float, gpu_factor: float
+    samples: Iterator[ComponentSample], after_s: float, gpu_factor: float, at_idle: bool = True
 ) -> Iterator[ComponentSample]:
-    """No stage hints, job ids or work rates; from the first idle stretch after ``after_s`` the GPUs
-    (and with them the PDU, which the IT model follows) draw ``gpu_factor`` times the power."""
+    """No stage hints, job ids or work rates; from the first idle stretch after ``after_s`` (or at
+    ``after_s`` itself, back to back, when not ``at_idle``) the GPUs (and with them the PDU, which
+    the IT model follows) draw ``gpu_factor`` times the power."""
     t0, changed, idle = None, False, False
     for s in samples:
         t0 = s.ts if t0 is None else t0
         if not changed and s.ts - t0 >= after_s:
-            idle = idle or s.stage == "idle"
-            changed = idle and s.stage != "idle"
+            idle = idle or s.stage == "idle" or not at_idle
+            changed = idle and (s.stage != "idle" or not at_idle)
         factor = gpu_factor if changed else 1.0
         gpu_w = s.gpu_w * factor
         it_w = s.it_measured_w + (gpu_w - s.gpu_w) * 1.08
@@ -59,4 +60,15 @@ def test_idle_gaps_of_the_same_work_change_nothing() -> None:
 
 def test_a_few_percent_more_power_after_a_restart_is_still_a_gpu_fault() -> None:
     onsets = _run(unlabelled(stream(2.5, 53), 1.5 * DAY_S, 1.06))
+    assert [e["cause"] for e in onsets] == ["gpu_hardware"]
+
+
+def test_a_much_heavier_job_back_to_back_is_new_work_not_a_gpu_fault() -> None:
+    """No idle gap, so no same-work check: the GPU channel confirms the step itself. Without a work
+    rate, a step beyond what a driver or firmware change adds (``SAME_WORK_POWER_FRAC``) is new
+    work, re-learned; a step within it stays a GPU fault (the test above)."""
+    onsets = _run(unlabelled(stream(2.5, 54), 1.5 * DAY_S, 1.2, at_idle=False))
+    assert [e["cause"] for e in onsets] == ["workload"]
+    assert "reports no work rate" in onsets[0]["detail"]["explanation"]
+    onsets = _run(unlabelled(stream(2.5, 55), 1.5 * DAY_S, 1.05, at_idle=False))
     assert [e["cause"] for e in onsets] == ["gpu_hardware"]

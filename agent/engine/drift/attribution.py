@@ -7,7 +7,8 @@
   GPU telemetry the IT side cannot be separated → ``unknown``.
 - inlet spread → ``thermal``.
 - GPU residual (power vs the expectation for this stage and work rate) → ``gpu_hardware``,
-  unless the job changed, its work rate moved or its stage mix moved → ``workload``.
+  unless the job changed, its work rate moved or its stage mix moved → ``workload``; on a rack
+  that reports no work rate, a step larger than a hardware or driver change adds → ``workload``.
 """
 
 from __future__ import annotations
@@ -139,12 +140,27 @@ def attribute(
                 f"GPU power per unit of work moved {abs(deviation):.1f} % {up} together with {reason}: "
                 "the job changed; re-learning its baseline.",
             )
+        if _new_work_by_power(ctx, deviation):
+            return Attribution(
+                "workload",
+                f"GPU power moved {abs(deviation):.1f} % {up} for the same stage on a rack that reports no "
+                f"work rate: more than a hardware or driver change adds "
+                f"({100.0 * T.SAME_WORK_POWER_FRAC:.0f} %), so new work; re-learning its baseline.",
+            )
         return Attribution(
             "gpu_hardware",
             f"GPUs draw {abs(deviation):.1f} % {more} power for the same work rate and stage: "
             "ageing, firmware or driver change.",
         )
     return Attribution("unknown", f"Residual of {component} moved {deviation:+.1f}.")
+
+
+def _new_work_by_power(ctx: SignalContext, deviation: float) -> bool:
+    """Without a work rate the GPU residual cannot tell new work from new hardware by the work
+    done, only by the size of the step: a driver or firmware change adds a few % for the same
+    work (``SAME_WORK_POWER_FRAC``, the level within which an unlabelled rack's resumed work is
+    the same work), so a larger GPU step is new work by the same rule."""
+    return not ctx.rated and abs(deviation) > 100.0 * T.SAME_WORK_POWER_FRAC
 
 
 def _gpu_moved_with(gpu: ResidualChannel, deviation: float) -> bool:

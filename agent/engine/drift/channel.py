@@ -25,7 +25,8 @@ from agent.engine.drift.estimators import (
     DelayedReference,
     StageLocation,
     TwoSidedCusum,
-    finite_or_none,
+    fields_state,
+    load_fields,
 )
 
 # Modes of a channel.
@@ -399,7 +400,7 @@ class ResidualChannel:
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
-        out: dict[str, object] = {name: finite_or_none(getattr(self, name)) for name in _SCALARS}
+        out: dict[str, object] = fields_state(self, _SCALARS)
         out["levels"] = self.levels.state()
         out["noise"] = self.noise.state()
         out["detector"] = self.detector.state()
@@ -408,12 +409,7 @@ class ResidualChannel:
 
     def restore(self, data: dict[str, object]) -> None:
         self._reset()
-        for name in _SCALARS:
-            value = data.get(name)
-            if value is not None and not isinstance(value, (int, float)):
-                raise ValueError(f"drift channel {self.name!r}: {name} must be a number")
-            setattr(self, name, math.nan if value is None else float(value))
-        self.mode = int(self.mode) if math.isfinite(self.mode) else WARMING
+        load_fields(self, data, _SCALARS, f"drift channel {self.name!r}")
         for key in ("levels", "noise", "detector", "reference"):
             part = data.get(key)
             if not isinstance(part, dict):

@@ -51,13 +51,15 @@ def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[
     return out
 
 
-def load_fields(obj: object, data: dict[str, Any], names: tuple[str, ...], where: str) -> None:
-    """Load ``fields_state`` output into ``obj``; each field keeps its type and shape, and a wrong
-    one raises ``ValueError`` naming ``where`` and the field."""
+def load_fields(
+    obj: object, data: dict[str, Any], names: tuple[str, ...], where: str, prefix: str = ""
+) -> None:
+    """Load ``fields_state`` output into ``obj`` (attribute ``prefix + name``); each field keeps its
+    type and shape, and a wrong one raises ``ValueError`` naming ``where`` and the field."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: state must be a mapping")
     for name in names:
-        current, value = getattr(obj, name), data.get(name)
+        current, value = getattr(obj, prefix + name), data.get(name)
         if isinstance(current, np.ndarray):
             if not isinstance(value, list) or len(value) != current.size:
                 raise ValueError(f"{where}: {name} must be a list of {current.size} numbers")
@@ -68,15 +70,15 @@ def load_fields(obj: object, data: dict[str, Any], names: tuple[str, ...], where
         elif isinstance(current, (bool, str)):
             if type(value) is not type(current):
                 raise ValueError(f"{where}: {name} must be a {type(current).__name__}")
-            setattr(obj, name, value)
+            setattr(obj, prefix + name, value)
         elif value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise ValueError(f"{where}: {name} must be a number, got {value!r}")
         elif isinstance(current, int):
             if value is None or value != int(value):
                 raise ValueError(f"{where}: {name} must be a whole number")
-            setattr(obj, name, int(value))
+            setattr(obj, prefix + name, int(value))
         else:
-            setattr(obj, name, math.nan if value is None else float(value))
+            setattr(obj, prefix + name, math.nan if value is None else float(value))
 
 
 class Estimator:
@@ -109,22 +111,7 @@ class Estimator:
         if not isinstance(data, dict):
             raise ValueError(f"{type(self).__name__}: state must be a mapping")
         self._reset()
-        name = type(self).__name__
-        for key in self.SCALARS:
-            value = data.get(key)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-                raise ValueError(f"{name}: {key} must be a number, got {value!r}")
-            setattr(self, "_" + key, math.nan if value is None else float(value))
-        for key in self.ARRAYS:
-            target = getattr(self, "_" + key)
-            values = data.get(key)
-            if not isinstance(values, list) or len(values) != target.size:
-                raise ValueError(f"{name}: {key} must be a list of {target.size} numbers")
-            try:
-                flat = [math.nan if v is None else float(v) for v in values]
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{name}: {key} must hold numbers") from exc
-            target[...] = np.array(flat).reshape(target.shape)
+        load_fields(self, data, self.SCALARS + self.ARRAYS, type(self).__name__, prefix="_")
         return self
 
 

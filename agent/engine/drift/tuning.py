@@ -13,16 +13,25 @@ are physics, not thresholds, and stay in ``cooling_model.py``.
 Tuned and derived: the first part holds the tuned numbers (``NAMES``, each one principle); the
 second, ``DERIVED``, names each use of a shared principle under the name its code reads (the
 re-learn pace's "behind", the cooling unit's learning delay), defined from the tuned numbers
-alone, without a number of its own. Numbers that shared a principle and a value were merged
-into one tuned number this way (issue 16: toward ≤ 40 tuned numbers).
+alone, without a number of its own beyond a formula's own constants (Page's 2 k, an EW mean's
+2 / (N + 1), rounding noise step / √12, two readings in quadrature √2, half a step); numbers that
+shared a principle were merged into one tuned number this way (issue 16: ≤ 40 tuned numbers).
+``FACTS`` are no thresholds at all: the time units, the daily cycle and the devices' reading step,
+each with its source.
 """
 
 from __future__ import annotations
 
 import math
 
-HOUR_S = 3600.0
-DAY_S = 86400.0
+HOUR_S = 3600.0  # s: the unit of the longer durations
+DAY_S = 86400.0  # the daily cycle of weather and use: the one period every rack has
+
+# --- measured facts (not tuned: the devices' own, with their source) ----------------------------
+READING_STEP_C = 0.1  # °C: rack inlet probes and a cooling unit's setpoint read in tenths of a
+# degree (shared/devices/PROTOCOLS.md §2: rPDU2SensorTempHumidityStatusTempC in tenths of °C;
+# shared/devices/MODBUS-NOTES.md: setpoints at scale 10)
+FACTS: tuple[str, ...] = ("HOUR_S", "DAY_S", "READING_STEP_C")
 
 # --- the residual detector (channel.py) --------------------------------------------------------
 CUSUM_K = 1.0  # σ: reference value; a CUSUM detects shifts of ≈ 2k σ fastest (Page): 2 σ of block noise
@@ -30,8 +39,6 @@ Z_CLIP = 6.0  # σ: one bin or block adds at most this (a glitch cannot confirm 
 BLOCK_S = 180.0  # bins averaged into blocks of 3 min: the residual's minute-scale wobble averages out
 DETECT_AFTER_S = 6480.0  # 36 blocks of learning before detection starts (block noise then known to ±13 %)
 SHOW_S = HOUR_S  # a new level shows itself within an hour: a stage, a job's work rate, a step
-LEVEL_HALFLIFE_S = DAY_S  # "usual" is what the rack did over about a day (one daily cycle)
-HALF_CYCLE_S = 0.5 * DAY_S  # half a daily cycle: "before" that the day's swing does not move
 NOISE_HALFLIFE_S = 2.0 * DAY_S  # noise is learned over two days: slower than the level it scales
 FOLLOW_HALFLIFE_S = 1800.0  # a new normal (grace) or a new job's work rate is followed within ½ h
 AFTERMATH_S = 3.0 * HOUR_S  # a change point's open questions are settled within 3 h (a suspicion
@@ -42,65 +49,76 @@ MIN_BLOCK_SCALE = 0.2  # σ: floor of the block z scale (a calm week must not ma
 MIN_EVIDENCE_S = 900.0  # a confirmed shift's evidence spans ≥ 15 min: no blips (twin bench)
 SUSPECT_FRAC = 0.4  # × h: learning stops once the CUSUM is this far (a fault must not be learned)
 CALM_FRAC = 0.15  # × h: noise learns only below this (never from a shift in the making)
-RELEASE_FRAC = 0.1  # × h: a suspicion that fell back below this was noise
 CLEAR_FRAC = 0.6  # × h: a reverse CUSUM ("back below half the onset") this far clears an onset
 MOVING_FRAC = 0.25  # × h: a CUSUM this far is "moving with" another residual (evidence, attribution)
-SHIFT_NOW_WEIGHT = 0.3  # per block: "the shift as it is now" averages ≈ the last 3 blocks (a ramp grows)
 FALSE_ALARM_MARGIN = 20.0  # ARL0 × this: residual blocks are not Gaussian nor independent (twin bench)
 
 # The smallest shift worth an alarm, and the floor of a bin's noise (the readings' resolution).
 MIN_EFFECT_PCT = 1.5  # %: ½ of the 3 % target (IT and GPU power)
 BLIND_COOLING_MIN_EFFECT_PCT = 2.5  # %: cooling power with the weather unexplained
 WEATHER_COOLING_MIN_EFFECT_PCT = 2.0  # %: the weather no longer hides 2 % (twin bench, cooling ramps)
-SPREAD_EFFECT_C = 0.2  # °C: the smallest inlet-spread shift worth an alarm (about the sensors' noise)
 POWER_RESOLUTION_PCT = 0.2  # %: a PDU's (and a unit's) power reading resolution
-COOLING_RESOLUTION_PCT = 0.3  # %: the cooling residual's resolution (two readings' ratio)
-INLET_RESOLUTION_C = 0.03  # °C: an inlet sensor's resolution
+MOVED_STEPS = 2.0  # reading steps: a temperature moved by two of its steps moved (one step is
+# rounding): the setpoint changed (SETPOINT_MOVED_C), the inlet spread shifted (SPREAD_EFFECT_C)
 
 # The cooling unit without an outdoor temperature: its efficiency wanders with the weather, so
 # its level follows a local trend and each bin is judged against the level an hour before.
 BLIND_COOLING_LEVEL_HALFLIFE_S = 2.0 * HOUR_S  # the blind cooling level follows the weather's drift
-BLIND_COOLING_MAX_SUSPECT_S = 1.5 * HOUR_S  # weather moves it for longer: shorter suspicions
 UNIT_WEATHER_HALFLIFE_S = 3.0 * DAY_S  # the unit model's fit once the outdoor temperature explains weather
 
 # --- the monitor (monitor.py) ------------------------------------------------------------------
 RELEARN_S = 2.0 * HOUR_S  # the longest re-learn: a model still behind after 2 h is judged anyway
 IT_LOAD_STEP_FRAC = 0.3  # GPU power moved this much since the last bin: a load step …
-IT_STEP_SKIP_S = 120.0  # … whose next 2 min are not judged on the IT side (server fans lag it)
+IT_STEP_SKIP_S = 120.0  # … whose next 2 min are not judged on the IT side (server fans lag it; a
+# block's 3 min gave the fixed twin bench's 3 % power-chain step a thermal name)
 RATE_BAND_FRAC = 0.03  # a job's work rate wobbles ≤ 3 % bin to bin: within it, "the usual rate"
 BUILDING_FRAC = 0.5  # × min effect: an IT suspicion this large before a job change is judged on
 
 # --- the signal context (context.py) -----------------------------------------------------------
-CONTEXT_FAST_HALFLIFE_S = 1200.0  # "now" of setpoint, inlets and fan: 20 min
 RATE_REACQUIRE_FRAC = 0.6  # this share of recent bins off the typical rate: a new rate (new job)
 RATE_FIRST_BINS = 5  # a fresh typical rate is the median of a stage's first 5 bins (one may be cut)
 
 # --- attribution (attribution.py, events.py) ---------------------------------------------------
-SETPOINT_MOVED_C = 0.2  # °C: twice a unit's setpoint resolution: the setpoint changed
 INLET_MEAN_MOVED_C = 0.5  # °C: inlets warmer (not raised by the setpoint): the air changed
 SPREAD_MOVED_C = 0.3  # °C: twice the inlet sensors' noise: a wider spread is a hot spot, a mean moved
-WORK_RATE_MOVED_PCT = 4.0  # %: a job's rate wobbles by 2–3 % (stalls, evals) without a change
 MIX_MOVED = 0.3  # share of time: the stage mix changed
 EXPLAINS_PCT = 1.0  # %: the smallest move of a measured cause that explains a residual's shift
-FAN_MOVED_PCT = 2.0  # %: a fan speed moved (about its noise): listed as evidence
-MIX_NOTED = 0.1  # share of time: a stage mix moved (about its noise): listed as evidence
 
 # --- change points (changepoint.py and its parts) ----------------------------------------------
 SAME_WORK_RATE_FRAC = 0.15  # typical rates within 15 %: the same work (two models differ by more)
 SAME_WORK_POWER_FRAC = 0.08  # unlabelled: GPU level within 8 %: same work (a driver update adds 4–6 %)
-PINNED_RATE_FRAC = 0.10  # per stage, within 10 %: the previous job's GPU level can stand for it
+SAME_RATE_FRAC = 0.10  # a stage's work rate within 10 % of another is that rate: the previous
+# job's GPU level can stand for it (PINNED_RATE_FRAC), a bin below the stage's top by more was cut
+# short by a stall (STALL_FRAC)
 RESET_GROUP_S = 600.0  # counter resets within 10 min are one restart (several GPUs; at a job change)
-STALL_FRAC = 0.9  # bins under this share of a stage's top rate were cut short by stalls
-INPUT_START_C = 0.05  # °C: the setpoint left its resting value (a quarter of SETPOINT_MOVED_C)
 INPUT_Z = 4.0  # σ of the mean: a measured cause needs no ARL margin, only a clear step
-INPUT_SAMPLE_S = 300.0  # bins are correlated over minutes: one independent sample per 5 min
 
 NAMES: tuple[str, ...] = tuple(
     name for name, value in list(globals().items())
-    if name.isupper() and name not in ("HOUR_S", "DAY_S") and isinstance(value, (int, float, dict))
+    if name.isupper() and name not in FACTS and isinstance(value, (int, float, dict))
 )
 
 # ===================================================================== derived (no number of their own)
+LEVEL_HALFLIFE_S = DAY_S  # "usual" is what the rack did over one daily cycle
+HALF_CYCLE_S = DAY_S / 2.0  # half a daily cycle: "before" that the day's swing does not move
+RELEASE_FRAC = CALM_FRAC  # × h: a suspicion that fell back to the calm level was noise
+SHIFT_NOW_WEIGHT = 2.0 / (MIN_EVIDENCE_S / BLOCK_S + 1.0)  # per block: "the shift as it is now" is
+# the EW mean over the shortest evidence span (an EW mean's span N has weight 2 / (N + 1))
+CONTEXT_FAST_HALFLIFE_S = FOLLOW_HALFLIFE_S  # "now" of setpoint, inlets and fan: followed within ½ h
+INPUT_SAMPLE_S = BLOCK_S  # one independent sample of the residual per block (its decorrelation time)
+BLIND_COOLING_MAX_SUSPECT_S = SHOW_S  # the blind cooling channel judges against its level an hour
+# before: a suspicion longer than that compares the shift with itself
+WORK_RATE_MOVED_PCT = 100.0 * RATE_BAND_FRAC  # %: a rate beyond its bin-to-bin wobble moved
+PINNED_RATE_FRAC = SAME_RATE_FRAC  # per stage: the previous job's GPU level can stand for it
+STALL_FRAC = 1.0 - SAME_RATE_FRAC  # bins under this share of a stage's top rate were stall-shortened
+SETPOINT_MOVED_C = MOVED_STEPS * READING_STEP_C  # °C: the setpoint changed
+SPREAD_EFFECT_C = MOVED_STEPS * READING_STEP_C  # °C: the smallest inlet-spread shift worth an alarm
+INPUT_START_C = READING_STEP_C / 2.0  # °C: the setpoint left its resting value (half a reading step:
+# any change it can read)
+INLET_RESOLUTION_C = READING_STEP_C / math.sqrt(12.0)  # °C: an inlet reading's rounding noise
+# (uniform over one step: step / √12)
+COOLING_RESOLUTION_PCT = math.sqrt(2.0) * POWER_RESOLUTION_PCT  # %: the cooling residual is a ratio
+# of two readings (their rounding adds in quadrature)
 STAGE_WARM_S = SHOW_S  # an hour of a stage (or work rate, or stage mix) before it is judged
 DECIDE_WITHIN_S = SHOW_S  # a new job shows a comparable rate within an hour, else it is new work
 BLIND_COOLING_REFERENCE_DELAY_S = SHOW_S  # a step stays visible for an hour
@@ -128,15 +146,15 @@ MIN_BIN_NOISE = {"it": POWER_RESOLUTION_PCT, "gpu": POWER_RESOLUTION_PCT,  # per
                  "cooling": COOLING_RESOLUTION_PCT, "thermal": INLET_RESOLUTION_C}
 WITH_IT_GPU_PCT = EXPLAINS_PCT  # a GPU residual moving this much the same way explains an IT shift
 INPUT_MIN_EFFECT_PCT = EXPLAINS_PCT  # the smallest cooling-power change reported with a setpoint move
-EVIDENCE_MOVED = {"setpoint_c": SETPOINT_MOVED_C,  # context listed as evidence once it moved about its noise
-                  "inlet_mean_c": SPREAD_MOVED_C, "inlet_spread_c": SPREAD_EFFECT_C,
-                  "fan_pct": FAN_MOVED_PCT, "work_rate_pct": EXPLAINS_PCT, "stage_mix": MIX_NOTED}
+EVIDENCE_MOVED = {"setpoint_c": SETPOINT_MOVED_C,  # context listed as evidence once it moved enough
+                  "inlet_mean_c": SPREAD_MOVED_C, "inlet_spread_c": SPREAD_EFFECT_C,  # to matter
+                  "fan_pct": EXPLAINS_PCT, "work_rate_pct": EXPLAINS_PCT, "stage_mix": MIX_MOVED}
 BEHIND_Z = 2.0 * CUSUM_K  # σ: a model off by more is behind (catch_up.py): the shift a CUSUM detects
 # fastest (Page's 2 k)
 
 DERIVED: tuple[str, ...] = tuple(
     name for name, value in list(globals().items())
-    if name.isupper() and name not in (*NAMES, "NAMES", "HOUR_S", "DAY_S")
+    if name.isupper() and name not in (*NAMES, *FACTS, "NAMES", "FACTS")
     and isinstance(value, (int, float, dict))
 )
 
