@@ -6,6 +6,7 @@ rates, so tests do not lean on one simulator's quirks. Deterministic for a seed.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 
@@ -139,4 +140,18 @@ def rechunk(chunks_in: list[TraceChunk], size: int) -> list[TraceChunk]:
                     job=c.job[a:b],
                 )
             )
+    return out
+
+
+def scale_facility_inside(
+    chunks_in: list[TraceChunk], t_from: float, t_to: float, factor: float
+) -> list[TraceChunk]:
+    """The same rows with every PDU and cooling-unit sample in [t_from, t_to) scaled by ``factor``
+    (what the causality tests perturb: no such sample may move its own window's prediction)."""
+    out = copy.deepcopy(chunks_in)
+    for c in out:
+        inside = (c.ts >= t_from) & (c.ts < t_to)
+        for name, col in c.numeric.items():
+            if name.startswith(("pdu.", "crac.")):
+                col[inside] = col[inside] * factor
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import json
@@ -89,23 +88,13 @@ def test_segments_tile_the_trace(synth_8h: list[Any], synth_8h_run: tuple[Engine
     assert {s["stage"] for s in segs} == set(synth.STAGE_W)
 
 
-def _perturb_inside(chunks: list[Any], t_a: float, t_b: float, factor: float) -> list[Any]:
-    out = copy.deepcopy(chunks)
-    for c in out:
-        inside = (c.ts >= t_a) & (c.ts < t_b)
-        for name, col in c.numeric.items():
-            if name.startswith(("pdu.", "crac.")):
-                col[inside] = col[inside] * factor
-    return out
-
-
 def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction(
     synth_8h: list[Any], synth_8h_run: tuple[Engine, list[dict]]
 ) -> None:
     _, base = synth_8h_run
     target = _windows(base)[20]  # well after warm-up
     assert target["predicted_kwh"] is not None
-    _, moved = run_engine(_perturb_inside(synth_8h, target["start"], target["end"], 1.4))
+    _, moved = run_engine(synth.scale_facility_inside(synth_8h, target["start"], target["end"], 1.4))
     w = next(x for x in _windows(moved) if x["start"] == target["start"])
     assert w["measured_kwh"] > 1.3 * target["measured_kwh"]  # the perturbation was real
     for key in ("predicted_kwh", "it_predicted_kwh", "cooling_predicted_kwh"):

@@ -80,13 +80,7 @@ def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction_without_gpus(
     _, base = pdu_only_run
     target = windows(base)[40]
     assert target["predicted_kwh"] is not None
-    moved_chunks = copy.deepcopy(pdu_only_16h)
-    for c in moved_chunks:
-        inside = (c.ts >= target["start"]) & (c.ts < target["end"])
-        for name, col in c.numeric.items():
-            if name.startswith(("pdu.", "crac.")):
-                col[inside] *= 1.4
-    _, moved = run_engine(moved_chunks)
+    _, moved = run_engine(synth.scale_facility_inside(pdu_only_16h, target["start"], target["end"], 1.4))
     w = next(x for x in windows(moved) if x["start"] == target["start"])
     assert w["measured_kwh"] > 1.3 * target["measured_kwh"]
     for key in ("predicted_kwh", "it_predicted_kwh", "cooling_predicted_kwh"):
@@ -125,17 +119,6 @@ def unlabelled_run(unlabelled_pdu_only: list[TraceChunk]) -> tuple[Engine, list[
     return run_engine(unlabelled_pdu_only)
 
 
-def _scaled(chunks: list[TraceChunk], t_from: float, t_to: float, factor: float) -> list[TraceChunk]:
-    """The same rows with every PDU and cooling-unit sample in [t_from, t_to) scaled by ``factor``."""
-    out = copy.deepcopy(chunks)
-    for c in out:
-        inside = (c.ts >= t_from) & (c.ts < t_to)
-        for name, col in c.numeric.items():
-            if name.startswith(("pdu.", "crac.")):
-                col[inside] *= factor
-    return out
-
-
 def test_a_rack_without_gpus_or_labels_is_predicted_after_warm_up(
     unlabelled_pdu_only: list[TraceChunk], unlabelled_run
 ) -> None:
@@ -155,13 +138,14 @@ def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction_without_gpus_or
     _, base = unlabelled_run
     target = windows(base)[20]
     assert target["predicted_kwh"] is not None
-    _, moved = run_engine(_scaled(unlabelled_pdu_only, target["start"], target["end"], 1.4))
+    inside = synth.scale_facility_inside(unlabelled_pdu_only, target["start"], target["end"], 1.4)
+    _, moved = run_engine(inside)
     w = next(x for x in windows(moved) if x["start"] == target["start"])
     assert w["measured_kwh"] > 1.3 * target["measured_kwh"]
     for key in ("predicted_kwh", "it_predicted_kwh", "cooling_predicted_kwh"):
         assert w[key] == target[key]
     # what was known at the start does drive it: the same change one window earlier moves it
     before = target["start"] - (target["end"] - target["start"])
-    _, earlier = run_engine(_scaled(unlabelled_pdu_only, before, target["start"], 1.4))
+    _, earlier = run_engine(synth.scale_facility_inside(unlabelled_pdu_only, before, target["start"], 1.4))
     w = next(x for x in windows(earlier) if x["start"] == target["start"])
     assert w["predicted_kwh"] > 1.05 * target["predicted_kwh"]
