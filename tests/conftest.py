@@ -7,8 +7,11 @@ conftest.py of the test folder that uses them.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,32 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def open_terminal(rows: int = 50, cols: int = 120) -> tuple[int, int, dict[str, str]]:
+    """A pseudo-terminal of a known size: (master, slave, env for the child).
+
+    A fresh pty is 0×0, so the child's size would come from LINES/COLUMNS (which pytest-xdist's
+    workers set to 24×80) or a fallback: the size is set here so a view test sees the same screen
+    wherever it runs."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("LINES", "COLUMNS", "CI")}
+    return master, slave, {**env, "TERM": "xterm"}
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A private temp dir with a short path, for children that bind Unix sockets in it: a socket
+    path must fit sockaddr_un (107 bytes), which pytest's tmp_path (longer still under xdist) may not."""
+    path = Path(tempfile.mkdtemp(prefix="rw-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -153,7 +153,7 @@ def _wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen[byt
     raise AssertionError(f"{what} not seen; demo output:\n{log.read_text()[-3000:]}")
 
 
-def test_a_bare_venv_client_matches_the_rack_agents_accounting(tmp_path: Path) -> None:
+def test_a_bare_venv_client_matches_the_rack_agents_accounting(tmp_path: Path, short_tmp: Path) -> None:
     wheel = _build_wheel(tmp_path)
     with __import__("zipfile").ZipFile(wheel) as zf:
         tops = {name.split("/")[0] for name in zf.namelist()}
@@ -174,8 +174,7 @@ def test_a_bare_venv_client_matches_the_rack_agents_accounting(tmp_path: Path) -
     )
     assert bare.stdout.strip() == "['rackwatt_client']", bare.stdout  # importable without the agent's deps
 
-    demo_tmp = tmp_path / "demo"
-    demo_tmp.mkdir()
+    demo_tmp = short_tmp
     port = free_port()
     log = tmp_path / "demo.log"
     env = {**os.environ, "TMPDIR": str(demo_tmp), "PYTHONUNBUFFERED": "1"}

@@ -9,8 +9,10 @@ import asyncio
 import io
 import json
 import math
+import shutil
 import socket
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 
 from agent.config.loader import load_config
+from agent.config.paths import unix_socket_problem
 from agent.live.demo.engine_feed import IntervalThinner
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
@@ -29,8 +32,9 @@ from agent.live.demo.session import (
     build_scenario,
     header_lines,
     intervals_for,
+    private_workdir,
 )
-from agent.live.demo.setup import Intervals, MqttTarget, pick_ports, write_config
+from agent.live.demo.setup import STAGE_SOCKET, Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, screen_lines
 from agent.sim import FAULT_KINDS
 from agent.stages.hints import Hint, parse_datagram
@@ -308,3 +312,20 @@ def test_every_demo_device_answers_through_its_real_driver(tmp_path: Path) -> No
     assert signals["gpu.0.power_w"] == pytest.approx(truth["gpu.0"]["power_w"], rel=0.05, abs=2)
     assert {"inlet.top.temp_c", "crac.1.supply_temp_c", "crac.1.fan_pct"} <= set(signals)
     json.dumps({k: v for k, v in signals.items()})  # plain floats
+
+
+def test_under_a_long_tmpdir_the_demo_dir_still_fits_its_stage_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test runner's or a deep home's TMPDIR made the stage socket path too long for sockaddr_un,
+    and the demo stopped with an internal ConfigError."""
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert unix_socket_problem(Path(tempfile.mkdtemp(dir=deep)) / STAGE_SOCKET) is not None  # the premise
+    workdir = private_workdir()
+    try:
+        assert unix_socket_problem(workdir / STAGE_SOCKET) is None
+        assert workdir.is_dir() and len(list(deep.iterdir())) == 1  # only the premise's dir: none left behind
+    finally:
+        shutil.rmtree(workdir)

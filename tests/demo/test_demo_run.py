@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from agent.live.demo.session import FAULT_WARMUP_H
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, open_terminal
 from tests.live.conftest import Broker, load_schema, wait_until
 
 pytestmark = pytest.mark.slow
@@ -191,11 +191,8 @@ def test_an_injected_fault_is_found_and_attributed(
 
 def test_on_a_terminal_the_view_is_redrawn_in_place(tmp_path: Path) -> None:
     """A pseudo-terminal on stdout and stderr: the full-screen ANSI view, then a clean exit."""
-    import pty
-
-    master, slave = pty.openpty()
-    env = {**os.environ, "TMPDIR": str(tmp_path), "TERM": "xterm"}
-    env.pop("CI", None)
+    master, slave, env = open_terminal()
+    env["TMPDIR"] = str(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent", "demo", "--duration", "6", "--no-mqtt"],
         cwd=REPO_ROOT,

@@ -24,7 +24,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.client import CallbackAPIVersion
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, open_terminal
 from tests.live.conftest import Broker, wait_until
 from tests.live.conftest import make_broker as make_broker  # the fixture, re-exported for this module
 from tests.metrics.conftest import start_demo as start_demo  # the fixture, re-exported for this module
@@ -169,8 +169,6 @@ def test_three_demo_racks_and_a_drift_shown_within_one_refresh(
 
 
 def test_on_a_terminal_the_table_is_redrawn_in_place(make_broker: Callable[..., Broker]) -> None:
-    import pty
-
     broker = make_broker()
     status = {"v": 1, "type": "status", "state": "online", "spool": {"pending": 2}, "devices": {}}
     client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2)
@@ -180,9 +178,7 @@ def test_on_a_terminal_the_table_is_redrawn_in_place(make_broker: Callable[..., 
         5
     )
     client.loop_stop()
-    master, slave = pty.openpty()
-    env = {**os.environ, "TERM": "xterm"}
-    env.pop("CI", None)
+    master, slave, env = open_terminal()
     proc = subprocess.Popen(
         [
             sys.executable,

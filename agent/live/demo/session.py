@@ -23,12 +23,13 @@ from typing import Any, TextIO
 
 from agent.config.loader import load_config
 from agent.config.model import Config
+from agent.config.paths import unix_socket_problem
 from agent.live.clock import ScaledClock
 from agent.live.demo.engine_feed import prewarm
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.nodes import DemoNodes, NodePlan
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
-from agent.live.demo.setup import Intervals, MqttTarget, pick_ports, write_config
+from agent.live.demo.setup import STAGE_SOCKET, Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
 from agent.live.engine_link import EngineLink
 from agent.live.loop import LiveAgent, default_driver_factory
@@ -190,9 +191,19 @@ def _configure_logging(interactive: bool) -> _Tail | None:
     return None
 
 
+def private_workdir() -> Path:
+    """A private temp dir for the demo's files, under TMPDIR. The stage socket's path must fit
+    sockaddr_un (107 bytes), so under a long TMPDIR (a test runner's, a deep home) it is made in /tmp."""
+    workdir = Path(tempfile.mkdtemp(prefix="rackwatt-demo-"))
+    if unix_socket_problem(workdir / STAGE_SOCKET) is None:
+        return workdir
+    workdir.rmdir()
+    return Path(tempfile.mkdtemp(prefix="rackwatt-demo-", dir="/tmp"))
+
+
 async def run_demo(opts: DemoOptions, out: TextIO) -> int:
     tail = _configure_logging(opts.interactive)
-    workdir = Path(tempfile.mkdtemp(prefix="rackwatt-demo-"))
+    workdir = private_workdir()
     state = DemoState(speed=opts.speed)
     try:
         code = await _run_in(workdir, opts, out, tail, state)

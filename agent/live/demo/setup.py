@@ -41,6 +41,9 @@ class Intervals:
         )
 
 
+STAGE_SOCKET = "stage.sock"  # the agent's hint socket, in the demo's private temp dir
+
+
 def pick_ports() -> DevicePorts:
     return DevicePorts(pdu={feed: free_port(socket.SOCK_DGRAM) for feed in PDU_VENDORS}, crac=free_port())
 
@@ -87,7 +90,7 @@ def write_config(
         "keepalive_s = 10",
         "",
         "[stages]",
-        f"socket_path = {quoted(workdir / 'stage.sock')}",
+        f"socket_path = {quoted(workdir / STAGE_SOCKET)}",
         "mqtt_hints = false",
         "",
         "[nvml]",
