@@ -23,7 +23,7 @@ from agent.config.loader import load_config
 from agent.config.paths import unix_socket_problem
 from agent.live.demo.engine_feed import IntervalThinner
 from agent.live.demo.hints import StageHinter
-from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
+from agent.live.demo.rack import PDU_VENDORS, DemoRack, DevicePorts, InletProbeDriver
 from agent.live.demo.session import (
     FAULT_AFTER_H,
     FAULT_WARMUP_H,
@@ -329,3 +329,34 @@ def test_under_a_long_tmpdir_the_demo_dir_still_fits_its_stage_socket(
         assert workdir.is_dir() and len(list(deep.iterdir())) == 1  # only the premise's dir: none left behind
     finally:
         shutil.rmtree(workdir)
+
+
+def test_a_device_port_taken_during_the_warm_up_is_picked_again(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ports are picked before the warm-up and bound after it: another program may take one in
+    between. The demo picks fresh ports instead of stopping with an internal error."""
+    import agent.live.demo.session as session
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks: list[int] = []
+
+    def pick() -> DevicePorts:
+        ports = pick_ports()
+        if not picks:  # the first pick's cooling-unit port is the one another program holds
+            ports = DevicePorts(pdu=ports.pdu, crac=taken.getsockname()[1])
+        picks.append(ports.crac)
+        return ports
+
+    monkeypatch.setattr(session, "pick_ports", pick)
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    out = io.StringIO()
+    try:
+        code = asyncio.run(session.run_demo(DemoOptions(duration_s=2.0, warmup_h=0.0, days=1), out))
+    finally:
+        taken.close()
+    assert code == 0, out.getvalue()[-2000:]
+    assert len(picks) == 2 and picks[0] != picks[1]
+    assert "internal error" not in out.getvalue() and "summar" in out.getvalue()

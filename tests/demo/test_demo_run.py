@@ -110,6 +110,7 @@ def _no_temp_dirs_left(tmp_path: Path) -> bool:
     return not list(tmp_path.glob("rackwatt-demo-*"))
 
 
+@pytest.mark.serial  # several agents against wall-clock bounds: needs the cores to itself
 def test_demo_runs_for_its_duration_and_shows_devices_summaries_and_baselines(
     start_demo: Callable[..., DemoProcess], tmp_path: Path
 ) -> None:
@@ -168,6 +169,7 @@ def test_demo_publishes_to_a_broker_and_stops_cleanly_on_ctrl_c(
     assert _no_temp_dirs_left(tmp_path)
 
 
+@pytest.mark.serial  # several agents against wall-clock bounds: needs the cores to itself
 def test_an_injected_fault_is_found_and_attributed(
     start_demo: Callable[..., DemoProcess], tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def _returns_data(prom: Prometheus, expr: str) -> bool:
     return bool(prom.query(expr))
 
 
+@pytest.mark.serial  # several agents against wall-clock bounds: needs the cores to itself
 def test_every_dashboard_query_returns_data_from_two_scraped_agents(
     make_broker: Callable[..., Broker], start_demo: Callable[..., Any], start_prometheus: Any
 ) -> None:

@@ -19,6 +19,7 @@ def demo(args: list[str], tmp: Path, timeout_s: float) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.serial  # several agents against wall-clock bounds: needs the cores to itself
 @pytest.mark.slow
 def test_demo_with_four_node_agents_shows_every_node_healthy(tmp_path: Path) -> None:
     done = demo(["--nodes", "4", "--duration", "20", "--plain", "--no-mqtt", "--warmup", "0"], tmp_path, 120)

@@ -30,7 +30,8 @@ from agent.sim import make_scenario
 from agent.trace.model import TraceChunk
 from tests.live.conftest import Broker, Subscriber
 
-pytestmark = pytest.mark.slow
+# Four node agents + a rack agent, judged on their 1 Hz rate: needs the cores to itself.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 NODES, GPUS_PER_NODE = 4, 2
 NODE_PROC = Path(__file__).with_name("node_proc.py")

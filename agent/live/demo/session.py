@@ -28,7 +28,7 @@ from agent.live.clock import ScaledClock
 from agent.live.demo.engine_feed import prewarm
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.nodes import DemoNodes, NodePlan
-from agent.live.demo.rack import PDU_VENDORS, DemoRack, InletProbeDriver
+from agent.live.demo.rack import PDU_VENDORS, DemoRack, DevicePorts, InletProbeDriver
 from agent.live.demo.setup import STAGE_SOCKET, Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
 from agent.live.engine_link import EngineLink
@@ -191,6 +191,11 @@ def _configure_logging(interactive: bool) -> _Tail | None:
     return None
 
 
+# Ports are picked free before the warm-up and bound after it (tens of seconds later); another
+# program may take one in between. Each try picks fresh ports, so a repeat needs the same rare race.
+DEVICE_START_ATTEMPTS = 3
+
+
 def private_workdir() -> Path:
     """A private temp dir for the demo's files, under TMPDIR. The stage socket's path must fit
     sockaddr_un (107 bytes), so under a long TMPDIR (a test runner's, a deep home) it is made in /tmp."""
@@ -218,23 +223,27 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     live_start = time.time()
     scenario, fault_note = build_scenario(opts, live_start)
     intervals = intervals_for(opts.speed, opts.fine_polling)
-    ports = pick_ports()
     # The node link's skew limit is in simulated seconds: 2 real seconds of scheduling delay at any speed.
     plan = (NodePlan.make(workdir, opts.nodes, GPUS_PER_DEMO_NODE, intervals.nvml_s, 2.0 * opts.speed)
             if opts.nodes else None)
-    path, community = write_config(
-        workdir,
-        site=opts.site,
-        rack=opts.rack,
-        ports=ports,
-        crac_id=scenario.rack.cooling.crac_id,
-        crac_share=scenario.rack.cooling.share,
-        intervals=intervals,
-        mqtt=opts.mqtt,
-        metrics=opts.metrics,
-        nodes=plan,
-    )
-    config = load_config(path)  # the real loader: a problem here is a bug in the demo
+
+    def configure(ports: DevicePorts) -> tuple[Path, str, Config]:
+        path, community = write_config(
+            workdir,
+            site=opts.site,
+            rack=opts.rack,
+            ports=ports,
+            crac_id=scenario.rack.cooling.crac_id,
+            crac_share=scenario.rack.cooling.share,
+            intervals=intervals,
+            mqtt=opts.mqtt,
+            metrics=opts.metrics,
+            nodes=plan,
+        )
+        return path, community, load_config(path)  # the real loader: a problem here is a bug in the demo
+
+    ports = pick_ports()
+    path, community, config = configure(ports)
     state.header = header_lines(opts, intervals, fault_note)
     state.fault_note = fault_note
     state.mqtt_mode = "broker" if opts.mqtt else "off"
@@ -259,7 +268,16 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
         out.flush()
     clock = ScaledClock(opts.speed, start=live_start)
     rack = DemoRack(scenario, clock.time)
-    await rack.start(ports, community)
+    for attempt in range(1, DEVICE_START_ATTEMPTS + 1):
+        try:
+            await rack.start(ports, community)
+            break
+        except Exception as err:  # a port taken since it was picked, or no loopback
+            if attempt == DEVICE_START_ATTEMPTS:
+                out.write(f"rackwatt demo: cannot serve the simulated devices on 127.0.0.1: {err}\n")
+                return 1
+            ports = pick_ports()  # another program took a port during the warm-up: pick again
+            path, community, config = configure(ports)
     nodes = DemoNodes(plan, clock) if plan is not None else None
     if nodes is not None:
         nodes.start()
