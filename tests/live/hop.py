@@ -4,8 +4,10 @@ Why: a real link can drop while messages are on the wire. The client then holds 
 broker never read and must send them again on the next connection; stopping the broker cannot
 produce that on demand (a stopped mosquitto has usually read and acknowledged them). The hop
 forwards bytes both ways between two real peers; ``hold()`` keeps what the client sends from
-reaching the broker and ``cut()`` closes every connection, dropping what was held, as a link
-that dies does. It is not a broker stand-in: both ends speak MQTT to each other.
+reaching the broker, ``hold_replies()`` what the broker sends from reaching the client (a slow
+link mid-handshake), ``release()`` lets held bytes go on, and ``cut()`` closes every
+connection, dropping what was held, as a link that dies does. It is not a broker stand-in:
+both ends speak MQTT to each other.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ class TcpHop:
         self.target_port = target_port
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._server.getsockname()[1])
-        self._forwarding = threading.Event()
-        self._forwarding.set()
+        self._forwarding = {True: threading.Event(), False: threading.Event()}  # upstream?
+        self.release()
+        self.accepted = 0  # connections made through the hop so far
         self._links: list[_Link] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -53,8 +56,16 @@ class TcpHop:
         return self
 
     def hold(self) -> None:
-        """What clients send from now on is kept here, not forwarded (until ``cut``)."""
-        self._forwarding.clear()
+        """What clients send from now on is kept here, not forwarded (until ``cut``/``release``)."""
+        self._forwarding[True].clear()
+
+    def hold_replies(self) -> None:
+        """What the broker sends from now on is kept here (until ``cut``/``release``)."""
+        self._forwarding[False].clear()
+
+    def release(self) -> None:
+        for gate in self._forwarding.values():
+            gate.set()
 
     def cut(self) -> None:
         """Close every connection, dropping what was held; new connections forward again."""
@@ -62,7 +73,7 @@ class TcpHop:
             links, self._links = self._links, []
         for link in links:
             link.close()
-        self._forwarding.set()
+        self.release()
 
     def close(self) -> None:
         self._closed = True
@@ -85,6 +96,7 @@ class TcpHop:
             link = _Link(client, broker)
             with self._lock:
                 self._links.append(link)
+                self.accepted += 1
             threading.Thread(target=self._pipe, args=(link, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(link, False), daemon=True).start()
 
@@ -96,7 +108,7 @@ class TcpHop:
                 if not data:
                     break
                 # held bytes wait here; a cut drops them with the connection
-                while upstream and not self._forwarding.is_set() and not link.dead.is_set():
+                while not self._forwarding[upstream].is_set() and not link.dead.is_set():
                     link.dead.wait(POLL_S)
                 if link.dead.is_set():
                     break

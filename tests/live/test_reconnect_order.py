@@ -6,9 +6,10 @@ sends newer ones from the asyncio thread. Once, on a loaded machine, a newer seq
 subscriber first (tests/live/test_state_dir.py). This forces that interleaving: paho's thread
 is held right after ``on_connect`` (as a busy scheduler can hold it) until the pump has sent
 something or ``STALL_S`` has passed, over a real mosquitto and a hop that drops the link. The
-third case also keeps the event loop busy from before the drop until paho is in that
-``on_connect``, so the pump runs first with the connection it knew (a slow engine batch or
-fsync can block the loop for longer than the reconnect delay).
+last two cases also keep the event loop busy from before the drop until paho is in that
+``on_connect``, or waiting for the CONNACK on the new connection, so the pump runs first with
+the connection it knew (a slow engine batch or fsync can block the loop for longer than the
+reconnect delay).
 """
 
 from __future__ import annotations
@@ -64,7 +65,13 @@ def _put(store: Store, topics: Topics, n: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["same store", "store moved by reload", "event loop busy through the reconnect"]
+    "case",
+    [
+        "same store",
+        "store moved by reload",
+        "event loop busy through the reconnect",
+        "event loop busy until paho waits for CONNACK",
+    ],
 )
 def test_messages_carried_over_a_dropped_link_leave_before_newer_ones(
     tmp_path: Path, broker: Broker, subscribe: Callable[..., Subscriber], case: str
@@ -90,6 +97,19 @@ def test_messages_carried_over_a_dropped_link_leave_before_newer_ones(
             publisher.wake()  # the pump is due first, before the disconnect and connect news
             hop.cut()
             assert publisher.held.wait(10), "paho reconnected"  # blocks the event loop till then
+        elif case == "event loop busy until paho waits for CONNACK":
+            _put(publisher.store, topics, BACKLOG)
+            publisher.wake()
+            links = hop.accepted
+            hop.cut()
+            hop.hold_replies()  # the next connection gets no CONNACK until release()
+            deadline = time.monotonic() + 10
+            while hop.accepted == links and time.monotonic() < deadline:  # blocks the event loop
+                time.sleep(0.01)
+            assert hop.accepted > links, "paho reconnected"
+            time.sleep(0.2)  # its CONNECT is out
+            await asyncio.sleep(0.3)  # the pump's turn, then the disconnect's
+            hop.release()
         else:
             hop.cut()
             await await_until(lambda: not publisher.connected, 5, "the link to drop")
