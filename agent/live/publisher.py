@@ -20,6 +20,9 @@ message can only follow its resend on this connection, and paho resends in the o
 published, which is ``seq`` order: whatever the pump sends next is behind all of it on the wire.
 Nor does the pump send while paho is between connections or handling a CONNACK the asyncio
 thread has not seen yet (``_sessions``), when such a message could pass the resends as well.
+QoS 0 messages are not carried: paho drops those it had not written when a connection ends,
+without a callback, so a new session takes them out of the window and the store sends them
+again (before anything newer: they have the lower seqs).
 A reload that moves ``state_dir`` changes none of this: the window is keyed by ``seq``, which the
 moved store keeps.
 
@@ -118,6 +121,7 @@ class MqttPublisher:
         self._pump_task: asyncio.Task[None] | None = None
         self._inflight: dict[int, int] = {}  # paho mid → store seq
         self._inflight_seqs: set[int] = set()
+        self._inflight_qos0: set[int] = set()  # mids paho forgets, unannounced, if the connection ends
         self._carried: set[int] = set()  # mids paho resends into this session: nothing newer before them
         self._sessions = 0  # CONNACKs paho has received (written by its thread only)
         self._session = 0  # the CONNACK the asyncio side has acted on
@@ -263,6 +267,7 @@ class MqttPublisher:
         self.failures = 0
         self.last_error = None
         self._session_started = time.monotonic()
+        self._forget_lost_qos0()
         self._carried = set(self._inflight)  # paho resends these after this callback: they go first
         log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
@@ -271,6 +276,15 @@ class MqttPublisher:
             client.subscribe(topic, qos=1)
         self.publish_status()
         self._wake.set()
+
+    def _forget_lost_qos0(self) -> None:
+        """QoS 0 messages still in the window at a new session were lost with the old one (paho
+        clears its unwritten packets and never calls on_publish for them): the store sends them again."""
+        for mid in self._inflight_qos0:
+            seq = self._inflight.pop(mid, None)
+            if seq is not None:
+                self._inflight_seqs.discard(seq)
+        self._inflight_qos0.clear()
 
     def _set_will(self, client: mqtt.Client) -> None:
         self.will_seq = self.store.last_seq
@@ -430,6 +444,7 @@ class MqttPublisher:
             return
         self._inflight_seqs.discard(seq)
         self._carried.discard(mid)
+        self._inflight_qos0.discard(mid)
         if failed:
             log.warning("mqtt: broker rejected message seq %d; it stays in the store", seq)
         else:
@@ -485,6 +500,8 @@ class MqttPublisher:
                 continue
             self._inflight[info.mid] = seq
             self._inflight_seqs.add(seq)
+            if record.qos == 0:
+                self._inflight_qos0.add(info.mid)
 
     def _may_send_newer(self, client: mqtt.Client) -> bool:
         """Nothing newer than what paho carried over may pass it (see "Order" in the module docstring).

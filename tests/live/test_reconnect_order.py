@@ -59,9 +59,25 @@ class HeldAfterConnect(MqttPublisher):
             time.sleep(0.01)
 
 
-def _put(store: Store, topics: Topics, n: int) -> None:
+class HeldInWrite(MqttPublisher):
+    """paho's thread pauses in the on_publish of a QoS 0 message it has just written, once asked:
+    the packets queued behind it are still unwritten when the link is cut."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold, self.holding, self.resume = threading.Event(), threading.Event(), threading.Event()
+
+    def _cb_publish(self, *args: Any) -> None:
+        if self.hold.is_set():
+            self.hold.clear()
+            self.holding.set()
+            self.resume.wait(STALL_S * 4)
+        super()._cb_publish(*args)
+
+
+def _put(store: Store, topics: Topics, n: int, qos: int = 1) -> None:
     for _ in range(n):
-        store.put("summary", topics.summary, {"v": 1, "type": "summary"}, retain=False, qos=1)
+        store.put("summary", topics.summary, {"v": 1, "type": "summary"}, retain=False, qos=qos)
 
 
 @pytest.mark.parametrize(
@@ -160,3 +176,46 @@ def test_the_hop_drops_what_it_held(broker: Broker, subscribe: Callable[..., Sub
         client.loop_stop()
         hop.close()
     assert [m.topic for m in sub.snapshot()] == ["rackwatt/hop/a"]
+
+
+def test_qos0_messages_paho_lost_with_the_link_are_sent_again_in_order(
+    tmp_path: Path, broker: Broker, subscribe: Callable[..., Subscriber]
+) -> None:
+    """paho drops the QoS 0 packets it had not written when the link ends, with no callback:
+    they must leave the window (else it never drains) and go again, before newer ones."""
+    queued = 6  # one written, the rest queued behind it in paho when the link is cut
+    sub = subscribe(broker.port)
+    hop = TcpHop(broker.port).start()
+    config = make_config(tmp_path / "state", hop.port)
+    store = Store.open(tmp_path / "state", 1 << 20)
+    publisher = HeldInWrite(
+        config.mqtt, "s1", "r1", store, version="test", status_fn=dict, reconnect_min_s=1, reconnect_max_s=1
+    )
+
+    async def scenario() -> None:
+        await publisher.start()
+        await await_until(lambda: publisher.connected, 10, "the first connection")
+        await asyncio.sleep(0.3)  # the online status is acknowledged
+        publisher.hold.set()
+        _put(store, publisher.topics, queued, qos=0)
+        publisher.wake()
+        await await_until(lambda: publisher.holding.is_set(), 5, "paho writing the first")
+        await await_until(lambda: publisher.stats()["inflight"] == queued, 5, "all handed to paho")
+        hop.cut()
+        await asyncio.sleep(0.2)  # the hop's close reaches paho's socket
+        publisher.resume.set()
+        await await_until(lambda: not publisher.connected, 5, "the link to drop")
+        _put(store, publisher.topics, BACKLOG, qos=0)
+        publisher.wake()
+        await await_until(lambda: len(store) == 0, 15, "every QoS 0 message written")
+        await publisher.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+        hop.close()
+    time.sleep(0.3)
+    seqs = data_seqs(sub)
+    assert seqs == sorted(set(seqs)), "in order, each once"
+    assert seqs and max(seqs) == store.last_seq, "the newest arrived"
