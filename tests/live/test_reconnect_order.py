@@ -41,11 +41,10 @@ STALL_S = 1.5
 class HeldAfterConnect(MqttPublisher):
     """paho's thread pauses after handing ``on_connect`` over, before it resends what it carried."""
 
-    stalls = 0
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held = threading.Event()  # paho's thread is in a held on_connect
+        self.stalls = 0  # reconnects that carried messages (each held)
 
     def _cb_connect(self, *args: Any) -> None:
         carried = self.stats()["inflight"]
@@ -71,7 +70,7 @@ class HeldInWrite(MqttPublisher):
         if self.hold.is_set():
             self.hold.clear()
             self.holding.set()
-            self.resume.wait(STALL_S * 4)
+            self.resume.wait(STALL_S * 4)  # a bound only: the test resumes it within a second
         super()._cb_publish(*args)
 
 
