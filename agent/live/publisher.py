@@ -10,6 +10,22 @@ window: everything else waits in the store (``store.py``, on disk) and is sent i
 The publisher never numbers or stores a message itself: the outbox does (``outbox.py``), then
 calls ``wake()``.
 
+Order across a reconnect. A link that drops with messages unacknowledged leaves them in paho's
+memory, and paho sends them again on the next connection, from its own thread, after
+``on_connect`` returns; nothing orders that against a ``publish()`` from the asyncio thread, so a
+newer seq could reach the broker first (seen once under load). So the window has one rule for a
+new session: what paho carried into it (every mid in flight when the session began) goes first,
+and the pump sends nothing newer until all of it is acknowledged. A PUBACK for a carried
+message can only follow its resend on this connection, and paho resends in the order we
+published, which is ``seq`` order: whatever the pump sends next is behind all of it on the wire.
+Nor does the pump send while paho is between connections or handling a CONNACK the asyncio
+thread has not seen yet (``_sessions``), when such a message could pass the resends as well.
+QoS 0 messages are not carried: paho drops those it had not written when a connection ends,
+without a callback, so a new session takes them out of the window and the store sends them
+again (before anything newer: they have the lower seqs).
+A reload that moves ``state_dir`` changes none of this: the window is keyed by ``seq``, which the
+moved store keeps.
+
 ``status`` is not spooled: it is state, not history. ``online`` is published (retained) on every
 connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
 disappears; a clean stop publishes ``offline`` itself. A status carries ``seq`` = the last data
@@ -105,6 +121,10 @@ class MqttPublisher:
         self._pump_task: asyncio.Task[None] | None = None
         self._inflight: dict[int, int] = {}  # paho mid → store seq
         self._inflight_seqs: set[int] = set()
+        self._inflight_qos0: set[int] = set()  # mids paho forgets, unannounced, if the connection ends
+        self._carried: set[int] = set()  # mids paho resends into this session: nothing newer before them
+        self._sessions = 0  # CONNACKs paho has received (written by its thread only)
+        self._session = 0  # the CONNACK the asyncio side has acted on
         self._control_mids: dict[int, asyncio.Future[None]] = {}  # status publishes awaited on stop
         self.connected = False
         self.connects = 0
@@ -194,8 +214,10 @@ class MqttPublisher:
             loop.call_soon_threadsafe(fn, *args)
 
     def _cb_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
+        self._sessions += 1  # before the hand-over: the pump waits for this session's _on_connect
         self._hand_over(
             self._on_connect,
+            self._sessions,
             bool(reason_code.is_failure),
             str(reason_code),
             int(getattr(reason_code, "value", 0)),
@@ -220,7 +242,8 @@ class MqttPublisher:
         lo, hi = self._reconnect
         return int(min(hi, lo * 2 ** max(0, self.failures - 1)))
 
-    def _on_connect(self, failed: bool, reason: str, code: int) -> None:
+    def _on_connect(self, session: int, failed: bool, reason: str, code: int) -> None:
+        self._session = session
         if failed:
             self._refresh_will()
             self.failures += 1
@@ -244,6 +267,8 @@ class MqttPublisher:
         self.failures = 0
         self.last_error = None
         self._session_started = time.monotonic()
+        self._forget_lost_qos0()
+        self._carried = set(self._inflight)  # paho resends these after this callback: they go first
         log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
         assert client is not None
@@ -251,6 +276,15 @@ class MqttPublisher:
             client.subscribe(topic, qos=1)
         self.publish_status()
         self._wake.set()
+
+    def _forget_lost_qos0(self) -> None:
+        """QoS 0 messages still in the window at a new session were lost with the old one (paho
+        clears its unwritten packets and never calls on_publish for them): the store sends them again."""
+        for mid in self._inflight_qos0:
+            seq = self._inflight.pop(mid, None)
+            if seq is not None:
+                self._inflight_seqs.discard(seq)
+        self._inflight_qos0.clear()
 
     def _set_will(self, client: mqtt.Client) -> None:
         self.will_seq = self.store.last_seq
@@ -409,6 +443,8 @@ class MqttPublisher:
         if seq is None:
             return
         self._inflight_seqs.discard(seq)
+        self._carried.discard(mid)
+        self._inflight_qos0.discard(mid)
         if failed:
             log.warning("mqtt: broker rejected message seq %d; it stays in the store", seq)
         else:
@@ -441,7 +477,7 @@ class MqttPublisher:
 
     def _fill_window(self) -> None:
         client = self._client
-        if client is None or not self.connected:
+        if client is None or not self.connected or not self._may_send_newer(client):
             return
         room = self.window - len(self._inflight)
         if room <= 0:
@@ -464,6 +500,17 @@ class MqttPublisher:
                 continue
             self._inflight[info.mid] = seq
             self._inflight_seqs.add(seq)
+            if record.qos == 0:
+                self._inflight_qos0.add(info.mid)
+
+    def _may_send_newer(self, client: mqtt.Client) -> bool:
+        """Nothing newer than what paho carried over may pass it (see "Order" in the module docstring).
+
+        ``connected`` is the asyncio side's view, which lags paho's thread: between connections
+        (a PUBLISH could go out on the new socket before the resends) and in a CONNACK whose
+        ``_on_connect`` is still queued (the resends are being queued right then) it is stale.
+        """
+        return not self._carried and self._session == self._sessions and client.is_connected()
 
     def _status_payload(self) -> dict[str, Any]:
         try:
