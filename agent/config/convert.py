@@ -45,29 +45,21 @@ def show(value: object) -> str:
         text = "true" if value else "false"
     elif isinstance(value, str):
         text = json.dumps(value, ensure_ascii=False)
-    elif isinstance(value, dict):
-        text = "a table"
-    elif isinstance(value, list):
-        text = "an array"
+    elif isinstance(value, dict | list):
+        text = kind_of(value)
     else:
         text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# The TOML kinds by name, bool before int (a bool is an int to isinstance); dates and times go by
+# their type's name.
+_KINDS = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"), (list, "an array"),
+          (dict, "a table"))
+
+
 def kind_of(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__  # dates and times
+    return next((name for kind, name in _KINDS if isinstance(value, kind)), type(value).__name__)
 
 
 def described(value: object) -> str:

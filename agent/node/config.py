@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config.checks import PORT, between, matches, positive
+from agent.config.checks import PORT, between, check_file, matches, positive
 from agent.config.convert import Context, Spec, show
 from agent.config.hosts import host_problem
-from agent.config.secrets import SecretError, read_secret, secret_file_problem
+from agent.config.secrets import SecretError, read_secret
 from agent.config.toml_lines import KeyPath
 from agent.node.wire import MAX_GPUS, MAX_ID_BYTES
 
@@ -75,19 +75,15 @@ class NodeSection:
 
 
 def check_key_file(ctx: Context, path: KeyPath, value: Any) -> None:
-    """The shared key: a usable, private secret file, long enough to be a key."""
-    if not isinstance(value, Path):
+    """The shared key: a usable, private secret file (``check_file``'s rule), long enough to be a key."""
+    errors = len(ctx.issues)
+    check_file(ctx, path, value)
+    if not isinstance(value, Path) or len(ctx.issues) > errors:
         return
-    problem = secret_file_problem(value)
-    if problem:
-        severity, message = problem
-        (ctx.error if severity == "error" else ctx.warn)(path, message)
-        if severity == "error":
-            return
     try:
         key = read_secret(value)
     except SecretError:
-        return  # unreadable by this user: secret_file_problem has warned
+        return  # unreadable by this user: check_file has warned
     if len(key) < MIN_KEY_CHARS:
         ctx.error(path, f"key in {value} is {len(key)} characters; at least {MIN_KEY_CHARS} ({KEY_HINT})")
 

@@ -7,7 +7,6 @@ The driver room owns its configuration; ``agent.config`` only assembles it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from agent.config.checks import (
     ID_PATTERN,
@@ -28,7 +27,7 @@ from agent.config.checks import (
 from agent.config.convert import Context, Spec, show
 from agent.config.hosts import host_problem
 from agent.config.toml_lines import KeyPath
-from drivers.snmp_pdu.config import SNMP_CHECKS, SNMP_SECRETS, check_snmp_access
+from drivers.snmp_pdu.config import SNMP_CHECKS, SNMP_SECRETS, SnmpAccess, check_snmp_access
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class ModbusRegister:
 
 
 @dataclass(frozen=True)
-class CracConfig:
+class CracConfig(SnmpAccess):  # the SNMP keys are used with protocol = "snmp" only, as in [[pdu]]
     id: str
     host: str
     port: int = 502
@@ -60,17 +59,7 @@ class CracConfig:
     rated_compressor_power_w: float | None = None
     cooling_kind: str | None = None  # dx | chilled_water | unknown; None → the profile's (estimate only)
     registers: tuple[ModbusRegister, ...] = ()  # generic profile only
-    # protocol = "snmp": the unit's SNMP agent (read-only GET/GETBULK), same keys as [[pdu]]
-    protocol: str = "modbus"  # modbus | snmp
-    version: str = "2c"
-    community_file: Path | None = None
-    user: str | None = None
-    auth_protocol: str = "SHA"
-    auth_key_file: Path | None = None
-    priv_protocol: str = "AES"
-    priv_key_file: Path | None = None
-    context: str = ""
-    deadline_s: float | None = None
+    protocol: str = "modbus"  # modbus | snmp (the unit's SNMP agent, read-only GET/GETBULK)
 
 
 # What a unit's cooling is, for the power estimate (estimate.py): is there a compressor?
@@ -153,4 +142,4 @@ def _check_snmp_crac(ctx: Context, path: KeyPath, crac: CracConfig) -> None:
     for name in MODBUS_CRAC_KEYS:
         if getattr(crac, name):
             ctx.error((*path, name), 'only used with protocol = "modbus"')
-    check_snmp_access(ctx, path, crac)
+    check_snmp_access(ctx, path, crac, crac.interval_s)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 TYPE_WIDTH = {"u16": 1, "s16": 1, "u32": 2, "s32": 2, "f32": 2}
+STRUCT_FORMAT = {"u16": ">H", "s16": ">h", "u32": ">I", "s32": ">i", "f32": ">f"}  # the bits as a number
 WORD_ORDERS = ("big", "little")
 
 # Raw bit patterns that mean "not available" when a profile does not say otherwise. They are
@@ -107,24 +108,16 @@ def raw_to_words(raw: int, type_: str, word_order: str) -> list[int]:
 
 
 def raw_to_number(raw: int, type_: str) -> float:
-    if type_ == "s16":
-        return float(raw - 0x10000 if raw & 0x8000 else raw)
-    if type_ == "s32":
-        return float(raw - 0x100000000 if raw & 0x80000000 else raw)
-    if type_ == "f32":
-        return float(struct.unpack(">f", raw.to_bytes(4, "big"))[0])
-    return float(raw)
+    return float(struct.unpack(STRUCT_FORMAT[type_], raw.to_bytes(2 * TYPE_WIDTH[type_], "big"))[0])
 
 
 def number_to_raw(number: float, type_: str) -> int:
-    if type_ == "f32":
-        return int.from_bytes(struct.pack(">f", number), "big")
-    integer = round(number)
-    bits = 16 if type_ in ("u16", "s16") else 32
-    low, high = (0, (1 << bits) - 1) if type_.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if not low <= integer <= high:
-        raise ValueError(f"{number} does not fit {type_}")
-    return integer & ((1 << bits) - 1)
+    value = number if type_ == "f32" else round(number)
+    try:
+        packed = struct.pack(STRUCT_FORMAT[type_], value)
+    except struct.error:
+        raise ValueError(f"{number} does not fit {type_}") from None
+    return int.from_bytes(packed, "big")
 
 
 def decode_value(point: PointLike, words: Sequence[int]) -> float | None:

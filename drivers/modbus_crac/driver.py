@@ -31,9 +31,9 @@ import time
 from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
 
 from drivers.base import PollResult
-from drivers.modbus_crac.config import COOLING_KINDS, CracConfig
+from drivers.modbus_crac.config import CracConfig
 from drivers.modbus_crac.decode import decode_value
-from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
+from drivers.modbus_crac.estimate import estimate_inputs, estimate_power_w
 from drivers.modbus_crac.plan import Batch, plan_batches, single_batches
 from drivers.modbus_crac.profiles import ProfileError, load_profile, merged_points
 from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
@@ -111,18 +111,8 @@ class CracModbusDriver:
         self.absent: dict[str, AbsentPoint] = {}  # signal → its re-probe schedule
         self.reprobe_after_polls = max(1, reprobe_after_polls)
         self.busy_retry_s = busy_retry_s
-        cooling_kind = cfg.cooling_kind or self.profile.cooling_kind
-        if cooling_kind not in COOLING_KINDS:
-            raise ProfileError(
-                f"crac '{cfg.id}': cooling_kind must be one of {', '.join(COOLING_KINDS)}, "
-                f"got {cooling_kind!r}"
-            )
-        self.estimate_inputs = EstimateInputs(
-            rated_fan_power_w=cfg.rated_fan_power_w,
-            rated_compressor_power_w=cfg.rated_compressor_power_w,
-            cooling_kind=cooling_kind,
-            cop=self.profile.cop,
-        )
+        self.estimate_inputs = estimate_inputs(cfg, cfg.cooling_kind or self.profile.cooling_kind,
+                                               self.profile.cop)
         # Our own messages name the unit; pymodbus's "Failed to connect" lines only repeat them.
         pymodbus_log = logging.getLogger("pymodbus")
         if pymodbus_log.level == logging.NOTSET:

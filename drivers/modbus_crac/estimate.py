@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drivers.modbus_crac.config import COOLING_KINDS, CracConfig
+from drivers.modbus_crac.profiles import ProfileError
+
 FAN_EXPONENT = 3.0
 FAN_FLOOR_FRACTION = 0.10
 
@@ -32,6 +35,15 @@ class EstimateInputs:
     rated_compressor_power_w: float | None
     cooling_kind: str  # dx | chilled_water | unknown
     cop: float
+
+
+def estimate_inputs(cfg: CracConfig, cooling_kind: str, cop: float) -> EstimateInputs:
+    """The unit's rated powers from its [[crac]] table, with the cooling kind and COP it has (the
+    table's kind, else its profile's); one owner for both cooling-unit drivers."""
+    if cooling_kind not in COOLING_KINDS:
+        raise ProfileError(f"crac '{cfg.id}': cooling_kind must be one of {', '.join(COOLING_KINDS)}, "
+                           f"got {cooling_kind!r}")
+    return EstimateInputs(cfg.rated_fan_power_w, cfg.rated_compressor_power_w, cooling_kind, cop)
 
 
 def fan_power_w(fan_pct: float, rated_w: float) -> float:

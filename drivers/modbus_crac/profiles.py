@@ -10,6 +10,7 @@ they are the whole map.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -172,22 +173,10 @@ def _check_unique(points: tuple[Point, ...], where: str) -> None:
 
 
 def point_from_register(register: ModbusRegister, where: str) -> Point:
-    """A ``[[crac.registers]]`` entry as a point (default sentinels for its type)."""
-    if register.type not in TYPE_WIDTH:
-        raise ProfileError(f"{where}: type must be one of {sorted(TYPE_WIDTH)}, got {register.type!r}")
-    point = Point(
-        signal=register.signal,
-        address=register.address,
-        table=register.table,
-        type=register.type,
-        word_order=register.word_order,
-        scale=register.scale,
-        unit=register.unit,
-        sentinels=DEFAULT_SENTINELS[register.type],
-        source="site configuration",
-    )
-    check_point(point, where)
-    return point
+    """A ``[[crac.registers]]`` entry as a point (default sentinels for its type), read and checked
+    as a profile's point is."""
+    raw = {**dataclasses.asdict(register), "source": "site configuration"}
+    return _point(raw, {"table": register.table, "word_order": register.word_order, "sentinels": {}}, where)
 
 
 def merged_points(profile: Profile, registers: tuple[ModbusRegister, ...], where: str) -> tuple[Point, ...]:

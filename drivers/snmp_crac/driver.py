@@ -13,8 +13,7 @@ from typing import Any
 
 from pysnmp.hlapi.v3arch.asyncio import SnmpEngine
 
-from drivers.modbus_crac.config import COOLING_KINDS
-from drivers.modbus_crac.estimate import EstimateInputs, estimate_power_w
+from drivers.modbus_crac.estimate import estimate_inputs, estimate_power_w
 from drivers.modbus_crac.profiles import DEFAULT_COP  # the Modbus maps' default
 from drivers.snmp_pdu.driver import SnmpPduDriver
 from drivers.snmp_pdu.plan import Decoded
@@ -37,12 +36,7 @@ class SnmpCracDriver(SnmpPduDriver):
         if cfg.profile == "generic":
             raise ValueError(f"crac '{cfg.id}': profile \"generic\" is Modbus-only; with protocol = \"snmp\" "
                              'use profile = "auto" or a profile name')
-        kind = cfg.cooling_kind or "unknown"
-        if kind not in COOLING_KINDS:
-            raise ValueError(f"crac '{cfg.id}': cooling_kind must be one of {', '.join(COOLING_KINDS)}")
-        self.estimate_inputs = EstimateInputs(rated_fan_power_w=cfg.rated_fan_power_w,
-                                              rated_compressor_power_w=cfg.rated_compressor_power_w,
-                                              cooling_kind=kind, cop=DEFAULT_COP)
+        self.estimate_inputs = estimate_inputs(cfg, cfg.cooling_kind or "unknown", DEFAULT_COP)
         super().__init__(cfg, engine, detail=detail)
 
     def _nothing_found(self, why_not: str, probed: int) -> str:

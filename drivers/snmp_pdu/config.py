@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from agent.config.checks import (
     ID_PATTERN,
@@ -38,11 +37,11 @@ class SnmpOid:
     scale: float = 1.0
 
 
-@dataclass(frozen=True)
-class PduConfig:
-    id: str
-    host: str
-    port: int = 161
+@dataclass(frozen=True, kw_only=True)
+class SnmpAccess:
+    """The SNMP access keys a section carries ([[pdu]], [[crac]] protocol = "snmp"): one owner of
+    their shape, defaults and rules (``SNMP_CHECKS``, ``check_snmp_access``)."""
+
     version: str = "2c"  # "2c" | "3"
     community_file: Path | None = None  # v2c: community read from this file
     user: str | None = None  # v3 USM user
@@ -51,11 +50,18 @@ class PduConfig:
     priv_protocol: str = "AES"  # DES | AES | AES192 | AES256 | none
     priv_key_file: Path | None = None
     context: str = ""  # v3 context name
+    deadline_s: float | None = None  # whole-poll deadline; None → 0.8 × interval_s
+
+
+@dataclass(frozen=True)
+class PduConfig(SnmpAccess):
+    id: str
+    host: str
+    port: int = 161
     profile: str = "auto"
     interval_s: float = 5.0
     timeout_s: float = 1.0
     retries: int = 1
-    deadline_s: float | None = None  # whole-poll deadline; None → 0.8 × interval_s
     max_power_w: float = 30000.0  # physical maximum for input hygiene
     oids: tuple[SnmpOid, ...] = ()  # generic profile only
     detail_signals: bool = False  # also per unit/cord/phase: pdu.<id>.unit1.phase2.current_a
@@ -97,26 +103,7 @@ PDU = Spec(
 )
 
 
-class SnmpAccess(Protocol):
-    """The SNMP access keys a section carries ([[pdu]], [[crac]] protocol = "snmp")."""
-
-    @property
-    def version(self) -> str: ...
-    @property
-    def community_file(self) -> Path | None: ...
-    @property
-    def user(self) -> str | None: ...
-    @property
-    def auth_key_file(self) -> Path | None: ...
-    @property
-    def priv_key_file(self) -> Path | None: ...
-    @property
-    def interval_s(self) -> float: ...
-    @property
-    def deadline_s(self) -> float | None: ...
-
-
-def check_snmp_access(ctx: Context, path: KeyPath, s: SnmpAccess) -> None:
+def check_snmp_access(ctx: Context, path: KeyPath, s: SnmpAccess, interval_s: float) -> None:
     """v2c needs a community file and no USM keys; v3 a user and, for privacy, authentication."""
     if s.version == "2c":
         if s.community_file is None:
@@ -132,12 +119,12 @@ def check_snmp_access(ctx: Context, path: KeyPath, s: SnmpAccess) -> None:
             ctx.error((*path, "community_file"), 'only used with version = "2c"')
         if s.priv_key_file is not None and s.auth_key_file is None:
             ctx.error((*path, "priv_key_file"), "privacy needs authentication: set auth_key_file too")
-    if s.deadline_s is not None and s.deadline_s > s.interval_s:
-        ctx.error((*path, "deadline_s"), f"must be <= interval_s ({s.interval_s}), got {show(s.deadline_s)}")
+    if s.deadline_s is not None and s.deadline_s > interval_s:
+        ctx.error((*path, "deadline_s"), f"must be <= interval_s ({interval_s}), got {show(s.deadline_s)}")
 
 
 def check_pdu(ctx: Context, path: KeyPath, pdu: PduConfig) -> None:
-    check_snmp_access(ctx, path, pdu)
+    check_snmp_access(ctx, path, pdu, pdu.interval_s)
     if pdu.profile == "generic" and not pdu.oids:
         ctx.error((*path, "oids"),
                   'required with profile = "generic": oids = [{oid = "...", signal = "power_w"}]')

@@ -355,14 +355,9 @@ def match_sys_object_id(sys_object_id: tuple[int, ...],
 
 def generic_profile(oids: tuple[Any, ...]) -> Profile:
     """The ``generic`` profile from ``[[pdu]] oids = [{oid, signal, scale}]`` (scalar OIDs, no tables)."""
-    measures = tuple(
-        Measure(
-            signal=o.signal,
-            oid=parse_oid(o.oid, f"oids[{i}].oid"),
-            scale=_scale(o.scale, f"oids[{i}].scale"),
-            aggregate=DEFAULT_AGGREGATE.get(o.signal, "mean"),
-            source="configuration",
-        )
+    measures = tuple(  # read and checked as a profile's scalar measures are
+        _measure({"signal": o.signal, "oid": o.oid, "scale": o.scale, "source": "configuration"},
+                 f"oids[{i}]", tables={})
         for i, o in enumerate(oids)
     )
     if not measures:

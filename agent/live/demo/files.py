@@ -1,9 +1,10 @@
-"""What the demo writes and binds as an operator would: TOML strings, private secret files, ports."""
+"""What the demo writes and binds as an operator would: TOML tables, private secret files, ports."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -11,6 +12,23 @@ def quoted(value: object) -> str:
     """``value`` as a TOML basic string."""
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{text}"'
+
+
+def toml_value(value: object) -> str:
+    """A bool, number, text, path or sequence of them as TOML (the demo writes no other kinds)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    return quoted(value)
+
+
+def toml_table(header: str, **keys: object) -> list[str]:
+    """A blank line, ``header`` (``[name]`` or ``[[name]]``) and a ``key = value`` line per key;
+    a key given None is left out, so the loader's default applies."""
+    return ["", header, *(f"{key} = {toml_value(value)}" for key, value in keys.items() if value is not None)]
 
 
 def write_secret_file(path: Path, secret: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.config.loader import load_config
 from agent.live.clock import Clock
-from agent.live.demo.files import free_port, quoted, write_secret_file
+from agent.live.demo.files import free_port, toml_table, write_secret_file
 from agent.node.sender import NodeAgent
 
 
@@ -53,24 +53,20 @@ class NodePlan:
 
     def rack_lines(self) -> list[str]:
         """The rack agent's ``[node_link]`` and ``[[node]]`` tables."""
-        lines = ["", "[node_link]", 'address = "127.0.0.1"', f"port = {self.port}",
-                 f"max_skew_s = {self.max_skew_s}"]
+        lines = toml_table("[node_link]", address="127.0.0.1", port=self.port, max_skew_s=self.max_skew_s)
         for node_id, key in self.keys.items():
-            lines += ["", "[[node]]", f"id = {quoted(node_id)}", f"key_file = {quoted(key)}",
-                      f"gpu_count = {self.gpus_per_node}", f"interval_s = {self.interval_s}"]
+            lines += toml_table("[[node]]", id=node_id, key_file=key, gpu_count=self.gpus_per_node,
+                                interval_s=self.interval_s)
         return lines
 
     def node_config(self, node_id: str, gpus: tuple[int, ...] | None = None) -> Path:
         """Write node ``node_id``'s agent.toml (``role = "node"``); ``gpus``: its ``[nvml] gpus``."""
         state = self.workdir / f"state-{node_id}"
         state.mkdir(mode=0o700, exist_ok=True)
-        lines = ["[agent]", 'site = "demo"', 'rack = "nodes"', 'role = "node"',
-                 f"state_dir = {quoted(state)}", "", "[nvml]", f"interval_s = {self.interval_s}"]
-        if gpus is not None:
-            lines.append(f"gpus = [{', '.join(str(g) for g in gpus)}]")
-        lines += ["", "[uplink]", f"node_id = {quoted(node_id)}", 'gateway = "127.0.0.1"',
-                  f"port = {self.port}", f"key_file = {quoted(self.keys[node_id])}",
-                  f"interval_s = {self.interval_s}"]
+        lines = toml_table("[agent]", site="demo", rack="nodes", role="node", state_dir=state)
+        lines += toml_table("[nvml]", interval_s=self.interval_s, gpus=gpus)
+        lines += toml_table("[uplink]", node_id=node_id, gateway="127.0.0.1", port=self.port,
+                            key_file=self.keys[node_id], interval_s=self.interval_s)
         path = self.workdir / f"node-{node_id}.toml"
         path.write_text("\n".join(lines) + "\n")
         return path

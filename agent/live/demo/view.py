@@ -298,10 +298,9 @@ class PlainLog:
             if new:
                 self._stages.update(new)
                 self.emit("baselines now for: " + ", ".join(sorted(self._stages)), state)
-        while self._events < state.event_count:
-            unseen = state.event_count - self._events
-            events = list(state.events)[-unseen:] if unseen <= len(state.events) else list(state.events)
-            for e in events:
+        unseen = state.event_count - self._events
+        if unseen > 0:  # the newest of them, as many as the state still holds
+            for e in list(state.events)[-unseen:]:
                 self.emit("event " + event_line(e), state)
             self._events = state.event_count
 
