@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -74,6 +74,20 @@ class HeldInWrite(MqttPublisher):
         super()._cb_publish(*args)
 
 
+P = TypeVar("P", bound=MqttPublisher)
+
+
+def _through_a_hop(kind: type[P], broker: Broker, state_dir: Path) -> tuple[TcpHop, P]:
+    """A publisher of ``kind`` on a fresh store, reaching the broker through a hop that can cut the link."""
+    hop = TcpHop(broker.port).start()
+    config = make_config(state_dir, hop.port)
+    store = Store.open(state_dir, 1 << 20)
+    publisher = kind(
+        config.mqtt, "s1", "r1", store, version="test", status_fn=dict, reconnect_min_s=1, reconnect_max_s=1
+    )
+    return hop, publisher
+
+
 def _put(store: Store, topics: Topics, n: int, qos: int = 1) -> None:
     for _ in range(n):
         store.put("summary", topics.summary, {"v": 1, "type": "summary"}, retain=False, qos=qos)
@@ -92,12 +106,7 @@ def test_messages_carried_over_a_dropped_link_leave_before_newer_ones(
     tmp_path: Path, broker: Broker, subscribe: Callable[..., Subscriber], case: str
 ) -> None:
     sub = subscribe(broker.port)
-    hop = TcpHop(broker.port).start()
-    config = make_config(tmp_path / "old", hop.port)
-    store = Store.open(tmp_path / "old", 1 << 20)
-    publisher = HeldAfterConnect(
-        config.mqtt, "s1", "r1", store, version="test", status_fn=dict, reconnect_min_s=1, reconnect_max_s=1
-    )
+    hop, publisher = _through_a_hop(HeldAfterConnect, broker, tmp_path / "old")
     topics = publisher.topics
 
     async def scenario() -> None:
@@ -184,12 +193,8 @@ def test_qos0_messages_paho_lost_with_the_link_are_sent_again_in_order(
     they must leave the window (else it never drains) and go again, before newer ones."""
     queued = 6  # one written, the rest queued behind it in paho when the link is cut
     sub = subscribe(broker.port)
-    hop = TcpHop(broker.port).start()
-    config = make_config(tmp_path / "state", hop.port)
-    store = Store.open(tmp_path / "state", 1 << 20)
-    publisher = HeldInWrite(
-        config.mqtt, "s1", "r1", store, version="test", status_fn=dict, reconnect_min_s=1, reconnect_max_s=1
-    )
+    hop, publisher = _through_a_hop(HeldInWrite, broker, tmp_path / "state")
+    store = publisher.store
 
     async def scenario() -> None:
         await publisher.start()
