@@ -117,19 +117,16 @@ class Hygiene:
             return v[:n_emit].copy()
         out = v[:n_emit].copy()
         counts = self.counts[k]
-        bad = np.zeros(v.shape[0], dtype=bool)
-        if present.any():
-            nonfinite = present & np.isinf(v)
-            bad |= nonfinite
-            finite = present & ~nonfinite
-            sentinel = finite & np.isin(v, SENTINELS) if kind.register else np.zeros_like(finite)
-            negative = finite & ~sentinel & (v < kind.min_value)
-            above = finite & ~sentinel & (v > kind.max_value)
-            bad |= sentinel | negative | above
-            counts[0] += int(nonfinite[:n_emit].sum())
-            counts[1] += int(sentinel[:n_emit].sum())
-            counts[2] += int(negative[:n_emit].sum())
-            counts[3] += int(above[:n_emit].sum())
+        nonfinite = present & np.isinf(v)
+        finite = present & ~nonfinite
+        sentinel = finite & np.isin(v, SENTINELS) if kind.register else np.zeros_like(finite)
+        negative = finite & ~sentinel & (v < kind.min_value)
+        above = finite & ~sentinel & (v > kind.max_value)
+        bad = nonfinite | sentinel | negative | above
+        counts[0] += int(nonfinite[:n_emit].sum())
+        counts[1] += int(sentinel[:n_emit].sum())
+        counts[2] += int(negative[:n_emit].sum())
+        counts[3] += int(above[:n_emit].sum())
         good = present & ~bad
         out[bad[:n_emit]] = np.nan
         if kind.counter:
