@@ -125,8 +125,9 @@ def drift_periods(events: list[dict[str, Any]], end: float) -> list[dict[str, An
     return periods
 
 
-def _vendor(name: str) -> str:
-    return resources.files("agent.report").joinpath("vendor", name).read_text(encoding="utf-8")
+def _resource(*parts: str) -> str:
+    """A file shipped in the ``agent.report`` package (the page's script, style and vendored uPlot)."""
+    return resources.files("agent.report").joinpath(*parts).read_text(encoding="utf-8")
 
 
 def _clean(values: Any) -> Any:
@@ -356,18 +357,17 @@ def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
 
 def render_page(data: ReportData, title: str) -> str:
     payload = json.dumps(build_payload(data), separators=(",", ":"))
-    script = resources.files("agent.report").joinpath("page.js").read_text(encoding="utf-8")
-    style = resources.files("agent.report").joinpath("page.css").read_text(encoding="utf-8")
     # "</" inside inline JSON/JS would end the <script> element early.
     payload = payload.replace("</", "<\\/")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title>"
-        f"<style>{_vendor('uPlot.min.css')}</style><style>{style}</style></head><body>"
+        f"<style>{_resource('vendor', 'uPlot.min.css')}</style>"
+        f"<style>{_resource('page.css')}</style></head><body>"
         f'<header><h1>{html.escape(title)}</h1><div id="headline"></div></header><main id="app"></main>'
         f"<footer>rackwatt {html.escape(__version__)} · charts: uPlot (MIT licence, vendored)</footer>"
-        f"<script>{_vendor('uPlot.iife.min.js')}</script>"
+        f"<script>{_resource('vendor', 'uPlot.iife.min.js')}</script>"
         f'<script id="rackwatt-data" type="application/json">{payload}</script>'
-        f"<script>{script}</script></body></html>\n"
+        f"<script>{_resource('page.js')}</script></body></html>\n"
     )

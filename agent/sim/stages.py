@@ -266,8 +266,3 @@ def stage_runs(stage: np.ndarray, job: np.ndarray, ids: list[str], t0: float) ->
         code, j = int(stage[s]), int(job[s])
         out.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
     return out
-
-
-def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
-    """The rack's stage timeline as runs (truth.json ``stage_segments``)."""
-    return stage_runs(timeline.stage, timeline.job, timeline.job_ids(), t0)
