@@ -156,9 +156,7 @@ class Hygiene:
         return out
 
     def _spikes(self, k: int, ts_s: np.ndarray, vals: np.ndarray, n_e: int) -> np.ndarray:
-        prev = np.empty(n_e)
-        prev[0] = self.last[k]
-        prev[1:] = vals[: n_e - 1]
+        prev = np.concatenate(([self.last[k]], vals[: n_e - 1]))
         nxt = np.full(n_e, np.nan)
         m = min(vals.size - 1, n_e)
         nxt[:m] = vals[1 : m + 1]
@@ -176,9 +174,7 @@ class Hygiene:
         return np.asarray(agree & (up | down))
 
     def _stuck(self, k: int, kept: np.ndarray) -> np.ndarray:
-        prev = np.empty(kept.size)
-        prev[0] = self.last[k]
-        prev[1:] = kept[:-1]
+        prev = np.concatenate(([self.last[k]], kept[:-1]))
         eq = kept == prev
         run = run_length(eq, float(self.run[k])).astype(float)
         rate = float(min(max(self.repeat_rate[k], 1e-3), 0.999))
