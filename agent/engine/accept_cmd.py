@@ -31,12 +31,11 @@ from agent.stages.send import send_unix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("cause", help=f"the deviation to accept: all, or one of {', '.join(CAUSES)}")
-    parser.add_argument("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG_PATH})")
-    parser.add_argument(
-        "--state", type=Path,
-        help="write into this state file instead of messaging the running agent (agent stopped)",
-    )
+    add = parser.add_argument
+    add("cause", help=f"the deviation to accept: all, or one of {', '.join(CAUSES)}")
+    add("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG_PATH})")
+    add("--state", type=Path,
+        help="write into this state file instead of messaging the running agent (agent stopped)")
 
 
 def command_datagram(cause: str, ts: float) -> bytes:

@@ -75,7 +75,7 @@ class BaselineLibrary:
         return {name: float(v) for name, v in zip(COLS, self.stats[slot], strict=True)}
 
     def job_rows(self, job: str) -> dict[int, dict[str, float]]:
-        """Rows of one job whose level differs from its stage's by more than the stage's spread."""
+        """One job's rows by stage slot (every stage the job has a row for; no filter on its level)."""
         out: dict[int, dict[str, float]] = {}
         for r in np.flatnonzero(self.job_key == job[:JOB_WIDTH]):
             slot = int(self.job_slot[r])

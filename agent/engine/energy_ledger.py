@@ -103,38 +103,27 @@ class EnergyLedger:
         (and so facility) energy is unknown, not zero.
         """
         span = t1 - t0
-        why: dict[str, str] = {}
         parts = ("it_j", "cooling_j", "facility_j", "gpu_j")
-        blank = IntervalEnergy(t0, t1, None, None, None, None, job, why)
+
+        def unknown(reason: str) -> IntervalEnergy:
+            """Every part None, for one reason."""
+            return IntervalEnergy(t0, t1, None, None, None, None, job, dict.fromkeys(parts, reason))
+
         if not span > 0:
-            why.update(dict.fromkeys(parts, f"empty window: end {t1:.3f} is not after start {t0:.3f}"))
-            return blank
+            return unknown(f"empty window: end {t1:.3f} is not after start {t0:.3f}")
         until, since = self.accounted_until, self.accounted_from
         if until is None or since is None:
-            why.update(dict.fromkeys(parts, "the rack agent has accounted no energy since it started"))
-            return blank
+            return unknown("the rack agent has accounted no energy since it started")
         if until < t1:
-            why.update(
-                dict.fromkeys(
-                    parts,
-                    (
-                        f"not yet accounted: the rack agent has accounted up to {t1 - until:.0f} s before "
-                        "the window's end (bins close after a short look-ahead; ask again shortly)"
-                    ),
-                )
+            return unknown(
+                f"not yet accounted: the rack agent has accounted up to {t1 - until:.0f} s before "
+                "the window's end (bins close after a short look-ahead; ask again shortly)"
             )
-            return blank
         if since > t0:
-            why.update(
-                dict.fromkeys(
-                    parts,
-                    (
-                        f"the rack agent's ledger starts {since - t0:.0f} s after the window's start "
-                        "(it restarted, or the window is older than its horizon)"
-                    ),
-                )
+            return unknown(
+                f"the rack agent's ledger starts {since - t0:.0f} s after the window's start "
+                "(it restarted, or the window is older than its horizon)"
             )
-            return blank
         rows, jobs = self._rows_touching(t0, t1)
         start = rows[:, _C["start"]]
         overlap = np.clip(np.minimum(start + self.bin_s, t1) - np.maximum(start, t0), 0.0, None)
@@ -142,11 +131,9 @@ class EnergyLedger:
         if job is not None:
             weight = weight * (jobs == job)
             if not weight.any():
-                why.update(
-                    dict.fromkeys(parts, f"the rack agent attributed no bin in this window to job {job!r}")
-                )
-                return blank
+                return unknown(f"the rack agent attributed no bin in this window to job {job!r}")
         need_s = MIN_KNOWN * float((overlap if job is None else weight * self.bin_s).sum())
+        why: dict[str, str] = {}
 
         def part(ws: str, s: str, label: str) -> float | None:
             known_s = float(weight @ rows[:, _C[s]])

@@ -137,10 +137,8 @@ class Signals:
         safe = np.maximum(idx, 0)
         held_v = np.where(idx >= 0, clean[safe], self.last_value[k])
         held_t = np.where(idx >= 0, ts[safe], self.last_ts[k])
-        start_v = np.empty(n)
-        start_t = np.empty(n)
-        start_v[0], start_t[0] = self.last_value[k], self.last_ts[k]
-        start_v[1:], start_t[1:] = held_v[:-1], held_t[:-1]
+        start_v = np.concatenate(([self.last_value[k]], held_v[:-1]))
+        start_t = np.concatenate(([self.last_ts[k]], held_t[:-1]))
         self._learn_interval(k, ts[valid])
         max_age = HOLD_FACTOR * (
             self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S

@@ -117,19 +117,16 @@ class Hygiene:
             return v[:n_emit].copy()
         out = v[:n_emit].copy()
         counts = self.counts[k]
-        bad = np.zeros(v.shape[0], dtype=bool)
-        if present.any():
-            nonfinite = present & np.isinf(v)
-            bad |= nonfinite
-            finite = present & ~nonfinite
-            sentinel = finite & np.isin(v, SENTINELS) if kind.register else np.zeros_like(finite)
-            negative = finite & ~sentinel & (v < kind.min_value)
-            above = finite & ~sentinel & (v > kind.max_value)
-            bad |= sentinel | negative | above
-            counts[0] += int(nonfinite[:n_emit].sum())
-            counts[1] += int(sentinel[:n_emit].sum())
-            counts[2] += int(negative[:n_emit].sum())
-            counts[3] += int(above[:n_emit].sum())
+        nonfinite = present & np.isinf(v)
+        finite = present & ~nonfinite
+        sentinel = finite & np.isin(v, SENTINELS) if kind.register else np.zeros_like(finite)
+        negative = finite & ~sentinel & (v < kind.min_value)
+        above = finite & ~sentinel & (v > kind.max_value)
+        bad = nonfinite | sentinel | negative | above
+        counts[0] += int(nonfinite[:n_emit].sum())
+        counts[1] += int(sentinel[:n_emit].sum())
+        counts[2] += int(negative[:n_emit].sum())
+        counts[3] += int(above[:n_emit].sum())
         good = present & ~bad
         out[bad[:n_emit]] = np.nan
         if kind.counter:
@@ -159,9 +156,7 @@ class Hygiene:
         return out
 
     def _spikes(self, k: int, ts_s: np.ndarray, vals: np.ndarray, n_e: int) -> np.ndarray:
-        prev = np.empty(n_e)
-        prev[0] = self.last[k]
-        prev[1:] = vals[: n_e - 1]
+        prev = np.concatenate(([self.last[k]], vals[: n_e - 1]))
         nxt = np.full(n_e, np.nan)
         m = min(vals.size - 1, n_e)
         nxt[:m] = vals[1 : m + 1]
@@ -179,9 +174,7 @@ class Hygiene:
         return np.asarray(agree & (up | down))
 
     def _stuck(self, k: int, kept: np.ndarray) -> np.ndarray:
-        prev = np.empty(kept.size)
-        prev[0] = self.last[k]
-        prev[1:] = kept[:-1]
+        prev = np.concatenate(([self.last[k]], kept[:-1]))
         eq = kept == prev
         run = run_length(eq, float(self.run[k])).astype(float)
         rate = float(min(max(self.repeat_rate[k], 1e-3), 0.999))

@@ -125,11 +125,6 @@ class NodePowerModel:
         e = float(self.theta[self.first_cell + col]) if col is not None else 0.0
         return (float(self.theta[1]) + float(self.theta[FIRST_STAGE + slot]) + e) * SCALE_W
 
-    def stage_w(self, slot: int | np.ndarray) -> np.ndarray:
-        """The learned pooled non-GPU extra d_s of a powered node in stage slot(s) ``slot`` (W)."""
-        out: np.ndarray = self.theta[FIRST_STAGE + np.asarray(slot, dtype=np.int64)] * SCALE_W
-        return out
-
     # ----------------------------------------------------------------------------- use
     def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
                  cells: list[Cell]) -> np.ndarray:

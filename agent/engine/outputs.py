@@ -80,14 +80,10 @@ def hygiene_counts(
     hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int, gaps: int
 ) -> dict[str, Any]:
     """The summary's ``hygiene`` object: rejections per rule and per signal, refused rows, gaps."""
-    counts = hygiene.counts_by_signal()
-    totals = np.zeros(len(RULES), dtype=np.int64)
-    for per in counts.values():
-        for i, rule in enumerate(RULES):
-            totals[i] += per.get(rule, 0)
+    totals = hygiene.counts.sum(axis=0)
     return {
         "rejected": {r: int(t) for r, t in zip(RULES, totals, strict=True) if t},
-        "by_signal": counts,
+        "by_signal": hygiene.counts_by_signal(),
         "malformed_hints": malformed_hints,
         "out_of_order_rows": out_of_order_rows,
         "bad_ts_rows": bad_ts_rows,

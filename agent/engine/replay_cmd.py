@@ -30,24 +30,17 @@ from agent.engine.state import StateError, read_or_quarantine
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace CSV (docs/spec/trace-format.md)")
-    parser.add_argument(
-        "--report",
-        type=Path,
-        required=True,
-        metavar="OUT.jsonl",
-        help="report to write ('-': standard output)",
-    )
-    parser.add_argument("--config", type=Path, metavar="F", help="agent TOML; overrides the trace metadata")
-    parser.add_argument("--window", type=float, metavar="S", help="window length, seconds (default 900)")
-    parser.add_argument("--state-in", type=Path, metavar="F", help="start from this engine state file")
-    parser.add_argument("--state-out", type=Path, metavar="F", help="write the engine state here at the end")
-    parser.add_argument("--html", type=Path, metavar="OUT.html", help="also render the HTML report")
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a trace whose ts does not strictly increase (default: skip those rows)",
-    )
+    add = parser.add_argument
+    add("trace", type=Path, metavar="TRACE", help="trace CSV (docs/spec/trace-format.md)")
+    add("--report", type=Path, required=True, metavar="OUT.jsonl",
+        help="report to write ('-': standard output)")
+    add("--config", type=Path, metavar="F", help="agent TOML; overrides the trace metadata")
+    add("--window", type=float, metavar="S", help="window length, seconds (default 900)")
+    add("--state-in", type=Path, metavar="F", help="start from this engine state file")
+    add("--state-out", type=Path, metavar="F", help="write the engine state here at the end")
+    add("--html", type=Path, metavar="OUT.html", help="also render the HTML report")
+    add("--strict", action="store_true",
+        help="refuse a trace whose ts does not strictly increase (default: skip those rows)")
 
 
 def clean_json(obj: Any) -> Any:

@@ -63,16 +63,6 @@ class EWLS:
             self.r += np.einsum("bni,bn->bi", Xw, y)
             self.weight += w.sum(axis=1)
 
-    def add_row(self, x: np.ndarray, y: float, lam: float) -> None:
-        """``add`` of one row ``x`` (p,) of weight 1, target ``y``, shared by every model: the same
-        sums without ``add``'s broadcasting and einsum, which cost a per-bin caller ~2.5× as much."""
-        self.R *= lam
-        self.r *= lam
-        self.weight *= lam
-        self.R += np.outer(x, x)
-        self.r += x * y
-        self.weight += 1.0
-
     def solve(self, anchor: np.ndarray | None = None) -> None:
         """``theta`` from the statistics, the ridge pulling toward ``anchor`` (B, p): a fixed prior;
         by default the last estimate. A singular system keeps the last estimate."""

@@ -212,13 +212,12 @@ def _add_segment(
         return
     first = int(axis.index(np.array([start]))[0])
     last = int(axis.index(np.array([end - 1e-9]))[0])
-    for bucket in range(first, last + 1):
-        b_start = axis.start + bucket * axis.width_s
-        overlap = min(end, b_start + axis.width_s) - max(start, b_start)
-        if overlap > 0:
-            stage_time[bucket, stage_index] += overlap
-            if inferred:
-                inferred_time[bucket] += overlap
+    b_start = axis.start + np.arange(first, last + 1) * axis.width_s
+    overlap = np.minimum(end, b_start + axis.width_s) - np.maximum(start, b_start)
+    overlap = np.where(overlap > 0, overlap, 0.0)
+    stage_time[first : last + 1, stage_index] += overlap
+    if inferred:
+        inferred_time[first : last + 1] += overlap
 
 
 def dominant_stages(data: ReportData) -> list[int]:

@@ -125,8 +125,9 @@ def drift_periods(events: list[dict[str, Any]], end: float) -> list[dict[str, An
     return periods
 
 
-def _vendor(name: str) -> str:
-    return resources.files("agent.report").joinpath("vendor", name).read_text(encoding="utf-8")
+def _resource(*parts: str) -> str:
+    """A file shipped in the ``agent.report`` package (the page's script, style and vendored uPlot)."""
+    return resources.files("agent.report").joinpath(*parts).read_text(encoding="utf-8")
 
 
 def _clean(values: Any) -> Any:
@@ -144,24 +145,22 @@ def _clean(values: Any) -> Any:
     return values
 
 
-def _mean_w(windows: dict[str, list[float | None]], energy: str) -> list[float | None]:
-    """Each window's mean power from its ``<energy>_kwh`` (None where unknown)."""
-    out: list[float | None] = []
-    for value, t0, t1 in zip(windows[f"{energy}_kwh"], windows["start"], windows["end"], strict=True):
-        if value is None or t0 is None or t1 is None or t1 <= t0:
-            out.append(None)
-        else:
-            out.append(value * J_PER_KWH / (t1 - t0))
-    return out
+def _mean_w(windows: dict[str, list[float | None]], energy: str) -> np.ndarray:
+    """Each window's mean power from its ``<energy>_kwh`` (NaN where unknown)."""
+    energy_j = floats(windows[f"{energy}_kwh"]) * J_PER_KWH
+    t0, t1 = floats(windows["start"]), floats(windows["end"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_w: np.ndarray = np.where(t1 > t0, energy_j / (t1 - t0), np.nan)
+    return mean_w
 
 
-def _deviation_pct(measured: list[float | None], expected: list[float | None]) -> list[float | None]:
+def _deviation_pct(measured: list[float | None], expected: list[float | None]) -> np.ndarray:
     """(measured − expected) / expected per window, in %: a drift's step in the operator's terms
     ("x % above what the baseline expects"), readable where stage swings hide it in kW."""
-    out: list[float | None] = []
-    for m, e in zip(measured, expected, strict=True):
-        out.append(None if m is None or e is None or e <= 0 else 100.0 * (m - e) / e)
-    return out
+    m, e = floats(measured), floats(expected)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct: np.ndarray = np.where(e > 0, 100.0 * (m - e) / e, np.nan)
+    return pct
 
 
 def _percentiles(errors: np.ndarray) -> dict[str, float | None]:
@@ -329,7 +328,7 @@ def _total(parts: Iterable[dict[str, Any]], key: str) -> float | None:
 def _power_axis(data: ReportData) -> dict[str, Any] | None:
     w = data.windows
     starts = floats(w["start"])
-    values = [floats(_mean_w(w, energy)) for energy in ("measured", "predicted")]
+    values = [_mean_w(w, energy) for energy in ("measured", "predicted")]
     xs = [starts, starts]
     if data.trace is not None:
         centres = data.axis.centers()
@@ -346,7 +345,7 @@ DEVIATION_AXIS_MIN_PCT = 1.0
 
 
 def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
-    deviation = floats(_deviation_pct(w["measured_kwh"], w["predicted_kwh"]))
+    deviation = _deviation_pct(w["measured_kwh"], w["predicted_kwh"])
     axis = robust_range([deviation], [floats(w["start"])], floor=None, min_margin=0.5, percentiles=(0, 100))
     if axis is not None:
         axis["min"] = min(axis["min"], -DEVIATION_AXIS_MIN_PCT)
@@ -356,18 +355,17 @@ def _deviation_axis(w: dict[str, list[float | None]]) -> dict[str, Any] | None:
 
 def render_page(data: ReportData, title: str) -> str:
     payload = json.dumps(build_payload(data), separators=(",", ":"))
-    script = resources.files("agent.report").joinpath("page.js").read_text(encoding="utf-8")
-    style = resources.files("agent.report").joinpath("page.css").read_text(encoding="utf-8")
     # "</" inside inline JSON/JS would end the <script> element early.
     payload = payload.replace("</", "<\\/")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title>"
-        f"<style>{_vendor('uPlot.min.css')}</style><style>{style}</style></head><body>"
+        f"<style>{_resource('vendor', 'uPlot.min.css')}</style>"
+        f"<style>{_resource('page.css')}</style></head><body>"
         f'<header><h1>{html.escape(title)}</h1><div id="headline"></div></header><main id="app"></main>'
         f"<footer>rackwatt {html.escape(__version__)} · charts: uPlot (MIT licence, vendored)</footer>"
-        f"<script>{_vendor('uPlot.iife.min.js')}</script>"
+        f"<script>{_resource('vendor', 'uPlot.iife.min.js')}</script>"
         f'<script id="rackwatt-data" type="application/json">{payload}</script>'
-        f"<script>{script}</script></body></html>\n"
+        f"<script>{_resource('page.js')}</script></body></html>\n"
     )

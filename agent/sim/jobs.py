@@ -119,16 +119,13 @@ class RackWorkload:
 
     def per_node(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """(seconds × nodes) stage, profile, global job, nominal work_rate and variant of each node."""
+        def column(name: str) -> list[np.ndarray]:
+            if name == "job":  # rack-wide job indices
+                return [self.global_job(k, tl.job[s0:s1]) for k, tl in enumerate(self.timelines)]
+            return [getattr(tl, name)[s0:s1] for tl in self.timelines]
+
         names = ("stage", "profile", "job", "work_rate", "variant")
-        cols: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        for k, tl in enumerate(self.timelines):
-            cols["stage"].append(tl.stage[s0:s1])
-            cols["profile"].append(tl.profile[s0:s1])
-            cols["job"].append(self.global_job(k, tl.job[s0:s1]))
-            cols["work_rate"].append(tl.work_rate[s0:s1])
-            cols["variant"].append(tl.variant[s0:s1])
-        g = self.group_of_node
-        return {name: np.stack(parts, axis=1)[:, g] for name, parts in cols.items()}
+        return {name: np.stack(column(name), axis=1)[:, self.group_of_node] for name in names}
 
     def live_fraction(self, s0: int, s1: int) -> np.ndarray:
         """(seconds × groups) share of each group's nodes that are powered: its throughput scale.

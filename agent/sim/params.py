@@ -74,7 +74,6 @@ FINETUNE = JobProfile(
 # lag_steps: dense levels, one clean level per block, no step-level alternation
 STEP_LOAD = replace(DENSE, name="step_load", fb_s=(3600.0, 3600.0), grad_sync_s=(0.0, 0.0))
 PROFILES: dict[str, JobProfile] = {p.name: p for p in (DENSE, MOE, FINETUNE, STEP_LOAD)}
-PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
 
 
 @dataclass(frozen=True)

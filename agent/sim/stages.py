@@ -77,7 +77,7 @@ class Timeline:
     stage: np.ndarray  # int8 stage code per second
     job: np.ndarray  # int32 job index per second, -1 = no job
     work_rate: np.ndarray  # float64 nominal work_rate per second, NaN = no job
-    profile: np.ndarray  # int8 index into PROFILE_NAMES per second (last job's kind when idle)
+    profile: np.ndarray  # int8 index into profile_table(plan) per second (last job's kind when idle)
     variant: np.ndarray  # int8 V_* per second
     labelled: np.ndarray  # bool per second: the job reports its stage
     jobs: list[dict[str, Any]] = field(default_factory=list)
@@ -266,8 +266,3 @@ def stage_runs(stage: np.ndarray, job: np.ndarray, ids: list[str], t0: float) ->
         code, j = int(stage[s]), int(job[s])
         out.append([t0 + s, t0 + e, "off" if code < 0 else STAGES[code], ids[j] if j >= 0 else ""])
     return out
-
-
-def segments(timeline: Timeline, t0: float) -> list[list[Any]]:
-    """The rack's stage timeline as runs (truth.json ``stage_segments``)."""
-    return stage_runs(timeline.stage, timeline.job, timeline.job_ids(), t0)

@@ -11,7 +11,7 @@ import numpy as np
 from agent.sim.physics import CHUNK_S, RackPhysics
 from agent.sim.sampling import DRIVER_GAP_S, Sampler, column_decimals, device_clean_values, trace_columns
 from agent.sim.scenarios import Scenario
-from agent.sim.stages import segments
+from agent.sim.stages import stage_runs
 from agent.trace.model import TraceChunk, TraceMeta
 
 
@@ -104,7 +104,7 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         "jobs": jobs,
         "device_outages": outages,
         "stage_segments_columns": ["start_ts", "end_ts", "stage", "job"],
-        "stage_segments": segments(tl, t0),
+        "stage_segments": stage_runs(tl.stage, tl.job, tl.job_ids(), t0),
     }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
 
-from agent.stages.hints import JOB_RE, MAX_JOB_CHARS, MIN_TS, HintError
+from agent.stages.hints import MIN_TS, HintError, check_job
 
 MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
 
@@ -59,14 +59,7 @@ def parse_query(data: bytes) -> Query | None:
         raise HintError("bad_value", "t1 given without t0")
     if t0 is not None and t1 is not None and not 0 <= t1 - t0 <= MAX_WINDOW_S:
         raise HintError("bad_value", f"t1 - t0 must be within [0, {MAX_WINDOW_S:g}] s, got {t1 - t0:g}")
-    job = obj.get("job")
-    if job is not None and (
-        not isinstance(job, str) or not job or len(job) > MAX_JOB_CHARS or not JOB_RE.match(job)
-    ):
-        raise HintError(
-            "bad_value", f"job: expected an id of up to {MAX_JOB_CHARS} characters [A-Za-z0-9._:/@+=-]"
-        )
-    return Query(qid, t0, t1, job)
+    return Query(qid, t0, t1, check_job(obj.get("job")))
 
 
 def _time(value: object, what: str) -> float | None:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from agent.stages.fading import decaying_extreme
-from agent.stages.job_scope import UNPROVEN_TRAINING_S, JobScope
+from agent.stages.job_scope import UNPROVEN_TRAINING_S, JobScope, carried_state, load_carried
 from agent.stages.steps import LOW_LEVEL, STEP_MEMORY_S, SWING_ROWS, StepWatch
 from agent.trace.model import TraceChunk
 
@@ -394,30 +394,10 @@ class FeatureExtractor:
         return frac
 
     def state(self) -> dict[str, float]:
-        return {
-            "peak_w": self._peak_w,
-            "peak_ts": self._peak_ts,
-            "floor_w": self._floor_w,
-            "floor_ts": self._floor_ts,
-            "busy_s": self._busy_s,
-            "last_ts": self._last_ts,
-            "node_lo_w": self._node_lo_w,
-            "node_hi_w": self._node_hi_w,
-            "node_ts": self._node_ts,
-            **self.steps.state(),
-            **self.job.state(),
-        }
+        return {**carried_state(self), **self.steps.state(), **self.job.state()}
 
     def load(self, state: dict[str, float]) -> None:
-        self._peak_w = float(state.get("peak_w", 0.0))
-        self._peak_ts = float(state.get("peak_ts", float("nan")))
-        self._floor_w = float(state.get("floor_w", float("nan")))
-        self._floor_ts = float(state.get("floor_ts", float("nan")))
-        self._busy_s = float(state.get("busy_s", 0.0))
-        self._last_ts = float(state.get("last_ts", float("nan")))
-        self._node_lo_w = float(state.get("node_lo_w", float("nan")))
-        self._node_hi_w = float(state.get("node_hi_w", float("nan")))
-        self._node_ts = float(state.get("node_ts", float("nan")))
+        load_carried(self, state)
         self.steps.load(state)
         self.job.load(state)
 

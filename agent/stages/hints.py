@@ -88,11 +88,6 @@ class Command:
     stage: str | None = None
 
 
-def valid_label(label: object) -> bool:
-    """True for a stage label the agent accepts: ``[a-z][a-z0-9_]*``, at most 64 characters."""
-    return is_stage_label(label)
-
-
 def check_label(label: object, what: str = "stage") -> str:
     if not isinstance(label, str):
         raise HintError("bad_label", f"{what}: expected a string, got {type(label).__name__}")
@@ -101,6 +96,17 @@ def check_label(label: object, what: str = "stage") -> str:
     if not is_stage_label(label):
         raise HintError("bad_label", f"{what}: {label[:MAX_LABEL_CHARS]!r} does not match [a-z][a-z0-9_]*")
     return label
+
+
+def check_job(job: object) -> str | None:
+    """A hint's or query's ``job`` (None: not given); raises HintError unless it is a job id."""
+    if job is not None and (
+        not isinstance(job, str) or not job or len(job) > MAX_JOB_CHARS or not JOB_RE.match(job)
+    ):
+        raise HintError(
+            "bad_value", f"job: expected an id of up to {MAX_JOB_CHARS} characters [A-Za-z0-9._:/@+=-]"
+        )
+    return job
 
 
 def parse_hint(data: bytes, source: str, now: float | None = None) -> Hint:
@@ -136,13 +142,7 @@ def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
     if "stage" not in obj:
         raise HintError("malformed", "missing field: stage")
     stage = check_label(obj["stage"])
-    job = obj.get("job")
-    if job is not None and (
-        not isinstance(job, str) or not job or len(job) > MAX_JOB_CHARS or not JOB_RE.match(job)
-    ):
-        raise HintError(
-            "bad_value", f"job: expected an id of up to {MAX_JOB_CHARS} characters [A-Za-z0-9._:/@+=-]"
-        )
+    job = check_job(obj.get("job"))
     work_rate = obj.get("work_rate")
     if work_rate is not None:
         work_rate = _number(work_rate, "work_rate")
@@ -218,8 +218,3 @@ def encode_hint(
     if ts is not None:
         obj["ts"] = ts
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def hint_topic(topic_root: str, site: str, rack: str) -> str:
-    """The MQTT topic a central scheduler publishes this rack's hints on."""
-    return f"{topic_root.rstrip('/')}/{site}/{rack}/hint"

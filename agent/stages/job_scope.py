@@ -20,7 +20,9 @@ telemetry). Memory is fixed: a handful of carried scalars.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -114,30 +116,11 @@ class JobScope:
         return np.isfinite(seen) & no_flat, no_flat
 
     def state(self) -> dict[str, float]:
-        return {
-            "job_start_ts": finite_or_nan(self._job_start_ts),
-            "ckpt_ts": finite_or_nan(self._ckpt_ts),
-            "ckpt_run": float(self._ckpt_run),
-            "job_hi_w": self._job_hi_w,
-            "start_w": self._start_w,
-            "train_ref_w": self._train_ref_w,
-            "train_ref_ts": self._train_ref_ts,
-            "step_seen_ts": finite_or_nan(self._step_seen_ts),
-            "flat_seen_ts": finite_or_nan(self._flat_seen_ts),
-        }
+        return carried_state(self)
 
     def load(self, state: dict[str, float]) -> None:
         """Restore from ``state``; keys missing (a state saved before job scope) start afresh."""
-        self._job_start_ts = ts_or_never(state, "job_start_ts")
-        self._ckpt_ts = ts_or_never(state, "ckpt_ts")
-        run = float(state.get("ckpt_run", 0.0))
-        self._ckpt_run = int(run) if np.isfinite(run) and run > 0 else 0
-        self._job_hi_w = float(state.get("job_hi_w", float("nan")))
-        self._start_w = float(state.get("start_w", float("nan")))
-        self._train_ref_w = float(state.get("train_ref_w", float("nan")))
-        self._train_ref_ts = float(state.get("train_ref_ts", float("nan")))
-        self._step_seen_ts = ts_or_never(state, "step_seen_ts")
-        self._flat_seen_ts = ts_or_never(state, "flat_seen_ts")
+        load_carried(self, state)
 
 
 def _job_extreme(
@@ -173,12 +156,29 @@ def run_length(mask: np.ndarray, carry: float) -> np.ndarray:
     return np.where(last_false == 0, run + carry, run)
 
 
-def finite_or_nan(x: float) -> float:
-    """A carried "last seen" time as saved: NaN for never (-inf), which JSON cannot hold."""
-    return x if np.isfinite(x) else float("nan")
+def _carried(obj: Any) -> list[Any]:
+    """The carried scalars of a state dataclass: its ``_``-named float and int fields."""
+    return [f for f in fields(obj) if f.name.startswith("_") and f.type in ("float", "int")]
 
 
-def ts_or_never(state: dict[str, float], key: str) -> float:
-    """A saved "last seen" time restored: -inf (never) where it is missing or NaN."""
-    x = float(state.get(key, float("nan")))
-    return x if np.isfinite(x) else float("-inf")
+def carried_state(obj: Any) -> dict[str, float]:
+    """Each carried scalar ``_<key>`` as ``<key>`` (floats, field order); a "last seen" time whose
+    default is never (-inf) is saved as NaN, which JSON can hold."""
+    out: dict[str, float] = {}
+    for f in _carried(obj):
+        x = float(getattr(obj, f.name))
+        out[f.name[1:]] = x if math.isfinite(x) or f.default != -math.inf else math.nan
+    return out
+
+
+def load_carried(obj: Any, state: dict[str, float]) -> None:
+    """The inverse of ``carried_state``: a missing key restores the field's default; a time that
+    is not finite is never (-inf); a count that is not a positive number is 0."""
+    for f in _carried(obj):
+        x = float(state.get(f.name[1:], f.default))
+        if f.type == "int":
+            setattr(obj, f.name, int(x) if math.isfinite(x) and x > 0 else 0)
+        elif f.default == -math.inf and not math.isfinite(x):
+            setattr(obj, f.name, -math.inf)
+        else:
+            setattr(obj, f.name, x)

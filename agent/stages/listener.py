@@ -98,16 +98,13 @@ class HintListener:
         self.udp_port = udp_port
         self._socks: list[socket.socket] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.udp_address: tuple[str, int] | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self.socket_path is not None:
             self._serve(bind_unix_datagram(self.socket_path), "unix")
         if self.udp_port is not None:
-            sock = bind_udp_loopback(self.udp_port)
-            self.udp_address = sock.getsockname()
-            self._serve(sock, "udp")
+            self._serve(bind_udp_loopback(self.udp_port), "udp")
 
     def _serve(self, sock: socket.socket, source: str) -> None:
         assert self._loop is not None

@@ -13,9 +13,9 @@ import os
 import sys
 
 from agent.stages.client import DEFAULT_SOCKET
-from agent.stages.hints import HintError, encode_hint, parse_hint, valid_label
+from agent.stages.hints import HintError, encode_hint, parse_hint
 from agent.stages.send import send_udp, send_unix
-from agent.trace.model import STAGE_LABEL_RULE
+from agent.trace.model import STAGE_LABEL_RULE, is_stage_label
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not valid_label(args.label):
+    if not is_stage_label(args.label):
         print(
             f"rackwatt stage: invalid label {args.label!r}: must {STAGE_LABEL_RULE}",
             file=sys.stderr,

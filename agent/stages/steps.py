@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.stages.job_scope import finite_or_nan, last_true_ts, ts_or_never
+from agent.stages.job_scope import carried_state, last_true_ts, load_carried
 
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
@@ -55,10 +55,10 @@ class StepWatch:
 
     _recent: np.ndarray = field(default_factory=lambda: np.full(SWING_ROWS, np.nan))
     _recent_w: np.ndarray = field(default_factory=lambda: np.full(STEP_ROWS, np.nan))
-    _step_hi_w: float = float("nan")  # the high side of the latest clear step alternation …
-    _step_hi_ts: float = float("nan")  # … and when it was seen
     _last_swing_ts: float = float("-inf")
     _last_low_ts: float = float("-inf")
+    _step_hi_w: float = float("nan")  # the high side of the latest clear step alternation …
+    _step_hi_ts: float = float("nan")  # … and when it was seen
 
     def alternating(
         self, ts: np.ndarray, swing: np.ndarray, level: np.ndarray
@@ -157,15 +157,7 @@ class StepWatch:
         return swing, pos
 
     def state(self) -> dict[str, float]:
-        return {
-            "last_swing_ts": finite_or_nan(self._last_swing_ts),
-            "last_low_ts": finite_or_nan(self._last_low_ts),
-            "step_hi_w": self._step_hi_w,
-            "step_hi_ts": self._step_hi_ts,
-        }
+        return carried_state(self)
 
     def load(self, state: dict[str, float]) -> None:
-        self._last_swing_ts = ts_or_never(state, "last_swing_ts")
-        self._last_low_ts = ts_or_never(state, "last_low_ts")
-        self._step_hi_w = float(state.get("step_hi_w", float("nan")))
-        self._step_hi_ts = float(state.get("step_hi_ts", float("nan")))
+        load_carried(self, state)

@@ -48,7 +48,6 @@ class StageTimeline:
         self.capacity = max(2, capacity)
         self._ts: list[float] = []
         self._hints: list[Hint] = []
-        self.applied = 0
         self.expired = 0  # times current() found the latest hint too old
         self._last_answer_expired = False
 
@@ -60,7 +59,6 @@ class StageTimeline:
         if len(self._ts) > self.capacity:
             del self._ts[0]
             del self._hints[0]
-        self.applied += 1
 
     def latest(self, ts: float) -> Hint | None:
         """The last hint at or before ts (fresh or not)."""

@@ -127,11 +127,10 @@ class TraceReader:
 
     def _header(self, text: str, line_no: int) -> None:
         names = [name.strip() for name in text.split(",")]
+        seen: set[str] = set()
         for position, name in enumerate(names, start=1):
             if not name:
                 raise TraceFormatError(self.path, line_no, f"header: column {position} has no name")
-        seen: set[str] = set()
-        for name in names:
             if name in seen:
                 raise TraceFormatError(self.path, line_no, f"header: duplicate column {name!r}")
             seen.add(name)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from agent.live.topics import Topics
 from agent.node.config import NODE_ID
 from agent.stages.hints import (
     MAX_DATAGRAM_BYTES,
@@ -13,11 +14,10 @@ from agent.stages.hints import (
     Hint,
     HintError,
     encode_hint,
-    hint_topic,
     parse_datagram,
     parse_hint,
-    valid_label,
 )
+from agent.trace.model import is_stage_label
 
 NOW = 1_764_400_000.0
 
@@ -93,12 +93,12 @@ def test_parse_hint_refuses_a_command() -> None:
 
 
 def test_labels() -> None:
-    assert valid_label("forward_backward") and valid_label("x9")
-    assert not valid_label("a" * 65) and not valid_label("_x") and not valid_label(None)
+    assert is_stage_label("forward_backward") and is_stage_label("x9")
+    assert not is_stage_label("a" * 65) and not is_stage_label("_x") and not is_stage_label(None)
 
 
-def test_topic() -> None:
-    assert hint_topic("rackwatt/v1/", "hall-b", "r07") == "rackwatt/v1/hall-b/r07/hint"
+def test_topic() -> None:  # the hint topic is spelled once, in agent.live.topics
+    assert Topics.for_rack("rackwatt/v1/", "hall-b", "r07").hint == "rackwatt/v1/hall-b/r07/hint"
 
 
 def test_node_id_follows_the_rack_configuration_rule() -> None:
