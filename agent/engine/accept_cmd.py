@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.config.loader import DEFAULT_CONFIG_PATH
+from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.engine.drift.attribution import CAUSES
 from agent.engine.drift.offline import StateFileError, accept_in_state_file, find_state_file
 from agent.stages.send import send_unix
@@ -33,7 +33,7 @@ from agent.stages.send import send_unix
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("cause", help=f"the deviation to accept: all, or one of {', '.join(CAUSES)}")
-    add("--config", type=Path, help=f"agent configuration (default: {DEFAULT_CONFIG_PATH})")
+    add_config_arguments(parser)  # --config, --conf-d, --no-conf-d: the same rack as the service
     add("--state", type=Path,
         help="write into this state file instead of messaging the running agent (agent stopped)")
 
@@ -55,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
     ts = time.time()
     if args.state is not None:
         return _offline(args.state, cause, ts)
-    config = _load_config(args.config)
+    def say(line: str) -> None:
+        print(f"rackwatt accept: {line}", file=sys.stderr)
+
+    config = load_or_report(args.config, args, say)
     if config is None:
         return 2  # like every command whose configuration cannot be used
     stages = config.stages
@@ -95,16 +98,3 @@ def _offline(path: Path, cause: str, ts: float) -> int:
         print(f"accepted {event['cause']} (onset {when}) in {path}; reported when the agent starts")
     return 0
 
-
-def _load_config(path: Path | None) -> Any:
-    from agent.config.errors import ConfigError
-    from agent.config.loader import load_config
-
-    target = path or DEFAULT_CONFIG_PATH
-    try:
-        return load_config(target)
-    except ConfigError as exc:
-        print(f"rackwatt accept: {exc}", file=sys.stderr)
-    except OSError as exc:
-        print(f"rackwatt accept: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
-    return None

@@ -117,3 +117,20 @@ def test_engine_state_file_is_edited(tmp_path: Path) -> None:
     restored = DriftMonitor()
     restored.load_state(json.loads(arrays["drift"].tobytes().decode()))
     assert "gpu_hardware" not in restored.incidents and "gpu" not in restored.held
+
+
+
+@pytest.mark.parametrize("options", [[], ["--no-conf-d"]])
+def test_accept_reads_the_configuration_as_every_command_does(short_tmp: Path, options: list[str]) -> None:
+    """conf.d next to the file is merged as the service merges it, and ``--no-conf-d`` (which
+    `accept` did not take) reads the file alone: the socket each names is the one sent to."""
+    main_sock, dropin_sock = short_tmp / "main.sock", short_tmp / "dropin.sock"
+    path = _config(short_tmp, main_sock, short_tmp)
+    (short_tmp / "conf.d").mkdir()
+    (short_tmp / "conf.d" / "50-stages.toml").write_text(f'[stages]\nsocket_path = "{dropin_sock}"\n')
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(main_sock if options else dropin_sock))
+        server.settimeout(5.0)
+        code = main(["accept", "all", "--config", str(path), *options])
+        data = server.recv(2048)
+    assert code == 0 and json.loads(data)["command"] == "accept"
