@@ -71,7 +71,8 @@ class Progress:
         self.rows = 0
         self.last_ts = math.nan
 
-    def update(self, rows: int, ts: float, pos: int | None) -> None:
+    def update(self, rows: int, ts: float, pos: int) -> None:
+        """``pos``: bytes of the trace read so far (``TraceReader.position``)."""
         self.rows = rows
         if math.isfinite(ts):
             self.last_ts = ts
@@ -80,10 +81,9 @@ class Progress:
             return
         self.last = now
         elapsed = now - self.started
-        done = min(pos / self.total, 1.0) if pos is not None else None
-        pct = f"{100.0 * done:5.1f} %  " if done is not None else ""
+        done = min(pos / self.total, 1.0)
         eta = f"  ETA {_duration(elapsed * (1.0 - done) / done)}" if done else ""
-        self.stream.write(f"\r{pct}{rows:,} rows  {_utc(ts)}  {_duration(elapsed)}{eta}   ")
+        self.stream.write(f"\r{100.0 * done:5.1f} %  {rows:,} rows  {_utc(ts)}  {_duration(elapsed)}{eta}   ")
         self.stream.flush()
 
     def done(self, finished: bool = True) -> None:
@@ -171,9 +171,7 @@ def run(args: argparse.Namespace) -> int:
             for chunk in reader:
                 rows += len(chunk)
                 _write(out, engine.process(chunk))
-                progress.update(
-                    rows, float(chunk.ts[-1]) if len(chunk) else math.nan, getattr(reader, "position", None)
-                )
+                progress.update(rows, float(chunk.ts[-1]) if len(chunk) else math.nan, reader.position)
             _write(out, engine.finish())
     except (OSError, ValueError) as exc:
         progress.done(finished=False)

@@ -59,6 +59,7 @@ class TraceReader:
         self.meta = TraceMeta()
         self.columns: list[str] = []
         self.data_line = 0  # file line number of the first data row
+        self.position = 0  # bytes of the file read so far (replay's progress: percent and time left)
         try:
             with open(self.path, "rb") as stream:
                 self._data_offset, self.data_line = self._read_head(stream)
@@ -148,10 +149,12 @@ class TraceReader:
             raise TraceFormatError(self.path, line_no, f"cannot read: {exc.strerror or exc}") from None
         try:
             stream.seek(self._data_offset)
+            self.position = self._data_offset
             while True:
                 lines = list(islice(stream, self.chunk_rows))
                 if not lines:
                     return
+                self.position += sum(map(len, lines))
                 chunk = self._parse_lines(lines, line_no, last_ts)
                 line_no += len(lines)
                 last_ts = float(chunk.ts[-1])

@@ -198,3 +198,11 @@ def test_twin_trace_round_trips(tmp_path: Path) -> None:
         expected[~np.isfinite(expected)] = np.nan
         expected[expected == 0] = 0.0
         assert np.array_equal(_concat(chunks, name), expected, equal_nan=True), name
+
+
+def test_position_counts_the_bytes_read_so_far_up_to_the_file_size() -> None:
+    """Replay's progress (percent and time left) reads it after each chunk."""
+    reader = open_trace(SAMPLE, chunk_rows=37)
+    seen = [reader.position for _ in reader]
+    assert seen == sorted(seen) and len(set(seen)) == len(seen)  # grows with every chunk
+    assert seen[0] < SAMPLE.stat().st_size and seen[-1] == SAMPLE.stat().st_size
