@@ -335,9 +335,14 @@ class Engine:
         m = self.model
         start = self.rows.t0 + self.window_idx * self.window_s
         warm = self.window_warm
-        predicted = (self.buf.cool_pred_w[:, m.best], m.bias_it, float(m.bias_cool[m.best])) if warm else None
+        # the IT side's recent residual level and, per bin, the running job's own level (model.JobLevel)
+        n = self.buf.n
+        frac = self.buf.stage_s[:n] / np.maximum(self.buf.sums[:n, F["dur_s"]], 1e-9)[:, None]
+        it_level = m.bias_it + m.job_level.per_bin_w(self.buf.start[:n], frac, self.drift.work_changed_ts)
+        predicted = (self.buf.cool_pred_w[:, m.best], it_level, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
-        m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h)
+        m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h,
+                self.drift.work_changed_ts, self.drift.faulted)
         self.buf.clear()
         self.last_window = rec
         return [rec, self.summary_record(rec["end"])]

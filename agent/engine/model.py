@@ -92,6 +92,7 @@ class ResponseModel:
         self.wr_scale = math.nan
         self.warm = False
         self.last_g = np.array([math.nan, math.nan, math.nan])
+        self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
 
     # ------------------------------------------------------------------ read-only views
     def fits(self) -> dict[str, list[EWLS]]:
@@ -208,13 +209,16 @@ class ResponseModel:
         return min(paced, float(self.forgetting_halflife_h))
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
-              relearn_halflife_h: dict[str, float] | None = None) -> None:
+              relearn_halflife_h: dict[str, float] | None = None,
+              work_changed_ts: float = math.nan, faulted: frozenset[str] = frozenset()) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
         then); ``relearn``: components the drift monitor re-learns with a short half-life;
         ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
-        behind the model is), else ``RELEARN_HALFLIFE_H``.
+        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_changed_ts``: the monitor's last
+        change point after which the running job's own levels are unknown (``JobLevel``);
+        ``faulted``: components with a confirmed fault (the job level does not learn it).
         """
         c = ClosedWindow.of(wb)
         # each component's forgetting over this window (the same factor for its main and shadow fits)
@@ -232,7 +236,10 @@ class ResponseModel:
         for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
             if wb.held[: c.n, LEARNED.index(comp)].any():
                 self.shadow.start(comp)
-        self._learn_it(wb, c, lam)
+        self._learn_it(wb, c, lam, work_changed_ts)
+        resid_w = np.nan_to_num(c.pdu_mean) - wb.it_pred_w[: c.n]
+        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_changed_ts,
+                             learn="it" not in faulted)
         self._learn_cooling(wb, c, window_warm, lam)
         self._learn_gpu(wb, c, lam)
         self._learn_shadows(wb, c, lam)
@@ -246,14 +253,15 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
+    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], changed_ts: float) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
         n, sums, dur, seen_it, g = c.n, c.sums, c.dur, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
-        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n])[:, None]
+        level_w = self.job_level.per_bin_w(wb.start[:n], c.frac, changed_ts)  # what the prediction added
+        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n] - level_w)[:, None]
         self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
         if rows.any():
             lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
@@ -387,6 +395,7 @@ class ResponseModel:
         out.update(self.gpu_model.state_arrays("gpum"))
         out.update(self.it_stage.state_arrays("itstage"))
         out.update(self.shadow.state_arrays())
+        out.update(self.job_level.state_arrays())
         return out
 
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
@@ -408,12 +417,89 @@ class ResponseModel:
         if "itstage_theta" in a:  # state saved before the stage-only IT model: it starts fresh
             self.it_stage.load_arrays("itstage", a)
         self.shadow.load_arrays(a)
+        self.job_level.load_arrays(a)
 
     def restart_inputs(self) -> None:
         """After a discontinuity: the lag filters and the held GPU load restart from the next bins."""
         self.lag.started = False
         self.fan_lag.y = math.nan
         self.last_g[:] = math.nan
+
+
+class JobLevel:
+    """The running job's own IT level per stage, over what the IT model (all jobs) predicts.
+
+    Why: a job sets its nodes' CPU, storage and network load in each stage (on a churning rack
+    the levels of two jobs' training stages differ by up to ~10 % of the rack's IT power); it does
+    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model for
+    two hours after each job change (its stage levels, but also its GPU curve, from an hour of
+    one job) left the next jobs predicted with the last job's levels, and held the model for the
+    hour in which the change-point judge decides whether it is the same work. So the IT model
+    keeps learning every job at its usual pace (its stage levels are the rack's usual ones, the
+    prior for a job's stage not seen yet), and each job's own offset per stage is measured here
+    from its own bins: the mean of the model's residual in that stage since the job started.
+
+    - It starts from nothing at each change point after which the job's levels are unknown
+      (``work_changed_ts``: a new job id, new work found by power, a workload shift).
+    - The prior: one engine bin of the rack's usual level (offset 0). A bin's PDU noise (≈ 1 %)
+      is far below the spread of levels between jobs, so one bin of a stage is enough to trust
+      its own level; the prior only keeps a stage the job has not run at the rack's.
+    - It learns while a component is suspected (a suspicion must not freeze the prediction) but
+      not while the IT side carries a confirmed fault (the fault is not a job's level). The
+      drift detectors never see it: they judge the IT model itself.
+
+    Fixed memory: two floats per stage slot and the change point's time.
+    """
+
+    def __init__(self, n_slots: int, bin_s: float) -> None:
+        self.prior_s = bin_s
+        self.sum_ws = np.zeros(n_slots)  # W·s: residual × stage time, this job
+        self.seen_s = np.zeros(n_slots)  # s: stage time with a known PDU power, this job
+        self.since_ts = math.nan  # the change point the sums start at
+
+    @property
+    def level_w(self) -> np.ndarray:
+        """Per stage slot: the job's own level over the IT model's, W (0 where not seen yet)."""
+        out: np.ndarray = self.sum_ws / (self.seen_s + self.prior_s)
+        return out
+
+    def per_bin_w(self, start: np.ndarray, frac: np.ndarray, changed_ts: float) -> np.ndarray:
+        """Per bin: the level its prediction adds, W. Bins after a change point the level was not
+        learned since (a job that started inside the window: its label, or its GPU power, is a
+        load-side input known at prediction time) get the rack's usual level instead."""
+        out: np.ndarray = frac @ self.level_w
+        if math.isfinite(changed_ts) and changed_ts != self.since_ts:
+            out = np.where(start >= changed_ts, 0.0, out)
+        return out
+
+    def learn(self, start: np.ndarray, frac: np.ndarray, dur: np.ndarray, seen: np.ndarray,
+              resid_w: np.ndarray, changed_ts: float, learn: bool = True) -> None:
+        """A closed window's bins (starts, stage shares, durations, PDU known, model residual W)."""
+        use = seen.copy()
+        if math.isfinite(changed_ts) and changed_ts != self.since_ts:  # a new job: its bins only
+            self.sum_ws[:] = 0.0
+            self.seen_s[:] = 0.0
+            self.since_ts = changed_ts
+            use &= start >= changed_ts
+        if not learn or not use.any() or math.isnan(self.since_ts):  # no change point yet: the model's
+            return  # own job (a level summed from its warm-up on would keep the warm-up's errors)
+        w = frac * (dur * use)[:, None]
+        self.sum_ws += (w * np.where(use, resid_w, 0.0)[:, None]).sum(axis=0)
+        self.seen_s += w.sum(axis=0)
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"job_level_sum": self.sum_ws, "job_level_seen": self.seen_s,
+                "job_level_since": np.array([self.since_ts])}
+
+    def load_arrays(self, a: dict[str, np.ndarray]) -> None:
+        """The inverse of ``state_arrays``; a state saved before it starts with no job level."""
+        if "job_level_sum" not in a:
+            return
+        for key, arr in (("job_level_sum", self.sum_ws), ("job_level_seen", self.seen_s)):
+            if a[key].shape != arr.shape:
+                raise ValueError(f"state '{key}': shape {a[key].shape}, expected {arr.shape}")
+            arr[...] = a[key]
+        self.since_ts = float(a["job_level_since"][0])
 
 
 def rated_share(sums: np.ndarray) -> np.ndarray:
