@@ -210,14 +210,16 @@ class ResponseModel:
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
               relearn_halflife_h: dict[str, float] | None = None,
-              work_changed_ts: float = math.nan, faulted: frozenset[str] = frozenset()) -> None:
+              work_change: tuple[float, float, float] = (math.nan, math.nan, math.nan),
+              faulted: frozenset[str] = frozenset()) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
         then); ``relearn``: components the drift monitor re-learns with a short half-life;
         ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
-        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_changed_ts``: the monitor's last
-        change point after which the running job's own levels are unknown (``JobLevel``);
+        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last
+        new-work change point, the end of its bounded re-learn and the start of a job still being
+        judged (the job's levels, ``JobLevel``);
         ``faulted``: components with a confirmed fault (the job level does not learn it).
         """
         c = ClosedWindow.of(wb)
@@ -236,13 +238,15 @@ class ResponseModel:
         for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
             if wb.held[: c.n, LEARNED.index(comp)].any():
                 self.shadow.start(comp)
-        self._learn_it(wb, c, lam, work_changed_ts)
+        # what the window's IT prediction added for the running job's own level (JobLevel)
+        level_w = self.job_level.per_bin_w(wb.start[: c.n], c.frac, work_change)
+        self._learn_it(wb, c, lam, level_w)
         resid_w = np.nan_to_num(c.pdu_mean) - wb.it_pred_w[: c.n]
-        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_changed_ts,
+        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change,
                              learn="it" not in faulted)
         self._learn_cooling(wb, c, window_warm, lam)
         self._learn_gpu(wb, c, lam)
-        self._learn_shadows(wb, c, lam)
+        self._learn_shadows(wb, c, lam, level_w)
         for comp in LEARNED:  # a hold that is over by the window's last bin: adopt or discard its shadow
             if not wb.held[c.n - 1, LEARNED.index(comp)]:
                 self.shadow.end(comp)
@@ -253,14 +257,14 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], changed_ts: float) -> None:
+    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
+                  level_w: np.ndarray) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
         n, sums, dur, seen_it, g = c.n, c.sums, c.dur, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
-        level_w = self.job_level.per_bin_w(wb.start[:n], c.frac, changed_ts)  # what the prediction added
         resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n] - level_w)[:, None]
         self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
         if rows.any():
@@ -268,15 +272,18 @@ class ResponseModel:
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
             self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
-        self._fit_it(wb, c, lam, wb.held[:n, HELD_IT], self.it, self.it_stage)
+        self._fit_it(wb, c, lam, wb.held[:n, HELD_IT], self.it, self.it_stage, level_w)
 
     def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
-                it: EWLS, it_stage: EWLS) -> None:
-        """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
+                it: EWLS, it_stage: EWLS, level_w: np.ndarray) -> None:
+        """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``: the
+        PDU power less the running job's own level (``level_w``, W per bin: ``JobLevel``), so that
+        they stay the rack's usual and a job's level is not counted twice once they learned it."""
         n, scale, sums, frac, w_h, seen_it, g = c.n, self.scale_w, c.sums, c.frac, c.w_h, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~held
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
-        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+        pdu = np.nan_to_num(c.pdu_mean) - level_w
+        y = np.where(rows, pdu / scale, 0.0)
         lam_it = lam["it"]
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
             it.update(X[None], y[None], (w_h * rows)[None], lam_it)
@@ -285,7 +292,7 @@ class ResponseModel:
         if rows_s.any():
             rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
             Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
-            ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+            ys = np.where(rows_s, pdu / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
     def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, lam: dict[str, float]) -> None:
@@ -339,12 +346,13 @@ class ResponseModel:
         if w_c.sum() > 0:
             cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
 
-    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
+    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
+                       level_w: np.ndarray) -> None:
         """Shadows of held components learn every bin of the window, held or not (shadow.py)."""
         free = np.zeros(c.n, dtype=bool)
         it = self.shadow.learning("it")
         if it is not None:
-            self._fit_it(wb, c, lam, free, it[0], it[1])
+            self._fit_it(wb, c, lam, free, it[0], it[1], level_w)
         cool = self.shadow.learning("cooling")
         if cool is not None:
             self._fit_cooling(wb, c, lam, free, cool[0])
@@ -427,26 +435,27 @@ class ResponseModel:
 
 
 class JobLevel:
-    """The running job's own IT level per stage, over what the IT model (all jobs) predicts.
+    """The running job's own IT level per stage, over what the IT model (the rack's usual) predicts.
 
     Why: a job sets its nodes' CPU, storage and network load in each stage (on a churning rack
     the levels of two jobs' training stages differ by up to ~10 % of the rack's IT power); it does
-    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model for
-    two hours after each job change (its stage levels, but also its GPU curve, from an hour of
-    one job) left the next jobs predicted with the last job's levels, and held the model for the
-    hour in which the change-point judge decides whether it is the same work. So the IT model
-    keeps learning every job at its usual pace (its stage levels are the rack's usual ones, the
-    prior for a job's stage not seen yet), and each job's own offset per stage is measured here
-    from its own bins: the mean of the model's residual in that stage since the job started.
+    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model fast
+    for two hours after each new job (its GPU curve too, from an hour of one job) left the next
+    jobs predicted with the last job's levels. So the IT model learns every job at its usual pace,
+    from the PDU power less the job's level (its stage levels are the rack's usual ones: the prior
+    for a stage a job has not run yet), and each new job's own offset per stage is measured here:
+    the mean of the model's residual in that stage over the job's own bins.
 
-    - It starts from nothing at each change point after which the job's levels are unknown
-      (``work_changed_ts``: a new job id, new work found by power, a workload shift).
+    - It starts from nothing at each new-work change point (``change``: a job of other work, new
+      work found by power, a workload shift) and learns during that change's bounded re-learn,
+      while the IT detector re-centres; then it stays as learned for the rest of the job, so a
+      fault that starts later is not learned as the job's (the detector judges model + level).
+      A restart of the same work keeps the level of the run before (it is judged against it).
     - The prior: one engine bin of the rack's usual level (offset 0). A bin's PDU noise (≈ 1 %)
       is far below the spread of levels between jobs, so one bin of a stage is enough to trust
       its own level; the prior only keeps a stage the job has not run at the rack's.
     - It learns while a component is suspected (a suspicion must not freeze the prediction) but
-      not while the IT side carries a confirmed fault (the fault is not a job's level). The
-      drift detectors never see it: they judge the IT model itself.
+      not while the IT side carries a confirmed fault (the fault is not a job's level).
 
     Fixed memory: two floats per stage slot and the change point's time.
     """
@@ -463,19 +472,25 @@ class JobLevel:
         out: np.ndarray = self.sum_ws / (self.seen_s + self.prior_s)
         return out
 
-    def per_bin_w(self, start: np.ndarray, frac: np.ndarray, changed_ts: float) -> np.ndarray:
-        """Per bin: the level its prediction adds, W. Bins after a change point the level was not
-        learned since (a job that started inside the window: its label, or its GPU power, is a
-        load-side input known at prediction time) get the rack's usual level instead."""
+    def per_bin_w(self, start: np.ndarray, frac: np.ndarray,
+                  change: tuple[float, float, float]) -> np.ndarray:
+        """Per bin: the level its prediction adds, W. ``change``: (new-work change point, end of its
+        re-learn, start of a job whose kind is still being judged). Bins after a change point the
+        level was not learned since (new work inside the window, or a job not judged yet: its
+        label, or its GPU power, is a load-side input known at prediction time) get the rack's
+        usual level instead of the previous job's."""
         out: np.ndarray = frac @ self.level_w
-        if math.isfinite(changed_ts) and changed_ts != self.since_ts:
-            out = np.where(start >= changed_ts, 0.0, out)
+        cuts = [t for t in (change[0], change[2]) if math.isfinite(t) and t != self.since_ts]
+        if cuts:
+            out = np.where(start >= min(cuts), 0.0, out)
         return out
 
     def learn(self, start: np.ndarray, frac: np.ndarray, dur: np.ndarray, seen: np.ndarray,
-              resid_w: np.ndarray, changed_ts: float, learn: bool = True) -> None:
-        """A closed window's bins (starts, stage shares, durations, PDU known, model residual W)."""
-        use = seen.copy()
+              resid_w: np.ndarray, change: tuple[float, float, float], learn: bool = True) -> None:
+        """A closed window's bins (starts, stage shares, durations, PDU known, model residual W);
+        ``change``: as ``per_bin_w``'s."""
+        changed_ts, until_ts = change[0], change[1]
+        use = seen & (start < until_ts)
         if math.isfinite(changed_ts) and changed_ts != self.since_ts:  # a new job: its bins only
             self.sum_ws[:] = 0.0
             self.seen_s[:] = 0.0

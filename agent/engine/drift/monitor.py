@@ -136,7 +136,8 @@ class DriftMonitor:
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
-        self.work_changed_ts = math.nan  # the last change point after which the job's levels are unknown
+        self.work_changed_ts = math.nan  # the last new-work change point: the job's levels are its own
+        self.job_started_ts = math.nan  # a new job whose kind is still being judged (NaN: none)
         self._last_ts = math.nan
         self._last_gpu_w = math.nan  # (not saved: a restart only judges one more bin)
         self._it_skip = 0
@@ -154,6 +155,12 @@ class DriftMonitor:
         if self.changes.holds:  # a new job of unknown work: neither its nor a fault's level is learned
             out |= set(WORKLOAD_COMPONENTS)
         return frozenset(out & set(LEARNING_COMPONENTS))
+
+    @property
+    def work_change(self) -> tuple[float, float, float]:
+        """(last new-work change point, end of its bounded re-learn, start of a job whose kind is
+        still being judged): what the engine's job level (model.JobLevel) learns from and when."""
+        return self.work_changed_ts, self.work_changed_ts + self.relearn_s, self.job_started_ts
 
     @property
     def faulted(self) -> frozenset[str]:
@@ -459,7 +466,7 @@ class DriftMonitor:
         the previous job left no work rate to compare with; otherwise the kind check decides
         within minutes whether it is a restart of the same work (``changepoint``)."""
         ts = float(sample.ts)
-        self.work_changed_ts = ts  # a new job's own levels are its own (the same work shows the same)
+        self.job_started_ts = ts  # its kind is judged next: the previous job's levels may not be its
         relearning = math.isfinite(self._workload_until) and ts < self._workload_until
         checking = self.changes.job_changed(ts, self.channels["gpu"], self.context, relearning)
         self.context.restart_rates()  # the new job's typical rates come from its own first bins
@@ -472,6 +479,7 @@ class DriftMonitor:
         if verdict is None:
             return []
         if self.changes.is_same(verdict):
+            self.job_started_ts = math.nan  # the same work: the previous run's levels are its own
             self.context.rebase_work_rates()
             return []
         return self._workload_change(sample, verdict.since_ts, verdict)
@@ -602,6 +610,7 @@ class DriftMonitor:
             "relearn_until": dict(self._relearn_until),
             "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
             "work_changed_ts": None if not math.isfinite(self.work_changed_ts) else self.work_changed_ts,
+            "job_started_ts": None if not math.isfinite(self.job_started_ts) else self.job_started_ts,
             "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
             "pending_events": self._pending[-MAX_PENDING:],
         }
@@ -646,6 +655,8 @@ class DriftMonitor:
             self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
             changed = state.get("work_changed_ts")  # (absent in a state from before it: none yet)
             self.work_changed_ts = float(changed) if isinstance(changed, (int, float)) else math.nan
+            started = state.get("job_started_ts")
+            self.job_started_ts = float(started) if isinstance(started, (int, float)) else math.nan
             last = state.get("last_ts")
             self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
             pending = state.get("pending_events") or []
