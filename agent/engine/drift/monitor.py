@@ -208,6 +208,7 @@ class DriftMonitor:
             events += self._job_changed(sample)
         elif self.context.resumed and not (math.isfinite(self._workload_until) and ts < self._workload_until):
             self.changes.work_resumed(ts, self.channels["gpu"], self.context)
+            self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
             if ts >= self._workload_until:
