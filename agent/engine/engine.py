@@ -306,6 +306,9 @@ class Engine:
 
         d = wb.sums[sl, F["dur_s"]]
         end = float(wb.start[sl.stop - 1] + self.bin_s)
+        # the IT expectation the detectors judge: the model and the running job's own level
+        frac = wb.stage_s[sl] / np.maximum(d, 1e-9)[:, None]
+        it_exp = wb.it_pred_w[sl] + self.model.job_level.per_bin_w(wb.start[sl], frac, self.drift.work_change)
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
@@ -314,7 +317,7 @@ class Engine:
             job=wb.jobs[sl.stop - 1],
             transient=bool(wb.transient[sl].any()),
             gpu_expected_w=float(wb.gpu_exp_w[sl] @ d / dur),
-            it_expected_w=float(wb.it_pred_w[sl] @ d / dur),
+            it_expected_w=float(it_exp @ d / dur),
             cooling_expected_w=float(wb.cool_pred_w[sl, self.model.best] @ d / dur),
             gpu_counter_resets=self.rows.take_gpu_resets(end),
             **{field: mean(q) for field, q in SAMPLE_MEANS.items()},
@@ -335,9 +338,14 @@ class Engine:
         m = self.model
         start = self.rows.t0 + self.window_idx * self.window_s
         warm = self.window_warm
-        predicted = (self.buf.cool_pred_w[:, m.best], m.bias_it, float(m.bias_cool[m.best])) if warm else None
+        # the IT side's recent residual level and, per bin, the running job's own level (model.JobLevel)
+        n = self.buf.n
+        frac = self.buf.stage_s[:n] / np.maximum(self.buf.sums[:n, F["dur_s"]], 1e-9)[:, None]
+        it_level = m.bias_it + m.job_level.per_bin_w(self.buf.start[:n], frac, self.drift.work_change)
+        predicted = (self.buf.cool_pred_w[:, m.best], it_level, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
-        m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h)
+        m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h,
+                self.drift.work_change, self.drift.faulted)
         self.buf.clear()
         self.last_window = rec
         return [rec, self.summary_record(rec["end"])]

@@ -92,6 +92,7 @@ class ResponseModel:
         self.wr_scale = math.nan
         self.warm = False
         self.last_g = np.array([math.nan, math.nan, math.nan])
+        self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
 
     # ------------------------------------------------------------------ read-only views
     def fits(self) -> dict[str, list[EWLS]]:
@@ -208,13 +209,18 @@ class ResponseModel:
         return min(paced, float(self.forgetting_halflife_h))
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
-              relearn_halflife_h: dict[str, float] | None = None) -> None:
+              relearn_halflife_h: dict[str, float] | None = None,
+              work_change: tuple[float, float, float] = (math.nan, math.nan, math.nan),
+              faulted: frozenset[str] = frozenset()) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
         ``window_warm``: the model was warm at the window's start (lag candidates are scored only
         then); ``relearn``: components the drift monitor re-learns with a short half-life;
         ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
-        behind the model is), else ``RELEARN_HALFLIFE_H``.
+        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last
+        new-work change point, the end of its bounded re-learn and the start of a job still being
+        judged (the job's levels, ``JobLevel``);
+        ``faulted``: components with a confirmed fault (the job level does not learn it).
         """
         c = ClosedWindow.of(wb)
         # each component's forgetting over this window (the same factor for its main and shadow fits)
@@ -232,10 +238,15 @@ class ResponseModel:
         for comp in LEARNED:  # a hold begins: its shadow starts from the model as it is
             if wb.held[: c.n, LEARNED.index(comp)].any():
                 self.shadow.start(comp)
-        self._learn_it(wb, c, lam)
+        # what the window's IT prediction added for the running job's own level (JobLevel)
+        level_w = self.job_level.per_bin_w(wb.start[: c.n], c.frac, work_change)
+        self._learn_it(wb, c, lam, level_w)
+        resid_w = np.nan_to_num(c.pdu_mean) - wb.it_pred_w[: c.n]
+        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change,
+                             learn="it" not in faulted)
         self._learn_cooling(wb, c, window_warm, lam)
         self._learn_gpu(wb, c, lam)
-        self._learn_shadows(wb, c, lam)
+        self._learn_shadows(wb, c, lam, level_w)
         for comp in LEARNED:  # a hold that is over by the window's last bin: adopt or discard its shadow
             if not wb.held[c.n - 1, LEARNED.index(comp)]:
                 self.shadow.end(comp)
@@ -246,29 +257,33 @@ class ResponseModel:
         if not self.warm and it_ready and cool_ready:
             self.warm = True
 
-    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
+    def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
+                  level_w: np.ndarray) -> None:
         """The IT residual level and learned GPU range (main model only), then the IT regressions."""
         n, sums, dur, seen_it, g = c.n, c.sums, c.dur, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
         bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
-        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n])[:, None]
+        resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n] - level_w)[:, None]
         self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
         if rows.any():
             lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
             self.g_lo_w = lo if not math.isfinite(self.g_lo_w) else min(self.g_lo_w, lo)
             self.g_hi_w = hi if not math.isfinite(self.g_hi_w) else max(self.g_hi_w, hi)
-        self._fit_it(wb, c, lam, wb.held[:n, HELD_IT], self.it, self.it_stage)
+        self._fit_it(wb, c, lam, wb.held[:n, HELD_IT], self.it, self.it_stage, level_w)
 
     def _fit_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
-                it: EWLS, it_stage: EWLS) -> None:
-        """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``."""
+                it: EWLS, it_stage: EWLS, level_w: np.ndarray) -> None:
+        """The IT regressions ``it`` (GPU-driven) and ``it_stage`` learn the bins not ``held``: the
+        PDU power less the running job's own level (``level_w``, W per bin: ``JobLevel``), so that
+        they stay the rack's usual and a job's level is not counted twice once they learned it."""
         n, scale, sums, frac, w_h, seen_it, g = c.n, self.scale_w, c.sums, c.frac, c.w_h, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~held
         X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
-        y = np.where(rows, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+        pdu = np.nan_to_num(c.pdu_mean) - level_w
+        y = np.where(rows, pdu / scale, 0.0)
         lam_it = lam["it"]
         if rows.any():  # no data (held, or PDU unknown): no forgetting either
             it.update(X[None], y[None], (w_h * rows)[None], lam_it)
@@ -277,7 +292,7 @@ class ResponseModel:
         if rows_s.any():
             rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
             Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
-            ys = np.where(rows_s, np.nan_to_num(c.pdu_mean) / scale, 0.0)
+            ys = np.where(rows_s, pdu / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
 
     def _learn_cooling(self, wb: WindowBuffer, c: ClosedWindow, warm: bool, lam: dict[str, float]) -> None:
@@ -331,12 +346,13 @@ class ResponseModel:
         if w_c.sum() > 0:
             cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
 
-    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
+    def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
+                       level_w: np.ndarray) -> None:
         """Shadows of held components learn every bin of the window, held or not (shadow.py)."""
         free = np.zeros(c.n, dtype=bool)
         it = self.shadow.learning("it")
         if it is not None:
-            self._fit_it(wb, c, lam, free, it[0], it[1])
+            self._fit_it(wb, c, lam, free, it[0], it[1], level_w)
         cool = self.shadow.learning("cooling")
         if cool is not None:
             self._fit_cooling(wb, c, lam, free, cool[0])
@@ -387,6 +403,7 @@ class ResponseModel:
         out.update(self.gpu_model.state_arrays("gpum"))
         out.update(self.it_stage.state_arrays("itstage"))
         out.update(self.shadow.state_arrays())
+        out.update(self.job_level.state_arrays())
         return out
 
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
@@ -408,12 +425,96 @@ class ResponseModel:
         if "itstage_theta" in a:  # state saved before the stage-only IT model: it starts fresh
             self.it_stage.load_arrays("itstage", a)
         self.shadow.load_arrays(a)
+        self.job_level.load_arrays(a)
 
     def restart_inputs(self) -> None:
         """After a discontinuity: the lag filters and the held GPU load restart from the next bins."""
         self.lag.started = False
         self.fan_lag.y = math.nan
         self.last_g[:] = math.nan
+
+
+class JobLevel:
+    """The running job's own IT level per stage, over what the IT model (the rack's usual) predicts.
+
+    Why: a job sets its nodes' CPU, storage and network load in each stage (on a churning rack
+    the levels of two jobs' training stages differ by up to ~10 % of the rack's IT power); it does
+    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model fast
+    for two hours after each new job (its GPU curve too, from an hour of one job) left the next
+    jobs predicted with the last job's levels. So the IT model learns every job at its usual pace,
+    from the PDU power less the job's level (its stage levels are the rack's usual ones: the prior
+    for a stage a job has not run yet), and each new job's own offset per stage is measured here:
+    the mean of the model's residual in that stage over the job's own bins.
+
+    - It starts from nothing at each new-work change point (``change``: a job of other work, new
+      work found by power, a workload shift) and learns during that change's bounded re-learn,
+      while the IT detector re-centres; then it stays as learned for the rest of the job, so a
+      fault that starts later is not learned as the job's (the detector judges model + level).
+      A restart of the same work keeps the level of the run before (it is judged against it).
+    - The prior: one engine bin of the rack's usual level (offset 0). A bin's PDU noise (≈ 1 %)
+      is far below the spread of levels between jobs, so one bin of a stage is enough to trust
+      its own level; the prior only keeps a stage the job has not run at the rack's.
+    - It learns while a component is suspected (a suspicion must not freeze the prediction) but
+      not while the IT side carries a confirmed fault (the fault is not a job's level).
+
+    Fixed memory: two floats per stage slot and the change point's time.
+    """
+
+    def __init__(self, n_slots: int, bin_s: float) -> None:
+        self.prior_s = bin_s
+        self.sum_ws = np.zeros(n_slots)  # W·s: residual × stage time, this job
+        self.seen_s = np.zeros(n_slots)  # s: stage time with a known PDU power, this job
+        self.since_ts = math.nan  # the change point the sums start at
+
+    @property
+    def level_w(self) -> np.ndarray:
+        """Per stage slot: the job's own level over the IT model's, W (0 where not seen yet)."""
+        out: np.ndarray = self.sum_ws / (self.seen_s + self.prior_s)
+        return out
+
+    def per_bin_w(self, start: np.ndarray, frac: np.ndarray,
+                  change: tuple[float, float, float]) -> np.ndarray:
+        """Per bin: the level its prediction adds, W. ``change``: (new-work change point, end of its
+        re-learn, start of a job whose kind is still being judged). Bins after a change point the
+        level was not learned since (new work inside the window, or a job not judged yet: its
+        label, or its GPU power, is a load-side input known at prediction time) get the rack's
+        usual level instead of the previous job's."""
+        out: np.ndarray = frac @ self.level_w
+        cuts = [t for t in (change[0], change[2]) if math.isfinite(t) and t != self.since_ts]
+        if cuts:
+            out = np.where(start >= min(cuts), 0.0, out)
+        return out
+
+    def learn(self, start: np.ndarray, frac: np.ndarray, dur: np.ndarray, seen: np.ndarray,
+              resid_w: np.ndarray, change: tuple[float, float, float], learn: bool = True) -> None:
+        """A closed window's bins (starts, stage shares, durations, PDU known, model residual W);
+        ``change``: as ``per_bin_w``'s."""
+        changed_ts, until_ts = change[0], change[1]
+        use = seen & (start < until_ts)
+        if math.isfinite(changed_ts) and changed_ts != self.since_ts:  # a new job: its bins only
+            self.sum_ws[:] = 0.0
+            self.seen_s[:] = 0.0
+            self.since_ts = changed_ts
+            use &= start >= changed_ts
+        if not learn or not use.any() or math.isnan(self.since_ts):  # no change point yet: the model's
+            return  # own job (a level summed from its warm-up on would keep the warm-up's errors)
+        w = frac * (dur * use)[:, None]
+        self.sum_ws += (w * np.where(use, resid_w, 0.0)[:, None]).sum(axis=0)
+        self.seen_s += w.sum(axis=0)
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"job_level_sum": self.sum_ws, "job_level_seen": self.seen_s,
+                "job_level_since": np.array([self.since_ts])}
+
+    def load_arrays(self, a: dict[str, np.ndarray]) -> None:
+        """The inverse of ``state_arrays``; a state saved before it starts with no job level."""
+        if "job_level_sum" not in a:
+            return
+        for key, arr in (("job_level_sum", self.sum_ws), ("job_level_seen", self.seen_s)):
+            if a[key].shape != arr.shape:
+                raise ValueError(f"state '{key}': shape {a[key].shape}, expected {arr.shape}")
+            arr[...] = a[key]
+        self.since_ts = float(a["job_level_since"][0])
 
 
 def rated_share(sums: np.ndarray) -> np.ndarray:

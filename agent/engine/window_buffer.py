@@ -75,11 +75,12 @@ class WindowBuffer:
         self.n = j
 
     def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
-               predicted: tuple[np.ndarray, float, float] | None) -> dict[str, Any]:
+               predicted: tuple[np.ndarray, float | np.ndarray, float] | None) -> dict[str, Any]:
         """The window's report line (report-format.md) from its bins and the frozen predictions.
 
         ``start``: the window's grid start; ``predicted``: (selected cooling candidate's predictions
-        per bin, IT residual level, cooling residual level) once the model is warm, else None.
+        per bin, IT residual level (one, or per bin), cooling residual level) once the model is
+        warm, else None.
         """
         n = self.n
         sums = self.sums[:n]
@@ -114,7 +115,7 @@ class WindowBuffer:
             rec.update(predicted_kwh=it_kwh + cool_kwh, it_predicted_kwh=it_kwh)
             rec["cooling_predicted_kwh"] = cool_kwh
             # the model alone, without the recent residual level: where a confirmed drift shows as a gap
-            level_kwh = float((bias_it + bias_cool) * dur.sum() / J_PER_KWH)
+            level_kwh = float(((bias_it + bias_cool) * dur).sum() / J_PER_KWH)
             rec["baseline_kwh"] = it_kwh + cool_kwh - level_kwh
         rec["stage"] = stage_name(int(np.argmax(self.stage_s[:n].sum(axis=0))))
         rec["transient_frac"] = round(float((dur * self.transient[:n]).sum() / max(length, 1e-9)), 3)

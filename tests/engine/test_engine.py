@@ -144,6 +144,8 @@ def test_held_components_do_not_learn(synth_8h: list[Any]) -> None:
         held = frozenset({"cooling"})
         relearn = frozenset()
         relearn_halflife_h: ClassVar[dict[str, float]] = {}
+        work_change = (math.nan, math.nan, math.nan)
+        faulted = frozenset()
 
         def observe(self, sample: Any) -> list[dict]:
             assert math.isfinite(sample.it_expected_w) and sample.stage
@@ -219,6 +221,8 @@ def test_component_samples_carry_the_cooling_units_reported_load() -> None:
         held = frozenset()
         relearn = frozenset()
         relearn_halflife_h: ClassVar[dict[str, float]] = {}
+        work_change = (math.nan, math.nan, math.nan)
+        faulted = frozenset()
 
         def observe(self, sample: ComponentSample) -> list[dict]:
             seen.append(sample)

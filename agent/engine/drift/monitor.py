@@ -61,6 +61,11 @@ WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: 
 # under a re-centred detector (fixed twin bench, plateau: a false power_chain onset; dev seed 2
 # churn: P95 2.75 % against 2.67 %). Those re-learn for their whole bounded period.
 PACED_COMPONENTS = frozenset({"gpu"})
+# Components a new job changes in part only (its nodes' load per stage): the engine measures the
+# job's own level from the change point on (``work_changed_ts``, model.JobLevel) instead of
+# forgetting the whole model fast for a bounded time: the IT side, whose GPU curve (PSUs, fans)
+# is the rack's, not the job's. Their detectors still re-centre for the bounded period.
+LEVEL_COMPONENTS = frozenset({"it"})
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
     "power_chain": ("it",),
@@ -131,6 +136,8 @@ class DriftMonitor:
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
+        self.work_changed_ts = math.nan  # the last new-work change point: the job's levels are its own
+        self.job_started_ts = math.nan  # a new job whose kind is still being judged (NaN: none)
         self._last_ts = math.nan
         self._last_gpu_w = math.nan  # (not saved: a restart only judges one more bin)
         self._it_skip = 0
@@ -148,6 +155,17 @@ class DriftMonitor:
         if self.changes.holds:  # a new job of unknown work: neither its nor a fault's level is learned
             out |= set(WORKLOAD_COMPONENTS)
         return frozenset(out & set(LEARNING_COMPONENTS))
+
+    @property
+    def work_change(self) -> tuple[float, float, float]:
+        """(last new-work change point, end of its bounded re-learn, start of a job whose kind is
+        still being judged): what the engine's job level (model.JobLevel) learns from and when."""
+        return self.work_changed_ts, self.work_changed_ts + self.relearn_s, self.job_started_ts
+
+    @property
+    def faulted(self) -> frozenset[str]:
+        """Engine components that carry a confirmed fault (not a suspicion, not a job change)."""
+        return self._components_with_incidents() & frozenset(LEARNING_COMPONENTS)
 
     @property
     def relearn(self) -> frozenset[str]:
@@ -190,6 +208,7 @@ class DriftMonitor:
             events += self._job_changed(sample)
         elif self.context.resumed and not (math.isfinite(self._workload_until) and ts < self._workload_until):
             self.changes.work_resumed(ts, self.channels["gpu"], self.context)
+            self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
             if ts >= self._workload_until:
@@ -423,7 +442,8 @@ class DriftMonitor:
         components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
             self.changes.workload_starts(ts, self.channels["gpu"], self.context)
-        self._start_relearn(components, ts)
+        self._start_relearn(tuple(c for c in components if c not in LEVEL_COMPONENTS), ts)
+        self.work_changed_ts = job_change_ts if at_job_change else ts
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
@@ -447,6 +467,7 @@ class DriftMonitor:
         the previous job left no work rate to compare with; otherwise the kind check decides
         within minutes whether it is a restart of the same work (``changepoint``)."""
         ts = float(sample.ts)
+        self.job_started_ts = ts  # its kind is judged next: the previous job's levels may not be its
         relearning = math.isfinite(self._workload_until) and ts < self._workload_until
         checking = self.changes.job_changed(ts, self.channels["gpu"], self.context, relearning)
         self.context.restart_rates()  # the new job's typical rates come from its own first bins
@@ -459,6 +480,7 @@ class DriftMonitor:
         if verdict is None:
             return []
         if self.changes.is_same(verdict):
+            self.job_started_ts = math.nan  # the same work: the previous run's levels are its own
             self.context.rebase_work_rates()
             return []
         return self._workload_change(sample, verdict.since_ts, verdict)
@@ -588,6 +610,8 @@ class DriftMonitor:
             ],
             "relearn_until": dict(self._relearn_until),
             "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
+            "work_changed_ts": None if not math.isfinite(self.work_changed_ts) else self.work_changed_ts,
+            "job_started_ts": None if not math.isfinite(self.job_started_ts) else self.job_started_ts,
             "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
             "pending_events": self._pending[-MAX_PENDING:],
         }
@@ -630,6 +654,10 @@ class DriftMonitor:
             self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
             until = state.get("workload_until")
             self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
+            changed = state.get("work_changed_ts")  # (absent in a state from before it: none yet)
+            self.work_changed_ts = float(changed) if isinstance(changed, (int, float)) else math.nan
+            started = state.get("job_started_ts")
+            self.job_started_ts = float(started) if isinstance(started, (int, float)) else math.nan
             last = state.get("last_ts")
             self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
             pending = state.get("pending_events") or []
