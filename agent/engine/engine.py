@@ -308,7 +308,8 @@ class Engine:
         end = float(wb.start[sl.stop - 1] + self.bin_s)
         # the IT expectation the detectors judge: the model and the running job's own level
         frac = wb.stage_s[sl] / np.maximum(d, 1e-9)[:, None]
-        it_exp = wb.it_pred_w[sl] + self.model.job_level.per_bin_w(wb.start[sl], frac, self.drift.work_change)
+        it_exp = wb.it_pred_w[sl] + self.model.job_level.per_bin_w(
+            wb.start[sl], frac, self.drift.work_change, wb.sums[sl, F["gpu_s"]] > 0)
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
@@ -341,7 +342,8 @@ class Engine:
         # the IT side's recent residual level and, per bin, the running job's own level (model.JobLevel)
         n = self.buf.n
         frac = self.buf.stage_s[:n] / np.maximum(self.buf.sums[:n, F["dur_s"]], 1e-9)[:, None]
-        it_level = m.bias_it + m.job_level.per_bin_w(self.buf.start[:n], frac, self.drift.work_change)
+        it_level = m.bias_it + m.job_level.per_bin_w(
+            self.buf.start[:n], frac, self.drift.work_change, self.buf.sums[:n, F["gpu_s"]] > 0)
         predicted = (self.buf.cool_pred_w[:, m.best], it_level, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
         m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h,

@@ -239,10 +239,11 @@ class ResponseModel:
             if wb.held[: c.n, LEARNED.index(comp)].any():
                 self.shadow.start(comp)
         # what the window's IT prediction added for the running job's own level (JobLevel)
-        level_w = self.job_level.per_bin_w(wb.start[: c.n], c.frac, work_change)
+        gpu_bins = c.sums[:, F["gpu_s"]] > 0
+        level_w = self.job_level.per_bin_w(wb.start[: c.n], c.frac, work_change, gpu_bins)
         self._learn_it(wb, c, lam, level_w)
         resid_w = np.nan_to_num(c.pdu_mean) - wb.it_pred_w[: c.n]
-        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change,
+        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change, gpu_bins,
                              learn="it" not in faulted)
         self._learn_cooling(wb, c, window_warm, lam)
         self._learn_gpu(wb, c, lam)
@@ -473,24 +474,29 @@ class JobLevel:
         return out
 
     def per_bin_w(self, start: np.ndarray, frac: np.ndarray,
-                  change: tuple[float, float, float]) -> np.ndarray:
+                  change: tuple[float, float, float], gpu_bins: np.ndarray | None = None) -> np.ndarray:
         """Per bin: the level its prediction adds, W. ``change``: (new-work change point, end of its
         re-learn, start of a job whose kind is still being judged). Bins after a change point the
         level was not learned since (new work inside the window, or a job not judged yet: its
         label, or its GPU power, is a load-side input known at prediction time) get the rack's
-        usual level instead of the previous job's."""
+        usual level instead of the previous job's. Only ``gpu_bins`` (bins with GPU power) get a
+        level: without GPU power the IT residual's one-window memory (``_learn_it``) already is the
+        running job's level, and two estimators of one offset would chase each other (None: every bin)."""
         out: np.ndarray = frac @ self.level_w
+        if gpu_bins is not None:
+            out = np.where(gpu_bins, out, 0.0)
         cuts = [t for t in (change[0], change[2]) if math.isfinite(t) and t != self.since_ts]
         if cuts:
             out = np.where(start >= min(cuts), 0.0, out)
         return out
 
     def learn(self, start: np.ndarray, frac: np.ndarray, dur: np.ndarray, seen: np.ndarray,
-              resid_w: np.ndarray, change: tuple[float, float, float], learn: bool = True) -> None:
+              resid_w: np.ndarray, change: tuple[float, float, float],
+              gpu_bins: np.ndarray | None = None, learn: bool = True) -> None:
         """A closed window's bins (starts, stage shares, durations, PDU known, model residual W);
-        ``change``: as ``per_bin_w``'s."""
+        ``change``, ``gpu_bins``: as ``per_bin_w``'s."""
         changed_ts, until_ts = change[0], change[1]
-        use = seen & (start < until_ts)
+        use = seen & (start < until_ts) & (True if gpu_bins is None else gpu_bins)
         if math.isfinite(changed_ts) and changed_ts != self.since_ts:  # a new job: its bins only
             self.sum_ws[:] = 0.0
             self.seen_s[:] = 0.0

@@ -78,3 +78,16 @@ def test_no_level_before_the_first_change_point_and_state_round_trip() -> None:
     copy.load_arrays({})  # a state from before the job level: nothing changes, nothing raises
     with pytest.raises(ValueError, match="shape"):
         copy.load_arrays({**level.state_arrays(), "job_level_sum": np.zeros(S + 1)})
+
+
+def test_bins_without_gpu_power_neither_get_nor_learn_a_level() -> None:
+    """Without GPU power the IT residual's one-window memory already is the job's level: a second
+    estimator of the same offset would chase it (the no-GPU, no-label rack predicted worse)."""
+    level = JobLevel(S, BIN_S)
+    change = (T0, T0 + 7200.0, math.nan)
+    start, frac, dur, seen = _bins(T0, 40, slot=1)
+    gpu = np.arange(40) < 20  # GPU power in the first half only
+    level.learn(start, frac, dur, seen, np.where(gpu, 200.0, 900.0), change, gpu)
+    assert level.level_w[1] == pytest.approx(200.0 * 20 / 21)  # the no-GPU bins' 900 W is not learned
+    assert level.per_bin_w(start[:4], frac[:4], change, np.array([True, False, True, False])).tolist() == (
+        pytest.approx([200.0 * 20 / 21, 0.0, 200.0 * 20 / 21, 0.0]))
