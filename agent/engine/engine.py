@@ -307,9 +307,7 @@ class Engine:
         d = wb.sums[sl, F["dur_s"]]
         end = float(wb.start[sl.stop - 1] + self.bin_s)
         # the IT expectation the detectors judge: the model and the running job's own level
-        frac = wb.stage_s[sl] / np.maximum(d, 1e-9)[:, None]
-        it_exp = wb.it_pred_w[sl] + self.model.job_level.per_bin_w(
-            wb.start[sl], frac, self.drift.work_change, wb.sums[sl, F["gpu_s"]] > 0)
+        it_exp = wb.it_pred_w[sl] + self.model.job_level_w(wb, sl, self.drift.work_change)
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
@@ -340,10 +338,7 @@ class Engine:
         start = self.rows.t0 + self.window_idx * self.window_s
         warm = self.window_warm
         # the IT side's recent residual level and, per bin, the running job's own level (model.JobLevel)
-        n = self.buf.n
-        frac = self.buf.stage_s[:n] / np.maximum(self.buf.sums[:n, F["dur_s"]], 1e-9)[:, None]
-        it_level = m.bias_it + m.job_level.per_bin_w(
-            self.buf.start[:n], frac, self.drift.work_change, self.buf.sums[:n, F["gpu_s"]] > 0)
+        it_level = m.bias_it + m.job_level_w(self.buf, slice(0, self.buf.n), self.drift.work_change)
         predicted = (self.buf.cool_pred_w[:, m.best], it_level, float(m.bias_cool[m.best])) if warm else None
         rec = self.buf.record(start, self.slots.name, self.held, predicted)
         m.learn(self.buf, self.window_warm, self.drift.relearn, self.drift.relearn_halflife_h,

@@ -239,12 +239,11 @@ class ResponseModel:
             if wb.held[: c.n, LEARNED.index(comp)].any():
                 self.shadow.start(comp)
         # what the window's IT prediction added for the running job's own level (JobLevel)
-        gpu_bins = c.sums[:, F["gpu_s"]] > 0
-        level_w = self.job_level.per_bin_w(wb.start[: c.n], c.frac, work_change, gpu_bins)
+        level_w = self.job_level_w(wb, slice(0, c.n), work_change)
         self._learn_it(wb, c, lam, level_w)
         resid_w = np.nan_to_num(c.pdu_mean) - wb.it_pred_w[: c.n]
-        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change, gpu_bins,
-                             learn="it" not in faulted)
+        self.job_level.learn(wb.start[: c.n], c.frac, c.dur, c.it_ok, resid_w, work_change,
+                             c.sums[:, F["gpu_s"]] > 0, learn="it" not in faulted)
         self._learn_cooling(wb, c, window_warm, lam)
         self._learn_gpu(wb, c, lam)
         self._learn_shadows(wb, c, lam, level_w)
@@ -257,6 +256,14 @@ class ResponseModel:
         it_ready = max(float(self.it.weight[0]), float(self.it_stage.weight[0])) >= WARMUP_H
         if not self.warm and it_ready and cool_ready:
             self.warm = True
+
+    def job_level_w(self, wb: WindowBuffer, sl: slice, change: tuple[float, float, float]) -> np.ndarray:
+        """Per bin of ``wb[sl]``: what the running job's own level adds to its IT prediction
+        (``JobLevel.per_bin_w``, for the bins with GPU power); one rule for the prediction the
+        report line carries, the drift detectors' expectation and learning."""
+        sums = wb.sums[sl]
+        frac = wb.stage_s[sl] / np.maximum(sums[:, F["dur_s"]], 1e-9)[:, None]
+        return self.job_level.per_bin_w(wb.start[sl], frac, change, sums[:, F["gpu_s"]] > 0)
 
     def _learn_it(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
                   level_w: np.ndarray) -> None:
