@@ -46,16 +46,28 @@ def _cases() -> dict[str, Scenario]:
     return cases
 
 
+def _stable(value: object) -> object:
+    """Floats at 9 significant digits: numpy's transcendental functions differ in the last bit
+    between CPUs (their SIMD paths), and full-precision values made the hashes machine-specific."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_stable(v) for v in value]
+    return value
+
+
 def _digest(sc: Scenario, path: Path) -> str:
     with TraceWriter(path, trace_meta(sc), columns(sc), decimals(sc)) as writer:
         for chunk in simulate(sc):
             writer.write(chunk)
     h = hashlib.sha256(path.read_bytes())
-    h.update(json.dumps(scenario_truth(sc), sort_keys=True, default=str).encode())
+    h.update(json.dumps(_stable(scenario_truth(sc)), sort_keys=True, default=str).encode())
     twin = RackTwin(sc)  # the stepping API the fake devices read
     for t in range(0, int(DAYS * 86400), 397):
         twin.advance_to(sc.start_ts + t)
-        h.update(json.dumps([twin.device_values(), twin.stage()], sort_keys=True, default=str).encode())
+        h.update(json.dumps(_stable([twin.device_values(), twin.stage()]), sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 
