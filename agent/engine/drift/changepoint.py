@@ -47,7 +47,7 @@ class ChangePointJudge:
     """One object the monitor asks about non-fault change points; see the module docstring."""
 
     def __init__(self, bin_s: float = 60.0) -> None:
-        self.work = SameWorkCheck()
+        self.work = SameWorkCheck(bin_s)
         self.resets = CounterResetPoint(bin_s)
         self.input = InputStep(bin_s)
         self.catch_up = ModelCatchUp(bin_s)
@@ -85,10 +85,11 @@ class ChangePointJudge:
         if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
             self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
 
-    def work_resumed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
+    def work_resumed(self, ts: float) -> None:
         """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
-        known; judged by the GPU power level (same work: nothing happens; new work: re-learn)."""
-        self.work.start_by_power(ts, ctx, gpu)
+        known; judged by the GPU power level against the work just before (same work: nothing
+        happens; new work: re-learn, also when the previous change is still being re-learned)."""
+        self.work.start_by_power(ts)
 
     def model_behind(self, component: str) -> bool:
         """The engine's model of ``component`` is off by more than its noise (``catch_up``): a
@@ -137,9 +138,15 @@ class ChangePointJudge:
 
     # ------------------------------------------------------------------------------ naming
     def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:
-        """Name a change point in an onset's verdict: a counter reset for a GPU shift, a same-work
-        restart for a shift of a cause a restart can hide."""
+        """Name a change point in an onset's verdict: a counter reset for a GPU shift, a setpoint
+        move for a cooling shift, a same-work restart for a shift of a cause a restart can hide."""
         verdict = self.resets.revise(name, verdict, deviation, ts)
+        if name == "cooling" and verdict.cause == "cooling" and self.input.moving:
+            move = self.input
+            more = "more" if deviation >= 0 else "less"
+            verdict = Attribution("cooling", (
+                f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat since the cooling-unit "
+                f"setpoint moved from {move.base_c:.1f} °C to {move.last_c:.1f} °C."))
         restart = self.work.recent_restart(ts, T.JOB_RECENT_S)
         if restart is not None and verdict.cause in RESTART_NAMED_CAUSES:
             verdict = name_restart(verdict, restart, job, ts)
@@ -148,6 +155,8 @@ class ChangePointJudge:
     def evidence(self, cause: str, ts: float, job: str) -> list[dict[str, object]]:
         """Change points behind an onset of ``cause`` at ``ts``, as evidence items."""
         items = self.resets.evidence(ts) if cause == "gpu_hardware" else []
+        if cause == "cooling" and self.input.moving:
+            items.append(self.input.move_evidence())
         restart = self.work.recent_restart(ts, T.JOB_RECENT_S)
         if restart is not None and cause in RESTART_NAMED_CAUSES:
             items.append(restart_evidence(restart, job))

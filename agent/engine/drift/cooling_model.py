@@ -33,8 +33,10 @@ LIFT_OFFSET_K = 10.0  # temperature lift ≈ outdoor + this (condenser approach 
 WEATHER = 10.0  # added to ``source`` when the outdoor temperature is a regressor
 # With the weather explained, the model learns each bin only UNIT_LEARN_DELAY_S later, so a fault
 # creeping in over hours is judged against a model that has not seen it; a bin is learned only
-# if the cooling channel was calm when it came and still is when it leaves the queue.
-RESTART_WARM_S = T.UNIT_WEATHER_WARM_S + T.UNIT_LEARN_DELAY_S  # from a restart to the first residual
+# if the cooling channel was calm when it came and still is when it leaves the queue. While it
+# warms up nothing is judged, so it learns at once (a warm-up the delay made 6 h longer left faults
+# of the first day unseen).
+RESTART_WARM_S = T.UNIT_WARM_S  # from a restart to the first residual (warming up, it learns at once)
 # Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free.
 RIDGE = np.array([0.0, 20.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
@@ -69,7 +71,6 @@ class CoolingUnitModel:
         self.halflife_bins = T.bins(T.LEVEL_HALFLIFE_S, bin_s)  # weather-blind: the intercept follows it
         self.weather_halflife_bins = T.bins(T.UNIT_WEATHER_HALFLIFE_S, bin_s)
         self.warm_bins = T.bins(T.UNIT_WARM_S, bin_s)
-        self.weather_warm_bins = T.bins(T.UNIT_WEATHER_WARM_S, bin_s)
         self.outdoor_lost_bins = T.bins(T.UNIT_OUTDOOR_LOST_S, bin_s)
         self.learn_delay = T.whole_bins(T.UNIT_LEARN_DELAY_S, bin_s)
         self._reset()
@@ -127,11 +128,11 @@ class CoolingUnitModel:
         y = math.log(power_w / self.power_scale)
         predicted = float(x @ self.theta)
         residual = math.nan
-        if self.n >= (self.weather_warm_bins if self.weather_known else self.warm_bins):
+        if self.n >= self.warm_bins:
             residual = 100.0 * math.expm1(min(y - predicted, 5.0))
-        if self.weather_known:
+        if self.weather_known and math.isfinite(residual):
             self._learn_delayed(x, y, learn)
-        elif learn:
+        elif learn:  # (warming up, nothing is judged yet: no reason to learn late)
             self._learn(x, y)
         return residual
 

@@ -50,18 +50,33 @@ class InputStep:
         self.start_ts = math.nan  # when the setpoint started to leave base_c
         self.sum_after = 0.0
         self.n_after = 0.0
-        self.n_pending = 0.0
+        self.n_pending = 0.0  # bins since the setpoint last stepped further away from base_c
+        self.farthest_c = 0.0  # |setpoint − base_c| at its farthest so far in this move
         self.moved = False  # reached SETPOINT_MOVED_C
         self.done = False  # reported; wait for the setpoint to rest again
+        self.last_c = math.nan  # the latest setpoint reading
 
     @property
     def pending(self) -> bool:
         """A setpoint move is being judged: the cooling model must not learn now."""
         return math.isfinite(self.start_ts) and not self.done
 
+    @property
+    def moving(self) -> bool:
+        """The setpoint has left its resting value by a reading-visible step and has not come to
+        rest again: any cooling shift now is judged with it (the move is its named cause)."""
+        return math.isfinite(self.start_ts) and self.moved
+
+    def move_evidence(self) -> dict[str, object]:
+        """The move as an onset's evidence item (call when ``moving``)."""
+        return {"signal": "setpoint_c", "from": round(self.base_c, 2), "to": round(self.last_c, 2),
+                "moved": round(self.last_c - self.base_c, 2), "unit": "°C", "since": round(self.start_ts, 1),
+                "role": "context"}
+
     def update(self, setpoint_c: float, residual_pct: float, ts: float) -> InputShift | None:
         if not math.isfinite(setpoint_c):
             return None
+        self.last_c = setpoint_c
         if not math.isfinite(self.base_c):
             self.base_c = setpoint_c
             return None
@@ -71,7 +86,7 @@ class InputStep:
                 self._rest(setpoint_c, residual_pct)
                 return None
             self.start_ts = ts
-            self.sum_after = self.n_after = self.n_pending = 0.0
+            self.sum_after = self.n_after = self.n_pending = self.farthest_c = 0.0
             self.moved = False
         if self.done or abs(away) < T.INPUT_START_C:
             if abs(away) < T.INPUT_START_C or (self.done and self.n_pending > self._max_bins):
@@ -79,6 +94,9 @@ class InputStep:
             self.n_pending += 1.0
             return None
         self.n_pending += 1.0
+        if abs(away) >= self.farthest_c + T.INPUT_START_C:  # a ramp still going: its wait restarts
+            self.farthest_c = abs(away)
+            self.n_pending = 0.0
         if self.n_pending > self._max_bins:
             self.done = True  # the move showed no effect worth reporting: it is the new normal
             return None
@@ -131,4 +149,4 @@ class InputStep:
 
 
 _FIELDS = ("base_c", "before_pct", "noise_pct", "n_base", "start_ts", "sum_after", "n_after", "n_pending",
-           "moved", "done")
+           "farthest_c", "moved", "done", "last_c")

@@ -206,8 +206,8 @@ class DriftMonitor:
         frozen = any(ch.held for ch in self.channels.values())
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
-        elif self.context.resumed and not (math.isfinite(self._workload_until) and ts < self._workload_until):
-            self.changes.work_resumed(ts, self.channels["gpu"], self.context)
+        elif self.context.resumed:
+            self.changes.work_resumed(ts)
             self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
@@ -247,9 +247,7 @@ class DriftMonitor:
                                              "cooling", {"cooling"}, self.context.job)
         evidence = evidence_for("cooling", tr, self.channels, self.context)
         evidence = [e for e in evidence if e.get("signal") != "setpoint_c"]
-        evidence.append({"signal": "setpoint_c", "from": round(shift.from_c, 2), "to": round(shift.to_c, 2),
-                         "moved": round(shift.to_c - shift.from_c, 2), "unit": "°C",
-                         "since": round(shift.since_ts, 1), "role": "context"})
+        evidence.append(self.changes.input.move_evidence())
         more = "more" if shift.deviation_pct >= 0 else "less"
         hours = (tr.ts - shift.since_ts) / 3600.0
         text = (f"Cooling uses {abs(shift.deviation_pct):.1f} % {more} power for the same heat since the "
@@ -378,8 +376,10 @@ class DriftMonitor:
             job=self.context.job,
         )
         self.incidents[verdict.cause] = incident
+        points = self.changes.evidence(verdict.cause, tr.ts, self.context.job)
+        named = {item.get("signal") for item in points}  # a change point's own item replaces the context's
         evidence = evidence_for(name, tr, self.channels, self.context)
-        evidence += self.changes.evidence(verdict.cause, tr.ts, self.context.job)
+        evidence = [e for e in evidence if e.get("signal") not in named] + points
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept

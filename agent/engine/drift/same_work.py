@@ -32,9 +32,8 @@ import numpy as np
 
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.estimators import fields_state, finite_or_none, load_fields
+from agent.engine.drift.estimators import ew_alpha, fields_state, finite_or_none, load_fields
 
 SAME, DIFFERENT = "same", "different"
 IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
@@ -55,7 +54,7 @@ class WorkVerdict:
 class SameWorkCheck:
     """One pending check at a time; ``start`` at a job change, ``decide`` every bin after it."""
 
-    def __init__(self) -> None:
+    def __init__(self, bin_s: float = 60.0) -> None:
         self.since_ts = math.nan  # the job change being checked (NaN: none pending)
         self.slot = -1  # the stage slot the rates are compared in
         self.prev_rate = math.nan  # the previous job's typical rate there
@@ -68,6 +67,12 @@ class SameWorkCheck:
         self.prev_levels = np.full(n, math.nan)
         self.first = np.full((n, T.RATE_FIRST_BINS), math.nan)
         self.first_n = np.zeros(n)
+        # The work just before: each stage's GPU level, an EW mean followed within
+        # FOLLOW_HALFLIFE_S (a job's own level, not the rack's day-long mix of jobs), with the
+        # number of bins it holds (a stage is comparable from RATE_FIRST_BINS bins on).
+        self._recent_halflife = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)
+        self.recent = np.full(n, math.nan)
+        self.recent_n = np.zeros(n)
 
     @property
     def pending(self) -> bool:
@@ -88,23 +93,32 @@ class SameWorkCheck:
         self.previous_job = previous_job
         return True
 
-    def start_by_power(self, ts: float, ctx: SignalContext, gpu: ResidualChannel) -> bool:
+    def start_by_power(self, ts: float) -> bool:
         """Open a check at ``ts`` for an unlabelled rack whose GPUs resumed work after idling: the
-        work is compared by its GPU power level in the stage that carries most time; False when no
-        stage's level is known yet (nothing to compare: nothing happens)."""
+        work is compared with the work just before the idle by its GPU power level in the first
+        stage the new work fills; False when no stage's level is known yet (nothing to compare:
+        nothing happens)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
             self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
             return True
-        ready = [gpu.slot_ready(s) and s != IDLE_SLOT for s in range(len(STAGE_SLOTS))]
-        if self.pending or not any(ready):
+        ready = self.recent_n >= T.RATE_FIRST_BINS
+        ready[IDLE_SLOT] = False
+        if self.pending or not ready.any():
             return False
         self.since_ts, self.by_power, self.previous_job = ts, True, ""
-        self.prev_levels[:] = [gpu.location(s) if ok else math.nan for s, ok in enumerate(ready)]
+        self.prev_levels[:] = np.where(ready, self.recent, math.nan)
         self.first[:], self.first_n[:] = math.nan, 0.0
         return True
 
     def observe(self, slot: int, gpu_level: float) -> None:
-        """A bin's GPU power level (log-%) in ``slot``: the first ones after a change by power."""
+        """A bin's GPU power level (log-%) in ``slot``: the recent work's level, and the first
+        ones after a change by power."""
+        if math.isfinite(gpu_level):
+            n = self.recent_n[slot]
+            alpha = ew_alpha(n, self._recent_halflife)
+            old = self.recent[slot]
+            self.recent[slot] = gpu_level if n == 0 else old + alpha * (gpu_level - old)
+            self.recent_n[slot] = n + 1.0
         i = int(self.first_n[slot])
         known = math.isfinite(self.prev_levels[slot])
         wanted = self.pending and self.by_power and known and i < self.first.shape[1]
@@ -196,7 +210,7 @@ class SameWorkCheck:
                                     str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
 
 
-_POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n")
+_POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recent_n")
 
 
 def main_rated_slot(ctx: SignalContext) -> int:

@@ -122,9 +122,11 @@ COOLING_RESOLUTION_PCT = math.sqrt(2.0) * POWER_RESOLUTION_PCT  # %: the cooling
 STAGE_WARM_S = SHOW_S  # an hour of a stage (or work rate, or stage mix) before it is judged
 DECIDE_WITHIN_S = SHOW_S  # a new job shows a comparable rate within an hour, else it is new work
 BLIND_COOLING_REFERENCE_DELAY_S = SHOW_S  # a step stays visible for an hour
-UNIT_WARM_S = LEVEL_HALFLIFE_S  # a day of learning before residuals: the daily cycle must be seen
+UNIT_WARM_S = HALF_CYCLE_S  # half a day of learning before residuals: the outdoor term needs no full
+# day to be seen; without it the channel judges each bin against its level an hour before
+# (BLIND_COOLING_MAX_SUSPECT_S), so the daily terms need only hold over an hour. A day (as before)
+# left faults of the first day learned as the unit's normal
 BLIND_COOLING_TREND_HALFLIFE_S = HALF_CYCLE_S  # the blind cooling level's trend: half a daily cycle
-UNIT_WEATHER_WARM_S = HALF_CYCLE_S  # the outdoor term needs no full day to be seen
 CONTEXT_REF_HALFLIFE_S = HALF_CYCLE_S  # "before" of setpoint, inlets, fan, work rate
 INPUT_AFTER_S = FOLLOW_HALFLIFE_S  # at least ½ h of the residual after a setpoint move
 MAX_SUSPECT_S = AFTERMATH_S  # a suspicion that never confirms becomes the normal after this
@@ -139,7 +141,8 @@ UNIT_LEARN_DELAY_S = SLOW_S  # a bin is learned this much later: a creeping faul
 UNIT_OUTDOOR_LOST_S = SLOW_S  # outdoor temperature missing this long: back to the daily terms
 ACCEPT_GRACE_S = SLOW_S  # an accepted deviation re-centres this long
 COOLING_SETTLE_S = SLOW_S  # a restarted cooling-unit model's residual level settles this long
-INPUT_MAX_PENDING_S = SLOW_S  # a move whose effect never shows is the new normal after this
+INPUT_MAX_PENDING_S = SLOW_S  # a move whose effect never shows this long after the setpoint's
+# last step away is the new normal (a slow ramp is judged while it goes on)
 MIN_EFFECT = {"it": MIN_EFFECT_PCT, "gpu": MIN_EFFECT_PCT,  # per channel: the smallest shift alarmed
               "cooling": BLIND_COOLING_MIN_EFFECT_PCT, "thermal": SPREAD_EFFECT_C}
 MIN_BIN_NOISE = {"it": POWER_RESOLUTION_PCT, "gpu": POWER_RESOLUTION_PCT,  # per channel: its resolution
