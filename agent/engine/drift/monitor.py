@@ -420,7 +420,9 @@ class DriftMonitor:
         return []
 
     # ------------------------------------------------------------------------------ workload
-    def _begin_relearn(self, ts: float, job_change_ts: float = math.nan) -> tuple[str, ...]:
+    def _begin_relearn(
+        self, ts: float, job_change_ts: float = math.nan, changed: tuple[str, ...] = WORKLOAD_COMPONENTS
+    ) -> tuple[str, ...]:
         """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
 
         A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
@@ -431,7 +433,9 @@ class DriftMonitor:
 
         ``job_change_ts``: the job change this re-learn follows, once its kind check has decided
         (the previous job's levels and rates were taken at the change itself); NaN for a
-        workload shift found by attribution."""
+        workload shift found by attribution. ``changed``: the components the change is known to
+        move (an unlabelled rack's new work, found from its GPU level alone, moves the GPU side:
+        the IT side goes on with its job level, which a guess does not restart)."""
         at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
         it = self.channels["it"]
@@ -439,11 +443,12 @@ class DriftMonitor:
         # suspicion of a tenth of a percent in idle bins, too small to confirm, is not one.)
         if it.mode == SUSPECTED and abs(it.recent_deviation()) >= T.BUILDING_FRAC * it.params.min_effect:
             faulty |= {"it"}
-        components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
+        components = tuple(c for c in changed if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
             self.changes.workload_starts(ts, self.channels["gpu"], self.context)
         self._start_relearn(tuple(c for c in components if c not in LEVEL_COMPONENTS), ts)
-        self.work_changed_ts = job_change_ts if at_job_change else ts
+        if any(c in LEVEL_COMPONENTS for c in components):
+            self.work_changed_ts = job_change_ts if at_job_change else ts
         for name in components:
             self.channels[name].start_grace(ts + self.relearn_s)
         self._workload_until = ts + self.relearn_s
@@ -489,7 +494,8 @@ class DriftMonitor:
         self, sample: ComponentSample, job_change_ts: float, verdict: WorkVerdict | None = None
     ) -> list[dict[str, object]]:
         ts = float(sample.ts)
-        relearned = self._begin_relearn(ts, job_change_ts)
+        by_power = verdict is not None and verdict.by_power
+        relearned = self._begin_relearn(ts, job_change_ts, ("gpu",) if by_power else WORKLOAD_COMPONENTS)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
