@@ -47,6 +47,9 @@ class ComponentSample:
     # Added for drift: GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin — a
     # driver reload (or a reboot) resets them. Counted per row, so it lands in the reset's own bin.
     gpu_counter_resets: int = 0
+    # Added for drift: the GPUs' mean memory-bandwidth utilisation (gpu.<i>.mem_util_pct), NaN when
+    # none reports it. With the power level, the work's signature on a rack without job labels.
+    gpu_mem_util_pct: float = math.nan
 
 
 def residuals(sample: ComponentSample) -> dict[str, float]:

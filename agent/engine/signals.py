@@ -43,6 +43,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("gpu", "power_w", "power", register=False),
     Column("gpu", "energy_j", "counter", register=False),
+    Column("gpu", "mem_util_pct", "pct", register=False),
     Column("pdu", "power_w", "power", register=True),
     Column("pdu", "energy_kwh", "counter", register=True),
     Column("crac", "power_w", "power", register=True),
@@ -94,6 +95,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("setp", "crac.setpoint_c", "mean", "setpoint_c"),
     Quantity("cload", "crac.cooling_w", "share_sum", "cooling_load_w"),
     Quantity("outdoor", "crac.outdoor_temp_c", "mean", "outdoor_c"),
+    Quantity("gmem", "gpu.mem_util_pct", "mean", "gpu_mem_util_pct"),
 )
 FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
 

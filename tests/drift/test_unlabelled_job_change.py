@@ -1,7 +1,7 @@
 """Without job labels a new job is found from telemetry: GPUs resume after idling at another power level.
 
 The change-point judge opens a same-work check when an unlabelled rack's GPUs resume work after
-idle bins, and compares the GPU power level in the main stage: moved by more than
+idle bins, and compares the GPU power level and memory utilisation in the main stage: moved by more than
 ``SAME_WORK_POWER_FRAC`` is a new job (re-learned, a ``workload`` event); less is the same work,
 so a fault that starts at a restart (a few % more power) is still judged as one.
 """
@@ -72,3 +72,35 @@ def test_a_much_heavier_job_back_to_back_is_new_work_not_a_gpu_fault() -> None:
     assert "reports no work rate" in onsets[0]["detail"]["explanation"]
     onsets = _run(unlabelled(stream(2.5, 55), 1.5 * DAY_S, 1.05, at_idle=False))
     assert [e["cause"] for e in onsets] == ["gpu_hardware"]
+
+
+def _check_after_idle(previous: tuple[float, float], new: tuple[float, float]) -> Any:
+    """A SameWorkCheck that saw an hour of ``previous`` (GPU W, memory util %) in forward/backward,
+    then the GPUs resumed with ``new``: its verdict."""
+    from agent.engine.drift.context import stage_slot
+    from agent.engine.drift.same_work import SameWorkCheck
+
+    check, slot = SameWorkCheck(), stage_slot("forward_backward")
+    for _ in range(60):
+        check.observe(slot, *previous)
+    assert check.start_by_power(3600.0)
+    verdict = None
+    for i in range(10):
+        check.observe(slot, *new)
+        verdict = verdict or check.decide(3600.0 + 60.0 * (i + 1), None)  # type: ignore[arg-type]
+    return verdict
+
+
+def test_a_job_with_the_same_power_but_other_memory_traffic_is_new_work() -> None:
+    """Two models can draw the same GPU power; their memory-bandwidth use tells them apart."""
+    verdict = _check_after_idle((6000.0, 47.0), (6050.0, 62.0))
+    assert verdict.kind == "different"
+    assert verdict.memory_ratio == pytest.approx(62.0 / 47.0, rel=1e-6)
+    assert _check_after_idle((6000.0, 47.0), (6050.0, 48.0)).kind == "same"
+
+
+def test_without_memory_utilisation_the_power_level_alone_decides() -> None:
+    nan = float("nan")
+    assert _check_after_idle((6000.0, nan), (6050.0, nan)).kind == "same"
+    assert _check_after_idle((6000.0, nan), (7000.0, nan)).kind == "different"
+    assert _check_after_idle((6000.0, 47.0), (6050.0, nan)).kind == "same"  # (no longer reported)

@@ -26,8 +26,6 @@ The parts live in their own small modules: ``same_work.py``, ``counter_reset.py`
 
 from __future__ import annotations
 
-import math
-
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
@@ -82,8 +80,7 @@ class ChangePointJudge:
         ``settled`` False within a bounded re-learn (the model's usual error is not learned then)."""
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
-        if math.isfinite(sample.gpu_w) and sample.gpu_w > 0:
-            self.work.observe(stage_slot(sample.stage), 100.0 * math.log(sample.gpu_w / 1000.0))
+        self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
 
     def work_resumed(self, ts: float) -> None:
         """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not

@@ -500,9 +500,11 @@ class DriftMonitor:
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
         if verdict is not None and verdict.by_power:
-            text = (f"The GPUs resumed work after idling at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % "
-                    "different power level in their main stage: a new job (found from telemetry; the rack "
-                    "reports no job labels)")
+            moved = [f"{name} {100.0 * (r - 1.0):+.0f} %"
+                     for name, r in (("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
+                     if math.isfinite(r)]
+            text = (f"The GPUs resumed work after idling with a different signature in their main stage "
+                    f"({', '.join(moved)}): a new job (found from telemetry; the rack reports no job labels)")
         else:
             text = f"New job {sample.job!r} replaced the previous one"
             if verdict is not None and math.isfinite(verdict.rate_ratio):
@@ -518,8 +520,10 @@ class DriftMonitor:
         job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
-            moved = "gpu_power_moved_pct" if verdict.by_power else "work_rate_moved_pct"
-            job_item[moved] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+            key = "gpu_power_moved_pct" if verdict.by_power else "work_rate_moved_pct"
+            job_item[key] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+        if verdict is not None and math.isfinite(verdict.memory_ratio):
+            job_item["gpu_memory_util_moved_pct"] = round(100.0 * (verdict.memory_ratio - 1.0), 1)
         reload = self.changes.reset_at_change(job_change_ts)  # a counter reset at the change
         return [drift_event(ts, "onset", "workload", sample.stage, None, "gpu", job_change_ts,
                             [job_item, *reload], text, extra=extra)]

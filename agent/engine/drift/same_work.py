@@ -36,6 +36,8 @@ from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.estimators import ew_alpha, fields_state, finite_or_none, load_fields
 
 SAME, DIFFERENT = "same", "different"
+SIGNATURE = ("gpu_power", "gpu_memory_util")  # an unlabelled job's signature per stage
+POWER, MEMORY = 0, 1
 IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
 
 
@@ -49,6 +51,7 @@ class WorkVerdict:
     previous_job: str
     rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
     by_power: bool = False  # judged by GPU power (an unlabelled rack): ``rate_ratio`` is a power ratio
+    memory_ratio: float = math.nan  # by power: new / previous GPU memory utilisation (NaN: not reported)
 
 
 class SameWorkCheck:
@@ -60,19 +63,20 @@ class SameWorkCheck:
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
         self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
-        # Without job labels or work rates the work's signature is the GPU power level (log-%) per
-        # stage: the level before, and the median of each stage's first bins after the change.
-        n = len(STAGE_SLOTS)
+        # Without job labels or work rates the work's signature per stage is its GPU power level and
+        # its GPU memory utilisation (``SIGNATURE``, both in log-%, so one fraction judges both):
+        # the level before, and the median of each stage's first bins after the change.
+        n, f = len(STAGE_SLOTS), len(SIGNATURE)
         self.by_power = False
-        self.prev_levels = np.full(n, math.nan)
-        self.first = np.full((n, T.RATE_FIRST_BINS), math.nan)
+        self.prev_levels = np.full((f, n), math.nan)
+        self.first = np.full((f, n, T.RATE_FIRST_BINS), math.nan)
         self.first_n = np.zeros(n)
-        # The work just before: each stage's GPU level, an EW mean followed within
+        # The work just before: each stage's signature, an EW mean followed within
         # FOLLOW_HALFLIFE_S (a job's own level, not the rack's day-long mix of jobs), with the
         # number of bins it holds (a stage is comparable from RATE_FIRST_BINS bins on).
         self._recent_halflife = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)
-        self.recent = np.full(n, math.nan)
-        self.recent_n = np.zeros(n)
+        self.recent = np.full((f, n), math.nan)
+        self.recent_n = np.zeros((f, n))
 
     @property
     def pending(self) -> bool:
@@ -102,28 +106,33 @@ class SameWorkCheck:
             self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
             return True
         ready = self.recent_n >= T.RATE_FIRST_BINS
-        ready[IDLE_SLOT] = False
-        if self.pending or not ready.any():
+        ready[:, IDLE_SLOT] = False
+        if self.pending or not ready[POWER].any():
             return False
         self.since_ts, self.by_power, self.previous_job = ts, True, ""
         self.prev_levels[:] = np.where(ready, self.recent, math.nan)
         self.first[:], self.first_n[:] = math.nan, 0.0
         return True
 
-    def observe(self, slot: int, gpu_level: float) -> None:
-        """A bin's GPU power level (log-%) in ``slot``: the recent work's level, and the first
-        ones after a change by power."""
-        if math.isfinite(gpu_level):
-            n = self.recent_n[slot]
-            alpha = ew_alpha(n, self._recent_halflife)
-            old = self.recent[slot]
-            self.recent[slot] = gpu_level if n == 0 else old + alpha * (gpu_level - old)
-            self.recent_n[slot] = n + 1.0
+    def observe(self, slot: int, gpu_w: float, mem_util_pct: float = math.nan) -> None:
+        """A bin's GPU power and memory utilisation in ``slot``: the recent work's signature, and
+        the first bins after a change by power."""
+        if not (math.isfinite(gpu_w) and gpu_w > 0):
+            return
+        memory_known = math.isfinite(mem_util_pct) and mem_util_pct > 0
+        memory = 100.0 * math.log(mem_util_pct) if memory_known else math.nan
+        levels = (100.0 * math.log(gpu_w / 1000.0), memory)
+        for f, level in enumerate(levels):
+            if math.isfinite(level):
+                n = self.recent_n[f, slot]
+                alpha = ew_alpha(n, self._recent_halflife)
+                old = self.recent[f, slot]
+                self.recent[f, slot] = level if n == 0 else old + alpha * (level - old)
+                self.recent_n[f, slot] = n + 1.0
         i = int(self.first_n[slot])
-        known = math.isfinite(self.prev_levels[slot])
-        wanted = self.pending and self.by_power and known and i < self.first.shape[1]
-        if wanted and math.isfinite(gpu_level):
-            self.first[slot, i] = gpu_level
+        known = math.isfinite(self.prev_levels[POWER, slot])
+        if self.pending and self.by_power and known and i < self.first.shape[2]:
+            self.first[:, slot, i] = levels
             self.first_n[slot] = i + 1
 
     def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
@@ -146,19 +155,27 @@ class SameWorkCheck:
         return self.last
 
     def _decide_by_power(self, ts: float) -> WorkVerdict | None:
-        """Same work unless the GPU level in the compared stage moved by more than
-        ``SAME_WORK_POWER_FRAC`` (a new job); no comparable bins within the limit: the same work
-        (nothing known changed). A same-work verdict by power is not named in later onsets."""
-        full = np.flatnonzero(self.first_n >= self.first.shape[1])  # the first stage the new work filled
+        """Same work unless the GPU power level or the GPU memory utilisation in the compared
+        stage moved by more than ``SAME_WORK_POWER_FRAC`` (a new job: the same work reproduces its
+        signature, while a driver update moves the power by 4–6 % and leaves the work's memory
+        traffic); no comparable bins within the limit: the same work (nothing known changed). A
+        same-work verdict by power is not named in later onsets."""
+        full = np.flatnonzero(self.first_n >= self.first.shape[2])  # the first stage the new work filled
+        ratios = [math.nan] * len(SIGNATURE)
         if full.size:
             s = int(full[0])
-            ratio = math.exp((float(np.median(self.first[s])) - float(self.prev_levels[s])) / 100.0)
-            kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_POWER_FRAC else DIFFERENT
+            for f in range(len(SIGNATURE)):
+                after = self.first[f, s][np.isfinite(self.first[f, s])]
+                if after.size and math.isfinite(self.prev_levels[f, s]):
+                    ratios[f] = math.exp((float(np.median(after)) - float(self.prev_levels[f, s])) / 100.0)
+            moved = any(math.isfinite(r) and abs(r - 1.0) > T.SAME_WORK_POWER_FRAC for r in ratios)
+            kind = DIFFERENT if moved else SAME
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
-            kind, ratio = SAME, math.nan
+            kind = SAME
         else:
             return None
-        verdict = WorkVerdict(kind, self.since_ts, ts, "", ratio, by_power=True)
+        verdict = WorkVerdict(kind, self.since_ts, ts, "", ratios[POWER], by_power=True,
+                              memory_ratio=ratios[MEMORY])
         self.since_ts, self.by_power = math.nan, False
         if kind == DIFFERENT:
             self.last = verdict
@@ -200,7 +217,12 @@ class SameWorkCheck:
         if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
             self.since_ts, self.slot, self.prev_rate = since, slot, rate
             self.previous_job = str(data.get("previous_job") or "")
-        load_fields(self, data, _POWER_FIELDS, "drift same-work check")
+        try:
+            load_fields(self, data, _POWER_FIELDS, "drift same-work check")
+        except ValueError:  # a state from before the memory signature: it is re-learned within ½ h
+            self.by_power = False
+            self.prev_levels[:] = self.first[:] = self.recent[:] = math.nan
+            self.first_n[:] = self.recent_n[:] = 0.0
         if self.by_power and math.isfinite(since):
             self.since_ts = since
         self.by_power = self.by_power and self.pending
