@@ -67,7 +67,8 @@ def _digest(sc: Scenario, path: Path) -> str:
     twin = RackTwin(sc)  # the stepping API the fake devices read
     for t in range(0, int(DAYS * 86400), 397):
         twin.advance_to(sc.start_ts + t)
-        h.update(json.dumps(_stable([twin.device_values(), twin.stage()]), sort_keys=True, default=str).encode())
+        values = _stable([twin.device_values(), twin.stage()])
+        h.update(json.dumps(values, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 
