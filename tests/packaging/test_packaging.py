@@ -280,11 +280,14 @@ def test_install_upgrade_purge_on_minimal_debian(
         text=True,
         timeout=1200,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]
     assert f"install-test[{suite}]: OK" in result.stderr
     assert "poll: 2 device(s) ok" in result.stderr
 
 
+# serial: systemd judges the agent against its watchdog (wall clock); beside the other test workers
+# on a 2-core machine it failed twice in .ci/run (an early restart) and passed alone and under a CPU load.
+@pytest.mark.serial
 @pytest.mark.slow
 @needs_build_tools
 @pytest.mark.skipif(os.geteuid() != 0, reason="booting systemd in namespaces needs root")
@@ -297,7 +300,7 @@ def test_under_a_real_systemd_start_reload_watchdog(two_debs: tuple[Path, Path])
         text=True,
         timeout=900,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]
     for step in ("start (Type=notify", "reload the agent rejects fails systemctl reload",
                  "killed by the watchdog and restarted", "systemd-test: OK"):
         assert step in result.stderr, step
