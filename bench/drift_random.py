@@ -78,28 +78,33 @@ def _component_series(hour: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def fault_effects(scenario: Any) -> list[dict[str, Any]]:
-    """Per fault: its component's effect in % (10-min means, faulted vs the same seed without
-    faults) and the reference time (start for a step, first 3 % crossing for a ramp)."""
-    from agent.sim.faults import FAULT_KINDS
+def component_series(scenario: Any) -> dict[str, np.ndarray]:
+    """The twin's true per-second series of each component (``_component_series``), one physics pass."""
     from agent.sim.physics import CHUNK_S, RackPhysics
+
+    physics, parts = RackPhysics(scenario), {}
+    for s0 in range(0, scenario.total_s, CHUNK_S):
+        for name, col in _component_series(physics.step(s0, min(scenario.total_s, s0 + CHUNK_S))).items():
+            parts.setdefault(name, []).append(col)
+    return {name: np.concatenate(cols) for name, cols in parts.items()}
+
+
+def fault_effects(scenario: Any, faulted: dict[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """Per fault: its component's effect in % (10-min means, faulted vs the same seed without
+    faults) and the reference time (start for a step, first 3 % crossing for a ramp).
+    ``faulted``: the scenario's ``component_series`` when the caller has it already."""
+    from agent.sim.faults import FAULT_KINDS
 
     if not scenario.faults:
         return []
-    faulted, clean = RackPhysics(scenario), RackPhysics(replace(scenario, faults=()))
-    series: dict[str, list[np.ndarray]] = {}
-    base: dict[str, list[np.ndarray]] = {}
-    for s0 in range(0, scenario.total_s, CHUNK_S):
-        s1 = min(scenario.total_s, s0 + CHUNK_S)
-        for out, physics in ((series, faulted), (base, clean)):
-            for name, col in _component_series(physics.step(s0, s1)).items():
-                out.setdefault(name, []).append(col)
+    series = faulted if faulted is not None else component_series(scenario)
+    base = component_series(replace(scenario, faults=()))
     t0 = scenario.start_ts
     results = []
     for fault in scenario.faults:
         component = FAULT_KINDS[fault.kind][1]
-        f = _blocks(np.concatenate(series[component]))
-        c = _blocks(np.concatenate(base[component]))
+        f = _blocks(series[component])
+        c = _blocks(base[component])
         if component == "thermal":
             effect = 100.0 * (f - c) / max(float(np.nanmedian(c)), 1.0)
         else:
@@ -118,17 +123,11 @@ def fault_effects(scenario: Any) -> list[dict[str, Any]]:
     return results
 
 
-def true_facility_w(scenario: Any) -> np.ndarray:
+def true_facility_w(scenario: Any, series: dict[str, np.ndarray]) -> np.ndarray:
     """The twin's true facility power of the rack, per second from its start: every feed plus the
     rack's share of the cooling unit, before any instrument samples it (what a window's
     ``measured_kwh``, integrated from held samples, estimates)."""
-    from agent.sim.physics import CHUNK_S, RackPhysics
-
-    physics, share, out = RackPhysics(scenario), float(scenario.rack.cooling.share), []
-    for s0 in range(0, scenario.total_s, CHUNK_S):
-        hour = physics.step(s0, min(scenario.total_s, s0 + CHUNK_S))
-        out.append(hour["pdu_power_w"].sum(axis=1) + share * hour["crac_power_w"])
-    return np.concatenate(out)
+    return series["it"] + float(scenario.rack.cooling.share) * series["cooling"]
 
 
 def run_random(job: RandomJob) -> dict[str, Any]:
@@ -163,10 +162,11 @@ def run_random(job: RandomJob) -> dict[str, Any]:
     truth = scenario_truth(scenario)
     events = [r for r in records if r.get("type") == "event" and r.get("kind") == "drift"]
     windows = [r for r in records if r.get("type") == "window"]
-    faults = fault_effects(scenario)
+    series = component_series(scenario)  # one pass of the faulted physics serves both
+    faults = fault_effects(scenario, series)
     onsets = [e for e in events if e["state"] == "onset"]
     result = score_onsets(onsets, faults, truth, job.days)
-    result.update(window_errors(windows, faults, truth, true_facility_w(scenario), scenario.start_ts))
+    result.update(window_errors(windows, faults, truth, true_facility_w(scenario, series), scenario.start_ts))
     result.update({"job": job, "seconds": seconds})
     result["reference"] = reference_detector(samples, faults, truth, job.days)
     result["onsets"] = onsets

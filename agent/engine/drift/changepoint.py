@@ -139,11 +139,7 @@ class ChangePointJudge:
         move for a cooling shift, a same-work restart for a shift of a cause a restart can hide."""
         verdict = self.resets.revise(name, verdict, deviation, ts)
         if name == "cooling" and verdict.cause == "cooling" and self.input.moving:
-            move = self.input
-            more = "more" if deviation >= 0 else "less"
-            verdict = Attribution("cooling", (
-                f"Cooling uses {abs(deviation):.1f} % {more} power for the same heat since the cooling-unit "
-                f"setpoint moved from {move.base_c:.1f} °C to {move.last_c:.1f} °C."))
+            verdict = Attribution("cooling", self.input.explanation(deviation))
         restart = self.work.recent_restart(ts, T.JOB_RECENT_S)
         if restart is not None and verdict.cause in RESTART_NAMED_CAUSES:
             verdict = name_restart(verdict, restart, job, ts)

@@ -127,10 +127,9 @@ class CoolingUnitModel:
         x = _features(max(load, 1e-3), ts, outdoor_c if outdoor_ok else math.nan)
         y = math.log(power_w / self.power_scale)
         predicted = float(x @ self.theta)
-        residual = math.nan
-        if self.n >= self.warm_bins:
-            residual = 100.0 * math.expm1(min(y - predicted, 5.0))
-        if self.weather_known and math.isfinite(residual):
+        warm = self.n >= self.warm_bins
+        residual = 100.0 * math.expm1(min(y - predicted, 5.0)) if warm else math.nan
+        if self.weather_known and warm:
             self._learn_delayed(x, y, learn)
         elif learn:  # (warming up, nothing is judged yet: no reason to learn late)
             self._learn(x, y)

@@ -67,6 +67,13 @@ class InputStep:
         rest again: any cooling shift now is judged with it (the move is its named cause)."""
         return math.isfinite(self.start_ts) and self.moved
 
+    def explanation(self, deviation_pct: float, ts: float = math.nan) -> str:
+        """An onset's text for a cooling shift during the move (with ``ts``: how long ago it began)."""
+        more = "more" if deviation_pct >= 0 else "less"
+        ago = f" {(ts - self.start_ts) / 3600.0:.1f} h ago" if math.isfinite(ts) else ""
+        return (f"Cooling uses {abs(deviation_pct):.1f} % {more} power for the same heat since the "
+                f"cooling-unit setpoint moved from {self.base_c:.1f} °C to {self.last_c:.1f} °C{ago}.")
+
     def move_evidence(self) -> dict[str, object]:
         """The move as an onset's evidence item (call when ``moving``)."""
         return {"signal": "setpoint_c", "from": round(self.base_c, 2), "to": round(self.last_c, 2),

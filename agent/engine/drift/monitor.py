@@ -245,16 +245,18 @@ class DriftMonitor:
                                  self.changes.input_before, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
                                              "cooling", {"cooling"}, self.context.job)
-        evidence = evidence_for("cooling", tr, self.channels, self.context)
-        evidence = [e for e in evidence if e.get("signal") != "setpoint_c"]
-        evidence.append(self.changes.input.move_evidence())
-        more = "more" if shift.deviation_pct >= 0 else "less"
-        hours = (tr.ts - shift.since_ts) / 3600.0
-        text = (f"Cooling uses {abs(shift.deviation_pct):.1f} % {more} power for the same heat since the "
-                f"cooling-unit setpoint moved from {shift.from_c:.1f} °C to {shift.to_c:.1f} °C "
-                f"{hours:.1f} h ago.")
+        evidence = self._evidence("cooling", "cooling", tr)
+        text = self.changes.input.explanation(shift.deviation_pct, tr.ts)
         return [drift_event(tr.ts, "onset", "cooling", sample.stage, round(tr.deviation, 2), "cooling",
                             tr.since_ts, evidence, text)]
+
+    def _evidence(self, name: str, cause: str, tr: Transition) -> list[dict[str, object]]:
+        """An onset's evidence: the residuals and context that moved, then the change points behind
+        it (a change point's own item, such as a setpoint move, replaces the context's)."""
+        points = self.changes.evidence(cause, tr.ts, self.context.job)
+        named = {item.get("signal") for item in points}
+        evidence = evidence_for(name, tr, self.channels, self.context)
+        return [e for e in evidence if e.get("signal") not in named] + points
 
     def _residuals(self, sample: ComponentSample) -> dict[str, float]:
         """This bin's residual per channel (NaN = no evidence in this bin).
@@ -376,10 +378,7 @@ class DriftMonitor:
             job=self.context.job,
         )
         self.incidents[verdict.cause] = incident
-        points = self.changes.evidence(verdict.cause, tr.ts, self.context.job)
-        named = {item.get("signal") for item in points}  # a change point's own item replaces the context's
-        evidence = evidence_for(name, tr, self.channels, self.context)
-        evidence = [e for e in evidence if e.get("signal") not in named] + points
+        evidence = self._evidence(name, verdict.cause, tr)
         if verdict.cause == "workload":
             self._begin_relearn(tr.ts)
             incident.channels.clear()  # re-learning, not a deviation to clear or accept
