@@ -16,7 +16,9 @@ root="$work/root"
 cgroup_name="rackwatt-systemd-test.$$"
 pid1=""
 step() { echo "systemd-test: $*" >&2; }
-fail() { echo "systemd-test: FAILED: $*" >&2; tail -30 "$work/console.log" >&2 2>/dev/null; [ -n "$pid1" ] && in_container journalctl -b --no-pager -n 60 >&2; exit 1; }
+fail() {  # the FAILED line last: a caller that keeps the output's tail keeps the reason
+  tail -30 "$work/console.log" >&2 2>/dev/null; [ -n "$pid1" ] && in_container journalctl -b --no-pager -n 60 >&2
+  echo "systemd-test: FAILED: $*" >&2; exit 1; }
 cleanup() {
   [ -n "$pid1" ] && kill -KILL "$pid1" 2>/dev/null && sleep 0.5
   for dir in /sys/fs/cgroup/*/"$cgroup_name" /sys/fs/cgroup/unified/"$cgroup_name"; do
@@ -153,7 +155,10 @@ for _ in $(seq 600); do   # ≥ 60 s: the 20 s watchdog plus the restart, on a l
   sleep 0.1
 done
 [ "$restarts" -ge 1 ] || fail "no restart after the watchdog period"
-in_container journalctl -b --no-pager -t systemd | grep -q -i "rackwatt.service: watchdog timeout" || fail "not a watchdog restart"
+# (read whole, then matched: `journalctl | grep -q` under pipefail fails when grep's early exit
+# SIGPIPEs journalctl, i.e. whenever the journal is longer than a pipe buffer)
+journal=$(in_container journalctl -b --no-pager -t systemd)
+grep -q -i "rackwatt.service: watchdog timeout" <<<"$journal" || fail "not a watchdog restart"
 
 step "stop"
 in_container systemctl stop rackwatt.service
