@@ -116,7 +116,7 @@ class Transition:
 
 _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
-    "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend",
+    "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend", "absorbed",
 )  # fmt: skip
 
 
@@ -169,6 +169,7 @@ class ResidualChannel:
         self.last_since = math.nan
         self.last_ts = math.nan
         self.trend = 0.0  # per bin, unit of the residual (Holt trend; 0 unless enabled)
+        self.absorbed = 0.0  # shifts adopted by lapsed suspicions, fading at the level's own pace
 
     # ----------------------------------------------------------------------------- reading
     @property
@@ -269,6 +270,7 @@ class ResidualChannel:
     def _block(self, dev: float, mean_z: float, ts: float) -> Transition | None:
         p = self._params
         self.n_blocks += 1.0
+        self.absorbed *= 0.5 ** (p.block_bins / p.loc_halflife_bins)
         if self.mode == GRACE:
             return None
         if self.learning and self._calm():
@@ -302,7 +304,10 @@ class ResidualChannel:
             return Transition("suspect", ts, dev, z, since)
         if self.mode != SUSPECTED:
             return None
+        if dev * self.absorbed > 0:
+            dev += self.absorbed  # the same way as what lapsed suspicions adopted: one creeping shift
         if s >= h and abs(dev) >= p.min_effect and ts - since >= p.min_evidence_s:
+            self.absorbed = 0.0
             self.mode = ACTIVE
             self.onset_ts = ts
             self.onset_dev = dev
@@ -317,8 +322,14 @@ class ResidualChannel:
             return Transition("release", ts, dev, z, since)
         if ts - self.suspect_ts > p.max_suspect_s:
             # Sustained but smaller than min_effect: not worth an alarm, so it becomes the normal
-            # (the location re-centres quickly) instead of holding learning forever.
+            # (the location re-centres quickly) instead of holding learning forever. What it
+            # adopts is remembered (``absorbed``), fading as the slow location would have followed
+            # it: a ramp that keeps creeping the same way is judged on all it moved, not cut into
+            # sub-threshold pieces each adopted in turn. (A trend-following level follows the
+            # weather by design: there a lapse is the weather's and is not carried.)
+            carried = self.dev_fast if p.trend_halflife_bins <= 0 else 0.0
             self.start_grace(ts + p.max_suspect_s / 3.0)
+            self.absorbed = self.absorbed + carried if carried * self.absorbed >= 0 else carried
             return Transition("release", ts, dev, z, since)
         return None
 
@@ -349,6 +360,7 @@ class ResidualChannel:
         self.reference.forget(level)
         self.trend = 0.0
         self.mode = ACTIVE
+        self.absorbed = 0.0
         self.onset_ts, self.onset_dev, self.onset_z = ts, deviation, z
         self.dev_fast = deviation
         self.clear_count = 0.0
@@ -374,6 +386,7 @@ class ResidualChannel:
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0
         self.trend = 0.0
+        self.absorbed = 0.0
         self.reference.forget()
 
     def clear(self, ts: float, reason: str = "cleared") -> Transition:
@@ -393,6 +406,7 @@ class ResidualChannel:
         self.levels.forget()
         self.reference.forget()
         self.grace_until = until_ts
+        self.absorbed = 0.0  # a known change point: its new normal is not a creeping shift
         self.detector.clear()
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0
@@ -410,6 +424,8 @@ class ResidualChannel:
     def restore(self, data: dict[str, object]) -> None:
         self._reset()
         load_fields(self, data, _SCALARS, f"drift channel {self.name!r}")
+        if not math.isfinite(self.absorbed):
+            self.absorbed = 0.0  # a state saved before lapses were remembered
         for key in ("levels", "noise", "detector", "reference"):
             part = data.get(key)
             if not isinstance(part, dict):
