@@ -120,3 +120,43 @@ def test_a_pending_check_survives_a_restart_of_the_agent() -> None:
     old = DriftMonitor()
     old.load_state(older)
     assert not old.changes.work.pending and not old.held
+
+
+def unrated(samples: Iterator[ComponentSample]) -> Iterator[ComponentSample]:
+    """The same stream from a rack whose jobs report no work rate (job ids and stages only)."""
+    for s in samples:
+        yield replace(s, work_rate=math.nan)
+
+
+def test_without_work_rates_a_restart_with_the_same_gpu_signature_keeps_the_baselines() -> None:
+    """Most jobs report no throughput: the restart is judged by its GPU signature in the previous
+    job's main stage; the same signature keeps every baseline, so a 4 % GPU step at the restart (a
+    driver update in the maintenance window) is found, not learned as the new run's profile."""
+    monitor = DriftMonitor()
+    fault = Injection("gpu", RESTART_S + 60, 4.0)
+    events: list[dict[str, object]] = []
+    held_while_checking, relearned = [], False
+    for sample in unrated(restarted(stream(2.5, 45, (fault,)), RESTART_S)):
+        events += monitor.observe(sample)
+        if monitor.changes.work.pending:
+            held_while_checking.append({"gpu", "it"} <= monitor.held)
+        relearned |= bool(monitor.relearn)
+    assert held_while_checking and all(held_while_checking)
+    assert not relearned and not workload(events)
+    found = faults(events)
+    assert found and found[0]["cause"] == "gpu_hardware"
+    detail: dict = found[0]["detail"]  # type: ignore[assignment]
+    assert "runs like 'job-a' (GPU power +" in detail["explanation"]
+    job = [x for x in detail["evidence"] if x["signal"] == "job"]
+    assert job and "gpu_power_moved_pct" in job[0]
+
+
+def test_without_work_rates_another_gpu_signature_is_a_workload_change_of_the_whole_rack() -> None:
+    monitor = DriftMonitor()
+    samples = unrated(stream(2.5, 46, (Injection("workload", RESTART_S, -30.0),)))
+    events = observe(monitor, samples)
+    assert not faults(events)
+    changes = workload(events)
+    assert changes and "different GPU signature" in str(changes[0]["detail"]["explanation"])  # type: ignore[index]
+    assert float(changes[0]["detail"]["since"]) <= T0 + RESTART_S + 120  # type: ignore[index,arg-type]
+    assert set(changes[0]["detail"]["relearn"]) == {"gpu", "it"}  # type: ignore[index]

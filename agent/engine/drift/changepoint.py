@@ -56,7 +56,7 @@ class ChangePointJudge:
         """A new job's work is being judged: the GPU and IT sides neither learn nor are judged.
         (Not for a check by GPU power on an unlabelled rack: most of those are the same work after
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
-        return self.work.pending and not self.work.by_power
+        return self.work.pending and (not self.work.by_power or self.work.labelled)
 
     @property
     def blocks_gpu_relearn(self) -> bool:

@@ -493,20 +493,22 @@ class DriftMonitor:
         self, sample: ComponentSample, job_change_ts: float, verdict: WorkVerdict | None = None
     ) -> list[dict[str, object]]:
         ts = float(sample.ts)
-        by_power = verdict is not None and verdict.by_power
-        relearned = self._begin_relearn(ts, job_change_ts, ("gpu",) if by_power else WORKLOAD_COMPONENTS)
+        guessed = verdict is not None and verdict.guessed
+        relearned = self._begin_relearn(ts, job_change_ts, ("gpu",) if guessed else WORKLOAD_COMPONENTS)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
-        if verdict is not None and verdict.by_power:
-            moved = [f"{name} {100.0 * (r - 1.0):+.0f} %"
-                     for name, r in (("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
-                     if math.isfinite(r)]
+        ratios = () if verdict is None or not verdict.by_power else (
+            ("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
+        moved = [f"{name} {100.0 * (r - 1.0):+.0f} %" for name, r in ratios if math.isfinite(r)]
+        if guessed:
             text = (f"The GPUs resumed work after idling with a different signature in their main stage "
                     f"({', '.join(moved)}): a new job (found from telemetry; the rack reports no job labels)")
         else:
             text = f"New job {sample.job!r} replaced the previous one"
-            if verdict is not None and math.isfinite(verdict.rate_ratio):
+            if moved:
+                text += f" with a different GPU signature in its main stage ({', '.join(moved)})"
+            elif verdict is not None and math.isfinite(verdict.rate_ratio):
                 text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
         text += ": its GPU profile is re-learned (not a fault)."
         kept = sorted(cause for cause in self.incidents if cause != "workload")
@@ -519,8 +521,7 @@ class DriftMonitor:
         job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
-            key = "gpu_power_moved_pct" if verdict.by_power else "work_rate_moved_pct"
-            job_item[key] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+            job_item[verdict.moved_key] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
         if verdict is not None and math.isfinite(verdict.memory_ratio):
             job_item["gpu_memory_util_moved_pct"] = round(100.0 * (verdict.memory_ratio - 1.0), 1)
         reload = self.changes.reset_at_change(job_change_ts)  # a counter reset at the change

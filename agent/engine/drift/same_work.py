@@ -16,6 +16,12 @@ with the old job's:
 - otherwise, or when no comparable rate shows within ``tuning.DECIDE_WITHIN_S``: a workload change, which
   re-learns as before.
 
+A job that reports no work rate (most do not: the scheduler names the job, nothing names its
+throughput) is judged by its GPU signature instead, as an unlabelled rack's resumed work is: its
+GPU power level and memory utilisation in the previous job's main stage, each within
+``tuning.SAME_WORK_POWER_FRAC``. Before, every restart of such a job re-learned, and a driver update
+or an ageing GPU at the restart was learned as the new run's profile.
+
 The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
 a bad driver) but not the job's own throughput, while the throughput of two different models
 differs by far more than 15 %, and two runs of one model by little. While the check runs
@@ -50,8 +56,23 @@ class WorkVerdict:
     ts: float  # when it was decided
     previous_job: str
     rate_ratio: float  # new / previous typical work rate (NaN when no rate came)
-    by_power: bool = False  # judged by GPU power (an unlabelled rack): ``rate_ratio`` is a power ratio
+    by_power: bool = False  # judged by GPU signature: ``rate_ratio`` is a power ratio
     memory_ratio: float = math.nan  # by power: new / previous GPU memory utilisation (NaN: not reported)
+    labelled: bool = True  # a job id announced the change (False: an unlabelled rack's resumed work)
+
+    @property
+    def guessed(self) -> bool:
+        """The job change itself was inferred from telemetry (an unlabelled rack's resumed work)."""
+        return self.by_power and not self.labelled
+
+    def moved_text(self) -> str:
+        """How the compared quantity moved, for onsets and evidence: "work rate +3.1 %"."""
+        what = "GPU power" if self.by_power else "work rate"
+        return f"{what} {100.0 * (self.rate_ratio - 1.0):+.1f} %"
+
+    @property
+    def moved_key(self) -> str:
+        return "gpu_power_moved_pct" if self.by_power else "work_rate_moved_pct"
 
 
 class SameWorkCheck:
@@ -68,6 +89,7 @@ class SameWorkCheck:
         # the level before, and the median of each stage's first bins after the change.
         n, f = len(STAGE_SLOTS), len(SIGNATURE)
         self.by_power = False
+        self.labelled = False  # a by-power check opened by a job id (a job without a work rate)
         self.prev_levels = np.full((f, n), math.nan)
         self.first = np.full((f, n, T.RATE_FIRST_BINS), math.nan)
         self.first_n = np.zeros(n)
@@ -88,13 +110,31 @@ class SameWorkCheck:
         A second job change while one is pending keeps comparing with the job before both."""
         if self.pending:
             self.since_ts = ts
+            if self.by_power:
+                self.first[:], self.first_n[:] = math.nan, 0.0
             return True
         slot = main_rated_slot(ctx)
         if slot < 0:
-            return False
+            return self._start_by_signature(ts, ctx, previous_job)
         self.since_ts, self.slot = ts, slot
         self.prev_rate = ctx.typical_rate(slot)
         self.previous_job = previous_job
+        return True
+
+    def _start_by_signature(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
+        """A job change announced by its id, with no work rate to compare: compare the GPU signature
+        in the previous job's main stage (most time among those with a known signature; idle says
+        nothing); False when none is known (re-learn now)."""
+        ready = self.recent_n[POWER] >= T.RATE_FIRST_BINS
+        ready[IDLE_SLOT] = False
+        if not ready.any():
+            return False
+        slot = int(np.argmax(np.where(ready, ctx.mix_slow, -1.0)))
+        self.since_ts, self.by_power, self.labelled, self.previous_job = ts, True, True, previous_job
+        self.prev_levels[:] = math.nan
+        self.prev_levels[:, slot] = np.where(self.recent_n[:, slot] >= T.RATE_FIRST_BINS,
+                                             self.recent[:, slot], math.nan)
+        self.first[:], self.first_n[:] = math.nan, 0.0
         return True
 
     def start_by_power(self, ts: float) -> bool:
@@ -109,7 +149,7 @@ class SameWorkCheck:
         ready[:, IDLE_SLOT] = False
         if self.pending or not ready[POWER].any():
             return False
-        self.since_ts, self.by_power, self.previous_job = ts, True, ""
+        self.since_ts, self.by_power, self.labelled, self.previous_job = ts, True, False, ""
         self.prev_levels[:] = np.where(ready, self.recent, math.nan)
         self.first[:], self.first_n[:] = math.nan, 0.0
         return True
@@ -158,8 +198,9 @@ class SameWorkCheck:
         """Same work unless the GPU power level or the GPU memory utilisation in the compared
         stage moved by more than ``SAME_WORK_POWER_FRAC`` (a new job: the same work reproduces its
         signature, while a driver update moves the power by 4–6 % and leaves the work's memory
-        traffic); no comparable bins within the limit: the same work (nothing known changed). A
-        same-work verdict by power is not named in later onsets."""
+        traffic). No comparable bins within the limit: for resumed work the same work (nothing known
+        changed), for a new job id a new job (as when no comparable rate shows). A same-work verdict
+        on resumed work is not named in later onsets (nothing said a job restarted)."""
         full = np.flatnonzero(self.first_n >= self.first.shape[2])  # the first stage the new work filled
         ratios = [math.nan] * len(SIGNATURE)
         if full.size:
@@ -171,19 +212,19 @@ class SameWorkCheck:
             moved = any(math.isfinite(r) and abs(r - 1.0) > T.SAME_WORK_POWER_FRAC for r in ratios)
             kind = DIFFERENT if moved else SAME
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
-            kind = SAME
+            kind = DIFFERENT if self.labelled else SAME
         else:
             return None
-        verdict = WorkVerdict(kind, self.since_ts, ts, "", ratios[POWER], by_power=True,
-                              memory_ratio=ratios[MEMORY])
-        self.since_ts, self.by_power = math.nan, False
-        if kind == DIFFERENT:
+        verdict = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratios[POWER], by_power=True,
+                              memory_ratio=ratios[MEMORY], labelled=self.labelled)
+        self.since_ts, self.by_power, self.labelled = math.nan, False, False
+        if kind == DIFFERENT or verdict.labelled:
             self.last = verdict
         return verdict
 
     def cancel(self) -> None:
         self.since_ts = math.nan
-        self.by_power = False
+        self.by_power = self.labelled = False
 
     def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
@@ -200,10 +241,12 @@ class SameWorkCheck:
             "slot": self.slot,
             "prev_rate": finite_or_none(self.prev_rate),
             "previous_job": self.previous_job[:200],
+            "labelled": self.labelled,
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
-                "previous_job": last.previous_job[:200], "rate_ratio": finite_or_none(last.rate_ratio)},
+                "previous_job": last.previous_job[:200], "rate_ratio": finite_or_none(last.rate_ratio),
+                "by_power": last.by_power},
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -225,11 +268,14 @@ class SameWorkCheck:
             self.first_n[:] = self.recent_n[:] = 0.0
         if self.by_power and math.isfinite(since):
             self.since_ts = since
+            self.previous_job = str(data.get("previous_job") or "")
         self.by_power = self.by_power and self.pending
+        self.labelled = self.by_power and data.get("labelled") is True
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
-                                    str(last.get("previous_job") or ""), _float(last.get("rate_ratio")))
+                                    str(last.get("previous_job") or ""), _float(last.get("rate_ratio")),
+                                    by_power=last.get("by_power") is True)
 
 
 _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recent_n")
@@ -249,14 +295,14 @@ def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float
     operator knows the new job is a different model, accepting it makes it the job's normal."""
     hours = (ts - restart.since_ts) / 3600.0
     text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
-            f"{restart.previous_job!r} (work rate {100.0 * (restart.rate_ratio - 1.0):+.1f} %), so it is "
+            f"{restart.previous_job!r} ({restart.moved_text()}), so it is "
             "judged against the same baseline; if it is a different model, accept this as its normal.")
     return Attribution(verdict.cause, text)
 
 
 def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
     return {"signal": "job", "from": restart.previous_job, "to": job, "since": round(restart.since_ts, 1),
-            "work_rate_moved_pct": round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
+            restart.moved_key: round(100.0 * (restart.rate_ratio - 1.0), 1), "role": "context",
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
 
 
