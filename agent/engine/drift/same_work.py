@@ -130,11 +130,10 @@ class SameWorkCheck:
         if not ready.any():
             return False
         slot = int(np.argmax(np.where(ready, ctx.mix_slow, -1.0)))
-        self.since_ts, self.by_power, self.labelled, self.previous_job = ts, True, True, previous_job
-        self.prev_levels[:] = math.nan
-        self.prev_levels[:, slot] = np.where(self.recent_n[:, slot] >= T.RATE_FIRST_BINS,
-                                             self.recent[:, slot], math.nan)
-        self.first[:], self.first_n[:] = math.nan, 0.0
+        levels = np.full_like(self.recent, math.nan)
+        known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
+        levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
+        self._open_by_power(ts, levels, labelled=True, previous_job=previous_job)
         return True
 
     def start_by_power(self, ts: float) -> bool:
@@ -149,10 +148,14 @@ class SameWorkCheck:
         ready[:, IDLE_SLOT] = False
         if self.pending or not ready[POWER].any():
             return False
-        self.since_ts, self.by_power, self.labelled, self.previous_job = ts, True, False, ""
-        self.prev_levels[:] = np.where(ready, self.recent, math.nan)
-        self.first[:], self.first_n[:] = math.nan, 0.0
+        self._open_by_power(ts, np.where(ready, self.recent, math.nan), labelled=False, previous_job="")
         return True
+
+    def _open_by_power(self, ts: float, levels: np.ndarray, labelled: bool, previous_job: str) -> None:
+        """Open a by-signature check at ``ts`` comparing the first bins after it with ``levels``."""
+        self.since_ts, self.by_power, self.labelled, self.previous_job = ts, True, labelled, previous_job
+        self.prev_levels[:] = levels
+        self.first[:], self.first_n[:] = math.nan, 0.0
 
     def observe(self, slot: int, gpu_w: float, mem_util_pct: float = math.nan) -> None:
         """A bin's GPU power and memory utilisation in ``slot``: the recent work's signature, and
