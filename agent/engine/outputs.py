@@ -1,9 +1,9 @@
-"""The engine's MQTT payloads: the rack summary and one retained baseline per stage.
+"""The engine's MQTT payloads: the rack summary (with its ``capabilities``) and one retained baseline
+per stage.
 
 Shapes are versioned (``"v": 1``) and checked by ``agent/schemas/summary.schema.json`` and
-``agent/schemas/baseline.schema.json``. ``seq`` is supplied by the caller (the live publisher
-keeps its own monotonically increasing counter; replay uses the engine's). Values are rounded so
-payloads stay small: powers to 0.1 W, energies to 1 Wh.
+``agent/schemas/baseline.schema.json``. ``seq`` is the caller's (the live publisher keeps its own;
+replay uses the engine's). Powers are rounded to 0.1 W, energies to 1 Wh.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from agent.engine.hygiene import RULES, Hygiene
 from agent.engine.job_energy import JobEnergy
 
 PAYLOAD_VERSION = 1
+NO_GPU = "off: no GPU telemetry (configure [[dcgm]] nodes or node agents)"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,28 @@ class EngineView:
     capabilities: dict[str, Any]
     last_window: dict[str, Any]
     job_energy: JobEnergy
+
+
+def capabilities(
+    sample: ComponentSample | None, gpu: bool, warm: bool, predicts_from_gpu: bool
+) -> dict[str, Any]:
+    """What the rack's data lets the engine do now. Without GPU telemetry the detections comparing
+    PDU with GPU power cannot run, and "no drift" there would be a claim the data cannot support,
+    so each detection says "on" or why it is off."""
+    inlet = sample is not None and math.isfinite(sample.inlet_spread_c)
+    cooling = sample is not None and math.isfinite(sample.cooling_measured_w)
+    return {
+        "gpu_telemetry": gpu,
+        "inlet_telemetry": inlet,
+        "cooling_telemetry": cooling,
+        "prediction": "warming_up" if not warm else "gpu" if predicts_from_gpu else "stages",
+        "detections": {
+            "cooling": "on" if cooling else "off: no cooling-unit power",
+            "thermal": "on" if inlet else "off: no rack inlet temperatures",
+            "power_chain": "on" if gpu else NO_GPU,
+            "gpu_hardware": "on" if gpu else NO_GPU,
+        },
+    }
 
 
 def _r(x: float, nd: int = 1) -> float | None:

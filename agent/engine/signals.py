@@ -1,13 +1,7 @@
-"""The one table of what the engine reads: trace columns, and the bin quantities made of them.
-
-Every layer derives from these two tables: which columns are engine signals (``is_engine_signal``),
-each column's range kind and whether device "no reading" codes apply to it (``Column``), the
-per-bin sums (``FIELDS``: ``<q>_s`` seconds known, ``<q>_ws`` integral), how one interval's held
-columns combine into a quantity (``combine``), and which ``ComponentSample`` field carries a
-quantity's drift-bin mean (``SAMPLE_MEANS``). Adding a signal is one ``COLUMNS`` row (if it is a new
-column) and one ``QUANTITIES`` row, plus its use.
-
-What it is not: the hold, the integration (``rows``) or the rules themselves (``hygiene``).
+"""The one table of what the engine reads: trace columns (``COLUMNS``) and the bin quantities made of
+them (``QUANTITIES``). The engine signals, the per-bin sums (``FIELDS``: ``<q>_s`` seconds known,
+``<q>_ws`` integral), how held columns combine (``combine``) and the drift-bin means
+(``SAMPLE_MEANS``) all derive from them. Adding a signal is one row in each, plus its use.
 """
 
 from __future__ import annotations
@@ -118,13 +112,8 @@ def member_names(names: list[str], column: str) -> list[str]:
 def combine(
     q: Quantity, held: np.ndarray, shares: np.ndarray, groups: np.ndarray | None = None
 ) -> np.ndarray:
-    """One interval value per row from the held members ``held`` (m × members).
-
-    ``groups`` (one id per member, for ``total``): the members' nodes. A node's missing members
-    are scaled from that node's known ones (same job, same stage), never from other nodes: a
-    node with none known adds nothing, it is not assumed to run like the rest (a drained node,
-    a lost node agent). NaN only when no member of any node is known.
-    """
+    """One interval value per row from the held members ``held`` (m × members); ``groups``: each
+    member's node, for ``total`` (see ``node_totals``)."""
     m, n = held.shape
     if n == 0:
         return np.full(m, q.absent)
@@ -149,7 +138,8 @@ def combine(
 
 def node_totals(held: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Per row and node (``groups``: each member's node), the node's total: its missing members scaled
-    from its known ones (same job, same stage); NaN where none of the node's members is known."""
+    from its own known ones (same job, same stage), never from other nodes (a drained node, a lost
+    node agent); NaN where none of the node's members is known."""
     nodes = np.unique(groups)
     out = np.full((held.shape[0], nodes.size), np.nan)
     for j, g in enumerate(nodes):
