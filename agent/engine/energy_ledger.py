@@ -1,21 +1,11 @@
-"""``EnergyLedger``: the energy the engine accounted, bin by bin, so any [t0, t1] can be answered.
+"""``EnergyLedger``: the energy the engine accounted, bin by bin, so any [t0, t1] can be answered
+(``rackwatt_client``'s ``end_window``: "what did my epoch cost?").
 
-Why: a training job asks "how much facility energy did my epoch cost?" (``rackwatt_client``'s
-``end_window``). The engine's own counters (``Engine.energy_kwh``) only grow; a window needs the
-bins themselves. The ledger keeps, for the most recent bins, exactly the sums the engine's energy
-accounting (``Engine._attribute_energy``) adds up: IT (PDU) and cooling energy with the seconds
-each was known, GPU energy, and the bin's job. Summed over every bin, it equals those counters.
-
-How a window is answered: bins inside it count whole, a bin that straddles an edge counts in
-proportion to its overlap (the bin's energy spread evenly over it: the engine knows nothing finer
-once a bin is closed). A part is reported only when it was known for at least ``MIN_KNOWN`` of the
-window (the engine's own rule for using a bin), otherwise None with the reason; never 0.0 for
-"unknown". With a job id, only bins whose job is that id count (one job per bin, as the engine
-keeps it).
-
-Fixed memory: a ring of ``capacity`` bins (default a day of 15 s bins, 8 floats each: ~0.4 MB), so
-windows up to a day long are answered; older ones say how far back the ledger reaches.
-What it is not: persistent. After a restart it starts empty, and says so for windows before it.
+It keeps, per recent bin, the sums the engine's energy accounting adds up (IT, cooling and GPU
+energy with the seconds each was known) and the bin's job. A bin straddling a window's edge counts
+in proportion to its overlap; a part known for less than ``MIN_KNOWN`` of the window is None with
+the reason, never 0.0. Fixed memory: a ring of a day of bins (~0.4 MB); not persistent, so after a
+restart windows before it say so.
 """
 
 from __future__ import annotations

@@ -1,33 +1,18 @@
 """``JobEnergy``: IT, cooling and facility energy per job and per stage, node by node.
 
-Why: on a rack whose nodes run different jobs, "energy by stage" mixes the jobs; a tenant asks
-what *its* job's checkpoints cost. The rack's meters (PDUs, cooling unit) see the whole rack, so
-their energy is split over the (job, stage) each node was in.
-
-How (docs/stage-hints.md, "Several jobs on one rack"):
-- per node and row: its stage and job (``node_stages.NodeStages``) and its GPU power (the sum of
-  its own ``gpu.<i>.power_w``; a missing GPU is scaled from the node's known ones, as the engine's
-  GPU total does; a node whose GPUs all miss one poll keeps its last reading for ``GPU_HOLD_S``, as
-  the engine holds a signal). A node with no GPU reading is off (drained, powered down) while other
-  nodes report; when no node reports, every node counts as on (a rack without GPU telemetry: split
-  by node time). Rows are intervals like the engine's bins: a row's values hold until the next row.
-- per bin (``Engine.bin_s``, ≈ 15 s) and (node, cell): GPU energy G and node-seconds S; each entry's
-  modelled energy k·G + (b + d_s + e_c)·S from ``node_power.NodePowerModel``, which learns from the
-  PDU feeds' readings at the instants they were taken (``_learn``).
-- the measured IT energy (Σ PDU) of each engine window is split in proportion to its entries'
-  modelled energies: the feeds' energy meters are exact over a window (``meter_power``: a meter span
-  never crosses one), where a 15-s bin gets its neighbours' energy from a feed polled every 20–30 s
-  (bench/job_energy.py: splitting bin by bin cost the twin's short stages up to 6 %, even with every
-  node's true power as the weights). The split adds up to the measurement.
-- the window's cooling energy (the rack's share) follows its IT split: the heat is the IT power.
-  (The per-stage totals of ``Engine.energy_kwh`` move cooling to the stage whose heat caused it
-  through the learned lag; per job, over hours, the lag moves a window's cooling by minutes.)
-The table (``table``, ``state``) includes the window not yet closed, split by what it has so far.
-
-Fixed memory: at most ``MAX_CELLS`` (job, stage) cells, the least recently credited evicted (its
-energy is counted in ``evicted_kwh``); the accumulators of bins not yet closed span the engine's
-short look-ahead, the entries of the open window at most one window of bins. State round-trips
-through ``state``/``load`` (JSON, in the engine's state file).
+On a rack whose nodes run different jobs, "energy by stage" mixes the jobs, and the rack's meters
+see only the whole rack, so their energy is split over the (job, stage) each node was in
+(docs/stage-hints.md, "Several jobs on one rack"):
+- per node and row: its stage and job (``NodeStages``) and GPU power (missing GPUs scaled from the
+  node's known ones; a node's last reading held for ``GPU_HOLD_S``). A node with no GPU reading is
+  off while others report; when none reports, every node counts as on (split by node time).
+- per bin and (node, cell): GPU energy G and node-seconds S, modelled as k·G + (b + d_s + e_c)·S by
+  ``NodePowerModel``, which learns from the PDU feeds' readings at their instants (``_learn``).
+- each engine window's measured IT energy is split in proportion to its entries' modelled energy
+  (per window, not per bin: a feed's meter spans never cross a window, while a 15-s bin gets its
+  neighbours' energy); its cooling follows the IT split. The split adds up to the measurement.
+Fixed memory: at most ``MAX_CELLS`` cells (the least recently credited evicted into
+``evicted_kwh``), the bins of the look-ahead and of the windows not yet final.
 """
 
 from __future__ import annotations
@@ -62,33 +47,29 @@ Key = tuple[str, str]
 
 
 class _Window:
-    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell,
-    stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the cooling
-    unit measured; per window what they measured."""
+    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell's
+    code, stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the
+    cooling unit measured; per window what they measured."""
 
     def __init__(self, idx: int) -> None:
         self.idx = idx
         self.keys: dict[Key, int] = {}  # cell → its code in this window
-        self.code: list[np.ndarray] = []
-        self.slot: list[np.ndarray] = []
-        self.gpu_j: list[np.ndarray] = []
-        self.node_s: list[np.ndarray] = []
-        self.it_part: list[np.ndarray] = []
-        self.cool_part: list[np.ndarray] = []
+        self.entries: list[tuple[int, int, float, float, float, float]] = []
         self.it_ws = 0.0
         self.cool_ws = 0.0
 
-    def add(self, cells: list[Key], slot: np.ndarray, v: np.ndarray, it_part: float, cool_part: float,
-            it_ws: float, cool_ws: float) -> None:
-        """One bin's entries (``v``: [GPU J, node-seconds, …] per entry) and its measured energies."""
-        self.code.append(np.array([self.keys.setdefault(c, len(self.keys)) for c in cells], dtype=np.int64))
-        self.slot.append(slot)
-        self.gpu_j.append(v[:, 0])
-        self.node_s.append(v[:, 1])
-        self.it_part.append(np.full(len(cells), it_part))
-        self.cool_part.append(np.full(len(cells), cool_part))
-        self.it_ws += it_ws
-        self.cool_ws += cool_ws
+    def add(self, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray, slots: StageSlots,
+            ts: float) -> None:
+        """One bin's entries (``acc``: (node, cell) → [GPU J, node-seconds, hinted node-seconds]) and
+        the energies its PDUs and cooling unit measured (``row``: the bin's sums; ``ts``: its start)."""
+        dur = float(row[F["dur_s"]])
+        it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
+        cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
+        for (_, cell), v in acc.items():
+            code = self.keys.setdefault(cell, len(self.keys))
+            self.entries.append((code, slots.slot(cell[1], ts), float(v[0]), float(v[1]), it_part, cool_part))
+        self.it_ws += float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
+        self.cool_ws += float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
 
 
 class JobEnergy:
@@ -251,16 +232,9 @@ class JobEnergy:
 
     # ----------------------------------------------------------------------------- bins
     def hinted_node_frac(self, start: np.ndarray, dur: np.ndarray, frac: np.ndarray, t0: float) -> np.ndarray:
-        """Per bin and stage slot: the share of the rack's node time in that stage, as hints say.
-
-        The stage-only IT forecast (``model``) reads it: on a rack whose nodes run different jobs,
-        the rack's load is each node's base plus its own stage's extra, so a stage's weight is the
-        share of node time in it, not one rack-wide label. Only hinted labels count (node hints, the
-        rack-wide hint): they come from the jobs, so they may drive a window's own prediction, where
-        stages inferred from PDU power may not (report spec, causality). Node time no hint labels
-        (and bins not seen here) keeps the rack's stage fractions ``frac``, what the forecast used
-        before: a rack without hints is predicted as before.
-        """
+        """Per bin and stage slot: the share of the rack's node time in that stage as hints say (the
+        stage-only IT forecast's weights). Only hints count: they come from the jobs, so they may drive
+        a window's own prediction (causality). Node time no hint labels keeps the rack's ``frac``."""
         out = frac.copy()
         node_s = self.nodes.n * dur  # the bin's node time: every listed node for the whole bin
         for i in range(len(start)):
@@ -289,39 +263,25 @@ class JobEnergy:
                 self._windows.append(_Window(window))
             acc = self._open.pop(idx, None)
             if acc:
-                self._add_bin(self._windows[-1], acc, sums[i], float(start[i]))
+                self._windows[-1].add(acc, sums[i], self.slots, float(start[i]))
             self.power.bin_done()
             while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
                 for cell, e in self._split(self._windows.pop(0)).items():
                     self._cell(cell)[:] += e
 
-    def _add_bin(self, window: _Window, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray,
-                 ts: float) -> None:
-        """One bin's entries and the parts of the bin the PDUs and the cooling unit measured."""
-        entries = list(acc)
-        v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds, hinted node-seconds] per (node, cell)
-        cells = [cell for _, cell in entries]
-        dur = float(row[F["dur_s"]])
-        slot = np.array([self.slots.slot(stage, ts) for _, stage in cells], dtype=np.int64)
-        it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
-        cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
-        it_ws = float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
-        cool_ws = float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
-        window.add(cells, slot, v, it_part, cool_part, it_ws, cool_ws)
-
     def _split(self, window: _Window) -> dict[Key, np.ndarray]:
         """A window's [IT, cooling, GPU] kWh per cell: its measured energy split in proportion to the
         entries' energies as the model now says (by node time where it says none), each entry over
         the part of its bin that was measured."""
-        if not window.code:
+        if not window.entries:
             return {}
-        code = np.concatenate(window.code)
-        gpu_j, node_s = np.concatenate(window.gpu_j), np.concatenate(window.node_s)
+        e = np.array(window.entries)
+        code, slot = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
+        gpu_j, node_s = e[:, 2], e[:, 3]
         keys = list(window.keys)
-        model = np.maximum(self.power.energy_j(gpu_j, node_s, np.concatenate(window.slot), code, keys), 0.0)
+        model = np.maximum(self.power.energy_j(gpu_j, node_s, slot, code, keys), 0.0)
         out = np.zeros((len(keys), 3))
-        for k, (part, measured) in enumerate(((np.concatenate(window.it_part), window.it_ws),
-                                              (np.concatenate(window.cool_part), window.cool_ws))):
+        for k, (part, measured) in enumerate(((e[:, 4], window.it_ws), (e[:, 5], window.cool_ws))):
             weight = model * part
             if weight.sum() <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
                 weight = node_s * part

@@ -1,19 +1,10 @@
 """``NodeStages``: the stage and job of every GPU node of the rack, row by row.
 
-Why: nodes of one rack may run different jobs (multi-tenant racks, a node drained), so one stage
-per row cannot say which job a node's energy belongs to. Per node and row the label is, in order:
-
-1. that node's own fresh hint (a hint naming its ``node``, ``agent.stages.timeline.NodeTimelines``),
-2. the rack-wide hint the row carries (a hint without ``node`` holds for every node, as before),
-3. the stage inferred from that node's own GPUs: the existing ``StageInferrer``, one instance per
-   node, fed the row's columns with only that node's ``gpu.<i>.*`` (it is wrapped, not changed).
-
-The job follows the label's source (a node hint's job, else the row's). A rack that lists no
-nodes (``RackInfo.node_gpus`` empty) is one node: the rack's own labels and jobs, no extra work.
-
-What it is not: the rack's stage timeline (``stage_slots.StageSource`` keeps that, for baselines
-and segments) nor the accounting (``job_energy``).
-Fixed memory: one inferrer per configured node (their state is the inferrer's fixed arrays).
+Nodes of one rack may run different jobs, so one stage per row cannot say which job a node's
+energy belongs to. Per node and row the label is that node's own fresh hint, else the rack-wide
+hint, else the stage inferred from that node's own GPUs (one ``StageInferrer`` per node); the job
+follows the label's source. A rack that lists no nodes is one node: the rack's own labels.
+Fixed memory: one inferrer per configured node.
 """
 
 from __future__ import annotations

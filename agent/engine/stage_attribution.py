@@ -1,20 +1,11 @@
 """Per-stage facility power inside one drift bin (≈ 60 s), also when stages alternate within it.
 
-Why: on a training rack `forward_backward` and `grad_sync` alternate every few seconds — far
-shorter than a bin — so a bin is almost never "pure". Measuring a stage's level only from bins
-it dominates would leave exactly the stages that carry most of the energy without a baseline.
-
-How (docs/engine.md, "Baselines"): GPU power is known per row, so each stage's own mean GPU
-power g_s inside the bin is exact. A stage's IT power is the bin's measured IT (PDU) power plus
-k·(g_s − ḡ), ḡ the bin's time-weighted GPU mean: the non-GPU load (base, lagged fans) is shared,
-the GPU difference passes through the PSUs. k is the IT model's local slope at ḡ, kept within
-[1, 1.25] — PSUs are < 100 % efficient, so IT moves at least as much as GPU power; and PDU meters
-that average over a few seconds flatten the slope the model can learn from bins. The measured
-cooling power is split in proportion to time share × the cooling model's steady-state response
-to each stage's IT power (cooling follows the mean heat through a minutes-long lag, so "what this
-stage costs if it ran on its own" is the meaningful per-stage figure). Both splits add up to the
-measurement (Σ share × stage power = the bin's facility power); a bin with one stage gives
-exactly the measured values. Before the models have learned, k = 1 and cooling follows IT.
+`forward_backward` and `grad_sync` alternate every few seconds, so a bin is almost never "pure".
+Each stage's own mean GPU power g_s inside the bin is exact (GPU power is known per row); its IT
+power is the bin's measured IT plus k·(g_s − ḡ), k the IT model's local slope bounded to
+[K_MIN, K_MAX]; the measured cooling is split by the cooling model's steady-state response to each
+stage's IT. Both splits add up to the measurement; before the models learned, k = 1 and cooling
+follows IT. Why each choice: docs/engine.md, "Baselines, attribution, drift interface".
 """
 
 from __future__ import annotations
