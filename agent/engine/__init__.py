@@ -8,7 +8,6 @@ and configuration). See docs/engine.md.
 from __future__ import annotations
 
 from agent.engine.engine import Engine
-from agent.engine.frames import RackInfo
-from agent.engine.rackinfo import rack_info
+from agent.engine.frames import RackInfo, rack_info
 
 __all__ = ["Engine", "RackInfo", "rack_info"]

@@ -1,13 +1,10 @@
 """``ResponseModel``: the IT, cooling and lag state of the engine, and the two things done with it.
 
-``predict(bins, …)`` runs a window's bins through the model as it was at the window's start
-(load-side inputs only: stages, work rate, GPU power); ``learn(window, …)`` lets the closed
-window's PDU and cooling samples in afterwards (prequential evaluation). Nothing else writes the
-model's state, and it knows nothing about rows, stages' names, baselines or payloads.
-
-Learning skips bins whose component the drift monitor holds (a suspected or active deviation must
-not become the new normal) and uses a short half-life for components it asks to re-learn. The
-regressions and the lag bank are ``response.py``'s; docs/engine.md explains the model.
+``predict`` runs a window's bins through the model as it was at the window's start (load-side
+inputs only: stages, work rate, GPU power); ``learn`` lets the closed window's PDU and cooling
+samples in afterwards (prequential), skipping bins of components the drift monitor holds and with
+a short half-life for those it re-learns. Regressions and lag bank: ``response.py``; the model:
+docs/engine.md.
 """
 
 from __future__ import annotations
@@ -76,7 +73,9 @@ class ResponseModel:
         self.it_stage = EWLS(1, 2 * n_slots + N_RATE_CURVE, stage_it_ridge(n_slots))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
-        self.shadow = ShadowFits(self.fits())  # what held components would have learned (shadow.py)
+        # what held components would have learned (shadow.py), per ``components.LEARNED``
+        self.shadow = ShadowFits({"it": [self.it, self.it_stage], "cooling": [self.cool],
+                                  "gpu": [self.gpu_model]})
         self.job_rates = JobRates()
         self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
         self.score = np.zeros(K)
@@ -95,10 +94,6 @@ class ResponseModel:
         self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
 
     # ------------------------------------------------------------------ read-only views
-    def fits(self) -> dict[str, list[EWLS]]:
-        """The regressions of each learned component (``components.LEARNED``)."""
-        return {"it": [self.it, self.it_stage], "cooling": [self.cool], "gpu": [self.gpu_model]}
-
     @property
     def learned_lag(self) -> tuple[float, float]:
         """(time constant, dead time) of the cooling response, seconds."""
@@ -131,15 +126,15 @@ class ResponseModel:
 
         ``window_warm``: the model was warm at the window's start (else the heat is the PDU's own);
         ``gpu_level_w``: per stage, the GPU power the baseline expects where no work rate is known;
-        ``node_frac``: per stage, the share of node time in it as hints say (the stage-only IT
-        model's regressors: a rack's load is each node's base plus its own stage's extra).
-        Advances only the input-side state (lag filters, last GPU load, GPU freshness, job scales).
-        """
+        ``node_frac``: per stage, the share of node time in it as hints say (the stage-only IT model's
+        regressors). Advances only the input-side state (lag filters, last GPU load, freshness, job
+        scales)."""
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
-        Xs = stage_it_features(node_frac, *self.job_rate_n(sums, jobs), rated_share(sums))
+        rates = self.job_rates.normalised(list(jobs), bin_work_rate(sums))
+        Xs = stage_it_features(node_frac, *rates, rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
@@ -182,13 +177,6 @@ class ResponseModel:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
 
-    def job_rate_n(
-        self, sums: np.ndarray, jobs: list[str], learn: bool = True
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The bins' work rate relative to their own job's peak and to its usual rate (0 where none
-        was reported); ``learn``: the first pass over these bins (``JobRates.normalised``)."""
-        return self.job_rates.normalised(list(jobs), bin_work_rate(sums), learn)
-
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray, gpu_level_w: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
         wr_known = sums[:, F["wr_s"]] > 0
@@ -214,14 +202,11 @@ class ResponseModel:
               faulted: frozenset[str] = frozenset()) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
-        ``window_warm``: the model was warm at the window's start (lag candidates are scored only
-        then); ``relearn``: components the drift monitor re-learns with a short half-life;
-        ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
-        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last
-        new-work change point, the end of its bounded re-learn and the start of a job still being
-        judged (the job's levels, ``JobLevel``);
-        ``faulted``: components with a confirmed fault (the job level does not learn it).
-        """
+        ``window_warm``: the model was warm at the window's start (lag candidates are scored only then);
+        ``relearn``: components the drift monitor re-learns, at ``relearn_halflife_h`` where it paces
+        them, else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last new-work change point, the
+        end of its bounded re-learn and the start of a job still being judged (``JobLevel``);
+        ``faulted``: components with a confirmed fault (the job level does not learn it)."""
         c = ClosedWindow.of(wb)
         # each component's forgetting over this window (the same factor for its main and shadow fits)
         lam = {comp: 0.5 ** (c.length_h / self._halflife_h(comp, relearn, relearn_halflife_h or {}))
@@ -298,7 +283,7 @@ class ResponseModel:
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~held
         if rows_s.any():
-            rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
+            rates = self.job_rates.normalised(wb.jobs[:n], bin_work_rate(sums), learn=False)  # read again
             Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
             ys = np.where(rows_s, pdu / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
@@ -349,10 +334,9 @@ class ResponseModel:
         w_c = w_h * rows_c
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
-        K = Xc.shape[0]
-        lam_c = lam["cooling"]
         if w_c.sum() > 0:
-            cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+            K = Xc.shape[0]
+            cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam["cooling"])
 
     def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
                        level_w: np.ndarray) -> None:
@@ -370,12 +354,10 @@ class ResponseModel:
 
     def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n, wr, wr_ok = c.n, c.wr, c.wr_ok
-        if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
-            self.wr_scale = float(np.nanmax(wr[wr_ok]))
-        if not math.isfinite(self.wr_scale):
-            return
-        self._fit_gpu(wb, c, lam, wb.held[:n, HELD_GPU], self.gpu_model)
+        if not math.isfinite(self.wr_scale) and c.wr_ok.any() and np.nanmax(c.wr[c.wr_ok]) > 0:
+            self.wr_scale = float(np.nanmax(c.wr[c.wr_ok]))
+        if math.isfinite(self.wr_scale):
+            self._fit_gpu(wb, c, lam, wb.held[: c.n, HELD_GPU], self.gpu_model)
 
     def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
                  model: EWLS) -> None:
@@ -388,8 +370,7 @@ class ResponseModel:
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
         yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
-        lam_g = lam["gpu"]
-        lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
+        lam_slots = np.where(Wg.sum(axis=1) > 0, lam["gpu"], 1.0)  # only slots seen in this window forget
         if use.any():
             model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
 
@@ -445,28 +426,20 @@ class ResponseModel:
 class JobLevel:
     """The running job's own IT level per stage, over what the IT model (the rack's usual) predicts.
 
-    Why: a job sets its nodes' CPU, storage and network load in each stage (on a churning rack
-    the levels of two jobs' training stages differ by up to ~10 % of the rack's IT power); it does
-    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model fast
-    for two hours after each new job (its GPU curve too, from an hour of one job) left the next
-    jobs predicted with the last job's levels. So the IT model learns every job at its usual pace,
-    from the PDU power less the job's level (its stage levels are the rack's usual ones: the prior
-    for a stage a job has not run yet), and each new job's own offset per stage is measured here:
-    the mean of the model's residual in that stage over the job's own bins.
+    A job sets its nodes' CPU, storage and network load in each stage (two jobs' training levels
+    differ by up to ~10 % of the rack's IT power on a churning rack), not how PDU power follows GPU
+    power. So the IT model learns every job at its usual pace from the PDU power less the job's level,
+    and each new job's own offset per stage is measured here: the mean of the model's residual in that
+    stage over the job's own bins.
 
-    - It starts from nothing at each new-work change point (``change``: a job of other work, new
-      work found by power, a workload shift) and learns during that change's bounded re-learn,
-      while the IT detector re-centres; then it stays as learned for the rest of the job, so a
-      fault that starts later is not learned as the job's (the detector judges model + level).
-      A restart of the same work keeps the level of the run before (it is judged against it).
-    - The prior: one engine bin of the rack's usual level (offset 0). A bin's PDU noise (≈ 1 %)
-      is far below the spread of levels between jobs, so one bin of a stage is enough to trust
-      its own level; the prior only keeps a stage the job has not run at the rack's.
-    - It learns while a component is suspected (a suspicion must not freeze the prediction) but
-      not while the IT side carries a confirmed fault (the fault is not a job's level).
+    - It starts from nothing at each new-work change point and learns during that change's bounded
+      re-learn, then stays as learned for the rest of the job, so a later fault is not learned as the
+      job's level. A restart of the same work keeps the level of the run before.
+    - The prior: one engine bin at the rack's usual level (a bin's PDU noise, ≈ 1 %, is far below the
+      spread between jobs); it only keeps a stage the job has not run at the rack's.
+    - It learns while a component is suspected, not while the IT side carries a confirmed fault.
 
-    Fixed memory: two floats per stage slot and the change point's time.
-    """
+    Fixed memory: two floats per stage slot and the change point's time."""
 
     def __init__(self, n_slots: int, bin_s: float) -> None:
         self.prior_s = bin_s
@@ -483,12 +456,10 @@ class JobLevel:
     def per_bin_w(self, start: np.ndarray, frac: np.ndarray,
                   change: tuple[float, float, float], gpu_bins: np.ndarray | None = None) -> np.ndarray:
         """Per bin: the level its prediction adds, W. ``change``: (new-work change point, end of its
-        re-learn, start of a job whose kind is still being judged). Bins after a change point the
-        level was not learned since (new work inside the window, or a job not judged yet: its
-        label, or its GPU power, is a load-side input known at prediction time) get the rack's
-        usual level instead of the previous job's. Only ``gpu_bins`` (bins with GPU power) get a
-        level: without GPU power the IT residual's one-window memory (``_learn_it``) already is the
-        running job's level, and two estimators of one offset would chase each other (None: every bin)."""
+        re-learn, start of a job still being judged). Bins after a change point the level was not learned
+        since get the rack's usual level (0). Only ``gpu_bins`` (bins with GPU power; None: every bin) get
+        a level: without GPU power the IT residual's one-window memory already is the job's level, and two
+        estimators of one offset would chase each other."""
         out: np.ndarray = frac @ self.level_w
         if gpu_bins is not None:
             out = np.where(gpu_bins, out, 0.0)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.engine.engine import GAP_WINDOWS, Engine
+from agent.engine.frames import rack_info
 from agent.engine.output_file import open_text_output, write_output, writes_in_place
-from agent.engine.rackinfo import rack_info
 from agent.engine.row_times import MAX_AHEAD_S, TS_FLOOR_S, RowTimes
 from agent.engine.state import StateError, read_or_quarantine
 

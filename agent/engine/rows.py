@@ -1,16 +1,11 @@
 """``RowBinner``: the look-ahead row buffer and the exact integration of held signals into bins.
 
-Flow per call: append the chunk to the look-ahead buffer → emit the rows older than
-``lookahead_s`` (all rows on ``flush``) → clean each engine signal (hygiene) → stage per row
-(the caller's classifier) → hold each signal (``Signals.hold``) → per-interval quantities (GPU
-total, PDU total, cooling share total, inlet mean/spread, …) → pieces split at bin edges →
-``np.add.reduceat`` into bins. The last emitted row stays pending: its value holds until the
-next row's timestamp, which only the next call knows.
-
-Rows first pass ``RowTimes`` (sane timestamps, moving forward). A gap between rows longer than
-``gap_s`` is a discontinuity, never integrated: the rows before it are emitted, the open bin is
-closed, and the rows after it start again as if they were the first (bins keep their grid, so
-nothing is allocated for the time in between). Each stretch between gaps is one ``Stretch``.
+Rows pass ``RowTimes``, wait ``lookahead_s`` in the buffer (the spike rule needs the next sample),
+are cleaned (``hygiene``), labelled (the caller's classifier) and held (``Signals.hold``); their
+per-interval quantities are split at bin edges and summed into bins. The last emitted row stays
+pending: its value holds until the next row's time. A gap longer than ``gap_s`` is never
+integrated: the open bin is closed and the rows after it start again like a first row (bins keep
+their grid). Chunking never changes the result (up to floating-point summation order).
 """
 
 from __future__ import annotations
@@ -58,9 +53,9 @@ Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 @dataclass
 class Stretch:
-    """What one ``push`` produced up to a gap (or the end of the rows given): completed bins and
-    emitted rows; when a gap follows (``gap`` = last row before it, first row after it), also the
-    open bin it closed (``closed``, partial)."""
+    """What one ``push`` produced up to a gap (or the end of its rows): completed bins and emitted
+    rows; before a gap (``gap``: the last row before it, the first after it) also the open bin it
+    closed (``closed``, partial)."""
 
     bins: BinBatch
     rows: RowBatch
@@ -162,8 +157,7 @@ class RowBinner:
         return n
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        """The binner's fixed-shape state: where the grid and the pending row are, the open bin,
-        and every signal's hold and hygiene state."""
+        """The binner's fixed-shape state: grid, pending row, open bin, each signal's hold and hygiene."""
         out = {
             "rows_scalars": np.array([self.t0, self._pending_ts, float(self._pending_slot),
                                       float(self._pending_hint), self._open_bin]),
@@ -174,7 +168,7 @@ class RowBinner:
         return out
 
     def state(self) -> dict[str, Any]:
-        """The binner's JSON state (jobs are strings; the counters of refused rows and gaps)."""
+        """The binner's JSON state: jobs, the counters of refused rows and gaps."""
         return {
             "pending_job": self._pending_job,
             "open_job": self._open_job,
