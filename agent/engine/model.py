@@ -397,7 +397,7 @@ class ResponseModel:
 
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
         """The inverse of ``state_arrays``; raises ValueError/KeyError on a shape that does not fit.
-        Ranges are checked by the caller (``state_checks``) before the values are used."""
+        Ranges are checked by the caller (``persist``) before the values are used."""
         p = self.it_stage.theta.shape[1]
         a = _with_rate_curve(_with_rate_curve(a, "itstage", p), "shadow_it1", p)  # the model, its shadow
         s = a["model_scalars"]

@@ -1,12 +1,11 @@
 """Where a command writes an output file (report, HTML page, state): atomically when it can, directly
 when it must.
 
-A regular file, or a path that does not exist yet, is written to a temp file beside it and renamed
-over it (``state.write_atomic``): a crash leaves the old file or the new one, never half of one.
-Anything else — ``-`` (standard output), a character device such as ``/dev/null``, a FIFO — is
-written in place: renaming over it would replace the device or pipe with a regular file (issue
-18: ``replay --report /dev/null`` run as root replaced ``/dev/null``). A symbolic link is followed,
-so the link stays and its target gets the new content.
+A regular file or a new path is written to a temp file beside it and renamed over it (a crash
+leaves the old file or the new one). ``-`` (standard output), a device such as ``/dev/null`` or a
+FIFO is written in place: renaming over it would replace it with a regular file (issue 18:
+``replay --report /dev/null`` run as root replaced ``/dev/null``). A symlink's target is replaced,
+the link kept.
 """
 
 from __future__ import annotations

@@ -152,25 +152,17 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         "held": sorted(view.held),
         "hygiene": view.hygiene,
     }
-    if view.job_energy.cells:
-        payload["job_energy_kwh"] = job_energy_entries(view.job_energy)
+    if view.job_energy.cells:  # {job: {stage: {it, cooling, facility, gpu}}} kWh (job "-": none reported)
+        payload["job_energy_kwh"] = {
+            job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
+            for job, stages in view.job_energy.table().items()
+        }
         if view.job_energy.nodes.ids:
             payload["nodes"] = view.job_energy.now
     if view.last_window:
-        w = view.last_window
-        payload["window"] = {
-            k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
-        }
+        keys = ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
+        payload["window"] = {k: view.last_window.get(k) for k in keys}
     return payload
-
-
-def job_energy_entries(job_energy: JobEnergy) -> dict[str, dict[str, dict[str, float | None]]]:
-    """``job_energy_kwh``: {job: {stage: {it, cooling, facility, gpu}}} kWh, rounded like ``energy_kwh``
-    (job ``-``: rows no job reported)."""
-    return {
-        job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
-        for job, stages in job_energy.table().items()
-    }
 
 
 def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[str, Any]]:

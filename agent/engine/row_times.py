@@ -1,12 +1,9 @@
 """``RowTimes``: which rows may enter the engine, judged by their timestamp alone.
 
-A row is refused, counted, when its ``ts`` is not a finite number, is before ``TS_FLOOR_S`` or is
-more than ``MAX_AHEAD_S`` ahead of the wall clock (a clock that was never set, or a garbled
-cell), or when it is not later than every row already admitted (a duplicated or out-of-order
-row, a clock stepped back). The first refused file lines of each kind are kept for the log, so
-an operator can look at them. Everything here is a fixed handful of numbers.
-
-Not here: long gaps between admitted rows (``RowBinner`` turns those into a discontinuity).
+A row is refused and counted when its ``ts`` is not finite, is before ``TS_FLOOR_S`` or more than
+``MAX_AHEAD_S`` ahead of the wall clock (a clock never set, a garbled cell), or is not later than
+every row already admitted (duplicated, out of order, a clock stepped back). The first refused file
+lines of each kind are kept for the log. Long gaps between admitted rows are ``RowBinner``'s.
 """
 
 from __future__ import annotations
