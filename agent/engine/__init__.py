@@ -1,8 +1,6 @@
-"""The rackwatt engine: per-stage facility baselines with a lag-aware response model.
-
-Public surface: ``Engine`` (``process``/``finish``/``summary_payload``/``baseline_payloads``/
-``save_state``/``load_state``), ``RackInfo`` and ``rack_info`` (device facts from trace metadata
-and configuration). See docs/engine.md.
+"""The rackwatt engine: per-stage facility baselines with a lag-aware response model. Public surface:
+``Engine``, ``RackInfo`` and ``rack_info`` (device facts from trace metadata and configuration).
+See docs/engine.md.
 """
 
 from __future__ import annotations

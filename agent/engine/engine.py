@@ -98,7 +98,6 @@ class Engine:
         self.last_sample: ComponentSample | None = None
         self.last_ts = math.nan
 
-    # ================================================================== public API
     def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
         """Consume rows; return the report records they completed (time ordered)."""
         return self._on_stretches(self.rows.push(chunk))
@@ -184,7 +183,6 @@ class Engine:
         return persist.EngineOwn(self.window_s, self.bin_s, self.window_idx, self.window_warm, self.seq,
                                  self.last_ts, self.energy_kwh, self.last_window, self.rewarms)
 
-    # ================================================================== rows → bins
     def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, inferred, hinted = self.stage_source.infer_stages(chunk)
         rack_hints = np.where(hinted, labels, "").astype(object)  # a hinted row's label is its hint
@@ -240,7 +238,6 @@ class Engine:
             out += self._advance(bins, int(a), int(b))
         return out
 
-    # ================================================================== predictions (frozen model)
     def _advance(self, bins: BinBatch, a: int, b: int) -> list[dict[str, Any]]:
         sums, stage_s, start, jobs = bins.sums[a:b], bins.stage_s[a:b], bins.start[a:b], bins.job[a:b]
         n = b - a
@@ -265,7 +262,6 @@ class Engine:
                 out += self._drift_bin(slice((j // g_per) * g_per, j + 1))
         return out
 
-    # ================================================================== drift bins
     def _drift_bin(self, sl: slice) -> list[dict[str, Any]]:
         wb = self.buf
         tot = wb.sums[sl].sum(axis=0)
@@ -304,7 +300,6 @@ class Engine:
                 self.baselines.update(sp.slot, sample.job, sample.ts, *bl)
         return events
 
-    # ================================================================== window close: report, then learn
     def _close_window(self) -> list[dict[str, Any]]:
         """The window's line from the frozen predictions, then learning (in that order: prequential)."""
         m = self.model

@@ -99,7 +99,6 @@ class JobEnergy:
         self._gpu_ts = np.zeros(0)
         self._feed_ts: dict[str, float] = {}  # per feed: its last reading's time
 
-    # ----------------------------------------------------------------------------- rows
     def observe(self, chunk: TraceChunk, t0: float, rack_hints: np.ndarray, rack_labels: np.ndarray,
                 hints: NodeHints | None) -> None:
         """Rows as the engine classifies them (cleaned, in time order): each node's stage, job and
@@ -230,7 +229,6 @@ class JobEnergy:
             cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(3))
             cell += (g_sum[f], s_sum[f], h_sum[f])
 
-    # ----------------------------------------------------------------------------- bins
     def hinted_node_frac(self, start: np.ndarray, dur: np.ndarray, frac: np.ndarray, t0: float) -> np.ndarray:
         """Per bin and stage slot: the share of the rack's node time in that stage as hints say (the
         stage-only IT forecast's weights). Only hints count: they come from the jobs, so they may drive
@@ -302,7 +300,6 @@ class JobEnergy:
         self.cells[cell] = e  # most recently credited last
         return e
 
-    # ----------------------------------------------------------------------------- outputs, state
     @property
     def now(self) -> dict[str, dict[str, str]]:
         """Node → {"stage", "job"} at the last row seen (job "" where none was reported)."""

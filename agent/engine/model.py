@@ -93,7 +93,6 @@ class ResponseModel:
         self.last_g = np.array([math.nan, math.nan, math.nan])
         self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
 
-    # ------------------------------------------------------------------ read-only views
     @property
     def learned_lag(self) -> tuple[float, float]:
         """(time constant, dead time) of the cooling response, seconds."""
@@ -119,7 +118,6 @@ class ResponseModel:
         out: np.ndarray = np.where(tot > 0, contrib / np.maximum(tot, 1e-12), frac)
         return out
 
-    # ------------------------------------------------------------------ prediction (frozen model)
     def predict(self, sums: np.ndarray, frac: np.ndarray, start: np.ndarray, jobs: list[str],
                 window_warm: bool, gpu_level_w: np.ndarray, node_frac: np.ndarray) -> Prediction:
         """The frozen model's view of bins (sums, stage fractions, starts, jobs) of one window.
@@ -189,7 +187,6 @@ class ResponseModel:
         out: np.ndarray = (frac * expect).sum(axis=1)
         return out
 
-    # ------------------------------------------------------------------ learning (window close)
     def _halflife_h(self, component: str, relearn: frozenset[str], paced_h: dict[str, float]) -> float:
         if component not in relearn:
             return float(self.forgetting_halflife_h)
@@ -374,16 +371,13 @@ class ResponseModel:
         if use.any():
             model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
 
-    # ------------------------------------------------------------------ state
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Every piece of the model as named fixed-shape arrays (``load_arrays`` reads them back)."""
         out = {
             "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
                                        float(self.scored), self.g_lo_w, self.g_hi_w, self.gpu_seen_ts,
                                        self.bias_it, self.fan_lag.y]),
-            "last_g": self.last_g,
-            "score": self.score,
-            "bias_cool": self.bias_cool,
+            "last_g": self.last_g, "score": self.score, "bias_cool": self.bias_cool,
             "last_res": self.last_res,
         }
         out.update(self.lag.state_arrays())

@@ -76,7 +76,6 @@ class NodePowerModel:
         """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
         return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
-    # ----------------------------------------------------------------------------- columns
     def reset_slot(self, slot: int) -> None:
         """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
         self._reset_column(FIRST_STAGE + slot)
@@ -109,7 +108,6 @@ class NodePowerModel:
         e = float(self.theta[self.first_cell + col]) if col is not None else 0.0
         return (float(self.theta[1]) + float(self.theta[FIRST_STAGE + slot]) + e) * SCALE_W
 
-    # ----------------------------------------------------------------------------- use
     def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
                  cells: list[Cell]) -> np.ndarray:
         """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
@@ -122,7 +120,6 @@ class NodePowerModel:
         out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
         return out
 
-    # ----------------------------------------------------------------------------- learning
     def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, on: np.ndarray, by_slot: np.ndarray,
                      by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray, n_nodes: int) -> None:
         """Readings of the rack's IT power ``it_w`` (W, a feed's reading over its share) at times
@@ -152,7 +149,6 @@ class NodePowerModel:
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
             self._fit.solve(self._prior)
 
-    # ----------------------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
         return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins,
                 "cells": [[job, stage, col] for (job, stage), col in self._cells.items()],

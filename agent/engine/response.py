@@ -59,12 +59,8 @@ class EWLS:
             self.theta = np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
     def state_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {
-            f"{prefix}_R": self.R,
-            f"{prefix}_r": self.r,
-            f"{prefix}_theta": self.theta,
-            f"{prefix}_weight": self.weight,
-        }
+        return {f"{prefix}_R": self.R, f"{prefix}_r": self.r, f"{prefix}_theta": self.theta,
+                f"{prefix}_weight": self.weight}
 
     def load_arrays(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays(prefix).items():
@@ -280,19 +276,12 @@ class LagBank:
         return y, y_s
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "lag_ring": self.ring,
-            "lag_ring_s": self.ring_s,
-            "lag_y": self.y,
-            "lag_y_s": self.y_s,
-            "lag_flags": np.array([float(self.started), float(self.k_s)]),
-        }
+        return {"lag_ring": self.ring, "lag_ring_s": self.ring_s, "lag_y": self.y, "lag_y_s": self.y_s,
+                "lag_flags": np.array([float(self.started), float(self.k_s)])}
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        self.ring[...] = arrays["lag_ring"]
-        self.ring_s[...] = arrays["lag_ring_s"]
-        self.y[...] = arrays["lag_y"]
-        self.y_s[...] = arrays["lag_y_s"]
+        for key, arr in self.state_arrays().items():  # lag_flags: a fresh copy, read below
+            arr[...] = arrays[key]
         self.started = bool(arrays["lag_flags"][0])
         self.k_s = int(arrays["lag_flags"][1])
 

@@ -63,12 +63,8 @@ class RowTimes:
         return n
 
     def state(self) -> dict[str, object]:
-        return {
-            "bad_ts_rows": self.bad_ts_rows,
-            "out_of_order_rows": self.out_of_order_rows,
-            "bad_ts_lines": list(self.bad_ts_lines),
-            "out_of_order_lines": list(self.out_of_order_lines),
-        }
+        return {"bad_ts_rows": self.bad_ts_rows, "out_of_order_rows": self.out_of_order_rows,
+                "bad_ts_lines": list(self.bad_ts_lines), "out_of_order_lines": list(self.out_of_order_lines)}
 
     def load(self, state: dict[str, object]) -> None:
         def count(key: str) -> int:

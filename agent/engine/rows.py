@@ -104,7 +104,6 @@ class RowBinner:
         # energy_j rising and report the resets they absorbed as this cumulative count instead
         self._reset_counts: dict[str, float] = {}
 
-    # ----------------------------------------------------------------------------- public
     def push(self, chunk: TraceChunk, flush: bool = False) -> list[Stretch]:
         """Rows in → one ``Stretch`` per gap crossed, then the stretch after the last gap."""
         buf = self._append(chunk)
@@ -169,12 +168,8 @@ class RowBinner:
 
     def state(self) -> dict[str, Any]:
         """The binner's JSON state: jobs, the counters of refused rows and gaps."""
-        return {
-            "pending_job": self._pending_job,
-            "open_job": self._open_job,
-            "row_times": self.times.state(),
-            "gaps": self.gaps,
-        }
+        return {"pending_job": self._pending_job, "open_job": self._open_job, "row_times": self.times.state(),
+                "gaps": self.gaps}
 
     def load(self, names: list[str], arrays: dict[str, np.ndarray], state: dict[str, Any]) -> None:
         """The inverse of ``state_arrays`` and ``state`` (values already range-checked by the caller).
@@ -200,7 +195,6 @@ class RowBinner:
     def pending_ts(self) -> float:
         return self._pending_ts
 
-    # ----------------------------------------------------------------------------- internals
     def _append(self, chunk: TraceChunk) -> TraceChunk | None:
         if len(chunk):
             last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts

@@ -14,13 +14,11 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Column:
-    """A family of trace columns ``<device>.<id>.<suffix>`` (``device`` "" : the plain column ``suffix``).
+    """A family of trace columns ``<device>.<id>.<suffix>`` (``device`` "": the plain column ``suffix``).
 
-    ``register``: the source hands the agent raw register values (SNMP PDUs and their sensor
-    probes, Modbus/SNMP cooling units), whose "no reading" codes can land inside the physical
-    range. NVML/DCGM report a failure as an error, the job reports its own float work rate, and
-    an outdoor air temperature is −1.0 °C on a winter night: none of those gets codes rejected.
-    """
+    ``register``: read from raw device registers (SNMP PDUs and probes, Modbus/SNMP cooling units),
+    whose "no reading" codes can land inside the physical range. NVML/DCGM report failures as errors,
+    jobs report float rates, and −1.0 °C outdoors is a reading: none of those gets codes rejected."""
 
     device: str
     suffix: str
@@ -61,15 +59,12 @@ def is_engine_signal(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Quantity:
-    """One per-bin quantity: which columns, how one interval's held values combine, where it goes.
+    """One per-bin quantity: its column, how one interval's held members combine, its sample field.
 
-    ``combine``: ``total`` (sum, scaled up for missing members; NaN if none known), ``sum`` (NaN if
-    any member is unknown: a missing PDU feed makes the IT power unknown, never smaller),
-    ``share_sum`` (Σ rack share × value), ``mean`` / ``spread`` (over the known members; a spread
-    needs two). ``absent``: the value when the rack has no such column (a rack without cooling
-    telemetry has facility = PDU: its cooling is 0, not unknown). ``sample``: the
-    ``ComponentSample`` field that carries its drift-bin mean.
-    """
+    ``combine``: ``total`` (sum, missing members scaled from the known ones), ``sum`` (NaN if any is
+    unknown: a missing PDU feed makes IT power unknown, never smaller), ``share_sum`` (Σ rack share ×
+    value), ``mean``/``spread`` (over the known members; a spread needs two). ``absent``: the value
+    without such a column (no cooling telemetry: cooling 0, facility = PDU)."""
 
     name: str
     column: str  # "<device>.<suffix>" of a ``COLUMNS`` row, or "work_rate"

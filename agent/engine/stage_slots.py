@@ -1,12 +1,9 @@
 """Stage labels → fixed slots, the stage of each row (hint or inferred), and the segment timeline.
 
-Slots: a fixed table of ``N_SLOTS`` stage names. Slot 0 is ``unknown`` (no label and nothing to
-infer from), the canonical stages follow, custom labels take the remaining slots; when all are
-taken, the least recently used custom label is evicted (its statistics are reset by the owner).
-
-The stage of a row: a valid hint (``agent.trace.model.is_stage_label``) wins; otherwise the stage inferrer
-(``agent.stages.infer.StageInferrer``) labels the row from GPU telemetry. ``infer_stages`` is
-the one place that knows which inferrer is used.
+``N_SLOTS`` stage names: slot 0 is ``unknown``, the canonical stages follow, custom labels take
+the rest (the least recently used evicted when all are taken; its owner resets its statistics).
+A valid hint (``agent.trace.model.is_stage_label``) wins; other rows get the ``StageInferrer``'s
+label (``StageSource`` is the one place that knows which inferrer is used).
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ class StageSlots:
 
     def __init__(self) -> None:
         self.names = np.full(N_SLOTS, "", dtype=f"<U{NAME_WIDTH}")
-        self.names[0] = UNKNOWN
-        for i, s in enumerate(CANONICAL_STAGES, start=1):
-            self.names[i] = s
+        self.names[: 1 + len(CANONICAL_STAGES)] = (UNKNOWN, *CANONICAL_STAGES)
         self.last_used = np.zeros(N_SLOTS)
         self.evicted: list[int] = []  # slots reset since the owner last looked (owner clears)
         self._index: dict[str, int] = {}

@@ -1,9 +1,7 @@
-"""The bins of the current window, kept until the window closes (then the model learns from them).
-
-Preallocated for ``n_bins`` rows: the bin sums, the stage seconds, and what the frozen model
-predicted for each bin (IT, heat, lagged heat and cooling for every lag candidate). Learning
-happens only when the window closes, so every prediction inside a window is made with the model
-as it was at the window's start (prequential evaluation, no look-ahead into PDU/CRAC samples).
+"""The bins of the current window, kept until it closes (then the model learns from them): the bin
+sums, the stage seconds, and what the frozen model predicted for each bin. Learning happens only at
+the close, so every prediction inside a window is made with the model as it was at the window's
+start (prequential, no look-ahead into PDU/CRAC samples).
 """
 
 from __future__ import annotations
@@ -125,21 +123,11 @@ class WindowBuffer:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {
-            "wb_n": np.array([float(self.n)]),
-            "wb_start": self.start,
-            "wb_sums": self.sums,
-            "wb_stage_s": self.stage_s,
-            "wb_it": self.it_pred_w,
-            "wb_heat": self.heat_w,
-            "wb_hl": self.hl_w,
-            "wb_cool": self.cool_pred_w,
-            "wb_gexp": self.gpu_exp_w,
-            "wb_tr": self.transient,
-            "wb_held": self.held,
-            "wb_gl": self.gpu_lag_w,
-            "wb_stage_gs": self.stage_gpu_s,
-            "wb_stage_gws": self.stage_gpu_ws,
-            "wb_node_frac": self.node_frac,
+            "wb_n": np.array([float(self.n)]), "wb_start": self.start, "wb_sums": self.sums,
+            "wb_stage_s": self.stage_s, "wb_it": self.it_pred_w, "wb_heat": self.heat_w, "wb_hl": self.hl_w,
+            "wb_cool": self.cool_pred_w, "wb_gexp": self.gpu_exp_w, "wb_tr": self.transient,
+            "wb_held": self.held, "wb_gl": self.gpu_lag_w, "wb_stage_gs": self.stage_gpu_s,
+            "wb_stage_gws": self.stage_gpu_ws, "wb_node_frac": self.node_frac,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
