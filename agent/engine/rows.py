@@ -66,17 +66,9 @@ class Stretch:
 class RowBinner:
     """Turns rows into completed bins; fixed state (the buffer is at most ``lookahead_s`` of rows)."""
 
-    def __init__(
-        self,
-        rack: RackInfo,
-        bin_s: float,
-        n_slots: int,
-        lookahead_s: float,
-        classify: Classifier,
-        gap_s: float = math.inf,
-        wall_clock: Callable[[], float] = time.time,
-        window_s: float = math.inf,
-    ):
+    def __init__(self, rack: RackInfo, bin_s: float, n_slots: int, lookahead_s: float, classify: Classifier,
+                 gap_s: float = math.inf, wall_clock: Callable[[], float] = time.time,
+                 window_s: float = math.inf) -> None:
         self.rack = rack
         self.window_s = window_s  # meter spans never reach into the next window (meter_power)
         self.gap_s = gap_s
@@ -135,12 +127,9 @@ class RowBinner:
         if buf is None or len(buf) == 0:
             return self._empty()
         cutoff = buf.ts[-1] - self.lookahead_s
-        if not flush and cutoff - buf.ts[0] < EMIT_BATCH_S:
-            # live ticks: wait until a batch of rows can go (same result, far fewer numpy calls)
-            self._buf = buf
-            return self._empty()
         n_emit = len(buf) if flush else int(np.searchsorted(buf.ts, cutoff, side="right"))
-        if n_emit == 0:
+        if n_emit == 0 or (not flush and cutoff - buf.ts[0] < EMIT_BATCH_S):
+            # live ticks wait until a batch of rows can go (same result, far fewer numpy calls)
             self._buf = buf
             return self._empty()
         out = self._emit(buf, n_emit)
@@ -218,22 +207,12 @@ class RowBinner:
     def _emit(self, buf: TraceChunk, n: int) -> tuple[BinBatch, RowBatch]:
         ts = buf.ts[:n]
         sig = self.signals
-        clean: dict[str, np.ndarray] = {}
-        numeric = dict(buf.numeric)
-        for k, name in enumerate(sig.names):
-            col = buf.numeric.get(name)
-            if col is None:
-                continue
-            clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
-            numeric[name] = clean[name]
+        clean = {name: sig.hygiene.clean(k, buf.ts, buf.numeric[name], n)
+                 for k, name in enumerate(sig.names) if name in buf.numeric}
         self._note_gpu_resets(ts, buf, n)
-        emitted = TraceChunk(
-            ts=ts,
-            numeric={c: v[:n] for c, v in numeric.items()},
-            stage=buf.stage[:n],
-            job=buf.job[:n],
-            first_line=buf.first_line,
-        )
+        numeric = {c: v[:n] for c, v in {**buf.numeric, **clean}.items()}
+        emitted = TraceChunk(ts=ts, numeric=numeric, stage=buf.stage[:n], job=buf.job[:n],
+                             first_line=buf.first_line)
         slots, inferred, hinted = self.classify(emitted)
         rows = RowBatch(ts, slots, inferred)
         first_call = math.isnan(self._pending_ts)
@@ -272,8 +251,7 @@ class RowBinner:
         for name, col in buf.numeric.items():
             if name.startswith("gpu.") and name.endswith(".energy_resets"):
                 per_row += self._count_increments(name, col[:n])
-        for i in np.flatnonzero(per_row):
-            self._gpu_resets.append((float(ts[i]), int(per_row[i])))
+        self._gpu_resets.extend((float(ts[i]), int(per_row[i])) for i in np.flatnonzero(per_row))
         while len(self._gpu_resets) > MAX_RESET_ROWS:  # merge the oldest two: counts are kept
             (_, c0), (t1, c1) = self._gpu_resets[0], self._gpu_resets[1]
             self._gpu_resets[:2] = [(t1, c0 + c1)]
@@ -289,8 +267,7 @@ class RowBinner:
         rise = np.diff(values)  # NaN after an unknown reference; < 0 is the driver restarting its count
         up = np.isfinite(rise) & (rise > 0)
         out[rows[up]] = np.rint(rise[up]).astype(np.int64)
-        last = float(values[-1])
-        self._reset_counts[name] = last
+        self._reset_counts[name] = float(values[-1])
         return out
 
     def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
@@ -315,15 +292,8 @@ class RowBinner:
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
-    def _bin(
-        self,
-        starts: np.ndarray,
-        ends: np.ndarray,
-        per: dict[str, np.ndarray],
-        slot_i: np.ndarray,
-        hint_i: np.ndarray,
-        job_i: np.ndarray,
-    ) -> BinBatch:
+    def _bin(self, starts: np.ndarray, ends: np.ndarray, per: dict[str, np.ndarray], slot_i: np.ndarray,
+             hint_i: np.ndarray, job_i: np.ndarray) -> BinBatch:
         src, dt, bins = split_pieces(starts, ends, self.t0, self.bin_s)
         m = src.size
         w = np.zeros((m, N_FIELDS))
@@ -334,8 +304,7 @@ class RowBinner:
             v = v_all[src]
             known = ~np.isnan(v)
             w[:, F[f"{key}_s"]] = dt * known
-            vz = np.where(known, v, 0.0)
-            w[:, F[f"{key}_ws"]] = dt * vz
+            w[:, F[f"{key}_ws"]] = dt * np.where(known, v, 0.0)
             if key == "gpu":  # its 2nd and 3rd moments (_interval_values: per node where nodes are known)
                 w[:, F["gpu2_ws"]] = dt * np.where(known, per["gpu2"][src], 0.0)
                 w[:, F["gpu3_ws"]] = dt * np.where(known, per["gpu3"][src], 0.0)
@@ -349,8 +318,7 @@ class RowBinner:
         jobs = [str(j) for j in job_i[src[last_piece]]]
         if ids[0] == self._open_bin:
             sums[0] += self._open_sums
-        end_t = float(ends[-1])
-        complete = self.t0 + (ids + 1) * self.bin_s <= end_t + 1e-9
+        complete = self.t0 + (ids + 1) * self.bin_s <= float(ends[-1]) + 1e-9
         n_done = int(complete.sum())
         if n_done < ids.size:
             self._open_bin = int(ids[-1])
@@ -361,9 +329,8 @@ class RowBinner:
             self._open_sums[:] = 0.0
         return self._batch(self.t0 + ids[:n_done] * self.bin_s, sums[:n_done], jobs[:n_done])
 
-    def _per_slot(
-        self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray, cut: np.ndarray
-    ) -> np.ndarray:
+    def _per_slot(self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray,
+                  cut: np.ndarray) -> np.ndarray:
         """Per bin and stage slot: seconds in the stage, seconds with GPU power known, its integral."""
         S = self.n_slots
         grp = np.zeros(src.size, dtype=np.int64)
@@ -373,29 +340,21 @@ class RowBinner:
         key = grp * S + slot_i[src]
         g = gpu_w[src]
         known = ~np.isnan(g)
-        size = n_grp * S
-        out = [
-            np.bincount(key, weights=dt, minlength=size),
-            np.bincount(key, weights=dt * known, minlength=size),
-            np.bincount(key, weights=dt * np.where(known, g, 0.0), minlength=size),
-        ]
-        return np.concatenate([o.reshape(n_grp, S) for o in out], axis=1)
+        out = [np.bincount(key, weights=w, minlength=n_grp * S).reshape(n_grp, S)
+               for w in (dt, dt * known, dt * np.where(known, g, 0.0))]
+        return np.concatenate(out, axis=1)
 
     def _batch(self, start: np.ndarray, sums: np.ndarray, jobs: list[str]) -> BinBatch:
         S, a = self.n_slots, N_FIELDS
-        return BinBatch(
-            start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S], sums[:, a + 2 * S :]
-        )
+        return BinBatch(start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S],
+                        sums[:, a + 2 * S :])
 
     def close_open_bin(self) -> BinBatch:
         """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""
         if self._open_bin < 0:
             return self._empty()[0]
-        batch = self._batch(
-            np.array([self.t0 + self._open_bin * self.bin_s]),
-            self._open_sums[None, :].copy(),
-            [self._open_job],
-        )
+        start = np.array([self.t0 + self._open_bin * self.bin_s])
+        batch = self._batch(start, self._open_sums[None, :].copy(), [self._open_job])
         self._open_bin = -1
         self._open_sums[:] = 0.0
         return batch
