@@ -34,9 +34,8 @@ class BaselineLibrary:
         self.job_key[drop] = ""
         self.job_slot[drop] = -1
 
-    def update(
-        self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
-    ) -> None:
+    def update(self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float,
+               cooling_w: float) -> None:
         if not math.isfinite(fac_w):
             return
         _update_row(self.stats[slot], self.learning_rate, ts, fac_w, gpu_w, it_w, cooling_w)
@@ -76,9 +75,8 @@ class BaselineLibrary:
             arr[...] = arrays[key]
 
 
-def _update_row(
-    row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
-) -> None:
+def _update_row(row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float,
+                cooling_w: float) -> None:
     n = row[C["n"]] + 1.0
     row[C["n"]] = n
     a = max(1.0 / n, lr)

@@ -84,9 +84,8 @@ class EnergyLedger:
         slots = (np.arange(lo, hi) + first) % self.capacity
         return self._rows[slots], self._jobs[slots]
 
-    def interval(
-        self, t0: float, t1: float, job: str | None = None, cooling_measured: bool = True
-    ) -> IntervalEnergy:
+    def interval(self, t0: float, t1: float, job: str | None = None,
+                 cooling_measured: bool = True) -> IntervalEnergy:
         """What was accounted for [t0, t1] (for ``job`` only when given).
 
         ``cooling_measured`` False: the rack has no cooling-unit power telemetry, so its cooling

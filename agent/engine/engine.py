@@ -45,15 +45,8 @@ GAP_WINDOWS = 4
 class Engine:
     """Per-stage facility baseline with a lag-aware response model, in fixed memory."""
 
-    def __init__(
-        self,
-        config: EngineSection | None = None,
-        rack: RackInfo | None = None,
-        *,
-        site: str = "site",
-        rack_name: str = "rack",
-        topic_root: str = "rackwatt/v1",
-    ) -> None:
+    def __init__(self, config: EngineSection | None = None, rack: RackInfo | None = None, *,
+                 site: str = "site", rack_name: str = "rack", topic_root: str = "rackwatt/v1") -> None:
         self.config = config or EngineSection()
         self.rack = rack or RackInfo()
         self.site, self.rack_name, self.topic_root = site, rack_name, topic_root
@@ -67,10 +60,8 @@ class Engine:
         self.slots = StageSlots()
         self.stage_source = StageSource()
         self.segments = Segments()
-        self.rows = RowBinner(
-            self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify, gap_s=GAP_WINDOWS * window_s,
-            window_s=window_s,
-        )
+        self.rows = RowBinner(self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify,
+                              gap_s=GAP_WINDOWS * window_s, window_s=window_s)
         self.seq = 0
         self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu
         self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
@@ -86,9 +77,8 @@ class Engine:
         old arrays go before the new ones exist, so a re-warm has no double memory peak."""
         for name in ("model", "baselines", "buf", "drift"):
             self.__dict__.pop(name, None)
-        self.model = ResponseModel(
-            self.window_s, self.bins_per_window, N_SLOTS, float(self.config.forgetting_halflife_h)
-        )
+        halflife_h = float(self.config.forgetting_halflife_h)
+        self.model = ResponseModel(self.window_s, self.bins_per_window, N_SLOTS, halflife_h)
         self.baselines = BaselineLibrary(N_SLOTS, self.config.learning_rate)
         self.buf = WindowBuffer(self.bins_per_window, N_SLOTS, self.model.lag.K)
         self.drift = DriftMonitor(self.config, bin_s=self.bins_per_drift * self.bin_s)
@@ -104,9 +94,8 @@ class Engine:
 
     def finish(self) -> list[dict[str, Any]]:
         """End of input: flush the look-ahead buffer, the partial bin and window, the last segment."""
-        empty = TraceChunk(
-            ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object)
-        )
+        none = np.zeros(0, dtype=object)
+        empty = TraceChunk(ts=np.zeros(0), numeric={}, stage=none, job=none)
         out = self._on_stretches(self.rows.push(empty, flush=True))
         out += self._on_bins(self.rows.close_open_bin())
         if self.buf.n:
@@ -155,20 +144,15 @@ class Engine:
 
     def summary_record(self, ts: float) -> dict[str, Any]:
         self.seq += 1
-        return {
-            "type": "summary",
-            "ts": ts,
-            "topic": Topics.for_rack(self.topic_root, self.site, self.rack_name).summary,
-            "payload": self.summary_payload(ts),
-        }
+        topic = Topics.for_rack(self.topic_root, self.site, self.rack_name).summary
+        return {"type": "summary", "ts": ts, "topic": topic, "payload": self.summary_payload(ts)}
 
     def save_state(self) -> bytes:
         return persist.save_engine(self._parts(), self._own())
 
     @classmethod
-    def load_state(
-        cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None, **kwargs: Any
-    ) -> Engine:
+    def load_state(cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None,
+                   **kwargs: Any) -> Engine:
         engine = cls(config, rack, **kwargs)
         own = persist.load_engine(engine._parts(), blob, engine._own())
         for name in ("window_idx", "window_warm", "seq", "last_ts", "energy_kwh", "last_window", "rewarms"):

@@ -54,11 +54,8 @@ class RackInfo:
         return math.inf
 
 
-
-
-def rack_info(
-    meta: TraceMeta | None = None, config: Config | None = None, engine: EngineSection | None = None
-) -> RackInfo:
+def rack_info(meta: TraceMeta | None = None, config: Config | None = None,
+              engine: EngineSection | None = None) -> RackInfo:
     """The device facts from trace metadata and/or configuration; configuration wins (trace-format.md:
     "A --config TOML given to replay overrides the metadata")."""
     eng = engine or (config.engine if config is not None else EngineSection())
@@ -197,9 +194,8 @@ class Signals:
             self.meter_inc[...] = arrays["meter_inc"]
 
 
-def split_pieces(
-    starts: np.ndarray, ends: np.ndarray, t0: float, bin_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_pieces(starts: np.ndarray, ends: np.ndarray, t0: float,
+                 bin_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split intervals at bin edges: (source interval index, piece duration, bin index)."""
     b_s = np.floor((starts - t0) / bin_s).astype(np.int64)
     b_e = np.ceil((ends - t0) / bin_s).astype(np.int64) - 1

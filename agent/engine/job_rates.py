@@ -29,9 +29,8 @@ class JobRates:
     def __init__(self) -> None:
         self._scales: dict[str, tuple[float, float, int]] = {}  # job → (peak, usual, rated bins)
 
-    def normalised(
-        self, jobs: list[str], rates: np.ndarray, learn: bool = True
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def normalised(self, jobs: list[str], rates: np.ndarray,
+                   learn: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``rates`` (nan where unknown) over each bin's job peak and over its usual rate; 0 where unknown.
         ``learn``: the scales take these bins in (False: read them again, as learning does at the close)."""
         peak_n, usual_n = np.zeros(len(rates)), np.zeros(len(rates))

@@ -26,18 +26,9 @@ RESOLUTION_SHARE = 0.005
 FLOAT_TOL = 1e-9
 
 
-def meter_power(
-    sig: Signals,
-    power_k: int,
-    energy_k: int,
-    emit_ts: np.ndarray,
-    start_ts: np.ndarray,
-    view_ts: np.ndarray,
-    view_kwh: np.ndarray,
-    clean_kwh: np.ndarray,
-    t0: float,
-    window_s: float,
-) -> np.ndarray:
+def meter_power(sig: Signals, power_k: int, energy_k: int, emit_ts: np.ndarray, start_ts: np.ndarray,
+                view_ts: np.ndarray, view_kwh: np.ndarray, clean_kwh: np.ndarray, t0: float,
+                window_s: float) -> np.ndarray:
     """Per emitted row interval ``(start_ts[i], emit_ts[i]]``: the feed's mean power from its meter (W),
     NaN where the meter cannot say. ``view_*``: every buffered row's time and raw meter value
     (emitted rows first, then look-ahead); ``clean_kwh``: the emitted rows' cleaned values.

@@ -58,9 +58,8 @@ START_TAU_S, START_DEAD_S = 240.0, 60.0
 class ResponseModel:
     """IT (GPU-driven and stage-only), cooling (lag bank), GPU-per-work model, in fixed memory."""
 
-    def __init__(
-        self, window_s: float, bins_per_window: int, n_slots: int, forgetting_halflife_h: float
-    ) -> None:
+    def __init__(self, window_s: float, bins_per_window: int, n_slots: int,
+                 forgetting_halflife_h: float) -> None:
         self.window_s = window_s
         self.bin_s = bin_s = window_s / bins_per_window
         self.forgetting_halflife_h = forgetting_halflife_h

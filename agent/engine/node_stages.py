@@ -43,9 +43,8 @@ class NodeStages:
         """Nodes the accounting splits the rack into (1 for a rack that lists none)."""
         return max(1, len(self.ids))
 
-    def labels(
-        self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray, hints: NodeHints | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def labels(self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray,
+               hints: NodeHints | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(stage, job) as (rows × nodes) object arrays, and (rows × nodes) bool: the label is a hint.
 
         ``rack_hints``: the rows' valid stage hints ("" none); ``rack_labels``: the rack's stage per

@@ -44,9 +44,8 @@ class EngineView:
     job_energy: JobEnergy
 
 
-def capabilities(
-    sample: ComponentSample | None, gpu: bool, warm: bool, predicts_from_gpu: bool
-) -> dict[str, Any]:
+def capabilities(sample: ComponentSample | None, gpu: bool, warm: bool,
+                 predicts_from_gpu: bool) -> dict[str, Any]:
     """What the rack's data lets the engine do now. Without GPU telemetry the detections comparing
     PDU with GPU power cannot run, and "no drift" there would be a claim the data cannot support,
     so each detection says "on" or why it is off."""
@@ -99,9 +98,8 @@ def _stage_summary(view: EngineView, slot: int) -> dict[str, Any]:
     return {key: full[key] for key in ("level_w", "band_w", "ratio", "samples", "updated")}
 
 
-def hygiene_counts(
-    hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int, gaps: int
-) -> dict[str, Any]:
+def hygiene_counts(hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int,
+                   gaps: int) -> dict[str, Any]:
     """The summary's ``hygiene`` object: rejections per rule and per signal, refused rows, gaps."""
     totals = hygiene.counts.sum(axis=0)
     return {

@@ -69,14 +69,8 @@ class EWLS:
             arr[...] = arrays[key]
 
 
-def it_features(
-    gpu_m1: np.ndarray,
-    gpu_m2: np.ndarray,
-    gpu_m3: np.ndarray,
-    gpu_lag: np.ndarray,
-    frac: np.ndarray,
-    scale_w: float,
-) -> np.ndarray:
+def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_lag: np.ndarray,
+                frac: np.ndarray, scale_w: float) -> np.ndarray:
     """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1]: g the bin's raw GPU power
     moments, gl the GPU power through a ~1 min lag (server fans follow the GPUs' heat sinks)."""
     n = gpu_m1.shape[0]
@@ -96,15 +90,8 @@ def it_features(
 N_IT_BASE = 7
 
 
-def it_predict(
-    theta: np.ndarray,
-    g: np.ndarray,
-    gl: np.ndarray,
-    frac: np.ndarray,
-    scale_w: float,
-    lo_w: float,
-    hi_w: float,
-) -> np.ndarray:
+def it_predict(theta: np.ndarray, g: np.ndarray, gl: np.ndarray, frac: np.ndarray, scale_w: float,
+               lo_w: float, hi_w: float) -> np.ndarray:
     """IT power (W) per bin. Beyond the GPU-power range already learned [lo_w, hi_w] the cubic
     continues with its edge slope: one fitted at low load must not be extrapolated as a cubic."""
     X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w)
@@ -286,9 +273,8 @@ class LagBank:
         self.k_s = int(arrays["lag_flags"][1])
 
 
-def ew_bias(
-    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
-) -> np.ndarray:
+def ew_bias(bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray,
+            halflife_s: float | np.ndarray) -> np.ndarray:
     """Short-memory mean of the model's recent residual (W), per model column, over the valid bins:
     the level of slow disturbances no regressor explains (other racks on the unit, weather fronts),
     known at the window's start, so it may shift the next window's prediction."""

@@ -104,9 +104,8 @@ def member_names(names: list[str], column: str) -> list[str]:
     return [n for n in names if col.matches(n)]
 
 
-def combine(
-    q: Quantity, held: np.ndarray, shares: np.ndarray, groups: np.ndarray | None = None
-) -> np.ndarray:
+def combine(q: Quantity, held: np.ndarray, shares: np.ndarray,
+            groups: np.ndarray | None = None) -> np.ndarray:
     """One interval value per row from the held members ``held`` (m × members); ``groups``: each
     member's node, for ``total`` (see ``node_totals``)."""
     m, n = held.shape

@@ -64,9 +64,8 @@ def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> li
     ]
 
 
-def _stage_gpu_w(
-    gpu_s: np.ndarray, gpu_ws: np.ndarray, stage_t: np.ndarray, present: np.ndarray
-) -> np.ndarray:
+def _stage_gpu_w(gpu_s: np.ndarray, gpu_ws: np.ndarray, stage_t: np.ndarray,
+                 present: np.ndarray) -> np.ndarray:
     """Each present stage's own mean GPU power (NaN where known for less than half its time)."""
     known = gpu_s[present]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -105,9 +104,8 @@ def _it_split(wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_meas:
     return out
 
 
-def _cooling_expected(
-    wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_s: np.ndarray
-) -> np.ndarray:
+def _cooling_expected(wb: WindowBuffer, sl: slice, model: ResponseModel | None,
+                      it_s: np.ndarray) -> np.ndarray:
     """Steady-state cooling the frozen model expects for each stage's own heat (NaN before warm)."""
     if model is None:
         return np.full(it_s.size, np.nan)

@@ -127,9 +127,8 @@ class Segments:
         self.start = float("nan")
         self.key = -1  # slot * 2 + inferred
 
-    def feed(
-        self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots
-    ) -> list[dict[str, Any]]:
+    def feed(self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray,
+             slots_tab: StageSlots) -> list[dict[str, Any]]:
         if not ts.size:
             return []
         keys = slots * 2 + inferred.astype(np.int64)
