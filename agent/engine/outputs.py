@@ -69,6 +69,10 @@ def _r(x: float, nd: int = 1) -> float | None:
     return round(float(x), nd) if x is not None and math.isfinite(x) else None
 
 
+def _header(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
+    return {"v": PAYLOAD_VERSION, "seq": int(seq), "ts": _r(ts, 3), "site": view.site, "rack": view.rack}
+
+
 def _lag(view: EngineView) -> dict[str, Any]:
     tau, dead = view.lag
     return {"tau_s": tau, "dead_s": dead, "learned": view.lag_learned}
@@ -125,11 +129,7 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         if e.any()
     }
     payload: dict[str, Any] = {
-        "v": PAYLOAD_VERSION,
-        "seq": int(seq),
-        "ts": _r(ts, 3),
-        "site": view.site,
-        "rack": view.rack,
+        **_header(view, ts, seq),
         "warm": view.warm,
         "stage": s.stage if s else None,
         "stage_source": s.stage_source if s else None,
@@ -172,23 +172,10 @@ def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[s
         if view.baselines.stats[i, 0] <= 0:
             continue
         name = view.stage_name(i)
-        entry: dict[str, Any] = {
-            "v": PAYLOAD_VERSION,
-            "seq": int(seq),
-            "ts": _r(ts, 3),
-            "site": view.site,
-            "rack": view.rack,
-            "stage": name,
-            **_stage_entry(view, i),
-            "lag": _lag(view),
-        }
+        entry = {**_header(view, ts, seq), "stage": name, **_stage_entry(view, i), "lag": _lag(view)}
         if i in jobs:
             row = jobs[i]
-            entry["job"] = {
-                "id": current_job,
-                "level_w": _r(row["level_w"]),
-                "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
-                "samples": int(row["n"]),
-            }
+            entry["job"] = {"id": current_job, "level_w": _r(row["level_w"]),
+                            "band_w": [_r(row["p10_w"]), _r(row["p90_w"])], "samples": int(row["n"])}
         out[name] = entry
     return out

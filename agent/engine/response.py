@@ -73,21 +73,12 @@ def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_
                 frac: np.ndarray, scale_w: float) -> np.ndarray:
     """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1]: g the bin's raw GPU power
     moments, gl the GPU power through a ~1 min lag (server fans follow the GPUs' heat sinks)."""
-    n = gpu_m1.shape[0]
-    X = np.empty((n, N_IT_BASE + frac.shape[1]))
-    X[:, 0] = 1.0
-    X[:, 1] = gpu_m1 / scale_w
-    X[:, 2] = gpu_m2 / scale_w**2
-    X[:, 3] = gpu_m3 / scale_w**3
     gl = gpu_lag / scale_w
-    X[:, 4] = gl
-    X[:, 5] = gl * gl
-    X[:, 6] = gl * gl * gl
-    X[:, N_IT_BASE:] = frac
-    return X
+    g = (gpu_m1 / scale_w, gpu_m2 / scale_w**2, gpu_m3 / scale_w**3)
+    return np.column_stack((np.ones_like(gl), *g, gl, gl * gl, gl * gl * gl, frac))
 
 
-N_IT_BASE = 7
+N_IT_BASE = 7  # it_features' columns before the stage fractions
 
 
 def it_predict(theta: np.ndarray, g: np.ndarray, gl: np.ndarray, frac: np.ndarray, scale_w: float,
@@ -187,15 +178,8 @@ def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def cooling_features(hl: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray) -> np.ndarray:
     """Cooling regressors (K, n, 6) from normalised lagged heat ``hl`` (K, n) and the time of day."""
-    K, n = hl.shape
-    X = np.empty((K, n, N_COOL))
-    X[..., 0] = 1.0
-    X[..., 1] = hl
-    X[..., 2] = cos_t[None, :]
-    X[..., 3] = sin_t[None, :]
-    X[..., 4] = hl * cos_t[None, :]
-    X[..., 5] = hl * sin_t[None, :]
-    return X
+    c, s = cos_t[None, :], sin_t[None, :]
+    return np.stack(np.broadcast_arrays(np.ones_like(hl), hl, c, s, hl * c, hl * s), axis=-1)
 
 
 COOL_RIDGE = np.array([1e-6, 1e-6, 3e-2, 3e-2, 3e-2, 3e-2])

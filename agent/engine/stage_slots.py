@@ -54,9 +54,7 @@ class StageSlots:
 
     def slots_of(self, labels: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Slot per row for an object array of labels ("" → unknown)."""
-        if not labels.size:
-            return np.zeros(0, dtype=np.int64)
-        last_ts = float(ts[-1])
+        last_ts = float(ts[-1]) if ts.size else 0.0
         return map_runs(labels, lambda u: self.slot(u, last_ts), np.int64)
 
     def name(self, i: int) -> str:
@@ -74,6 +72,8 @@ class StageSlots:
 def map_runs(values: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
     """``fn`` applied per row, computed once per run of equal values (labels come in long runs)."""
     n = values.shape[0]
+    if not n:
+        return np.zeros(0, dtype=dtype)
     starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
     cache: dict[str, Any] = {}
     mapped = []
@@ -86,16 +86,6 @@ def map_runs(values: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.nda
     return np.repeat(np.array(mapped, dtype=dtype), lengths)
 
 
-def valid_hints(stage: np.ndarray) -> tuple[np.ndarray, int]:
-    """Hint labels with malformed ones blanked, and how many rows were malformed."""
-    if not stage.size:
-        return stage, 0
-    ok = map_runs(stage, lambda u: u == "" or is_stage_label(u), bool)
-    if ok.all():
-        return stage, 0
-    return np.where(ok, stage, "").astype(object), int((~ok).sum())
-
-
 class StageSource:
     """Stage per row: the hint when valid, else the inferrer's label."""
 
@@ -105,8 +95,11 @@ class StageSource:
 
     def infer_stages(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(label per row, inferred per row, hinted per row)."""
-        hints, bad = valid_hints(chunk.stage)
-        self.malformed_hints += bad
+        hints = chunk.stage  # malformed hints blanked and counted
+        ok = map_runs(hints, lambda u: u == "" or is_stage_label(u), bool)
+        if not ok.all():
+            hints = np.where(ok, hints, "").astype(object)
+            self.malformed_hints += int((~ok).sum())
         hinted = hints.astype(str) != ""
         labels, inferred = self.inferrer.infer_chunk(chunk, hints)
         return np.asarray(labels, dtype=object), np.asarray(inferred, dtype=bool) & ~hinted, hinted
