@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass
 
 COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
-# The components whose models the engine learns, in the order of ``WindowBuffer.held``'s columns
-# (the thermal component is only detected: no engine model learns it).
+# The components the engine learns, in ``WindowBuffer.held``'s column order (thermal is only detected)
 LEARNED: tuple[str, ...] = COMPONENTS[:3]
 
 

@@ -94,8 +94,7 @@ class EnergyLedger:
         span = t1 - t0
         parts = ("it_j", "cooling_j", "facility_j", "gpu_j")
 
-        def unknown(reason: str) -> IntervalEnergy:
-            """Every part None, for one reason."""
+        def unknown(reason: str) -> IntervalEnergy:  # every part None, for one reason
             return IntervalEnergy(t0, t1, None, None, None, None, job, dict.fromkeys(parts, reason))
 
         if not span > 0:

@@ -35,10 +35,9 @@ from agent.trace.model import J_PER_KWH, TraceChunk
 TARGET_BIN_S = 15.0
 DRIFT_BIN_S = 60.0
 LOOKAHEAD_S = 30.0
-# A stretch of more than this many windows without a single row is a discontinuity (the agent or
-# its clock stopped: a device outage leaves the other devices' rows flowing). At the default
-# 900 s window that is an hour, by when the slowest cooling-lag candidate (1200 s) has forgotten
-# all but exp(-3600 / 1200) = 5 % of the heat before it: nothing worth carrying across.
+# More than this many windows without a single row is a discontinuity (the agent or its clock
+# stopped; a device outage leaves other rows flowing): an hour at 900 s, by when the slowest lag
+# candidate (1200 s) keeps exp(-3600 / 1200) = 5 % of the heat before it: nothing worth carrying.
 GAP_WINDOWS = 4
 
 

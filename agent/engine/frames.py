@@ -32,11 +32,9 @@ class RackInfo:
     gpu_max_power_w: float = 1500.0
     crac_max_power_w: float = 200000.0
     interval_s: dict[str, float] = field(default_factory=dict)  # signal → known polling interval
-    # Rack-wide GPU indices per node (config [[node]]/[[dcgm]] order): coverage is per node.
-    # Empty: the rack is one group (a missing GPU is like the known ones).
+    # rack-wide GPU indices per node (config [[node]]/[[dcgm]] order; empty: the rack is one node)
     node_gpus: tuple[tuple[int, ...], ...] = ()
-    # Each node's id, in node_gpus order (stage hints name nodes by it); empty: "n0", "n1", … by index.
-    node_ids: tuple[str, ...] = ()
+    node_ids: tuple[str, ...] = ()  # in node_gpus order (stage hints name nodes by it); empty: n0, n1, …
 
     def gpu_node(self, name: str) -> int:
         """Node index of column ``gpu.<i>.…`` (-1: not in any listed node)."""

@@ -81,8 +81,7 @@ class Hygiene:
         self.last = np.full(n, np.nan)  # last accepted (emitted) value
         self.run = np.zeros(n)  # repeats of ``last`` so far
         self.repeat_rate = np.full(n, 0.5)
-        # Per counter signal: which rows of the last ``clean`` call went backwards (a reset). Read
-        # right after ``clean`` by the row binner, so a reset lands in the bin of its own row.
+        # per counter signal: the rows of the last ``clean`` that went backwards (read by the row binner)
         self.reset_rows: dict[int, np.ndarray] = {}
 
     def clean(self, k: int, ts: np.ndarray, values: np.ndarray, n_emit: int) -> np.ndarray:

@@ -37,10 +37,9 @@ MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
 # A GPU reading holds as the engine holds a signal whose interval it has not measured (frames).
 GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
-# A window's split is final once the model has learned from the hour after it (4 of the engine's
-# 15-min windows): a job's first minutes (loading its data, its first steps) come before its cells
-# have readings, so they are split by what those cells cost as learned over the job's first hour,
-# not by the prior. Until then the table shows them split by the model as it stands.
+# A window's split is final once the model has learned from the hour after it (4 15-min windows): a
+# job's first minutes come before its cells have readings, so they are split by what the cells cost
+# over the job's first hour, not by the prior (until then, by the model as it stands).
 FINAL_AFTER_WINDOWS = 4
 
 Key = tuple[str, str]
@@ -355,8 +354,5 @@ def _cell_codes(stage: np.ndarray, job: np.ndarray) -> tuple[list[Key], np.ndarr
     """The distinct (job, stage) cells of (rows × nodes) labels and each entry's cell index."""
     pairs = np.char.add(np.char.add(job.astype(str), "\x1f"), stage.astype(str))
     uniq, inv = np.unique(pairs, return_inverse=True)
-    keys = []
-    for u in uniq.tolist():
-        j, _, st = u.partition("\x1f")
-        keys.append((j or NO_JOB, st or "unknown"))
+    keys = [(j or NO_JOB, st or "unknown") for j, _, st in (u.partition("\x1f") for u in uniq.tolist())]
     return keys, inv.reshape(stage.shape).astype(np.int64)

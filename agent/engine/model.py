@@ -40,9 +40,8 @@ from agent.engine.window_buffer import Prediction, WindowBuffer
 from agent.stages.job_scope import last_true_ts
 
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
-# GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
-# sampling intervals, and the slowest GPU source we read is a dcgm-exporter refreshing every 30 s.
-# Bins past it are predicted by the stage-only IT model instead of a held GPU load.
+# GPU telemetry older than this is missing (the spec holds a signal for three of its intervals; the
+# slowest GPU source, dcgm-exporter, refreshes every 30 s): such bins get the stage-only IT model.
 GPU_FRESH_S = 90.0
 SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
@@ -50,8 +49,7 @@ TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the faci
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
-# The lag candidate used before any is scored: the twin's and a typical CRAC's response
-# (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
+# The lag candidate before any is scored: a typical CRAC's response (τ ≈ 4 min, 1 min dead time)
 START_TAU_S, START_DEAD_S = 240.0, 60.0
 
 
@@ -67,8 +65,7 @@ class ResponseModel:
         K = self.lag.K
         self.fan_lag = SingleLag(bin_s, FAN_LAG_S, bins_per_window)
         self.it = EWLS(1, N_IT_BASE + n_slots, it_ridge(n_slots))
-        # IT from stages and work rate alone: predicts bins without fresh GPU telemetry (PDU-only
-        # racks, GPU sources down) and the whole rack until the GPU model has warmed up.
+        # IT from stages and work rate alone: bins without fresh GPU telemetry, and all until GPU warm-up
         self.it_stage = EWLS(1, 2 * n_slots + N_RATE_CURVE, stage_it_ridge(n_slots))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
@@ -293,10 +290,8 @@ class ResponseModel:
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
         # errors say how fast each candidate's fit converged, not which lag is right.
         if w_c.sum() > 0 and warm:
-            # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
-            # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
-            # The previous window's last residual is carried so that a step right at a window edge
-            # is scored too.
+            # Score the changes of the residual between consecutive bins (the previous window's last
+            # one carried): slow disturbances cancel out, what is left is how well (τ, d) follow heat.
             res = np.concatenate([self.last_res[:, None], wb.cool_pred_w[:n].T / scale - y_c[None]], axis=1)
             ok = np.concatenate([[bool(np.isfinite(self.last_res).all())], rows_c])
             pair = ok[1:] & ok[:-1]
@@ -308,9 +303,8 @@ class ResponseModel:
             else:
                 self.score = err
                 self.scored = True
-        # The residual level follows the data even while the drift monitor holds the model: it is the
-        # short-term state of disturbances the regressors cannot see (other racks on the unit), not
-        # the baseline. The held model (theta) is what the drift detector compares against.
+        # The residual level follows the data even while the model is held: it is the short-term state
+        # of disturbances no regressor sees (other racks on the unit); the detectors judge theta.
         last_ok = rows_c[-1] if n else False
         self.last_res = (
             (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)

@@ -191,15 +191,13 @@ class LagBank:
     ``max_delay`` bins of heat (total and per stage, to attribute cooling to the stage that caused it)."""
 
     def __init__(self, bin_s: float, n_slots: int, max_run: int) -> None:
-        pairs = [(tau, d) for tau in TAUS_S for d in DEAD_S]
-        self.tau_s = np.array([p[0] for p in pairs])
-        self.dead_s = np.array([p[1] for p in pairs])
+        self.tau_s = np.repeat(TAUS_S, len(DEAD_S))  # every (τ, d) pair, τ-major
+        self.dead_s = np.tile(DEAD_S, len(TAUS_S))
         self.delay = np.rint(self.dead_s / bin_s).astype(np.int64)
         self.max_delay = int(self.delay.max())
         with np.errstate(divide="ignore"):
             self.alpha = np.where(self.tau_s > 0, np.exp(-bin_s / np.maximum(self.tau_s, 1e-9)), 0.0)
-        K = self.tau_s.size
-        self.K = K
+        self.K = K = self.tau_s.size
         i = np.arange(max_run)
         expo = i[:, None] - i[None, :]
         a = self.alpha[:, None, None]

@@ -16,14 +16,12 @@ import numpy as np
 
 from agent.trace.model import TraceChunk
 
-# 2000-01-02 00:00 UTC. A clock that was never set reads 1970-01-01 (the Unix epoch) or
-# 2000-01-01 (the reset value of the battery-less RTC chips on gateway boards, which count years
-# from 2000); one day of margin after the latter, so a board that booted from its RTC's reset
-# value and ran for hours before NTP answered is still refused. No real measurement is older.
+# 2000-01-02 00:00 UTC. A clock never set reads 1970-01-01 or 2000-01-01 (the reset value of the
+# battery-less RTCs on gateway boards); a day of margin refuses a board that ran for hours on it
+# before NTP answered. No real measurement is older.
 TS_FLOOR_S = 946771200.0
-# A trace is recorded before it is replayed and a live row is stamped by the agent's own clock, so
-# a row from the future is a wrong clock; one day of margin covers a recording host that ran ahead
-# or wrote local time instead of UTC (UTC offsets reach +14 h).
+# A row from the future is a wrong clock; a day of margin covers a recording host that ran ahead or
+# wrote local time instead of UTC (offsets reach +14 h).
 MAX_AHEAD_S = 86400.0
 FIRST_LINES_KEPT = 10  # file lines named in the log per kind of refusal (fixed memory)
 

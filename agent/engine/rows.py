@@ -89,11 +89,11 @@ class RowBinner:
         # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
         self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
-        # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
-        # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
+        # (row time, GPU counter resets in that row) not yet read by a bin: a driver reload lands in
+        # its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
         # last ``gpu.<i>.energy_resets`` per column: reset-safe drivers (NVML, dcgm-exporter) keep
-        # energy_j rising and report the resets they absorbed as this cumulative count instead
+        # energy_j rising and count the resets they absorbed instead
         self._reset_counts: dict[str, float] = {}
 
     def push(self, chunk: TraceChunk, flush: bool = False) -> list[Stretch]:

@@ -34,11 +34,9 @@ class ShadowFits:
 
     def note_events(self, events: Iterable[Mapping[str, Any]], held: frozenset[str]) -> None:
         """A fault onset while components are held confirms their suspicion."""
-        for ev in events:
-            if ev.get("state") == "onset" and ev.get("cause") not in NOT_A_FAULT:
-                for c in held:
-                    if c in self.confirmed:
-                        self.confirmed[c] = True
+        if any(ev.get("state") == "onset" and ev.get("cause") not in NOT_A_FAULT for ev in events):
+            for c in held & self.confirmed.keys():
+                self.confirmed[c] = True
 
     def start(self, component: str) -> None:
         """The hold of ``component`` begins: its shadow starts from the held model as it is now."""

@@ -74,12 +74,9 @@ class WindowBuffer:
 
     def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
                predicted: tuple[np.ndarray, float | np.ndarray, float] | None) -> dict[str, Any]:
-        """The window's report line (report-format.md) from its bins and the frozen predictions.
-
-        ``start``: the window's grid start; ``predicted``: (selected cooling candidate's predictions
-        per bin, IT residual level (one, or per bin), cooling residual level) once the model is
-        warm, else None.
-        """
+        """The window's report line (report-format.md) from its bins; ``start``: the window's grid start;
+        ``predicted`` (once warm, GPU telemetry or not; else None): the selected cooling candidate's
+        predictions per bin, the IT residual level (one, or per bin) and the cooling residual level."""
         n = self.n
         sums = self.sums[:n]
         dur = sums[:, F["dur_s"]]
@@ -104,8 +101,6 @@ class WindowBuffer:
         if rec["measured_kwh"] is not None and gaps and it_m is not None and cool_m is not None:
             # gaps: each side extended over its own gaps uses more of the samples than the facility sum
             rec["measured_kwh"] = it_m + cool_m
-        # Bins without fresh GPU telemetry were predicted by the stage-only IT model, so a window is
-        # predicted whenever the engine is warm, GPU telemetry or not.
         if predicted is not None:
             cool_w, bias_it, bias_cool = predicted
             it_kwh = float(((self.it_pred_w[:n] + bias_it) * dur).sum() / J_PER_KWH)
