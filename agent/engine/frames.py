@@ -149,10 +149,8 @@ class Signals:
         start_v = np.concatenate(([self.last_value[k]], held_v[:-1]))
         start_t = np.concatenate(([self.last_ts[k]], held_t[:-1]))
         self._learn_interval(k, ts[valid])
-        max_age = HOLD_FACTOR * (
-            self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
-        )
-        fresh = (ts - start_t) <= max_age + 1e-9
+        interval = self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
+        fresh = (ts - start_t) <= HOLD_FACTOR * interval + 1e-9
         self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
         return np.where(fresh, start_v, np.nan), fresh
 
@@ -164,18 +162,13 @@ class Signals:
         gaps = gaps[gaps > 0]
         if not gaps.size or self.names[k] in self.rack.interval_s:
             return
-        est = self.interval_s[k]
-        if not math.isfinite(est):
-            est = float(np.median(gaps))
+        est = self.interval_s[k] if math.isfinite(self.interval_s[k]) else float(np.median(gaps))
         # EW mean of the gaps, clipped so an outage or a burst cannot drag it; only the last 200 gaps
         # carry weight worth computing (0.95**200 ≈ 3e-5)
         clipped = np.clip(gaps[-200:], est / 2.0, est * 2.0)
         w = _EW_WEIGHTS[-clipped.size :]
         decay = (1.0 - INTERVAL_ALPHA) ** clipped.size
         self.interval_s[k] = est * decay + INTERVAL_ALPHA * float(w @ clipped)
-
-    def indices(self, prefix: str, suffix: str) -> list[int]:
-        return [i for i, n in enumerate(self.names) if n.startswith(prefix) and n.endswith(suffix)]
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         out = {f"hyg_{k}": v for k, v in self.hygiene.state_arrays().items()}

@@ -184,10 +184,8 @@ class ResponseModel:
         return out
 
     def _halflife_h(self, component: str, relearn: frozenset[str], paced_h: dict[str, float]) -> float:
-        if component not in relearn:
-            return float(self.forgetting_halflife_h)
-        paced = paced_h.get(component, RELEARN_HALFLIFE_H)  # the drift monitor's pace
-        return min(paced, float(self.forgetting_halflife_h))
+        usual_h = float(self.forgetting_halflife_h)  # re-learning: the drift monitor's pace, if any
+        return min(paced_h.get(component, RELEARN_HALFLIFE_H), usual_h) if component in relearn else usual_h
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
               relearn_halflife_h: dict[str, float] | None = None,
@@ -305,10 +303,8 @@ class ResponseModel:
                 self.scored = True
         # The residual level follows the data even while the model is held: it is the short-term state
         # of disturbances no regressor sees (other racks on the unit); the detectors judge theta.
-        last_ok = rows_c[-1] if n else False
-        self.last_res = (
-            (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
-        )
+        unknown = np.full_like(self.last_res, np.nan)
+        self.last_res = wb.cool_pred_w[n - 1] / scale - y_c[n - 1] if n and rows_c[-1] else unknown
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
         self.bias_cool = ew_bias(self.bias_cool, resid, c.cool_ok, dur, BIAS_HALFLIFE_S)
         self._fit_cooling(wb, c, lam, wb.held[:n, HELD_COOLING], self.cool)

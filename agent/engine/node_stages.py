@@ -22,18 +22,12 @@ from agent.trace.model import TraceChunk
 NodeHints = Callable[[str, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def node_ids(rack: RackInfo) -> tuple[str, ...]:
-    """The rack's node ids in ``node_gpus`` order (``n0``, ``n1``, … where the config gave none)."""
-    if rack.node_ids and len(rack.node_ids) == len(rack.node_gpus):
-        return tuple(rack.node_ids)
-    return tuple(f"n{i}" for i in range(len(rack.node_gpus)))
-
-
 class NodeStages:
     """Per node and row: (stage, job, from a hint?) — node hint, else rack hint, else inferred."""
 
     def __init__(self, rack: RackInfo) -> None:
-        self.ids = node_ids(rack)
+        given = len(rack.node_ids) == len(rack.node_gpus)  # in node_gpus order; else n0, n1, …
+        self.ids = tuple(rack.node_ids) if given else tuple(f"n{i}" for i in range(len(rack.node_gpus)))
         self.gpus = tuple(frozenset(g) for g in rack.node_gpus)
         self.inferrers = [StageInferrer() for _ in self.ids]
         self._columns: dict[tuple[str, ...], list[list[str]]] = {}  # chunk columns → per node

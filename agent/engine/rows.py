@@ -242,11 +242,10 @@ class RowBinner:
     def _note_gpu_resets(self, ts: np.ndarray, buf: TraceChunk, n: int) -> None:
         """Remember the rows of this emit where GPU energy counters went backwards, or where a
         reset-safe driver's ``gpu.<i>.energy_resets`` count rose (live NVML, recorded traces)."""
-        hyg = self.signals.hygiene
         per_row = np.zeros(ts.size, dtype=np.int64)
-        for k in self.signals.indices("gpu.", ".energy_j"):
-            mask = hyg.reset_rows.get(k)
-            if mask is not None and mask.size == ts.size:
+        for k, mask in self.signals.hygiene.reset_rows.items():  # counters that went backwards
+            name = self.signals.names[k]
+            if name.startswith("gpu.") and name.endswith(".energy_j") and mask.size == ts.size:
                 per_row += mask
         for name, col in buf.numeric.items():
             if name.startswith("gpu.") and name.endswith(".energy_resets"):
