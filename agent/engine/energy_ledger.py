@@ -86,18 +86,14 @@ class EnergyLedger:
 
     def interval(self, t0: float, t1: float, job: str | None = None,
                  cooling_measured: bool = True) -> IntervalEnergy:
-        """What was accounted for [t0, t1] (for ``job`` only when given).
-
-        ``cooling_measured`` False: the rack has no cooling-unit power telemetry, so its cooling
-        (and so facility) energy is unknown, not zero.
-        """
-        span = t1 - t0
+        """What was accounted for [t0, t1] (for ``job`` only when given); ``cooling_measured`` False:
+        the rack has no cooling-unit power telemetry, so cooling (and facility) energy is unknown, not 0."""
         parts = ("it_j", "cooling_j", "facility_j", "gpu_j")
 
         def unknown(reason: str) -> IntervalEnergy:  # every part None, for one reason
             return IntervalEnergy(t0, t1, None, None, None, None, job, dict.fromkeys(parts, reason))
 
-        if not span > 0:
+        if not t1 - t0 > 0:
             return unknown(f"empty window: end {t1:.3f} is not after start {t0:.3f}")
         until, since = self.accounted_until, self.accounted_from
         if until is None or since is None:

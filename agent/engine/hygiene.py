@@ -91,9 +91,9 @@ class Hygiene:
         self.reset_rows.pop(k, None)
         v = values
         present = ~np.isnan(v)
-        if not present[:n_emit].any():
-            return v[:n_emit].copy()
         out = v[:n_emit].copy()
+        if not present[:n_emit].any():
+            return out
         counts = self.counts[k]
         nonfinite = present & np.isinf(v)
         finite = present & ~nonfinite
@@ -115,16 +115,13 @@ class Hygiene:
             return out
         idx = np.flatnonzero(good)
         vals = v[idx]
-        emit = idx < n_emit
-        n_e = int(emit.sum())
+        n_e = int((idx < n_emit).sum())
         if n_e == 0:
             return out
         spike = self._spikes(k, ts[idx], vals, n_e)
         counts[4] += int(spike.sum())
         out[idx[:n_e][spike]] = np.nan
-        keep = ~spike
-        kept_idx = idx[:n_e][keep]
-        kept = vals[:n_e][keep]
+        kept_idx, kept = idx[:n_e][~spike], vals[:n_e][~spike]
         if kept.size:
             stuck = self._stuck(k, kept)
             counts[5] += int(stuck.sum())

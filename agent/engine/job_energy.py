@@ -165,10 +165,9 @@ class JobEnergy:
         """Teach the node power model each PDU feed's readings (over the feed's share of the rack)
         against the nodes' GPU power and cells at the same rows. A reading stands for the time since
         its feed's previous one (at most ``GPU_HOLD_S``), shared by the feeds read."""
-        feeds = [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]
         known = np.isfinite(power)
-        valid: dict[str, np.ndarray] = {}
-        for f in feeds:
+        valid: dict[str, np.ndarray] = {}  # feed → its rows with a reading in range
+        for f in [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]:
             p = chunk.numeric[f]
             with np.errstate(invalid="ignore"):
                 ok = np.isfinite(p) & (p >= 0) & (p <= self.rack.max_power_w(f))
@@ -185,8 +184,7 @@ class JobEnergy:
         if not rows.size:
             return
         pos = {int(r): i for i, r in enumerate(rows)}
-        on = known[rows]
-        code = codes[rows]
+        on, code = known[rows], codes[rows]
         r_i, n_i = np.nonzero(on)
         by_slot = np.zeros((rows.size, N_SLOTS))
         by_col = np.zeros((rows.size, MODEL_CELLS))
@@ -216,12 +214,10 @@ class JobEnergy:
         g = np.where(known, p, 0.0) * dt[:, None]
         s = on * dt[:, None]
         n_keys, n_nodes = len(keys), p.shape[1]
-        node = np.arange(n_nodes)[None, :]
-        flat = ((bins[:, None] - bins.min()) * n_nodes + node) * n_keys + code
+        flat = ((bins[:, None] - bins.min()) * n_nodes + np.arange(n_nodes)[None, :]) * n_keys + code
         size = int(flat.max()) + 1
-        g_sum = np.bincount(flat.ravel(), weights=g.ravel(), minlength=size)
-        s_sum = np.bincount(flat.ravel(), weights=s.ravel(), minlength=size)
-        h_sum = np.bincount(flat.ravel(), weights=(s * h[src]).ravel(), minlength=size)
+        g_sum, s_sum, h_sum = (np.bincount(flat.ravel(), weights=x.ravel(), minlength=size)
+                               for x in (g, s, s * h[src]))
         for f in np.flatnonzero(s_sum > 0):
             bn, k = divmod(int(f), n_keys)
             b, n = divmod(bn, n_nodes)

@@ -84,8 +84,7 @@ def _unblob(arr: np.ndarray) -> Any:
     return json.loads(arr.tobytes().decode().strip() or "null")
 
 
-def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
-    p = parts
+def save_engine(p: EngineParts, own: EngineOwn) -> bytes:
     arrays: dict[str, np.ndarray] = {
         "engine_version": np.array([ENGINE_STATE_VERSION], dtype=np.int64),
         "engine_scalars": np.array([own.window_s, own.bin_s, float(own.window_idx), float(own.window_warm),
@@ -98,9 +97,7 @@ def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
     misc = {"last_window": own.last_window, "jobs": p.buf.jobs[: p.buf.n], "rows": p.rows.state(),
             "rewarms": own.rewarms, "job_rates": p.model.job_rates.state(),
             "job_energy": p.job_energy.state()}
-    arrays["misc"] = _blob(misc)
-    arrays["stages"] = _blob(p.stage_source.state())
-    arrays["drift"] = _blob(p.drift.save_state())
+    arrays.update(misc=_blob(misc), stages=_blob(p.stage_source.state()), drift=_blob(p.drift.save_state()))
     return pack(arrays)
 
 
