@@ -102,13 +102,16 @@ class ResponseModel:
         """Was GPU telemetry known within ``GPU_FRESH_S`` of ``ts`` (the end of the last bin seen)?"""
         return math.isfinite(ts) and ts - self.gpu_seen_ts <= GPU_FRESH_S + self.bin_s
 
+    def cooling_ab(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The selected cooling fit's a(t) and b(t) at times ``t`` (normalised; with their daily cycle)."""
+        cos_t, sin_t = daily_phase(t)
+        th = self.cool.theta[self.best]
+        return th[0] + th[2] * cos_t + th[3] * sin_t, th[1] + th[4] * cos_t + th[5] * sin_t
+
     def cooling_shares(self, frac: np.ndarray, hl_stage_w: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Per bin and stage: the share of the cooling power its lagged heat caused (selected lag)."""
-        cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
+        a_t, b_t = self.cooling_ab(start + 0.5 * self.bin_s)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
-        th = self.cool.theta[self.best]
-        a_t = th[0] + th[2] * cos_t + th[3] * sin_t
-        b_t = th[1] + th[4] * cos_t + th[5] * sin_t
         contrib = np.maximum(a_t[:, None] * frac + b_t[:, None] * hl_stage_w / scale, 0.0)
         tot = contrib.sum(axis=1, keepdims=True)
         out: np.ndarray = np.where(tot > 0, contrib / np.maximum(tot, 1e-12), frac)

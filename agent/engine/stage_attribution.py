@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engine.model import ResponseModel
-from agent.engine.response import daily_phase, it_predict
+from agent.engine.response import it_predict
 from agent.engine.signals import F
 from agent.engine.window_buffer import WindowBuffer
 
@@ -53,24 +53,14 @@ def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> li
     if not present.size or not (math.isfinite(it_meas) and math.isfinite(cool_meas)):
         return []
     share = stage_t[present] / stage_t[present].sum()
-    g_s = _stage_gpu_w(wb.stage_gpu_s[sl].sum(axis=0), wb.stage_gpu_ws[sl].sum(axis=0), stage_t, present)
+    # each stage's own mean GPU power, NaN where known for less than half its time
+    known, gpu_ws = wb.stage_gpu_s[sl].sum(axis=0)[present], wb.stage_gpu_ws[sl].sum(axis=0)[present]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g_s = np.where(known >= 0.5 * stage_t[present], gpu_ws / known, np.nan)
     it_s = _it_split(wb, sl, model, it_meas, g_s, share)
     cool_s = cool_meas * _split(_cooling_expected(wb, sl, model, it_s), it_s, share)
-    return [
-        StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
-                   float(cool_s[i]))
-        for i, s in enumerate(present)
-        if share[i] >= MIN_SHARE
-    ]
-
-
-def _stage_gpu_w(gpu_s: np.ndarray, gpu_ws: np.ndarray, stage_t: np.ndarray,
-                 present: np.ndarray) -> np.ndarray:
-    """Each present stage's own mean GPU power (NaN where known for less than half its time)."""
-    known = gpu_s[present]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g = gpu_ws[present] / known
-    return np.where(known >= 0.5 * stage_t[present], g, np.nan)
+    return [StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
+                       float(cool_s[i])) for i, s in enumerate(present) if share[i] >= MIN_SHARE]
 
 
 def _split(expected: np.ndarray, fallback: np.ndarray, share: np.ndarray) -> np.ndarray:
@@ -109,10 +99,6 @@ def _cooling_expected(wb: WindowBuffer, sl: slice, model: ResponseModel | None,
     """Steady-state cooling the frozen model expects for each stage's own heat (NaN before warm)."""
     if model is None:
         return np.full(it_s.size, np.nan)
-    t_mid = float(wb.start[sl].mean()) + 0.5 * model.bin_s
-    cos_t, sin_t = daily_phase(np.array([t_mid]))
-    th = model.cool.theta[model.best]
-    a = th[0] + th[2] * cos_t[0] + th[3] * sin_t[0]
-    b = th[1] + th[4] * cos_t[0] + th[5] * sin_t[0]
+    a, b = model.cooling_ab(np.array([float(wb.start[sl].mean()) + 0.5 * model.bin_s]))
     out: np.ndarray = (a + b * it_s / model.scale_w) * model.scale_w
     return out
