@@ -1,17 +1,11 @@
 """``rackwatt accept CAUSE|all``: accept an active deviation as the rack's new normal.
 
-Two routes, tried in this order:
-1. **Running agent**: one JSON datagram on the agent's local stage-hint socket (the Unix socket of
-   ``[stages] socket_path``; never UDP, which carries no sender identity) from a uid or group
-   ``[stages] command_uids``/``command_groups`` permit (default root and the agent's group):
-   ``{"command": "accept", "cause": "cooling", "ts": 1764400000.0}`` — ``cause`` left out means
-   all. The agent's hint listener hands it to ``DriftMonitor.accept``, which publishes the
-   ``cleared`` event with ``detail.accepted = true``.
-2. **Stopped agent** (nobody listening on the Unix socket, or ``--state`` given): the drift
-   section of the state file (the engine's or JSON) is rewritten in place (atomically); the events
-   are kept in it and reported when the agent starts.
-
-The MQTT equivalent (``<root>/<site>/<rack>/cmd/accept``) is handled by the live agent itself.
+A running agent gets one JSON datagram on its local stage-hint Unix socket (``[stages]
+socket_path``; never UDP, which carries no sender identity), from a uid or group ``[stages]
+command_uids``/``command_groups`` permit; its hint listener hands it to ``DriftMonitor.accept``.
+With nobody listening, or with ``--state``, the drift section of the state file is rewritten
+atomically and the events are reported when the agent starts. The MQTT route
+(``<root>/<site>/<rack>/cmd/accept``) is the live agent's own.
 """
 
 from __future__ import annotations

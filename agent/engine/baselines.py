@@ -1,12 +1,7 @@
-"""Per-stage baseline library: level, P10–P90 band, GPU level, facility/GPU ratio, count, last update.
-
-One row per stage slot, plus a bounded table of (job, stage) rows for jobs whose profile differs
-(least recently used row evicted when full). Each row is a handful of floats updated once per
-drift bin (60 s) for every stage with ≥ 10 % of it, with that stage's attributed share of the
-bin's power (``stage_attribution``), by exponentially weighted means and stochastic-approximation
-quantiles (fixed memory, no sample buffers).
-
-Columns of ``stats``: see ``COLS``. Powers are in W; ``updated`` is Unix seconds.
+"""Per-stage baseline library: one row of ``COLS`` per stage slot, plus a bounded table of (job, stage)
+rows (least recently updated evicted). Rows are updated per drift bin with each stage's attributed
+power (``stage_attribution``) by EW means and stochastic-approximation quantiles: fixed memory.
+Powers in W; ``updated`` in Unix seconds.
 """
 
 from __future__ import annotations
@@ -15,18 +10,8 @@ import math
 
 import numpy as np
 
-COLS: tuple[str, ...] = (
-    "n",
-    "level_w",
-    "p10_w",
-    "p90_w",
-    "absdev_w",
-    "gpu_w",
-    "it_w",
-    "cooling_w",
-    "ratio",
-    "updated",
-)
+COLS: tuple[str, ...] = ("n", "level_w", "p10_w", "p90_w", "absdev_w", "gpu_w", "it_w", "cooling_w", "ratio",
+                         "updated")
 C = {name: i for i, name in enumerate(COLS)}
 N_JOB_ROWS = 32
 JOB_WIDTH = 64
@@ -49,9 +34,8 @@ class BaselineLibrary:
         self.job_key[drop] = ""
         self.job_slot[drop] = -1
 
-    def update(
-        self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
-    ) -> None:
+    def update(self, slot: int, job: str, ts: float, fac_w: float, gpu_w: float, it_w: float,
+               cooling_w: float) -> None:
         if not math.isfinite(fac_w):
             return
         _update_row(self.stats[slot], self.learning_rate, ts, fac_w, gpu_w, it_w, cooling_w)
@@ -83,21 +67,16 @@ class BaselineLibrary:
         return out
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "bl_stats": self.stats,
-            "bl_job_stats": self.job_stats,
-            "bl_job_key": self.job_key,
-            "bl_job_slot": self.job_slot,
-        }
+        return {"bl_stats": self.stats, "bl_job_stats": self.job_stats, "bl_job_key": self.job_key,
+                "bl_job_slot": self.job_slot}
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays().items():
             arr[...] = arrays[key]
 
 
-def _update_row(
-    row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float, cooling_w: float
-) -> None:
+def _update_row(row: np.ndarray, lr: float, ts: float, fac_w: float, gpu_w: float, it_w: float,
+                cooling_w: float) -> None:
     n = row[C["n"]] + 1.0
     row[C["n"]] = n
     a = max(1.0 / n, lr)

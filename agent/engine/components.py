@@ -1,10 +1,9 @@
-"""The engine → drift-detector interface: one bin of the rack, split by component.
+"""The engine → drift-detector interface: one drift bin of the rack, split by component.
 
-The engine emits one ``ComponentSample`` per bin (default 60 s) with what each component of the
-facility measured and what the (frozen-at-bin-start, lag-compensated) model expected. The drift
-detector consumes these and tells the engine which components must stop learning (``held``).
-Keeping this a plain record lets the detector be tested on synthetic residual streams;
-``residuals`` turns one into each component's residual (what the detector and its catch-up read).
+Per bin (default 60 s) a ``ComponentSample`` says what each component of the facility measured
+and what the frozen, lag-compensated model expected; the detector tells the engine which
+components must stop learning (``held``). A plain record, so the detector can be tested on
+synthetic residual streams.
 """
 
 from __future__ import annotations
@@ -13,8 +12,7 @@ import math
 from dataclasses import dataclass
 
 COMPONENTS: tuple[str, ...] = ("it", "cooling", "gpu", "thermal")
-# The components whose models the engine learns, in the order of ``WindowBuffer.held``'s columns
-# (the thermal component is only detected: no engine model learns it).
+# The components the engine learns, in ``WindowBuffer.held``'s column order (thermal is only detected)
 LEARNED: tuple[str, ...] = COMPONENTS[:3]
 
 
@@ -37,18 +35,13 @@ class ComponentSample:
     inlet_spread_c: float  # max − min of inlet sensors (NaN if fewer than 2)
     fan_pct: float  # cooling-unit fan speed (NaN if unknown)
     setpoint_c: float  # cooling-unit setpoint (NaN if unknown)
-    # Added for drift: share × heat the cooling units report removing (Σ share × crac.*.cooling_w),
-    # NaN when no unit reports it. Lets the detector judge the unit's power for the load it carries.
+    # Σ share × heat the cooling units report removing (crac.*.cooling_w): the load the unit carries
     cooling_load_w: float = math.nan
-    # Added for drift: outdoor air temperature at the cooling units' heat rejection (mean of
-    # crac.*.outdoor_temp_c, a rackwatt extension of the trace format), NaN when none reports it.
-    # Explains the weather's share of the unit's efficiency, so slow coil/COP loss stands out.
+    # mean outdoor air temperature at the units' heat rejection (crac.*.outdoor_temp_c): the weather
     outdoor_c: float = math.nan
-    # Added for drift: GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin — a
-    # driver reload (or a reboot) resets them. Counted per row, so it lands in the reset's own bin.
+    # GPU energy counters (gpu.<i>.energy_j) that went backwards in this bin: a driver reload
     gpu_counter_resets: int = 0
-    # Added for drift: the GPUs' mean memory-bandwidth utilisation (gpu.<i>.mem_util_pct), NaN when
-    # none reports it. With the power level, the work's signature on a rack without job labels.
+    # the GPUs' mean memory-bandwidth utilisation (gpu.<i>.mem_util_pct): the work's signature
     gpu_mem_util_pct: float = math.nan
 
 

@@ -1,21 +1,11 @@
-"""``EnergyLedger``: the energy the engine accounted, bin by bin, so any [t0, t1] can be answered.
+"""``EnergyLedger``: the energy the engine accounted, bin by bin, so any [t0, t1] can be answered
+(``rackwatt_client``'s ``end_window``: "what did my epoch cost?").
 
-Why: a training job asks "how much facility energy did my epoch cost?" (``rackwatt_client``'s
-``end_window``). The engine's own counters (``Engine.energy_kwh``) only grow; a window needs the
-bins themselves. The ledger keeps, for the most recent bins, exactly the sums the engine's energy
-accounting (``Engine._attribute_energy``) adds up: IT (PDU) and cooling energy with the seconds
-each was known, GPU energy, and the bin's job. Summed over every bin, it equals those counters.
-
-How a window is answered: bins inside it count whole, a bin that straddles an edge counts in
-proportion to its overlap (the bin's energy spread evenly over it: the engine knows nothing finer
-once a bin is closed). A part is reported only when it was known for at least ``MIN_KNOWN`` of the
-window (the engine's own rule for using a bin), otherwise None with the reason; never 0.0 for
-"unknown". With a job id, only bins whose job is that id count (one job per bin, as the engine
-keeps it).
-
-Fixed memory: a ring of ``capacity`` bins (default a day of 15 s bins, 8 floats each: ~0.4 MB), so
-windows up to a day long are answered; older ones say how far back the ledger reaches.
-What it is not: persistent. After a restart it starts empty, and says so for windows before it.
+It keeps, per recent bin, the sums the engine's energy accounting adds up (IT, cooling and GPU
+energy with the seconds each was known) and the bin's job. A bin straddling a window's edge counts
+in proportion to its overlap; a part known for less than ``MIN_KNOWN`` of the window is None with
+the reason, never 0.0. Fixed memory: a ring of a day of bins (~0.4 MB); not persistent, so after a
+restart windows before it say so.
 """
 
 from __future__ import annotations
@@ -94,22 +84,16 @@ class EnergyLedger:
         slots = (np.arange(lo, hi) + first) % self.capacity
         return self._rows[slots], self._jobs[slots]
 
-    def interval(
-        self, t0: float, t1: float, job: str | None = None, cooling_measured: bool = True
-    ) -> IntervalEnergy:
-        """What was accounted for [t0, t1] (for ``job`` only when given).
-
-        ``cooling_measured`` False: the rack has no cooling-unit power telemetry, so its cooling
-        (and so facility) energy is unknown, not zero.
-        """
-        span = t1 - t0
+    def interval(self, t0: float, t1: float, job: str | None = None,
+                 cooling_measured: bool = True) -> IntervalEnergy:
+        """What was accounted for [t0, t1] (for ``job`` only when given); ``cooling_measured`` False:
+        the rack has no cooling-unit power telemetry, so cooling (and facility) energy is unknown, not 0."""
         parts = ("it_j", "cooling_j", "facility_j", "gpu_j")
 
-        def unknown(reason: str) -> IntervalEnergy:
-            """Every part None, for one reason."""
+        def unknown(reason: str) -> IntervalEnergy:  # every part None, for one reason
             return IntervalEnergy(t0, t1, None, None, None, None, job, dict.fromkeys(parts, reason))
 
-        if not span > 0:
+        if not t1 - t0 > 0:
             return unknown(f"empty window: end {t1:.3f} is not after start {t0:.3f}")
         until, since = self.accounted_until, self.accounted_from
         if until is None or since is None:

@@ -1,16 +1,10 @@
 """``Engine``: the stage-aware facility baseline — one code path for live ticks and replay chunks.
 
-``process(chunk)`` takes rows (1 live tick or 65k replay rows) and returns report records
-(``segment``, ``window``, ``event``, ``summary``; docs/spec/report-format.md). Pipeline:
-
-  rows ──RowBinner──► bins (``bin_s`` ≈ 15 s) ──per window──► ``ResponseModel.predict`` (IT, lagged
-  heat, cooling for every lag candidate) ──► window buffer ──window close──► report line, then
-  ``ResponseModel.learn`` (IT and cooling least squares, lag selection, GPU-per-work model)
-                       └─every drift bin (≈ 60 s)──► ComponentSample → DriftMonitor → events, held
-
-Everything inside a window is predicted with the model as it was at the window's start and
-from load-side inputs only (stages, work_rate, GPU power): PDU and CRAC samples inside a window
-reach the model only after the window's line is written. See docs/engine.md.
+``process(chunk)`` takes rows (one live tick or 65k replay rows) and returns the report records
+they completed (docs/spec/report-format.md). Rows become bins (``RowBinner``); each window's bins
+are predicted by the model as it was at the window's start, from load-side inputs only, and its
+PDU and CRAC samples reach the model only after the window's line is written; every drift bin
+(≈ 60 s) goes to the ``DriftMonitor``. Pipeline: docs/engine.md.
 """
 
 from __future__ import annotations
@@ -23,11 +17,10 @@ import numpy as np
 from agent.config.model import EngineSection
 from agent.engine import outputs, persist
 from agent.engine.baselines import BaselineLibrary
-from agent.engine.capabilities import capabilities
 from agent.engine.components import LEARNED, ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.energy_ledger import EnergyLedger
-from agent.engine.frames import BinBatch, RackInfo, RowBatch
+from agent.engine.frames import BinBatch, RackInfo
 from agent.engine.job_energy import JobEnergy
 from agent.engine.model import ResponseModel
 from agent.engine.node_stages import NodeHints
@@ -42,25 +35,17 @@ from agent.trace.model import J_PER_KWH, TraceChunk
 TARGET_BIN_S = 15.0
 DRIFT_BIN_S = 60.0
 LOOKAHEAD_S = 30.0
-# A stretch of more than this many windows without a single row is a discontinuity (the agent or
-# its clock stopped: a device outage leaves the other devices' rows flowing). At the default
-# 900 s window that is an hour, by when the slowest cooling-lag candidate (1200 s) has forgotten
-# all but exp(-3600 / 1200) = 5 % of the heat before it: nothing worth carrying across.
+# More than this many windows without a single row is a discontinuity (the agent or its clock
+# stopped; a device outage leaves other rows flowing): an hour at 900 s, by when the slowest lag
+# candidate (1200 s) keeps exp(-3600 / 1200) = 5 % of the heat before it: nothing worth carrying.
 GAP_WINDOWS = 4
 
 
 class Engine:
     """Per-stage facility baseline with a lag-aware response model, in fixed memory."""
 
-    def __init__(
-        self,
-        config: EngineSection | None = None,
-        rack: RackInfo | None = None,
-        *,
-        site: str = "site",
-        rack_name: str = "rack",
-        topic_root: str = "rackwatt/v1",
-    ) -> None:
+    def __init__(self, config: EngineSection | None = None, rack: RackInfo | None = None, *,
+                 site: str = "site", rack_name: str = "rack", topic_root: str = "rackwatt/v1") -> None:
         self.config = config or EngineSection()
         self.rack = rack or RackInfo()
         self.site, self.rack_name, self.topic_root = site, rack_name, topic_root
@@ -74,15 +59,12 @@ class Engine:
         self.slots = StageSlots()
         self.stage_source = StageSource()
         self.segments = Segments()
-        self.rows = RowBinner(
-            self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify, gap_s=GAP_WINDOWS * window_s,
-            window_s=window_s,
-        )
+        self.rows = RowBinner(self.rack, self.bin_s, N_SLOTS, LOOKAHEAD_S, self._classify,
+                              gap_s=GAP_WINDOWS * window_s, window_s=window_s)
         self.seq = 0
         self.energy_kwh = np.zeros((N_SLOTS, 3))  # per slot: it, cooling (attributed), gpu
         self.ledger = EnergyLedger(self.bin_s)  # the same energy per bin, for windows (energy_ledger.py)
-        # energy per job and stage, node by node (job_energy.py); node_hints: each node's own stage
-        # hints (the live loop sets it to its NodeTimelines.labels_at; None: rack-wide hints only)
+        # node_hints: each node's own stage hints (live: NodeTimelines.labels_at; None: rack-wide only)
         self.job_energy = JobEnergy(self.rack, self.bin_s, self.slots, gap_s=GAP_WINDOWS * window_s,
                                      window_s=window_s)
         self.node_hints: NodeHints | None = None
@@ -94,9 +76,8 @@ class Engine:
         old arrays go before the new ones exist, so a re-warm has no double memory peak."""
         for name in ("model", "baselines", "buf", "drift"):
             self.__dict__.pop(name, None)
-        self.model = ResponseModel(
-            self.window_s, self.bins_per_window, N_SLOTS, float(self.config.forgetting_halflife_h)
-        )
+        halflife_h = float(self.config.forgetting_halflife_h)
+        self.model = ResponseModel(self.window_s, self.bins_per_window, N_SLOTS, halflife_h)
         self.baselines = BaselineLibrary(N_SLOTS, self.config.learning_rate)
         self.buf = WindowBuffer(self.bins_per_window, N_SLOTS, self.model.lag.K)
         self.drift = DriftMonitor(self.config, bin_s=self.bins_per_drift * self.bin_s)
@@ -106,16 +87,14 @@ class Engine:
         self.last_sample: ComponentSample | None = None
         self.last_ts = math.nan
 
-    # ================================================================== public API
     def process(self, chunk: TraceChunk) -> list[dict[str, Any]]:
         """Consume rows; return the report records they completed (time ordered)."""
         return self._on_stretches(self.rows.push(chunk))
 
     def finish(self) -> list[dict[str, Any]]:
         """End of input: flush the look-ahead buffer, the partial bin and window, the last segment."""
-        empty = TraceChunk(
-            ts=np.zeros(0), numeric={}, stage=np.zeros(0, dtype=object), job=np.zeros(0, dtype=object)
-        )
+        none = np.zeros(0, dtype=object)
+        empty = TraceChunk(ts=np.zeros(0), numeric={}, stage=none, job=none)
         out = self._on_stretches(self.rows.push(empty, flush=True))
         out += self._on_bins(self.rows.close_open_bin())
         if self.buf.n:
@@ -136,23 +115,14 @@ class Engine:
         return self.model.warm
 
     @property
-    def gpu_telemetry_fresh(self) -> bool:
-        """Was GPU telemetry known within ``GPU_FRESH_S`` of the last bin the engine saw?"""
-        return self.model.gpu_fresh_at(self.last_ts)
-
-    @property
-    def predicts_from_gpu(self) -> bool:
-        """Are bins predicted from GPU power now (fresh telemetry and a warm GPU-driven IT model)?"""
-        return self.gpu_telemetry_fresh and self.model.gpu_warm
-
-    @property
     def learned_lag(self) -> tuple[float, float]:
         """(time constant, dead time) of the cooling response, seconds."""
         return self.model.learned_lag
 
     def capabilities(self) -> dict[str, Any]:
-        """What the rack's data lets the engine do now (``capabilities.py``)."""
-        return capabilities(self.last_sample, self.gpu_telemetry_fresh, self.warm, self.predicts_from_gpu)
+        """What the rack's data lets the engine do now (``outputs.capabilities``)."""
+        fresh = self.model.gpu_fresh_at(self.last_ts)  # GPU telemetry within GPU_FRESH_S of the last bin
+        return outputs.capabilities(self.last_sample, fresh, self.warm, fresh and self.model.gpu_warm)
 
     def view(self) -> outputs.EngineView:
         """The engine's parts the payloads are made of, at this instant."""
@@ -173,25 +143,19 @@ class Engine:
 
     def summary_record(self, ts: float) -> dict[str, Any]:
         self.seq += 1
-        return {
-            "type": "summary",
-            "ts": ts,
-            "topic": Topics.for_rack(self.topic_root, self.site, self.rack_name).summary,
-            "payload": self.summary_payload(ts),
-        }
+        topic = Topics.for_rack(self.topic_root, self.site, self.rack_name).summary
+        return {"type": "summary", "ts": ts, "topic": topic, "payload": self.summary_payload(ts)}
 
     def save_state(self) -> bytes:
         return persist.save_engine(self._parts(), self._own())
 
     @classmethod
-    def load_state(
-        cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None, **kwargs: Any
-    ) -> Engine:
+    def load_state(cls, blob: bytes, config: EngineSection | None = None, rack: RackInfo | None = None,
+                   **kwargs: Any) -> Engine:
         engine = cls(config, rack, **kwargs)
         own = persist.load_engine(engine._parts(), blob, engine._own())
-        engine.window_idx, engine.window_warm, engine.seq = own.window_idx, own.window_warm, own.seq
-        engine.last_ts, engine.energy_kwh, engine.last_window = own.last_ts, own.energy_kwh, own.last_window
-        engine.rewarms = own.rewarms
+        for name in ("window_idx", "window_warm", "seq", "last_ts", "energy_kwh", "last_window", "rewarms"):
+            setattr(engine, name, getattr(own, name))
         return engine
 
     def _parts(self) -> persist.EngineParts:
@@ -202,7 +166,6 @@ class Engine:
         return persist.EngineOwn(self.window_s, self.bin_s, self.window_idx, self.window_warm, self.seq,
                                  self.last_ts, self.energy_kwh, self.last_window, self.rewarms)
 
-    # ================================================================== rows → bins
     def _classify(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, inferred, hinted = self.stage_source.infer_stages(chunk)
         rack_hints = np.where(hinted, labels, "").astype(object)  # a hinted row's label is its hint
@@ -218,7 +181,8 @@ class Engine:
     def _on_stretches(self, stretches: list[Stretch]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for part in stretches:
-            out += self._after_rows(part.bins, part.rows)
+            recs = self.segments.feed(part.rows.ts, part.rows.slot, part.rows.inferred, self.slots)
+            out += sorted(recs + self._on_bins(part.bins), key=_record_time)
             if part.gap is not None:
                 out += self._on_bins(part.closed) if part.closed is not None else []
                 out += self._on_gap(*part.gap)
@@ -234,20 +198,10 @@ class Engine:
         out.append({"type": "gap", "start": last_ts, "end": next_ts})
         max_age_h = self.config.max_state_age_h
         if max_age_h is not None and next_ts - last_ts > max_age_h * 3600.0:
-            self._rewarm()
-        return out
-
-    def _rewarm(self) -> None:
-        """Forget the learned model (response, baselines, drift): it may no longer describe the rack
-        (parts swapped, another season). Kept: the row and stage bookkeeping, ``seq`` (subscribers
-        deduplicate on it) and the energy totals."""
-        self._start_learning()
-        self.rewarms += 1
-
-    def _after_rows(self, bins: BinBatch, rows: RowBatch) -> list[dict[str, Any]]:
-        out = self.segments.feed(rows.ts, rows.slot, rows.inferred, self.slots)
-        out += self._on_bins(bins)
-        out.sort(key=_record_time)
+            # re-warm: what was learned may no longer describe the rack (parts swapped, another
+            # season); the row and stage bookkeeping, ``seq`` and the energy totals are kept
+            self._start_learning()
+            self.rewarms += 1
         return out
 
     def _on_bins(self, bins: BinBatch) -> list[dict[str, Any]]:
@@ -267,7 +221,6 @@ class Engine:
             out += self._advance(bins, int(a), int(b))
         return out
 
-    # ================================================================== predictions (frozen model)
     def _advance(self, bins: BinBatch, a: int, b: int) -> list[dict[str, Any]]:
         sums, stage_s, start, jobs = bins.sums[a:b], bins.stage_s[a:b], bins.start[a:b], bins.job[a:b]
         n = b - a
@@ -276,7 +229,7 @@ class Engine:
         node_frac = self.job_energy.hinted_node_frac(start, dur, frac, self.rows.t0)
         p = self.model.predict(sums, frac, start, jobs, self.window_warm, self.baselines.stats[:, 5],
                                node_frac)
-        held = np.array([[c in self.held for c in LEARNED]] * n, dtype=bool).reshape(n, len(LEARNED))
+        held = np.tile([c in self.held for c in LEARNED], (n, 1))
         j0 = self.buf.n
         self.buf.append(bins, a, b, p, held, node_frac)
         share = self.model.cooling_shares(frac, p.hl_stage_w, start)
@@ -292,7 +245,6 @@ class Engine:
                 out += self._drift_bin(slice((j // g_per) * g_per, j + 1))
         return out
 
-    # ================================================================== drift bins
     def _drift_bin(self, sl: slice) -> list[dict[str, Any]]:
         wb = self.buf
         tot = wb.sums[sl].sum(axis=0)
@@ -331,7 +283,6 @@ class Engine:
                 self.baselines.update(sp.slot, sample.job, sample.ts, *bl)
         return events
 
-    # ================================================================== window close: report, then learn
     def _close_window(self) -> list[dict[str, Any]]:
         """The window's line from the frozen predictions, then learning (in that order: prequential)."""
         m = self.model

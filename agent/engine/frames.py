@@ -1,16 +1,7 @@
-"""Rows → fixed-length bins: hygiene, zero-order hold, facility power, integration.
-
-What it is: the vectorised front of the engine. Rows (a live tick or a 65k-row replay chunk) go
-into a short look-ahead buffer (so the spike rule can see the next sample), are cleaned
-(``hygiene``), each signal is held at its last sample for at most 3× its own sampling interval
-(trace-format.md), and the resulting piecewise-constant signals are integrated exactly into
-bins of ``bin_s`` seconds aligned to the first row's timestamp (intervals that straddle a bin
-edge are split). A bin is a row of sums (``signals.FIELDS``) plus seconds spent in each stage slot.
-
-Chunking never changes the result: the same rows give the same bins whether they arrive one
-at a time or all at once (up to floating-point summation order).
-
-What it is not: the model. It knows nothing about stages beyond the slot index it is handed.
+"""The rack's device facts (``RackInfo``, ``rack_info``), the signal registry with its zero-order hold
+(``Signals``: each signal held for at most ``HOLD_FACTOR`` × its own sampling interval,
+trace-format.md), and the batches that flow from rows to bins (``BinBatch``, ``RowBatch``,
+``split_pieces``).
 """
 
 from __future__ import annotations
@@ -20,8 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agent.config.model import Config, EngineSection
 from agent.engine.hygiene import Hygiene, kind_for
 from agent.engine.signals import is_engine_signal
+from agent.trace.model import TraceMeta
 
 HOLD_FACTOR = 3.0  # a signal is held for at most 3× its own sampling interval
 DEFAULT_INTERVAL_S = 10.0  # until a signal's interval has been seen
@@ -39,11 +32,9 @@ class RackInfo:
     gpu_max_power_w: float = 1500.0
     crac_max_power_w: float = 200000.0
     interval_s: dict[str, float] = field(default_factory=dict)  # signal → known polling interval
-    # Rack-wide GPU indices per node (config [[node]]/[[dcgm]] order): coverage is per node.
-    # Empty: the rack is one group (a missing GPU is like the known ones).
+    # rack-wide GPU indices per node (config [[node]]/[[dcgm]] order; empty: the rack is one node)
     node_gpus: tuple[tuple[int, ...], ...] = ()
-    # Each node's id, in node_gpus order (stage hints name nodes by it); empty: "n0", "n1", … by index.
-    node_ids: tuple[str, ...] = ()
+    node_ids: tuple[str, ...] = ()  # in node_gpus order (stage hints name nodes by it); empty: n0, n1, …
 
     def gpu_node(self, name: str) -> int:
         """Node index of column ``gpu.<i>.…`` (-1: not in any listed node)."""
@@ -61,14 +52,35 @@ class RackInfo:
         return math.inf
 
 
+def rack_info(meta: TraceMeta | None = None, config: Config | None = None,
+              engine: EngineSection | None = None) -> RackInfo:
+    """The device facts from trace metadata and/or configuration; configuration wins (trace-format.md:
+    "A --config TOML given to replay overrides the metadata")."""
+    eng = engine or (config.engine if config is not None else EngineSection())
+    shares = dict(meta.crac_shares) if meta is not None else {}
+    info = RackInfo(
+        crac_shares=shares, gpu_max_power_w=eng.max_gpu_power_w, crac_max_power_w=eng.max_crac_power_w
+    )
+    if config is not None:
+        for crac in config.cracs:
+            info.crac_shares[crac.id] = crac.share
+            info.interval_s[f"crac.{crac.id}.power_w"] = crac.interval_s
+        for pdu in config.pdus:
+            info.pdu_max_power_w[pdu.id] = pdu.max_power_w
+            info.interval_s[f"pdu.{pdu.id}.power_w"] = pdu.interval_s
+        from drivers.registry import gpu_nodes  # the drivers' own GPU numbering rule
+
+        nodes = gpu_nodes(config)
+        info.node_gpus = tuple(gpus for _, gpus in nodes)
+        info.node_ids = tuple(node_id for node_id, _ in nodes)
+    return info
+
+
 @dataclass
 class BinBatch:
-    """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin start times, last job.
-
-    ``stage_gpu_s`` / ``stage_gpu_ws`` (n × slots): seconds with a known GPU power and its integral,
-    per stage slot — each stage's own mean GPU power inside a bin, for attributing a bin's
-    facility power to stages that alternate faster than a bin (``stage_attribution.py``).
-    """
+    """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin starts, last job;
+    ``stage_gpu_s`` / ``stage_gpu_ws`` (n × slots): per stage, seconds with GPU power known and its
+    integral (each stage's own GPU power inside a bin: ``stage_attribution``)."""
 
     start: np.ndarray
     sums: np.ndarray
@@ -125,11 +137,8 @@ class Signals:
         self.meter_inc = np.concatenate([self.meter_inc, np.full(pad, np.nan)])
 
     def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Held value at each interval start and whether it is still fresh at the interval's end.
-
-        ``ts``: emitted row times (interval ends are ts, starts are ``start_ts``); the value of an
-        interval is the one held at its start row = carried state, then rows 0..n-2.
-        """
+        """Per emitted interval (``start_ts[i]``, ``ts[i]``]: the value held at its start (carried
+        state, then rows 0..n-2), and whether it is still fresh at its end."""
         n = ts.shape[0]
         valid = ~np.isnan(clean)
         idx = np.where(valid, np.arange(n), -1)
@@ -140,10 +149,8 @@ class Signals:
         start_v = np.concatenate(([self.last_value[k]], held_v[:-1]))
         start_t = np.concatenate(([self.last_ts[k]], held_t[:-1]))
         self._learn_interval(k, ts[valid])
-        max_age = HOLD_FACTOR * (
-            self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
-        )
-        fresh = (ts - start_t) <= max_age + 1e-9
+        interval = self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
+        fresh = (ts - start_t) <= HOLD_FACTOR * interval + 1e-9
         self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
         return np.where(fresh, start_v, np.nan), fresh
 
@@ -155,18 +162,13 @@ class Signals:
         gaps = gaps[gaps > 0]
         if not gaps.size or self.names[k] in self.rack.interval_s:
             return
-        est = self.interval_s[k]
-        if not math.isfinite(est):
-            est = float(np.median(gaps))
+        est = self.interval_s[k] if math.isfinite(self.interval_s[k]) else float(np.median(gaps))
         # EW mean of the gaps, clipped so an outage or a burst cannot drag it; only the last 200 gaps
         # carry weight worth computing (0.95**200 ≈ 3e-5)
         clipped = np.clip(gaps[-200:], est / 2.0, est * 2.0)
         w = _EW_WEIGHTS[-clipped.size :]
         decay = (1.0 - INTERVAL_ALPHA) ** clipped.size
         self.interval_s[k] = est * decay + INTERVAL_ALPHA * float(w @ clipped)
-
-    def indices(self, prefix: str, suffix: str) -> list[int]:
-        return [i for i, n in enumerate(self.names) if n.startswith(prefix) and n.endswith(suffix)]
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         out = {f"hyg_{k}": v for k, v in self.hygiene.state_arrays().items()}
@@ -183,9 +185,8 @@ class Signals:
             self.meter_inc[...] = arrays["meter_inc"]
 
 
-def split_pieces(
-    starts: np.ndarray, ends: np.ndarray, t0: float, bin_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_pieces(starts: np.ndarray, ends: np.ndarray, t0: float,
+                 bin_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split intervals at bin edges: (source interval index, piece duration, bin index)."""
     b_s = np.floor((starts - t0) / bin_s).astype(np.int64)
     b_e = np.ceil((ends - t0) / bin_s).astype(np.int64) - 1

@@ -1,30 +1,11 @@
 """Input hygiene: reject readings that are not physics before anything reaches a baseline.
 
-What it is: a per-signal, vectorised filter over the columns of a row buffer. Each rule is one
-function of the raw samples; a rejected sample becomes NaN ("not sampled"), so the zero-order hold
-simply keeps the previous good value. Every rejection is counted per signal and per rule, and the
-counts are published in the summary (``counts()``).
-
-Rules (the order they are applied in; docs/engine.md explains each):
-
-``nonfinite``  ±inf (a NaN cell means "not sampled" in the trace format and is not a rejection)
-``sentinel``   a device's "no reading" code: -1, -410, 0xFFFF = 65535, 0x8000 = 32768 and its
-               scaled forms 6553.5 / 655.35 / 3276.8 / 327.68, 0x7FFF = 32767, 0xFFFFFFFF, …;
-               only for columns read from raw device registers (``signals.COLUMNS``): a GPU at
-               655.35 W, a work rate of 32768 or −1.0 °C outdoors are readings
-``negative``   below the signal kind's physical minimum (powers, energies, rates: < 0)
-``above_max``  above the signal's configured physical maximum
-``spike``      a single sample far above or below both neighbours while the neighbours agree
-               (needs the next sample: the engine looks ahead ``lookahead_s``; a sample whose
-               successor is further away than that is never called a spike, so the outcome does
-               not depend on how rows were chunked)
-``stuck``      the same value repeated for longer than the signal ever plausibly repeats: the
-               run-length threshold adapts to how often this signal repeats a value when healthy
-               (a 100 W-quantised cooling-unit reading repeats often; a noisy GPU power rarely)
-``reset``      (counters only) a cumulative counter that goes backwards: a reset, counted, never
-               negative energy — the counter is not otherwise used by the engine
-
-What it is not: the zero-order hold or any unit conversion (``frames``).
+A per-signal, vectorised filter over a row buffer's columns; a rejected sample becomes NaN ("not
+sampled"), so the hold keeps the previous good value, and is counted per signal and rule
+(``RULES``, in the order applied; each rule and its reason: docs/engine.md, "Input hygiene").
+The spike rule needs the next sample (the engine looks ahead ``lookahead_s``; a sample whose
+successor is further away is never a spike, so chunking cannot change the outcome); the stuck
+rule's run-length threshold adapts to how often the signal repeats a value when healthy.
 State is fixed per signal: the last accepted value, the current run length, the repeat rate.
 """
 
@@ -100,22 +81,19 @@ class Hygiene:
         self.last = np.full(n, np.nan)  # last accepted (emitted) value
         self.run = np.zeros(n)  # repeats of ``last`` so far
         self.repeat_rate = np.full(n, 0.5)
-        # Per counter signal: which rows of the last ``clean`` call went backwards (a reset). Read
-        # right after ``clean`` by the row binner, so a reset lands in the bin of its own row.
+        # per counter signal: the rows of the last ``clean`` that went backwards (read by the row binner)
         self.reset_rows: dict[int, np.ndarray] = {}
 
     def clean(self, k: int, ts: np.ndarray, values: np.ndarray, n_emit: int) -> np.ndarray:
-        """Cleaned copy of ``values[:n_emit]`` for signal ``k``; ``values`` past ``n_emit`` is look-ahead.
-
-        Advances this signal's state past row ``n_emit - 1`` only.
-        """
+        """Cleaned copy of ``values[:n_emit]`` for signal ``k`` (``values`` past ``n_emit`` is look-ahead);
+        advances this signal's state past row ``n_emit - 1`` only."""
         kind = self.kinds[k]
         self.reset_rows.pop(k, None)
         v = values
         present = ~np.isnan(v)
-        if not present[:n_emit].any():
-            return v[:n_emit].copy()
         out = v[:n_emit].copy()
+        if not present[:n_emit].any():
+            return out
         counts = self.counts[k]
         nonfinite = present & np.isinf(v)
         finite = present & ~nonfinite
@@ -123,10 +101,8 @@ class Hygiene:
         negative = finite & ~sentinel & (v < kind.min_value)
         above = finite & ~sentinel & (v > kind.max_value)
         bad = nonfinite | sentinel | negative | above
-        counts[0] += int(nonfinite[:n_emit].sum())
-        counts[1] += int(sentinel[:n_emit].sum())
-        counts[2] += int(negative[:n_emit].sum())
-        counts[3] += int(above[:n_emit].sum())
+        for rule, mask in enumerate((nonfinite, sentinel, negative, above)):
+            counts[rule] += int(mask[:n_emit].sum())
         good = present & ~bad
         out[bad[:n_emit]] = np.nan
         if kind.counter:
@@ -139,16 +115,13 @@ class Hygiene:
             return out
         idx = np.flatnonzero(good)
         vals = v[idx]
-        emit = idx < n_emit
-        n_e = int(emit.sum())
+        n_e = int((idx < n_emit).sum())
         if n_e == 0:
             return out
         spike = self._spikes(k, ts[idx], vals, n_e)
         counts[4] += int(spike.sum())
         out[idx[:n_e][spike]] = np.nan
-        keep = ~spike
-        kept_idx = idx[:n_e][keep]
-        kept = vals[:n_e][keep]
+        kept_idx, kept = idx[:n_e][~spike], vals[:n_e][~spike]
         if kept.size:
             stuck = self._stuck(k, kept)
             counts[5] += int(stuck.sum())
@@ -205,12 +178,8 @@ class Hygiene:
 
     def counts_by_signal(self) -> dict[str, dict[str, int]]:
         """Non-zero rejection counts: {signal: {rule: n}}."""
-        out: dict[str, dict[str, int]] = {}
-        for name, row in zip(self.names, self.counts, strict=True):
-            nz = {rule: int(c) for rule, c in zip(RULES, row, strict=True) if c}
-            if nz:
-                out[name] = nz
-        return out
+        return {name: {rule: int(c) for rule, c in zip(RULES, row, strict=True) if c}
+                for name, row in zip(self.names, self.counts, strict=True) if row.any()}
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {"counts": self.counts, "last": self.last, "run": self.run, "repeat_rate": self.repeat_rate}

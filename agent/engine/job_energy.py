@@ -1,33 +1,18 @@
 """``JobEnergy``: IT, cooling and facility energy per job and per stage, node by node.
 
-Why: on a rack whose nodes run different jobs, "energy by stage" mixes the jobs; a tenant asks
-what *its* job's checkpoints cost. The rack's meters (PDUs, cooling unit) see the whole rack, so
-their energy is split over the (job, stage) each node was in.
-
-How (docs/stage-hints.md, "Several jobs on one rack"):
-- per node and row: its stage and job (``node_stages.NodeStages``) and its GPU power (the sum of
-  its own ``gpu.<i>.power_w``; a missing GPU is scaled from the node's known ones, as the engine's
-  GPU total does; a node whose GPUs all miss one poll keeps its last reading for ``GPU_HOLD_S``, as
-  the engine holds a signal). A node with no GPU reading is off (drained, powered down) while other
-  nodes report; when no node reports, every node counts as on (a rack without GPU telemetry: split
-  by node time). Rows are intervals like the engine's bins: a row's values hold until the next row.
-- per bin (``Engine.bin_s``, ≈ 15 s) and (node, cell): GPU energy G and node-seconds S; each entry's
-  modelled energy k·G + (b + d_s + e_c)·S from ``node_power.NodePowerModel``, which learns from the
-  PDU feeds' readings at the instants they were taken (``_learn``).
-- the measured IT energy (Σ PDU) of each engine window is split in proportion to its entries'
-  modelled energies: the feeds' energy meters are exact over a window (``meter_power``: a meter span
-  never crosses one), where a 15-s bin gets its neighbours' energy from a feed polled every 20–30 s
-  (bench/job_energy.py: splitting bin by bin cost the twin's short stages up to 6 %, even with every
-  node's true power as the weights). The split adds up to the measurement.
-- the window's cooling energy (the rack's share) follows its IT split: the heat is the IT power.
-  (The per-stage totals of ``Engine.energy_kwh`` move cooling to the stage whose heat caused it
-  through the learned lag; per job, over hours, the lag moves a window's cooling by minutes.)
-The table (``table``, ``state``) includes the window not yet closed, split by what it has so far.
-
-Fixed memory: at most ``MAX_CELLS`` (job, stage) cells, the least recently credited evicted (its
-energy is counted in ``evicted_kwh``); the accumulators of bins not yet closed span the engine's
-short look-ahead, the entries of the open window at most one window of bins. State round-trips
-through ``state``/``load`` (JSON, in the engine's state file).
+On a rack whose nodes run different jobs, "energy by stage" mixes the jobs, and the rack's meters
+see only the whole rack, so their energy is split over the (job, stage) each node was in
+(docs/stage-hints.md, "Several jobs on one rack"):
+- per node and row: its stage and job (``NodeStages``) and GPU power (missing GPUs scaled from the
+  node's known ones; a node's last reading held for ``GPU_HOLD_S``). A node with no GPU reading is
+  off while others report; when none reports, every node counts as on (split by node time).
+- per bin and (node, cell): GPU energy G and node-seconds S, modelled as k·G + (b + d_s + e_c)·S by
+  ``NodePowerModel``, which learns from the PDU feeds' readings at their instants (``_learn``).
+- each engine window's measured IT energy is split in proportion to its entries' modelled energy
+  (per window, not per bin: a feed's meter spans never cross a window, while a 15-s bin gets its
+  neighbours' energy); its cooling follows the IT split. The split adds up to the measurement.
+Fixed memory: at most ``MAX_CELLS`` cells (the least recently credited evicted into
+``evicted_kwh``), the bins of the look-ahead and of the windows not yet final.
 """
 
 from __future__ import annotations
@@ -52,43 +37,38 @@ MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
 # A GPU reading holds as the engine holds a signal whose interval it has not measured (frames).
 GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
-# A window's split is final once the model has learned from the hour after it (4 of the engine's
-# 15-min windows): a job's first minutes (loading its data, its first steps) come before its cells
-# have readings, so they are split by what those cells cost as learned over the job's first hour,
-# not by the prior. Until then the table shows them split by the model as it stands.
+# A window's split is final once the model has learned from the hour after it (4 15-min windows): a
+# job's first minutes come before its cells have readings, so they are split by what the cells cost
+# over the job's first hour, not by the prior (until then, by the model as it stands).
 FINAL_AFTER_WINDOWS = 4
 
 Key = tuple[str, str]
 
 
 class _Window:
-    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell,
-    stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the cooling
-    unit measured; per window what they measured."""
+    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell's
+    code, stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the
+    cooling unit measured; per window what they measured."""
 
     def __init__(self, idx: int) -> None:
         self.idx = idx
         self.keys: dict[Key, int] = {}  # cell → its code in this window
-        self.code: list[np.ndarray] = []
-        self.slot: list[np.ndarray] = []
-        self.gpu_j: list[np.ndarray] = []
-        self.node_s: list[np.ndarray] = []
-        self.it_part: list[np.ndarray] = []
-        self.cool_part: list[np.ndarray] = []
+        self.entries: list[tuple[int, int, float, float, float, float]] = []
         self.it_ws = 0.0
         self.cool_ws = 0.0
 
-    def add(self, cells: list[Key], slot: np.ndarray, v: np.ndarray, it_part: float, cool_part: float,
-            it_ws: float, cool_ws: float) -> None:
-        """One bin's entries (``v``: [GPU J, node-seconds, …] per entry) and its measured energies."""
-        self.code.append(np.array([self.keys.setdefault(c, len(self.keys)) for c in cells], dtype=np.int64))
-        self.slot.append(slot)
-        self.gpu_j.append(v[:, 0])
-        self.node_s.append(v[:, 1])
-        self.it_part.append(np.full(len(cells), it_part))
-        self.cool_part.append(np.full(len(cells), cool_part))
-        self.it_ws += it_ws
-        self.cool_ws += cool_ws
+    def add(self, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray, slots: StageSlots,
+            ts: float) -> None:
+        """One bin's entries (``acc``: (node, cell) → [GPU J, node-seconds, hinted node-seconds]) and
+        the energies its PDUs and cooling unit measured (``row``: the bin's sums; ``ts``: its start)."""
+        dur = float(row[F["dur_s"]])
+        it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
+        cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
+        for (_, cell), v in acc.items():
+            code = self.keys.setdefault(cell, len(self.keys))
+            self.entries.append((code, slots.slot(cell[1], ts), float(v[0]), float(v[1]), it_part, cool_part))
+        self.it_ws += float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
+        self.cool_ws += float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
 
 
 class JobEnergy:
@@ -118,7 +98,6 @@ class JobEnergy:
         self._gpu_ts = np.zeros(0)
         self._feed_ts: dict[str, float] = {}  # per feed: its last reading's time
 
-    # ----------------------------------------------------------------------------- rows
     def observe(self, chunk: TraceChunk, t0: float, rack_hints: np.ndarray, rack_labels: np.ndarray,
                 hints: NodeHints | None) -> None:
         """Rows as the engine classifies them (cleaned, in time order): each node's stage, job and
@@ -186,10 +165,9 @@ class JobEnergy:
         """Teach the node power model each PDU feed's readings (over the feed's share of the rack)
         against the nodes' GPU power and cells at the same rows. A reading stands for the time since
         its feed's previous one (at most ``GPU_HOLD_S``), shared by the feeds read."""
-        feeds = [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]
         known = np.isfinite(power)
-        valid: dict[str, np.ndarray] = {}
-        for f in feeds:
+        valid: dict[str, np.ndarray] = {}  # feed → its rows with a reading in range
+        for f in [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]:
             p = chunk.numeric[f]
             with np.errstate(invalid="ignore"):
                 ok = np.isfinite(p) & (p >= 0) & (p <= self.rack.max_power_w(f))
@@ -206,8 +184,7 @@ class JobEnergy:
         if not rows.size:
             return
         pos = {int(r): i for i, r in enumerate(rows)}
-        on = known[rows]
-        code = codes[rows]
+        on, code = known[rows], codes[rows]
         r_i, n_i = np.nonzero(on)
         by_slot = np.zeros((rows.size, N_SLOTS))
         by_col = np.zeros((rows.size, MODEL_CELLS))
@@ -237,30 +214,20 @@ class JobEnergy:
         g = np.where(known, p, 0.0) * dt[:, None]
         s = on * dt[:, None]
         n_keys, n_nodes = len(keys), p.shape[1]
-        node = np.arange(n_nodes)[None, :]
-        flat = ((bins[:, None] - bins.min()) * n_nodes + node) * n_keys + code
+        flat = ((bins[:, None] - bins.min()) * n_nodes + np.arange(n_nodes)[None, :]) * n_keys + code
         size = int(flat.max()) + 1
-        g_sum = np.bincount(flat.ravel(), weights=g.ravel(), minlength=size)
-        s_sum = np.bincount(flat.ravel(), weights=s.ravel(), minlength=size)
-        h_sum = np.bincount(flat.ravel(), weights=(s * h[src]).ravel(), minlength=size)
+        g_sum, s_sum, h_sum = (np.bincount(flat.ravel(), weights=x.ravel(), minlength=size)
+                               for x in (g, s, s * h[src]))
         for f in np.flatnonzero(s_sum > 0):
             bn, k = divmod(int(f), n_keys)
             b, n = divmod(bn, n_nodes)
             cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(3))
             cell += (g_sum[f], s_sum[f], h_sum[f])
 
-    # ----------------------------------------------------------------------------- bins
     def hinted_node_frac(self, start: np.ndarray, dur: np.ndarray, frac: np.ndarray, t0: float) -> np.ndarray:
-        """Per bin and stage slot: the share of the rack's node time in that stage, as hints say.
-
-        The stage-only IT forecast (``model``) reads it: on a rack whose nodes run different jobs,
-        the rack's load is each node's base plus its own stage's extra, so a stage's weight is the
-        share of node time in it, not one rack-wide label. Only hinted labels count (node hints, the
-        rack-wide hint): they come from the jobs, so they may drive a window's own prediction, where
-        stages inferred from PDU power may not (report spec, causality). Node time no hint labels
-        (and bins not seen here) keeps the rack's stage fractions ``frac``, what the forecast used
-        before: a rack without hints is predicted as before.
-        """
+        """Per bin and stage slot: the share of the rack's node time in that stage as hints say (the
+        stage-only IT forecast's weights). Only hints count: they come from the jobs, so they may drive
+        a window's own prediction (causality). Node time no hint labels keeps the rack's ``frac``."""
         out = frac.copy()
         node_s = self.nodes.n * dur  # the bin's node time: every listed node for the whole bin
         for i in range(len(start)):
@@ -289,39 +256,25 @@ class JobEnergy:
                 self._windows.append(_Window(window))
             acc = self._open.pop(idx, None)
             if acc:
-                self._add_bin(self._windows[-1], acc, sums[i], float(start[i]))
+                self._windows[-1].add(acc, sums[i], self.slots, float(start[i]))
             self.power.bin_done()
             while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
                 for cell, e in self._split(self._windows.pop(0)).items():
                     self._cell(cell)[:] += e
 
-    def _add_bin(self, window: _Window, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray,
-                 ts: float) -> None:
-        """One bin's entries and the parts of the bin the PDUs and the cooling unit measured."""
-        entries = list(acc)
-        v = np.array([acc[e] for e in entries])  # [GPU J, node-seconds, hinted node-seconds] per (node, cell)
-        cells = [cell for _, cell in entries]
-        dur = float(row[F["dur_s"]])
-        slot = np.array([self.slots.slot(stage, ts) for _, stage in cells], dtype=np.int64)
-        it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
-        cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
-        it_ws = float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
-        cool_ws = float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
-        window.add(cells, slot, v, it_part, cool_part, it_ws, cool_ws)
-
     def _split(self, window: _Window) -> dict[Key, np.ndarray]:
         """A window's [IT, cooling, GPU] kWh per cell: its measured energy split in proportion to the
         entries' energies as the model now says (by node time where it says none), each entry over
         the part of its bin that was measured."""
-        if not window.code:
+        if not window.entries:
             return {}
-        code = np.concatenate(window.code)
-        gpu_j, node_s = np.concatenate(window.gpu_j), np.concatenate(window.node_s)
+        e = np.array(window.entries)
+        code, slot = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
+        gpu_j, node_s = e[:, 2], e[:, 3]
         keys = list(window.keys)
-        model = np.maximum(self.power.energy_j(gpu_j, node_s, np.concatenate(window.slot), code, keys), 0.0)
+        model = np.maximum(self.power.energy_j(gpu_j, node_s, slot, code, keys), 0.0)
         out = np.zeros((len(keys), 3))
-        for k, (part, measured) in enumerate(((np.concatenate(window.it_part), window.it_ws),
-                                              (np.concatenate(window.cool_part), window.cool_ws))):
+        for k, (part, measured) in enumerate(((e[:, 4], window.it_ws), (e[:, 5], window.cool_ws))):
             weight = model * part
             if weight.sum() <= 0:  # nothing modelled (no GPU telemetry, a model not yet solved): node time
                 weight = node_s * part
@@ -342,7 +295,6 @@ class JobEnergy:
         self.cells[cell] = e  # most recently credited last
         return e
 
-    # ----------------------------------------------------------------------------- outputs, state
     @property
     def now(self) -> dict[str, dict[str, str]]:
         """Node → {"stage", "job"} at the last row seen (job "" where none was reported)."""
@@ -398,8 +350,5 @@ def _cell_codes(stage: np.ndarray, job: np.ndarray) -> tuple[list[Key], np.ndarr
     """The distinct (job, stage) cells of (rows × nodes) labels and each entry's cell index."""
     pairs = np.char.add(np.char.add(job.astype(str), "\x1f"), stage.astype(str))
     uniq, inv = np.unique(pairs, return_inverse=True)
-    keys = []
-    for u in uniq.tolist():
-        j, _, st = u.partition("\x1f")
-        keys.append((j or NO_JOB, st or "unknown"))
+    keys = [(j or NO_JOB, st or "unknown") for j, _, st in (u.partition("\x1f") for u in uniq.tolist())]
     return keys, inv.reshape(stage.shape).astype(np.int64)

@@ -1,14 +1,10 @@
 """Each job's own work-rate scales: jobs report throughput in their own units (samples/s, tokens/s),
 so a rate means something only relative to that job's own rates.
 
-Two scales per job: its peak (the highest bin-mean rate seen), and its usual rate (a running median
-of its bin-mean rates). The peak is what the per-stage slopes of the stage-only IT model read; the
-usual rate is what the rate curve reads where no stage is known (``response.RATE_KNOTS``): it is the
-training rate from a job's first minutes on, where the peak is that rate until the job's first
-evaluation pass (faster than training) raises it.
-
-Fixed memory: the scales of the last ``CAPACITY`` jobs seen; an older job that comes back starts
-again from its first rate.
+Per job: its peak (the highest bin-mean rate seen; the stage-only IT model's per-stage slopes read
+it) and its usual rate (a running median of its bin-mean rates; the rate curve where no stage is
+known reads it: the training rate from a job's first minutes on, where the peak is that only until
+the job's first evaluation pass raises it). Fixed memory: the last ``CAPACITY`` jobs.
 """
 
 from __future__ import annotations
@@ -18,13 +14,12 @@ import math
 import numpy as np
 
 CAPACITY = 32  # more concurrent or alternating jobs than a rack runs between two restarts
-# The usual rate steps by 2 % of itself toward each new bin's rate (a sign step: a running median):
-# one odd bin moves it by 2 %, and it follows a drift of the rate within ~50 bins (12 min of 15-s bins).
+# The usual rate steps by 2 % of itself toward each bin's rate (a running median): one odd bin moves
+# it by 2 %, and it follows a drift of the rate within ~50 bins (12 min of 15-s bins).
 USUAL_STEP = 0.02
-# A job's first bins carry its start-up: data loading, rates rising from 0 in bins only partly
-# rated. A median started from them would need hours of 2 % steps to reach the training rate, so for
-# its first 20 rated bins (5 min of 15-s bins: the start-up the twin and real loaders take) the usual
-# rate is the highest rate so far — the training rate, as the first evaluation comes later.
+# A job's first bins are its start-up (rates rising from 0), from which a median would need hours to
+# reach the training rate: for its first 20 rated bins (5 min of 15-s bins) the usual rate is the
+# highest rate so far (the training rate: the first evaluation comes later).
 USUAL_SETTLE_BINS = 20
 
 
@@ -34,14 +29,10 @@ class JobRates:
     def __init__(self) -> None:
         self._scales: dict[str, tuple[float, float, int]] = {}  # job → (peak, usual, rated bins)
 
-    def normalised(
-        self, jobs: list[str], rates: np.ndarray, learn: bool = True
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def normalised(self, jobs: list[str], rates: np.ndarray,
+                   learn: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``rates`` (nan where unknown) over each bin's job peak and over its usual rate; 0 where unknown.
-
-        ``learn``: the scales take these bins in (the first pass over them, the forecast's); without
-        it they are read as they are (learning reads the same bins again at the window's close).
-        """
+        ``learn``: the scales take these bins in (False: read them again, as learning does at the close)."""
         peak_n, usual_n = np.zeros(len(rates)), np.zeros(len(rates))
         for i, (job, rate) in enumerate(zip(jobs, rates, strict=True)):
             if not math.isfinite(rate) or rate <= 0:

@@ -1,33 +1,12 @@
-"""PDU power between a feed's energy-meter readings: the exact mean power where the PDU has a meter.
+"""PDU power between a feed's energy-meter readings: the exact mean ΔE/Δt where the PDU has a meter.
 
-Why: ``pdu.<id>.power_w`` is an instantaneous reading. Polled every 5–30 s it aliases the
-seconds-scale swings of training (forward/backward ↔ all-reduce, checkpoint bursts): on the
-twin's 8-node multijob racks polled every 27–28 s, window energy integrated from the held power
-samples is off by P95 3–5 % against the true energy, more than every accuracy target, and the
-IT model learns from the same noise. A feed's cumulative ``pdu.<id>.energy_kwh`` meter integrates
-continuously, so between two of its readings ΔE / Δt is the exact mean power (P95 0.1 % on the
-same racks; both P95s from a one-off script, no bench prints them: docs/engine.md). Each row
-interval lying between two meter readings gets that mean; the rest keep the held ``power_w``
-sample (``rows.RowBinner``).
-
-Rules, each with its reason:
-- Readings are taken from the rows emitted now and from the look-ahead rows (the next reading of
-  a feed polled up to every ``lookahead_s`` is already there); the last reading before them is the
-  counter's hold state (``Signals.last_value``/``last_ts``, saved with the state).
-- A span whose later reading lies in the next window is not used: the next window's prediction is
-  made from the model learned on this window, and no PDU sample from inside a window may drive it
-  (report-format.md).
-- A span whose later reading is more than ``lookahead_s`` after the interval is not used: live
-  ticks would not have it yet (a missed poll), and ticks and chunks must give the same values.
-- A span longer than the hold of a power sample (``HOLD_FACTOR`` × the counter's own interval), a
-  counter going backwards (reset, wrap) or a mean above the feed's physical maximum is not used.
-- Resolution: a window's energy from the meter is off by at most two counter steps (one at each
-  end). The meter is used only while two of its steps are below ``RESOLUTION_SHARE`` of the energy
-  the feed draws in a window at the span's power. The step is the smallest nonzero difference
-  between two successive increments (a running minimum; ``Signals.step`` and ``Signals.meter_inc``,
-  the last increment, are saved with the state).
-
-What it is not: hygiene (``hygiene.py`` checks the counter's resets), the hold (``frames.Signals``).
+A held instantaneous ``pdu.<id>.power_w`` sample aliases training's seconds-scale swings (window
+energy off by P95 3–5 % on the twin's multijob racks polled every 27–28 s; 0.1 % from the meter).
+A span between two readings replaces the held sample of the row intervals it encloses only when it
+closes inside the interval's window (causality) and within ``lookahead_s`` (ticks and chunks give
+the same values), is no longer than the hold of a power sample, does not go backwards, stays below
+the feed's maximum, and two meter steps are below ``RESOLUTION_SHARE`` of the feed's window energy.
+Rules and figures: docs/engine.md, "PDU energy meters".
 """
 
 from __future__ import annotations
@@ -47,18 +26,9 @@ RESOLUTION_SHARE = 0.005
 FLOAT_TOL = 1e-9
 
 
-def meter_power(
-    sig: Signals,
-    power_k: int,
-    energy_k: int,
-    emit_ts: np.ndarray,
-    start_ts: np.ndarray,
-    view_ts: np.ndarray,
-    view_kwh: np.ndarray,
-    clean_kwh: np.ndarray,
-    t0: float,
-    window_s: float,
-) -> np.ndarray:
+def meter_power(sig: Signals, power_k: int, energy_k: int, emit_ts: np.ndarray, start_ts: np.ndarray,
+                view_ts: np.ndarray, view_kwh: np.ndarray, clean_kwh: np.ndarray, t0: float,
+                window_s: float) -> np.ndarray:
     """Per emitted row interval ``(start_ts[i], emit_ts[i]]``: the feed's mean power from its meter (W),
     NaN where the meter cannot say. ``view_*``: every buffered row's time and raw meter value
     (emitted rows first, then look-ahead); ``clean_kwh``: the emitted rows' cleaned values.

@@ -1,13 +1,10 @@
 """``ResponseModel``: the IT, cooling and lag state of the engine, and the two things done with it.
 
-``predict(bins, …)`` runs a window's bins through the model as it was at the window's start
-(load-side inputs only: stages, work rate, GPU power); ``learn(window, …)`` lets the closed
-window's PDU and cooling samples in afterwards (prequential evaluation). Nothing else writes the
-model's state, and it knows nothing about rows, stages' names, baselines or payloads.
-
-Learning skips bins whose component the drift monitor holds (a suspected or active deviation must
-not become the new normal) and uses a short half-life for components it asks to re-learn. The
-regressions and the lag bank are ``response.py``'s; docs/engine.md explains the model.
+``predict`` runs a window's bins through the model as it was at the window's start (load-side
+inputs only: stages, work rate, GPU power); ``learn`` lets the closed window's PDU and cooling
+samples in afterwards (prequential), skipping bins of components the drift monitor holds and with
+a short half-life for those it re-learns. Regressions and lag bank: ``response.py``; the model:
+docs/engine.md.
 """
 
 from __future__ import annotations
@@ -43,9 +40,8 @@ from agent.engine.window_buffer import Prediction, WindowBuffer
 from agent.stages.job_scope import last_true_ts
 
 WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are published
-# GPU telemetry older than this is missing: the trace spec holds a signal for three of its own
-# sampling intervals, and the slowest GPU source we read is a dcgm-exporter refreshing every 30 s.
-# Bins past it are predicted by the stage-only IT model instead of a held GPU load.
+# GPU telemetry older than this is missing (the spec holds a signal for three of its intervals; the
+# slowest GPU source, dcgm-exporter, refreshes every 30 s): such bins get the stage-only IT model.
 GPU_FRESH_S = 90.0
 SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
@@ -53,17 +49,15 @@ TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the faci
 BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
-# The lag candidate used before any is scored: the twin's and a typical CRAC's response
-# (τ ≈ 4 min, 1 min dead time), so the first windows' heat is lagged plausibly.
+# The lag candidate before any is scored: a typical CRAC's response (τ ≈ 4 min, 1 min dead time)
 START_TAU_S, START_DEAD_S = 240.0, 60.0
 
 
 class ResponseModel:
     """IT (GPU-driven and stage-only), cooling (lag bank), GPU-per-work model, in fixed memory."""
 
-    def __init__(
-        self, window_s: float, bins_per_window: int, n_slots: int, forgetting_halflife_h: float
-    ) -> None:
+    def __init__(self, window_s: float, bins_per_window: int, n_slots: int,
+                 forgetting_halflife_h: float) -> None:
         self.window_s = window_s
         self.bin_s = bin_s = window_s / bins_per_window
         self.forgetting_halflife_h = forgetting_halflife_h
@@ -71,12 +65,13 @@ class ResponseModel:
         K = self.lag.K
         self.fan_lag = SingleLag(bin_s, FAN_LAG_S, bins_per_window)
         self.it = EWLS(1, N_IT_BASE + n_slots, it_ridge(n_slots))
-        # IT from stages and work rate alone: predicts bins without fresh GPU telemetry (PDU-only
-        # racks, GPU sources down) and the whole rack until the GPU model has warmed up.
+        # IT from stages and work rate alone: bins without fresh GPU telemetry, and all until GPU warm-up
         self.it_stage = EWLS(1, 2 * n_slots + N_RATE_CURVE, stage_it_ridge(n_slots))
         self.cool = EWLS(K, N_COOL, COOL_RIDGE)
         self.gpu_model = EWLS(n_slots, 2, np.array([1e-6, 1e-3]))
-        self.shadow = ShadowFits(self.fits())  # what held components would have learned (shadow.py)
+        # what held components would have learned (shadow.py), per ``components.LEARNED``
+        self.shadow = ShadowFits({"it": [self.it, self.it_stage], "cooling": [self.cool],
+                                  "gpu": [self.gpu_model]})
         self.job_rates = JobRates()
         self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
         self.score = np.zeros(K)
@@ -94,11 +89,6 @@ class ResponseModel:
         self.last_g = np.array([math.nan, math.nan, math.nan])
         self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
 
-    # ------------------------------------------------------------------ read-only views
-    def fits(self) -> dict[str, list[EWLS]]:
-        """The regressions of each learned component (``components.LEARNED``)."""
-        return {"it": [self.it, self.it_stage], "cooling": [self.cool], "gpu": [self.gpu_model]}
-
     @property
     def learned_lag(self) -> tuple[float, float]:
         """(time constant, dead time) of the cooling response, seconds."""
@@ -112,34 +102,36 @@ class ResponseModel:
         """Was GPU telemetry known within ``GPU_FRESH_S`` of ``ts`` (the end of the last bin seen)?"""
         return math.isfinite(ts) and ts - self.gpu_seen_ts <= GPU_FRESH_S + self.bin_s
 
+    def cooling_ab(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The selected cooling fit's a(t) and b(t) at times ``t`` (normalised; with their daily cycle)."""
+        cos_t, sin_t = daily_phase(t)
+        th = self.cool.theta[self.best]
+        return th[0] + th[2] * cos_t + th[3] * sin_t, th[1] + th[4] * cos_t + th[5] * sin_t
+
     def cooling_shares(self, frac: np.ndarray, hl_stage_w: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Per bin and stage: the share of the cooling power its lagged heat caused (selected lag)."""
-        cos_t, sin_t = daily_phase(start + 0.5 * self.bin_s)
+        a_t, b_t = self.cooling_ab(start + 0.5 * self.bin_s)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
-        th = self.cool.theta[self.best]
-        a_t = th[0] + th[2] * cos_t + th[3] * sin_t
-        b_t = th[1] + th[4] * cos_t + th[5] * sin_t
         contrib = np.maximum(a_t[:, None] * frac + b_t[:, None] * hl_stage_w / scale, 0.0)
         tot = contrib.sum(axis=1, keepdims=True)
         out: np.ndarray = np.where(tot > 0, contrib / np.maximum(tot, 1e-12), frac)
         return out
 
-    # ------------------------------------------------------------------ prediction (frozen model)
     def predict(self, sums: np.ndarray, frac: np.ndarray, start: np.ndarray, jobs: list[str],
                 window_warm: bool, gpu_level_w: np.ndarray, node_frac: np.ndarray) -> Prediction:
         """The frozen model's view of bins (sums, stage fractions, starts, jobs) of one window.
 
         ``window_warm``: the model was warm at the window's start (else the heat is the PDU's own);
         ``gpu_level_w``: per stage, the GPU power the baseline expects where no work rate is known;
-        ``node_frac``: per stage, the share of node time in it as hints say (the stage-only IT
-        model's regressors: a rack's load is each node's base plus its own stage's extra).
-        Advances only the input-side state (lag filters, last GPU load, GPU freshness, job scales).
-        """
+        ``node_frac``: per stage, the share of node time in it as hints say (the stage-only IT model's
+        regressors). Advances only the input-side state (lag filters, last GPU load, freshness, job
+        scales)."""
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
         it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
-        Xs = stage_it_features(node_frac, *self.job_rate_n(sums, jobs), rated_share(sums))
+        rates = self.job_rates.normalised(list(jobs), bin_work_rate(sums))
+        Xs = stage_it_features(node_frac, *rates, rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
@@ -182,13 +174,6 @@ class ResponseModel:
             self.gpu_seen_ts = float(last[-1])
         return np.asarray(end - last <= GPU_FRESH_S + self.bin_s)
 
-    def job_rate_n(
-        self, sums: np.ndarray, jobs: list[str], learn: bool = True
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The bins' work rate relative to their own job's peak and to its usual rate (0 where none
-        was reported); ``learn``: the first pass over these bins (``JobRates.normalised``)."""
-        return self.job_rates.normalised(list(jobs), bin_work_rate(sums), learn)
-
     def _gpu_expected(self, sums: np.ndarray, frac: np.ndarray, gpu_level_w: np.ndarray) -> np.ndarray:
         """Per-stage GPU power the baseline expects for the work rate (load-side only)."""
         wr_known = sums[:, F["wr_s"]] > 0
@@ -201,12 +186,9 @@ class ResponseModel:
         out: np.ndarray = (frac * expect).sum(axis=1)
         return out
 
-    # ------------------------------------------------------------------ learning (window close)
     def _halflife_h(self, component: str, relearn: frozenset[str], paced_h: dict[str, float]) -> float:
-        if component not in relearn:
-            return float(self.forgetting_halflife_h)
-        paced = paced_h.get(component, RELEARN_HALFLIFE_H)  # the drift monitor's pace
-        return min(paced, float(self.forgetting_halflife_h))
+        usual_h = float(self.forgetting_halflife_h)  # re-learning: the drift monitor's pace, if any
+        return min(paced_h.get(component, RELEARN_HALFLIFE_H), usual_h) if component in relearn else usual_h
 
     def learn(self, wb: WindowBuffer, window_warm: bool, relearn: frozenset[str],
               relearn_halflife_h: dict[str, float] | None = None,
@@ -214,14 +196,11 @@ class ResponseModel:
               faulted: frozenset[str] = frozenset()) -> None:
         """Let a closed window's measurements into the models (after its report line was written).
 
-        ``window_warm``: the model was warm at the window's start (lag candidates are scored only
-        then); ``relearn``: components the drift monitor re-learns with a short half-life;
-        ``relearn_halflife_h``: that half-life per component where the monitor paces it (how far
-        behind the model is), else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last
-        new-work change point, the end of its bounded re-learn and the start of a job still being
-        judged (the job's levels, ``JobLevel``);
-        ``faulted``: components with a confirmed fault (the job level does not learn it).
-        """
+        ``window_warm``: the model was warm at the window's start (lag candidates are scored only then);
+        ``relearn``: components the drift monitor re-learns, at ``relearn_halflife_h`` where it paces
+        them, else ``RELEARN_HALFLIFE_H``; ``work_change``: the monitor's last new-work change point, the
+        end of its bounded re-learn and the start of a job still being judged (``JobLevel``);
+        ``faulted``: components with a confirmed fault (the job level does not learn it)."""
         c = ClosedWindow.of(wb)
         # each component's forgetting over this window (the same factor for its main and shadow fits)
         lam = {comp: 0.5 ** (c.length_h / self._halflife_h(comp, relearn, relearn_halflife_h or {}))
@@ -298,7 +277,7 @@ class ResponseModel:
         # the stage-only IT model learns from every bin whose PDU power is known, GPU telemetry or not
         rows_s = seen_it & ~held
         if rows_s.any():
-            rates = self.job_rate_n(sums, wb.jobs[:n], learn=False)
+            rates = self.job_rates.normalised(wb.jobs[:n], bin_work_rate(sums), learn=False)  # read again
             Xs = stage_it_features(wb.node_frac[:n], *rates, rated_share(sums))
             ys = np.where(rows_s, pdu / scale, 0.0)
             it_stage.update(Xs[None], ys[None], (w_h * rows_s)[None], lam_it)
@@ -312,10 +291,8 @@ class ResponseModel:
         # Candidates are scored only once the models have learned for a while (warm): the first hours'
         # errors say how fast each candidate's fit converged, not which lag is right.
         if w_c.sum() > 0 and warm:
-            # Score the dynamics: changes of the residual between consecutive bins. Slow disturbances
-            # (other racks, weather) cancel out; what is left is how well (τ, d) follow heat steps.
-            # The previous window's last residual is carried so that a step right at a window edge
-            # is scored too.
+            # Score the changes of the residual between consecutive bins (the previous window's last
+            # one carried): slow disturbances cancel out, what is left is how well (τ, d) follow heat.
             res = np.concatenate([self.last_res[:, None], wb.cool_pred_w[:n].T / scale - y_c[None]], axis=1)
             ok = np.concatenate([[bool(np.isfinite(self.last_res).all())], rows_c])
             pair = ok[1:] & ok[:-1]
@@ -327,13 +304,10 @@ class ResponseModel:
             else:
                 self.score = err
                 self.scored = True
-        # The residual level follows the data even while the drift monitor holds the model: it is the
-        # short-term state of disturbances the regressors cannot see (other racks on the unit), not
-        # the baseline. The held model (theta) is what the drift detector compares against.
-        last_ok = rows_c[-1] if n else False
-        self.last_res = (
-            (wb.cool_pred_w[n - 1] / scale - y_c[n - 1]) if last_ok else np.full_like(self.last_res, np.nan)
-        )
+        # The residual level follows the data even while the model is held: it is the short-term state
+        # of disturbances no regressor sees (other racks on the unit); the detectors judge theta.
+        unknown = np.full_like(self.last_res, np.nan)
+        self.last_res = wb.cool_pred_w[n - 1] / scale - y_c[n - 1] if n and rows_c[-1] else unknown
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
         self.bias_cool = ew_bias(self.bias_cool, resid, c.cool_ok, dur, BIAS_HALFLIFE_S)
         self._fit_cooling(wb, c, lam, wb.held[:n, HELD_COOLING], self.cool)
@@ -349,10 +323,9 @@ class ResponseModel:
         w_c = w_h * rows_c
         cos_t, sin_t = daily_phase(wb.start[:n] + 0.5 * self.bin_s)
         Xc = cooling_features(wb.hl_w[:n].T / scale, cos_t, sin_t)
-        K = Xc.shape[0]
-        lam_c = lam["cooling"]
         if w_c.sum() > 0:
-            cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam_c)
+            K = Xc.shape[0]
+            cool.update(Xc, np.broadcast_to(y_c, (K, n)), np.broadcast_to(w_c, (K, n)), lam["cooling"])
 
     def _learn_shadows(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float],
                        level_w: np.ndarray) -> None:
@@ -370,12 +343,10 @@ class ResponseModel:
 
     def _learn_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float]) -> None:
         """GPU power per stage against work rate (for the gpu_hardware drift channel)."""
-        n, wr, wr_ok = c.n, c.wr, c.wr_ok
-        if not math.isfinite(self.wr_scale) and wr_ok.any() and np.nanmax(wr[wr_ok]) > 0:
-            self.wr_scale = float(np.nanmax(wr[wr_ok]))
-        if not math.isfinite(self.wr_scale):
-            return
-        self._fit_gpu(wb, c, lam, wb.held[:n, HELD_GPU], self.gpu_model)
+        if not math.isfinite(self.wr_scale) and c.wr_ok.any() and np.nanmax(c.wr[c.wr_ok]) > 0:
+            self.wr_scale = float(np.nanmax(c.wr[c.wr_ok]))
+        if math.isfinite(self.wr_scale):
+            self._fit_gpu(wb, c, lam, wb.held[: c.n, HELD_GPU], self.gpu_model)
 
     def _fit_gpu(self, wb: WindowBuffer, c: ClosedWindow, lam: dict[str, float], held: np.ndarray,
                  model: EWLS) -> None:
@@ -388,21 +359,17 @@ class ResponseModel:
         Xg = np.stack([np.ones(n), np.where(use, wr, 0.0) / self.wr_scale], axis=1)
         Wg = (np.arange(S)[:, None] == dom[None, :]) * (w_h * use)[None, :]
         yg = np.where(use, np.nan_to_num(c.gpu_mean), 0.0) / self.scale_w
-        lam_g = lam["gpu"]
-        lam_slots = np.where(Wg.sum(axis=1) > 0, lam_g, 1.0)  # only slots seen in this window forget
+        lam_slots = np.where(Wg.sum(axis=1) > 0, lam["gpu"], 1.0)  # only slots seen in this window forget
         if use.any():
             model.update(np.broadcast_to(Xg, (S, n, 2)), np.broadcast_to(yg, (S, n)), Wg, lam_slots)
 
-    # ------------------------------------------------------------------ state
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Every piece of the model as named fixed-shape arrays (``load_arrays`` reads them back)."""
         out = {
             "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
                                        float(self.scored), self.g_lo_w, self.g_hi_w, self.gpu_seen_ts,
                                        self.bias_it, self.fan_lag.y]),
-            "last_g": self.last_g,
-            "score": self.score,
-            "bias_cool": self.bias_cool,
+            "last_g": self.last_g, "score": self.score, "bias_cool": self.bias_cool,
             "last_res": self.last_res,
         }
         out.update(self.lag.state_arrays())
@@ -416,7 +383,7 @@ class ResponseModel:
 
     def load_arrays(self, a: dict[str, np.ndarray]) -> None:
         """The inverse of ``state_arrays``; raises ValueError/KeyError on a shape that does not fit.
-        Ranges are checked by the caller (``state_checks``) before the values are used."""
+        Ranges are checked by the caller (``persist``) before the values are used."""
         p = self.it_stage.theta.shape[1]
         a = _with_rate_curve(_with_rate_curve(a, "itstage", p), "shadow_it1", p)  # the model, its shadow
         s = a["model_scalars"]
@@ -445,28 +412,20 @@ class ResponseModel:
 class JobLevel:
     """The running job's own IT level per stage, over what the IT model (the rack's usual) predicts.
 
-    Why: a job sets its nodes' CPU, storage and network load in each stage (on a churning rack
-    the levels of two jobs' training stages differ by up to ~10 % of the rack's IT power); it does
-    not change how PDU power follows GPU power (PSUs, fans). Re-learning the whole IT model fast
-    for two hours after each new job (its GPU curve too, from an hour of one job) left the next
-    jobs predicted with the last job's levels. So the IT model learns every job at its usual pace,
-    from the PDU power less the job's level (its stage levels are the rack's usual ones: the prior
-    for a stage a job has not run yet), and each new job's own offset per stage is measured here:
-    the mean of the model's residual in that stage over the job's own bins.
+    A job sets its nodes' CPU, storage and network load in each stage (two jobs' training levels
+    differ by up to ~10 % of the rack's IT power on a churning rack), not how PDU power follows GPU
+    power. So the IT model learns every job at its usual pace from the PDU power less the job's level,
+    and each new job's own offset per stage is measured here: the mean of the model's residual in that
+    stage over the job's own bins.
 
-    - It starts from nothing at each new-work change point (``change``: a job of other work, new
-      work found by power, a workload shift) and learns during that change's bounded re-learn,
-      while the IT detector re-centres; then it stays as learned for the rest of the job, so a
-      fault that starts later is not learned as the job's (the detector judges model + level).
-      A restart of the same work keeps the level of the run before (it is judged against it).
-    - The prior: one engine bin of the rack's usual level (offset 0). A bin's PDU noise (≈ 1 %)
-      is far below the spread of levels between jobs, so one bin of a stage is enough to trust
-      its own level; the prior only keeps a stage the job has not run at the rack's.
-    - It learns while a component is suspected (a suspicion must not freeze the prediction) but
-      not while the IT side carries a confirmed fault (the fault is not a job's level).
+    - It starts from nothing at each new-work change point and learns during that change's bounded
+      re-learn, then stays as learned for the rest of the job, so a later fault is not learned as the
+      job's level. A restart of the same work keeps the level of the run before.
+    - The prior: one engine bin at the rack's usual level (a bin's PDU noise, ≈ 1 %, is far below the
+      spread between jobs); it only keeps a stage the job has not run at the rack's.
+    - It learns while a component is suspected, not while the IT side carries a confirmed fault.
 
-    Fixed memory: two floats per stage slot and the change point's time.
-    """
+    Fixed memory: two floats per stage slot and the change point's time."""
 
     def __init__(self, n_slots: int, bin_s: float) -> None:
         self.prior_s = bin_s
@@ -483,12 +442,10 @@ class JobLevel:
     def per_bin_w(self, start: np.ndarray, frac: np.ndarray,
                   change: tuple[float, float, float], gpu_bins: np.ndarray | None = None) -> np.ndarray:
         """Per bin: the level its prediction adds, W. ``change``: (new-work change point, end of its
-        re-learn, start of a job whose kind is still being judged). Bins after a change point the
-        level was not learned since (new work inside the window, or a job not judged yet: its
-        label, or its GPU power, is a load-side input known at prediction time) get the rack's
-        usual level instead of the previous job's. Only ``gpu_bins`` (bins with GPU power) get a
-        level: without GPU power the IT residual's one-window memory (``_learn_it``) already is the
-        running job's level, and two estimators of one offset would chase each other (None: every bin)."""
+        re-learn, start of a job still being judged). Bins after a change point the level was not learned
+        since get the rack's usual level (0). Only ``gpu_bins`` (bins with GPU power; None: every bin) get
+        a level: without GPU power the IT residual's one-window memory already is the job's level, and two
+        estimators of one offset would chase each other."""
         out: np.ndarray = frac @ self.level_w
         if gpu_bins is not None:
             out = np.where(gpu_bins, out, 0.0)

@@ -1,31 +1,17 @@
 """``NodePowerModel``: what each powered node of a rack draws at the PDU, per (job, stage), learned
-from the rack's PDU readings.
+from the rack's PDU readings; the weights that split a window's measured IT energy over the jobs.
 
-Why: splitting a bin's measured IT energy over the jobs needs each node's share. A node's AC power
-is its GPU power through the PSUs plus a non-GPU part (CPUs, memory, NICs, storage, fans) that
-depends on what its job does: data loading and checkpoints keep CPUs and storage busy while the
-GPUs idle, an all-reduce keeps the NICs busy, and two jobs of different kinds differ in each stage
-(bench/job_energy.py: on the twin's two-job racks one job's grad_sync node drew 650 W more beside
-its GPUs than the other's). A per-stage term shared by every job credits one job with the other's
-CPUs.
+Per node n at an instant (G_n its GPU power, c its (job, stage) cell, s its stage):
+``P_n = k·G_n + b + d_s + e_c``: k IT watts per GPU watt (PSU losses, kept in [K_MIN, K_MAX]), b a
+powered node's base, d_s stage s's extra pooled over the jobs, e_c the cell's own deviation (jobs
+differ per stage: one job's grad_sync node drew 650 W more beside its GPUs than another's). A ridge
+prior holds k at the PSUs' typical loss and d_s, e_c at 0 until the data tells them apart.
 
-Model, per node n at an instant (G_n its GPU power, c its (job, stage) cell, s its stage):
-``P_n = k·G_n + b + d_s + e_c``. k: IT watts per GPU watt (the PSUs' loss), kept in [K_MIN, K_MAX]
-as stage_attribution does; b: the base of a powered node; d_s: stage s's extra, pooled over the
-jobs; e_c: the cell's own deviation from it. A ridge prior holds k at the PSUs' typical loss and
-d_s, e_c at 0 until the data tells them apart, so a cell just seen costs what its stage costs on
-this rack (hierarchical: what every job's stage shares goes to d_s, what one job does on top of
-it to e_c).
-
-What it learns from: each PDU feed's instantaneous power readings, against the nodes' GPU power
-and cells at the same instant (``add_readings``). Not from bin energies: a feed polled every 20–30 s
-smears a bin's energy over its neighbours, and training alternates forward/backward ↔ grad_sync
-within seconds, so bin targets hide the difference between those two stages (least squares on
-them traded 1 kW between a job's forward_backward and grad_sync cells on the twin); a reading is
-an exact snapshot, taken at a random phase of the step. A feed carries a share of every node (A/B
-feeds: about half), so a reading is divided by its feed's share of the rack (``FeedShares``): the
-nodes' small imbalances between feeds cancel between the feeds' readings.
-Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS`` + ``MODEL_CELLS``)² normal matrix, the cell table.
+It learns from each PDU feed's instantaneous readings (``add_readings``), not from bin energies:
+a feed polled every 20–30 s smears a bin's energy over its neighbours and hides stages that
+alternate within seconds; a reading is an exact snapshot. A reading is divided by its feed's share
+of the rack (``FeedShares``). Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS`` + ``MODEL_CELLS``)²
+normal matrix and the cell table.
 """
 
 from __future__ import annotations
@@ -45,11 +31,9 @@ from agent.engine.stage_slots import N_SLOTS
 IT_PER_GPU_W = 1.0 / 0.93
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
-# Prior strength in bins' worth of evidence (a reading weighs the time it stands for, in bins: see
-# ``add_readings``). A column is its share of the nodes, 0.1–0.5, so 4 is 2–10 min of the stage (or
-# cell) running before the data outweighs the prior: readings are exact snapshots, not smeared bins,
-# so minutes of them tell a cell's cost. (Offline on dev seeds 1–2: 24 held a job's brief data
-# loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
+# Prior strength in bins' worth of readings: a column is its share of the nodes (0.1–0.5), so 4 is
+# 2–10 min of a stage (or cell) before the data outweighs the prior. (Offline, dev seeds 1–2: 24 held
+# a job's brief data loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
 RIDGE_BINS = 4.0
 FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage slot, then one per cell
 # A rack of up to 8 nodes runs at most 8 jobs side by side, each reporting about 8 stages (the six
@@ -92,7 +76,6 @@ class NodePowerModel:
         """IT watts per GPU watt, within [K_MIN, K_MAX]: PSUs lose, and by a bounded amount."""
         return min(max(float(self.theta[0]), K_MIN), K_MAX)
 
-    # ----------------------------------------------------------------------------- columns
     def reset_slot(self, slot: int) -> None:
         """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
         self._reset_column(FIRST_STAGE + slot)
@@ -125,7 +108,6 @@ class NodePowerModel:
         e = float(self.theta[self.first_cell + col]) if col is not None else 0.0
         return (float(self.theta[1]) + float(self.theta[FIRST_STAGE + slot]) + e) * SCALE_W
 
-    # ----------------------------------------------------------------------------- use
     def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
                  cells: list[Cell]) -> np.ndarray:
         """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
@@ -138,7 +120,6 @@ class NodePowerModel:
         out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
         return out
 
-    # ----------------------------------------------------------------------------- learning
     def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, on: np.ndarray, by_slot: np.ndarray,
                      by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray, n_nodes: int) -> None:
         """Readings of the rack's IT power ``it_w`` (W, a feed's reading over its share) at times
@@ -168,7 +149,6 @@ class NodePowerModel:
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
             self._fit.solve(self._prior)
 
-    # ----------------------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
         return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins,
                 "cells": [[job, stage, col] for (job, stage), col in self._cells.items()],
@@ -196,12 +176,8 @@ class NodePowerModel:
 
 
 class FeedShares:
-    """Each PDU feed's share of the rack's power, from the means of its own readings.
-
-    Why: a feed's reading is a share of every node's power (A/B feeds: about half each); dividing it
-    by that share makes it a reading of the rack. Readings are taken at random phases of the load,
-    so their long-run means, over the same half-life as the model, compare the feeds fairly.
-    """
+    """Each PDU feed's share of the rack's power (A/B feeds: about half each), from the means of its
+    own readings over the model's half-life (readings fall at random phases of the load)."""
 
     def __init__(self) -> None:
         self._sum: dict[str, float] = {}

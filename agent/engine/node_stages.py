@@ -1,19 +1,10 @@
 """``NodeStages``: the stage and job of every GPU node of the rack, row by row.
 
-Why: nodes of one rack may run different jobs (multi-tenant racks, a node drained), so one stage
-per row cannot say which job a node's energy belongs to. Per node and row the label is, in order:
-
-1. that node's own fresh hint (a hint naming its ``node``, ``agent.stages.timeline.NodeTimelines``),
-2. the rack-wide hint the row carries (a hint without ``node`` holds for every node, as before),
-3. the stage inferred from that node's own GPUs: the existing ``StageInferrer``, one instance per
-   node, fed the row's columns with only that node's ``gpu.<i>.*`` (it is wrapped, not changed).
-
-The job follows the label's source (a node hint's job, else the row's). A rack that lists no
-nodes (``RackInfo.node_gpus`` empty) is one node: the rack's own labels and jobs, no extra work.
-
-What it is not: the rack's stage timeline (``stage_slots.StageSource`` keeps that, for baselines
-and segments) nor the accounting (``job_energy``).
-Fixed memory: one inferrer per configured node (their state is the inferrer's fixed arrays).
+Nodes of one rack may run different jobs, so one stage per row cannot say which job a node's
+energy belongs to. Per node and row the label is that node's own fresh hint, else the rack-wide
+hint, else the stage inferred from that node's own GPUs (one ``StageInferrer`` per node); the job
+follows the label's source. A rack that lists no nodes is one node: the rack's own labels.
+Fixed memory: one inferrer per configured node.
 """
 
 from __future__ import annotations
@@ -31,18 +22,12 @@ from agent.trace.model import TraceChunk
 NodeHints = Callable[[str, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def node_ids(rack: RackInfo) -> tuple[str, ...]:
-    """The rack's node ids in ``node_gpus`` order (``n0``, ``n1``, … where the config gave none)."""
-    if rack.node_ids and len(rack.node_ids) == len(rack.node_gpus):
-        return tuple(rack.node_ids)
-    return tuple(f"n{i}" for i in range(len(rack.node_gpus)))
-
-
 class NodeStages:
     """Per node and row: (stage, job, from a hint?) — node hint, else rack hint, else inferred."""
 
     def __init__(self, rack: RackInfo) -> None:
-        self.ids = node_ids(rack)
+        given = len(rack.node_ids) == len(rack.node_gpus)  # in node_gpus order; else n0, n1, …
+        self.ids = tuple(rack.node_ids) if given else tuple(f"n{i}" for i in range(len(rack.node_gpus)))
         self.gpus = tuple(frozenset(g) for g in rack.node_gpus)
         self.inferrers = [StageInferrer() for _ in self.ids]
         self._columns: dict[tuple[str, ...], list[list[str]]] = {}  # chunk columns → per node
@@ -52,9 +37,8 @@ class NodeStages:
         """Nodes the accounting splits the rack into (1 for a rack that lists none)."""
         return max(1, len(self.ids))
 
-    def labels(
-        self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray, hints: NodeHints | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def labels(self, chunk: TraceChunk, rack_hints: np.ndarray, rack_labels: np.ndarray,
+               hints: NodeHints | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(stage, job) as (rows × nodes) object arrays, and (rows × nodes) bool: the label is a hint.
 
         ``rack_hints``: the rows' valid stage hints ("" none); ``rack_labels``: the rack's stage per

@@ -1,12 +1,11 @@
 """Where a command writes an output file (report, HTML page, state): atomically when it can, directly
 when it must.
 
-A regular file, or a path that does not exist yet, is written to a temp file beside it and renamed
-over it (``state.write_atomic``): a crash leaves the old file or the new one, never half of one.
-Anything else — ``-`` (standard output), a character device such as ``/dev/null``, a FIFO — is
-written in place: renaming over it would replace the device or pipe with a regular file (issue
-18: ``replay --report /dev/null`` run as root replaced ``/dev/null``). A symbolic link is followed,
-so the link stays and its target gets the new content.
+A regular file or a new path is written to a temp file beside it and renamed over it (a crash
+leaves the old file or the new one). ``-`` (standard output), a device such as ``/dev/null`` or a
+FIFO is written in place: renaming over it would replace it with a regular file (issue 18:
+``replay --report /dev/null`` run as root replaced ``/dev/null``). A symlink's target is replaced,
+the link kept.
 """
 
 from __future__ import annotations
@@ -24,13 +23,9 @@ from agent.engine.state import write_atomic
 STDOUT = "-"
 
 
-def is_stdout(path: Path | str) -> bool:
-    return str(path) == STDOUT
-
-
 def writes_in_place(path: Path | str) -> bool:
     """True when ``path`` must be written directly: ``-``, or an existing non-regular file."""
-    if is_stdout(path):
+    if str(path) == STDOUT:
         return True
     try:
         mode = os.stat(path).st_mode  # follows symlinks: the target's kind decides
@@ -39,16 +34,11 @@ def writes_in_place(path: Path | str) -> bool:
     return not stat.S_ISREG(mode)
 
 
-def _real(path: Path | str) -> Path:
-    """The file a rename must replace: a symlink's target, so the link itself survives."""
-    return Path(os.path.realpath(path))
-
-
 @contextlib.contextmanager
 def open_text_output(path: Path | str) -> Iterator[TextIO]:
     """A text stream onto ``path``; for a regular file it is renamed into place only when the
     ``with`` block ends without an error (otherwise the temp file is removed, the old file kept)."""
-    if is_stdout(path):
+    if str(path) == STDOUT:
         yield sys.stdout
         sys.stdout.flush()
         return
@@ -56,7 +46,7 @@ def open_text_output(path: Path | str) -> Iterator[TextIO]:
         with open(path, "w", encoding="utf-8") as out:
             yield out
         return
-    target = _real(path)
+    target = Path(os.path.realpath(path))  # a symlink's target: the link itself survives
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as out:
@@ -70,11 +60,11 @@ def open_text_output(path: Path | str) -> Iterator[TextIO]:
 
 def write_output(path: Path | str, data: bytes) -> None:
     """Write ``data`` to ``path`` under the same rule (atomic for regular files and new paths)."""
-    if is_stdout(path):
+    if str(path) == STDOUT:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     elif writes_in_place(path):
         with open(path, "wb") as out:
             out.write(data)
     else:
-        write_atomic(_real(path), data)
+        write_atomic(Path(os.path.realpath(path)), data)

@@ -1,9 +1,9 @@
-"""The engine's MQTT payloads: the rack summary and one retained baseline per stage.
+"""The engine's MQTT payloads: the rack summary (with its ``capabilities``) and one retained baseline
+per stage.
 
 Shapes are versioned (``"v": 1``) and checked by ``agent/schemas/summary.schema.json`` and
-``agent/schemas/baseline.schema.json``. ``seq`` is supplied by the caller (the live publisher
-keeps its own monotonically increasing counter; replay uses the engine's). Values are rounded so
-payloads stay small: powers to 0.1 W, energies to 1 Wh.
+``agent/schemas/baseline.schema.json``. ``seq`` is the caller's (the live publisher keeps its own;
+replay uses the engine's). Powers are rounded to 0.1 W, energies to 1 Wh.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from agent.engine.hygiene import RULES, Hygiene
 from agent.engine.job_energy import JobEnergy
 
 PAYLOAD_VERSION = 1
+NO_GPU = "off: no GPU telemetry (configure [[dcgm]] nodes or node agents)"
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,33 @@ class EngineView:
     job_energy: JobEnergy
 
 
+def capabilities(sample: ComponentSample | None, gpu: bool, warm: bool,
+                 predicts_from_gpu: bool) -> dict[str, Any]:
+    """What the rack's data lets the engine do now. Without GPU telemetry the detections comparing
+    PDU with GPU power cannot run, and "no drift" there would be a claim the data cannot support,
+    so each detection says "on" or why it is off."""
+    inlet = sample is not None and math.isfinite(sample.inlet_spread_c)
+    cooling = sample is not None and math.isfinite(sample.cooling_measured_w)
+    return {
+        "gpu_telemetry": gpu,
+        "inlet_telemetry": inlet,
+        "cooling_telemetry": cooling,
+        "prediction": "warming_up" if not warm else "gpu" if predicts_from_gpu else "stages",
+        "detections": {
+            "cooling": "on" if cooling else "off: no cooling-unit power",
+            "thermal": "on" if inlet else "off: no rack inlet temperatures",
+            "power_chain": "on" if gpu else NO_GPU,
+            "gpu_hardware": "on" if gpu else NO_GPU,
+        },
+    }
+
+
 def _r(x: float, nd: int = 1) -> float | None:
     return round(float(x), nd) if x is not None and math.isfinite(x) else None
+
+
+def _header(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
+    return {"v": PAYLOAD_VERSION, "seq": int(seq), "ts": _r(ts, 3), "site": view.site, "rack": view.rack}
 
 
 def _lag(view: EngineView) -> dict[str, Any]:
@@ -76,9 +102,8 @@ def _stage_summary(view: EngineView, slot: int) -> dict[str, Any]:
     return {key: full[key] for key in ("level_w", "band_w", "ratio", "samples", "updated")}
 
 
-def hygiene_counts(
-    hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int, gaps: int
-) -> dict[str, Any]:
+def hygiene_counts(hygiene: Hygiene, malformed_hints: int, out_of_order_rows: int, bad_ts_rows: int,
+                   gaps: int) -> dict[str, Any]:
     """The summary's ``hygiene`` object: rejections per rule and per signal, refused rows, gaps."""
     totals = hygiene.counts.sum(axis=0)
     return {
@@ -104,11 +129,7 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         if e.any()
     }
     payload: dict[str, Any] = {
-        "v": PAYLOAD_VERSION,
-        "seq": int(seq),
-        "ts": _r(ts, 3),
-        "site": view.site,
-        "rack": view.rack,
+        **_header(view, ts, seq),
         "warm": view.warm,
         "stage": s.stage if s else None,
         "stage_source": s.stage_source if s else None,
@@ -129,25 +150,17 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         "held": sorted(view.held),
         "hygiene": view.hygiene,
     }
-    if view.job_energy.cells:
-        payload["job_energy_kwh"] = job_energy_entries(view.job_energy)
+    if view.job_energy.cells:  # {job: {stage: {it, cooling, facility, gpu}}} kWh (job "-": none reported)
+        payload["job_energy_kwh"] = {
+            job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
+            for job, stages in view.job_energy.table().items()
+        }
         if view.job_energy.nodes.ids:
             payload["nodes"] = view.job_energy.now
     if view.last_window:
-        w = view.last_window
-        payload["window"] = {
-            k: w.get(k) for k in ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
-        }
+        keys = ("start", "end", "measured_kwh", "predicted_kwh", "coverage")
+        payload["window"] = {k: view.last_window.get(k) for k in keys}
     return payload
-
-
-def job_energy_entries(job_energy: JobEnergy) -> dict[str, dict[str, dict[str, float | None]]]:
-    """``job_energy_kwh``: {job: {stage: {it, cooling, facility, gpu}}} kWh, rounded like ``energy_kwh``
-    (job ``-``: rows no job reported)."""
-    return {
-        job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
-        for job, stages in job_energy.table().items()
-    }
 
 
 def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[str, Any]]:
@@ -159,23 +172,10 @@ def baseline_payloads(view: EngineView, ts: float, seq: int) -> dict[str, dict[s
         if view.baselines.stats[i, 0] <= 0:
             continue
         name = view.stage_name(i)
-        entry: dict[str, Any] = {
-            "v": PAYLOAD_VERSION,
-            "seq": int(seq),
-            "ts": _r(ts, 3),
-            "site": view.site,
-            "rack": view.rack,
-            "stage": name,
-            **_stage_entry(view, i),
-            "lag": _lag(view),
-        }
+        entry = {**_header(view, ts, seq), "stage": name, **_stage_entry(view, i), "lag": _lag(view)}
         if i in jobs:
             row = jobs[i]
-            entry["job"] = {
-                "id": current_job,
-                "level_w": _r(row["level_w"]),
-                "band_w": [_r(row["p10_w"]), _r(row["p90_w"])],
-                "samples": int(row["n"]),
-            }
+            entry["job"] = {"id": current_job, "level_w": _r(row["level_w"]),
+                            "band_w": [_r(row["p10_w"]), _r(row["p90_w"])], "samples": int(row["n"])}
         out[name] = entry
     return out

@@ -1,12 +1,13 @@
 """Engine parts ↔ state arrays. Every piece of learned state is a fixed-shape array named by the
-part that owns it (``state_arrays``/``load_arrays``); the few structured parts owned by other
-modules (stage inferrer, drift monitor) are JSON padded to a fixed size.
+part that owns it (``state_arrays``/``load_arrays``); the structured parts of other modules (stage
+inferrer, drift monitor) are JSON padded to a fixed size. A version-2 layout is upgraded, so an
+upgrade keeps what was learned. A restored engine continues where the saved one stopped, except
+for rows still in the look-ahead buffer (``finish()`` flushes them before a save in replay).
 
-This module knows the layout (and reads the layout of version 2, so an upgrade keeps what was
-learned), checks every index and time before a part uses it (``state_checks``), and nothing
-else. A restored engine continues exactly where the saved one stopped, except for rows still in
-the look-ahead buffer (at most ``LOOKAHEAD_S`` of rows; ``finish()`` flushes them before a save
-in replay).
+Every value is checked before a part uses it: the checksum proves the bytes are the ones written,
+not that they are sensible, and an index outside its table or a count of 1e18 would crash the
+first tick after a restore (or ask numpy for exabytes). A check raises ``StateError`` naming the
+value, so the caller starts fresh with one clear message.
 """
 
 from __future__ import annotations
@@ -23,16 +24,22 @@ from agent.engine.drift import DriftMonitor
 from agent.engine.job_energy import JobEnergy
 from agent.engine.model import ResponseModel
 from agent.engine.response import N_IT_BASE
+from agent.engine.row_times import TS_FLOOR_S
 from agent.engine.rows import RowBinner
 from agent.engine.signals import FIELDS
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.state import StateError, pack, unpack
-from agent.engine.state_checks import check_magnitudes, index, scale, timestamp
 from agent.engine.window_buffer import WindowBuffer
 
 ENGINE_STATE_VERSION = 3  # 3: arrays named by their owner; the unused GPU-temperature terms gone
 BLOB_MIN_BYTES = 32768
 BIG = 2**53  # floats count integers exactly up to here
+# Largest magnitude a float in a state may hold. The largest accumulator the engine writes is a
+# bin's GPU cube sum: (16 GPUs × 1500 W)^3 × a 900 s bin ≈ 1.2e16; 1e18 leaves room and still
+# keeps every square and cube the engine takes of it finite.
+MAX_MAGNITUDE = 1e18
+MAX_TS_S = 1e11  # year 5138: beyond any wall clock (the live bound is checked when rows arrive)
+NEVER_MARKED = frozenset({"last_ts"})  # arrays where -inf means "never" (a signal not sampled yet)
 
 
 @dataclass
@@ -77,8 +84,7 @@ def _unblob(arr: np.ndarray) -> Any:
     return json.loads(arr.tobytes().decode().strip() or "null")
 
 
-def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
-    p = parts
+def save_engine(p: EngineParts, own: EngineOwn) -> bytes:
     arrays: dict[str, np.ndarray] = {
         "engine_version": np.array([ENGINE_STATE_VERSION], dtype=np.int64),
         "engine_scalars": np.array([own.window_s, own.bin_s, float(own.window_idx), float(own.window_warm),
@@ -91,9 +97,7 @@ def save_engine(parts: EngineParts, own: EngineOwn) -> bytes:
     misc = {"last_window": own.last_window, "jobs": p.buf.jobs[: p.buf.n], "rows": p.rows.state(),
             "rewarms": own.rewarms, "job_rates": p.model.job_rates.state(),
             "job_energy": p.job_energy.state()}
-    arrays["misc"] = _blob(misc)
-    arrays["stages"] = _blob(p.stage_source.state())
-    arrays["drift"] = _blob(p.drift.save_state())
+    arrays.update(misc=_blob(misc), stages=_blob(p.stage_source.state()), drift=_blob(p.drift.save_state()))
     return pack(arrays)
 
 
@@ -180,3 +184,41 @@ def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     misc["rows"] = rows
     out["misc"] = _blob(misc)
     return out
+
+
+def check_magnitudes(arrays: dict[str, np.ndarray]) -> None:
+    """No float in any array is infinite or beyond ``MAX_MAGNITUDE`` (NaN means unknown: allowed;
+    -inf where ``NEVER_MARKED`` says it means "never")."""
+    for name, arr in arrays.items():
+        if arr.dtype.kind != "f" or not arr.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            bad = np.abs(arr) > MAX_MAGNITUDE
+            if name in NEVER_MARKED:
+                bad &= arr != -np.inf
+        if bad.any():
+            value = arr.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+            raise StateError(f"state array {name}: {value!r} is out of range")
+
+
+def index(value: float, low: int, high: int, what: str) -> int:
+    """An integer ``low <= value < high`` stored as a float."""
+    if not (math.isfinite(value) and value == math.floor(value) and low <= value < high):
+        raise StateError(f"state {what} = {value!r}: must be an integer in [{low}, {high})")
+    return int(value)
+
+
+def scale(value: float, what: str) -> float:
+    """A normaliser: > 0, or NaN before it is fixed (a 0 would divide every later value by zero)."""
+    if not (math.isnan(value) or value > 0):
+        raise StateError(f"state {what} = {value!r}: must be > 0")
+    return value
+
+
+def timestamp(value: float, what: str) -> float:
+    """A row time (NaN: none yet) no clock that was ever set could not have shown."""
+    if math.isnan(value):
+        return value
+    if not TS_FLOOR_S <= value <= MAX_TS_S:
+        raise StateError(f"state {what} = {value!r}: not a time (seconds since 1970, after {TS_FLOOR_S:.0f})")
+    return value

@@ -1,14 +1,9 @@
 """``rackwatt replay TRACE --report OUT.jsonl``: the live engine, run over a recorded trace.
 
-Streams the trace chunk by chunk (files larger than memory are fine) through the same
-``Engine.process`` the live agent calls every tick, and writes the report records as JSON Lines
-(docs/spec/report-format.md) as they are produced. Progress goes to stderr: percent and ETA on a
-terminal, one summary line at the end otherwise. ``--state-in``/``--state-out`` continue from /
-keep what was learned.
-
-Duplicated or out-of-order rows are skipped, counted (the summary's ``hygiene``) and their first
-file lines named on stderr; ``--strict`` refuses such a trace instead. Outputs are written with
-``output_file``: atomically onto regular files, directly onto ``-``, devices and FIFOs.
+Streams the trace chunk by chunk through the same ``Engine.process`` the live agent calls every
+tick and writes the report records as JSON Lines (docs/spec/report-format.md) as they come, with
+``output_file``'s rules. Skipped rows are counted and their first file lines named on stderr
+(``--strict`` refuses such a trace); progress goes to stderr only on a terminal.
 """
 
 from __future__ import annotations
@@ -23,8 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.engine.engine import GAP_WINDOWS, Engine
+from agent.engine.frames import rack_info
 from agent.engine.output_file import open_text_output, write_output, writes_in_place
-from agent.engine.rackinfo import rack_info
 from agent.engine.row_times import MAX_AHEAD_S, TS_FLOOR_S, RowTimes
 from agent.engine.state import StateError, read_or_quarantine
 
@@ -148,10 +143,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.trace.reader import open_trace  # deferred: ``rackwatt --help`` stays fast
 
     if args.html is not None and writes_in_place(args.report):
-        print(
-            f"rackwatt replay: --html reads the report back: --report must be a file, not {args.report}",
-            file=sys.stderr,
-        )
+        print(f"rackwatt replay: --html reads the report back: --report must be a file, not {args.report}",
+              file=sys.stderr)
         return 2
     try:
         config, engine_cfg = _engine_config(args)
@@ -187,7 +180,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"rackwatt replay: writing state {args.state_out}: {exc.strerror or exc}", file=sys.stderr)
             return 1
     if args.html is not None:
-        return _render_html(args)
+        from agent.report import render_html  # deferred: only --html needs it
+
+        try:
+            render_html(args.report, args.trace, args.html)
+        except (OSError, ValueError) as exc:
+            print(f"rackwatt replay: --html: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -226,13 +225,3 @@ def _write(out: TextIO, records: list[dict[str, Any]]) -> None:
         out.write(json.dumps(clean_json(rec), separators=(",", ":"), allow_nan=False))
         out.write("\n")
 
-
-def _render_html(args: argparse.Namespace) -> int:
-    from agent.report import render_html  # deferred: only --html needs it
-
-    try:
-        render_html(args.report, args.trace, args.html)
-    except (OSError, ValueError) as exc:
-        print(f"rackwatt replay: --html: {exc}", file=sys.stderr)
-        return 1
-    return 0

@@ -1,23 +1,12 @@
-"""The facility response model: IT side (PDU ← GPU load, per stage) and cooling side (lagged heat).
+"""The facility response model's pieces: regressions, features and the lag bank.
 
-IT: PDU power ≈ c0 + c1·g + c2·g² + c3·g³ + Σ_s Δ_s·f_s, with g the GPU power (normalised),
-f_s the fraction of the bin spent in stage s. The cubic in g absorbs the PSU efficiency curve;
-the per-stage offsets absorb node base power (CPUs and storage busy in data_load/checkpoint).
-The shape is shared by all stages, so a rarely seen stage still gets the right curvature.
-
-Cooling: rack share of cooling power ≈ a(t) + b(t)·hl(t), with hl the rack's heat (the predicted
-IT power, load side only) through a dead time d and a first-order lag τ; a(t), b(t) each carry a
-daily harmonic (cos, sin of the UTC time of day: the phase is learned, the timezone need not be
-known), so a daily COP cycle is not mistaken for drift. A bank of (τ, d) candidates runs side by
-side; each has its own exponentially weighted least squares; the one with the lowest
-exponentially weighted prequential error is used, and its (τ, d) is the learned lag.
-
-Estimation: exponentially weighted least squares on sufficient statistics, solved once per window
-with a small ridge pulling toward the previous estimate (so directions the data did not excite —
-a stage not seen for days — keep their value instead of winding up or collapsing to zero).
-
-State: fixed arrays (p×p per model, K×p×p for the bank). No per-sample loop: each window's bins
-are handled as matrices.
+IT: PDU power ≈ a cubic in the GPU power and in the GPU power through the server-fan lag (the PSU
+efficiency curve, fan power ∝ speed³) plus per-stage offsets (node base power); a stage-only model
+(stages and work rate) beside it. Cooling: rack share of cooling power ≈ a(t) + b(t)·hl(t), hl the
+heat through a dead time and a first-order lag, a and b with a daily harmonic (the COP cycle); a
+bank of (τ, d) candidates runs side by side. Each is an exponentially weighted least squares on
+sufficient statistics, solved with a ridge toward the last estimate, so a direction the data did
+not excite keeps its value. Fixed arrays, no per-sample loop. docs/engine.md explains the model.
 """
 
 from __future__ import annotations
@@ -34,10 +23,8 @@ N_COOL = 6  # [1, hl, cos, sin, hl·cos, hl·sin]
 
 
 class EWLS:
-    """Batch-updated exponentially weighted least squares with a ridge toward the last estimate.
-
-    Shapes: ``R`` (B, p, p), ``r`` (B, p), ``theta`` (B, p) for B independent models.
-    """
+    """Batch-updated exponentially weighted least squares with a ridge toward the last estimate;
+    ``R`` (B, p, p), ``r`` (B, p), ``theta`` (B, p) for B independent models."""
 
     def __init__(self, n_models: int, p: int, ridge: np.ndarray) -> None:
         self.R = np.zeros((n_models, p, p))
@@ -72,12 +59,8 @@ class EWLS:
             self.theta = np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
     def state_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {
-            f"{prefix}_R": self.R,
-            f"{prefix}_r": self.r,
-            f"{prefix}_theta": self.theta,
-            f"{prefix}_weight": self.weight,
-        }
+        return {f"{prefix}_R": self.R, f"{prefix}_r": self.r, f"{prefix}_theta": self.theta,
+                f"{prefix}_weight": self.weight}
 
     def load_arrays(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in self.state_arrays(prefix).items():
@@ -86,50 +69,22 @@ class EWLS:
             arr[...] = arrays[key]
 
 
-def it_features(
-    gpu_m1: np.ndarray,
-    gpu_m2: np.ndarray,
-    gpu_m3: np.ndarray,
-    gpu_lag: np.ndarray,
-    frac: np.ndarray,
-    scale_w: float,
-) -> np.ndarray:
-    """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1].
-
-    g: the bin's raw GPU power moments; gl: GPU power through a ~1 min lag (server fans follow
-    the GPUs' heat sinks, and fan power grows with the cube of their speed).
-    """
-    n = gpu_m1.shape[0]
-    X = np.empty((n, N_IT_BASE + frac.shape[1]))
-    X[:, 0] = 1.0
-    X[:, 1] = gpu_m1 / scale_w
-    X[:, 2] = gpu_m2 / scale_w**2
-    X[:, 3] = gpu_m3 / scale_w**3
+def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_lag: np.ndarray,
+                frac: np.ndarray, scale_w: float) -> np.ndarray:
+    """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, f_0 … f_S-1]: g the bin's raw GPU power
+    moments, gl the GPU power through a ~1 min lag (server fans follow the GPUs' heat sinks)."""
     gl = gpu_lag / scale_w
-    X[:, 4] = gl
-    X[:, 5] = gl * gl
-    X[:, 6] = gl * gl * gl
-    X[:, N_IT_BASE:] = frac
-    return X
+    g = (gpu_m1 / scale_w, gpu_m2 / scale_w**2, gpu_m3 / scale_w**3)
+    return np.column_stack((np.ones_like(gl), *g, gl, gl * gl, gl * gl * gl, frac))
 
 
-N_IT_BASE = 7
+N_IT_BASE = 7  # it_features' columns before the stage fractions
 
 
-def it_predict(
-    theta: np.ndarray,
-    g: np.ndarray,
-    gl: np.ndarray,
-    frac: np.ndarray,
-    scale_w: float,
-    lo_w: float,
-    hi_w: float,
-) -> np.ndarray:
-    """IT power (W) per bin; outside the GPU-power range already learned, extended linearly.
-
-    A cubic fitted on, say, a first day at low load must not be extrapolated as a cubic when the
-    job first runs at full power: beyond [lo_w, hi_w] the curve continues with its edge slope.
-    """
+def it_predict(theta: np.ndarray, g: np.ndarray, gl: np.ndarray, frac: np.ndarray, scale_w: float,
+               lo_w: float, hi_w: float) -> np.ndarray:
+    """IT power (W) per bin. Beyond the GPU-power range already learned [lo_w, hi_w] the cubic
+    continues with its edge slope: one fitted at low load must not be extrapolated as a cubic."""
     X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w)
     pred = X @ theta
     if not (math.isfinite(lo_w) and math.isfinite(hi_w)) or hi_w <= lo_w:
@@ -155,14 +110,10 @@ def it_predict(
     return np.asarray(pred * scale_w)
 
 
-# Where no stage is known (slot 0, ``unknown``: no hint, and no GPU telemetry to infer one from) the
-# work rate is the only load-side hint, and power is not monotone in it: a job's evaluation passes
-# report more samples per second than its training steps yet draw less, and a checkpoint or data
-# stall reports no progress at all. So there the rate, over the job's usual rate (its running
-# median: the training rate), enters as a piecewise-linear curve — a level where the job reports
-# no progress, knots at half-steps up to twice the usual rate (faster than that is read as twice):
-# few enough to learn within the warm-up hours from 15-s bins, fine enough for a curve that rises
-# and falls again — plus the share of the bin in which no job reports a rate at all.
+# Where no stage is known (slot 0) power is not monotone in the work rate (evaluation passes report
+# more samples/s than training yet draw less; a stall reports none), so there the rate over the job's
+# usual rate enters as a piecewise-linear curve: knots at half-steps up to twice the usual rate (few
+# enough to learn within the warm-up from 15-s bins), plus the share of the bin with no rate at all.
 RATE_KNOTS = np.array([0.5, 1.0, 1.5, 2.0])
 N_RATE_CURVE = RATE_KNOTS.size + 1  # the knots, then the no-rate share
 
@@ -172,13 +123,9 @@ def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray, usual_rate_n: n
     """Regressors of the IT model that needs no GPU telemetry:
     [f_0 … f_S-1, f_0·w … f_S-1·w, f_u·r·hat_1(u) … f_u·r·hat_4(u), f_u·(1 − r)].
 
-    A rack whose GPU power is unknown (a gateway without GPUs and no node source, or every GPU
-    source down) still knows its stages and, when the job reports it, its work rate, which
-    tracks how hard the GPUs are driven within a stage. Per stage: a level and a slope in the
-    work rate over its job's peak ``w`` (0 where unknown, so the level alone applies). Where no
-    stage is known (f_u, slot 0) the curve of the rate over the job's usual rate ``u`` replaces
-    the slope (``RATE_KNOTS``); ``rated`` is the share of each bin with a reported rate.
-    """
+    Per stage a level and a slope in the work rate over its job's peak ``w`` (0 where unknown); where
+    no stage is known (f_u, slot 0) the curve of the rate over the job's usual rate ``u`` replaces the
+    slope (``RATE_KNOTS``); ``rated``: the share of each bin with a reported rate."""
     slope = frac * work_rate_n[:, None]
     slope[:, 0] = 0.0  # the unknown slot: the rate curve below
     u = np.clip(usual_rate_n, 0.0, RATE_KNOTS[-1])
@@ -190,9 +137,8 @@ def stage_it_features(frac: np.ndarray, work_rate_n: np.ndarray, usual_rate_n: n
 
 
 def stage_it_ridge(n_slots: int) -> np.ndarray:
-    """Levels are pulled weakly toward their last value (a stage unseen for days keeps its level);
-    slopes more firmly, so a job that never reports a rate leaves them where they were; the rate
-    curve's points are levels."""
+    """Levels pulled weakly toward their last value (a stage unseen for days keeps its level), slopes
+    more firmly (a job that never reports a rate leaves them be); the curve's points are levels."""
     return np.concatenate((np.full(n_slots, 2e-3), np.full(n_slots, 2e-2), np.full(N_RATE_CURVE, 2e-3)))
 
 
@@ -232,38 +178,26 @@ def daily_phase(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def cooling_features(hl: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray) -> np.ndarray:
     """Cooling regressors (K, n, 6) from normalised lagged heat ``hl`` (K, n) and the time of day."""
-    K, n = hl.shape
-    X = np.empty((K, n, N_COOL))
-    X[..., 0] = 1.0
-    X[..., 1] = hl
-    X[..., 2] = cos_t[None, :]
-    X[..., 3] = sin_t[None, :]
-    X[..., 4] = hl * cos_t[None, :]
-    X[..., 5] = hl * sin_t[None, :]
-    return X
+    c, s = cos_t[None, :], sin_t[None, :]
+    return np.stack(np.broadcast_arrays(np.ones_like(hl), hl, c, s, hl * c, hl * s), axis=-1)
 
 
 COOL_RIDGE = np.array([1e-6, 1e-6, 3e-2, 3e-2, 3e-2, 3e-2])
 
 
 class LagBank:
-    """Dead time + first-order lag of the heat signal for every (τ, d) candidate, on bins.
-
-    Runs a whole run of bins at once: the lag is a lower-triangular Toeplitz product and the
-    dead time an index shift into a ring of the last ``max_delay`` bins of heat (total and per
-    stage, so cooling can be attributed to the stage whose heat caused it).
-    """
+    """Dead time + first-order lag of the heat for every (τ, d) candidate, a run of bins at once: the
+    lag is a lower-triangular Toeplitz product, the dead time an index shift into a ring of the last
+    ``max_delay`` bins of heat (total and per stage, to attribute cooling to the stage that caused it)."""
 
     def __init__(self, bin_s: float, n_slots: int, max_run: int) -> None:
-        pairs = [(tau, d) for tau in TAUS_S for d in DEAD_S]
-        self.tau_s = np.array([p[0] for p in pairs])
-        self.dead_s = np.array([p[1] for p in pairs])
+        self.tau_s = np.repeat(TAUS_S, len(DEAD_S))  # every (τ, d) pair, τ-major
+        self.dead_s = np.tile(DEAD_S, len(TAUS_S))
         self.delay = np.rint(self.dead_s / bin_s).astype(np.int64)
         self.max_delay = int(self.delay.max())
         with np.errstate(divide="ignore"):
             self.alpha = np.where(self.tau_s > 0, np.exp(-bin_s / np.maximum(self.tau_s, 1e-9)), 0.0)
-        K = self.tau_s.size
-        self.K = K
+        self.K = K = self.tau_s.size
         i = np.arange(max_run)
         expo = i[:, None] - i[None, :]
         a = self.alpha[:, None, None]
@@ -280,11 +214,8 @@ class LagBank:
         self.started = False
 
     def run(self, heat_w: np.ndarray, heat_s: np.ndarray, k_s: int) -> tuple[np.ndarray, np.ndarray]:
-        """Lagged heat (K, n) for every candidate, and per-stage lagged heat (n, S) of candidate ``k_s``.
-
-        Per-stage heat is tracked for one candidate only (the selected one: it is used to attribute
-        cooling energy to stages); when the selection changes, the stage split carries over.
-        """
+        """Lagged heat (K, n) of every candidate, and per-stage lagged heat (n, S) of candidate ``k_s``
+        only (the selected one); when the selection changes, the stage split carries over."""
         n = heat_w.shape[0]
         if not self.started and n:
             self.ring[:] = heat_w[0]
@@ -314,31 +245,21 @@ class LagBank:
         return y, y_s
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "lag_ring": self.ring,
-            "lag_ring_s": self.ring_s,
-            "lag_y": self.y,
-            "lag_y_s": self.y_s,
-            "lag_flags": np.array([float(self.started), float(self.k_s)]),
-        }
+        return {"lag_ring": self.ring, "lag_ring_s": self.ring_s, "lag_y": self.y, "lag_y_s": self.y_s,
+                "lag_flags": np.array([float(self.started), float(self.k_s)])}
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        self.ring[...] = arrays["lag_ring"]
-        self.ring_s[...] = arrays["lag_ring_s"]
-        self.y[...] = arrays["lag_y"]
-        self.y_s[...] = arrays["lag_y_s"]
+        for key, arr in self.state_arrays().items():  # lag_flags: a fresh copy, read below
+            arr[...] = arrays[key]
         self.started = bool(arrays["lag_flags"][0])
         self.k_s = int(arrays["lag_flags"][1])
 
 
-def ew_bias(
-    bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray, halflife_s: float | np.ndarray
-) -> np.ndarray:
-    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins.
-
-    This is the "level" of slow disturbances no regressor explains (other racks on the same unit,
-    weather fronts): known at the window's start, so it may shift the next window's prediction.
-    """
+def ew_bias(bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray,
+            halflife_s: float | np.ndarray) -> np.ndarray:
+    """Short-memory mean of the model's recent residual (W), per model column, over the valid bins:
+    the level of slow disturbances no regressor explains (other racks on the unit, weather fronts),
+    known at the window's start, so it may shift the next window's prediction."""
     halflife = np.broadcast_to(np.asarray(halflife_s, dtype=float), dur.shape)
     if not rows.any() or (halflife[rows] <= 0).any():
         return bias

@@ -1,12 +1,9 @@
 """``RowTimes``: which rows may enter the engine, judged by their timestamp alone.
 
-A row is refused, counted, when its ``ts`` is not a finite number, is before ``TS_FLOOR_S`` or is
-more than ``MAX_AHEAD_S`` ahead of the wall clock (a clock that was never set, or a garbled
-cell), or when it is not later than every row already admitted (a duplicated or out-of-order
-row, a clock stepped back). The first refused file lines of each kind are kept for the log, so
-an operator can look at them. Everything here is a fixed handful of numbers.
-
-Not here: long gaps between admitted rows (``RowBinner`` turns those into a discontinuity).
+A row is refused and counted when its ``ts`` is not finite, is before ``TS_FLOOR_S`` or more than
+``MAX_AHEAD_S`` ahead of the wall clock (a clock never set, a garbled cell), or is not later than
+every row already admitted (duplicated, out of order, a clock stepped back). The first refused file
+lines of each kind are kept for the log. Long gaps between admitted rows are ``RowBinner``'s.
 """
 
 from __future__ import annotations
@@ -19,14 +16,12 @@ import numpy as np
 
 from agent.trace.model import TraceChunk
 
-# 2000-01-02 00:00 UTC. A clock that was never set reads 1970-01-01 (the Unix epoch) or
-# 2000-01-01 (the reset value of the battery-less RTC chips on gateway boards, which count years
-# from 2000); one day of margin after the latter, so a board that booted from its RTC's reset
-# value and ran for hours before NTP answered is still refused. No real measurement is older.
+# 2000-01-02 00:00 UTC. A clock never set reads 1970-01-01 or 2000-01-01 (the reset value of the
+# battery-less RTCs on gateway boards); a day of margin refuses a board that ran for hours on it
+# before NTP answered. No real measurement is older.
 TS_FLOOR_S = 946771200.0
-# A trace is recorded before it is replayed and a live row is stamped by the agent's own clock, so
-# a row from the future is a wrong clock; one day of margin covers a recording host that ran ahead
-# or wrote local time instead of UTC (UTC offsets reach +14 h).
+# A row from the future is a wrong clock; a day of margin covers a recording host that ran ahead or
+# wrote local time instead of UTC (offsets reach +14 h).
 MAX_AHEAD_S = 86400.0
 FIRST_LINES_KEPT = 10  # file lines named in the log per kind of refusal (fixed memory)
 
@@ -66,12 +61,8 @@ class RowTimes:
         return n
 
     def state(self) -> dict[str, object]:
-        return {
-            "bad_ts_rows": self.bad_ts_rows,
-            "out_of_order_rows": self.out_of_order_rows,
-            "bad_ts_lines": list(self.bad_ts_lines),
-            "out_of_order_lines": list(self.out_of_order_lines),
-        }
+        return {"bad_ts_rows": self.bad_ts_rows, "out_of_order_rows": self.out_of_order_rows,
+                "bad_ts_lines": list(self.bad_ts_lines), "out_of_order_lines": list(self.out_of_order_lines)}
 
     def load(self, state: dict[str, object]) -> None:
         def count(key: str) -> int:

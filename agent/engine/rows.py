@@ -1,16 +1,11 @@
 """``RowBinner``: the look-ahead row buffer and the exact integration of held signals into bins.
 
-Flow per call: append the chunk to the look-ahead buffer → emit the rows older than
-``lookahead_s`` (all rows on ``flush``) → clean each engine signal (hygiene) → stage per row
-(the caller's classifier) → hold each signal (``Signals.hold``) → per-interval quantities (GPU
-total, PDU total, cooling share total, inlet mean/spread, …) → pieces split at bin edges →
-``np.add.reduceat`` into bins. The last emitted row stays pending: its value holds until the
-next row's timestamp, which only the next call knows.
-
-Rows first pass ``RowTimes`` (sane timestamps, moving forward). A gap between rows longer than
-``gap_s`` is a discontinuity, never integrated: the rows before it are emitted, the open bin is
-closed, and the rows after it start again as if they were the first (bins keep their grid, so
-nothing is allocated for the time in between). Each stretch between gaps is one ``Stretch``.
+Rows pass ``RowTimes``, wait ``lookahead_s`` in the buffer (the spike rule needs the next sample),
+are cleaned (``hygiene``), labelled (the caller's classifier) and held (``Signals.hold``); their
+per-interval quantities are split at bin edges and summed into bins. The last emitted row stays
+pending: its value holds until the next row's time. A gap longer than ``gap_s`` is never
+integrated: the open bin is closed and the rows after it start again like a first row (bins keep
+their grid). Chunking never changes the result (up to floating-point summation order).
 """
 
 from __future__ import annotations
@@ -58,9 +53,9 @@ Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 @dataclass
 class Stretch:
-    """What one ``push`` produced up to a gap (or the end of the rows given): completed bins and
-    emitted rows; when a gap follows (``gap`` = last row before it, first row after it), also the
-    open bin it closed (``closed``, partial)."""
+    """What one ``push`` produced up to a gap (or the end of its rows): completed bins and emitted
+    rows; before a gap (``gap``: the last row before it, the first after it) also the open bin it
+    closed (``closed``, partial)."""
 
     bins: BinBatch
     rows: RowBatch
@@ -71,17 +66,9 @@ class Stretch:
 class RowBinner:
     """Turns rows into completed bins; fixed state (the buffer is at most ``lookahead_s`` of rows)."""
 
-    def __init__(
-        self,
-        rack: RackInfo,
-        bin_s: float,
-        n_slots: int,
-        lookahead_s: float,
-        classify: Classifier,
-        gap_s: float = math.inf,
-        wall_clock: Callable[[], float] = time.time,
-        window_s: float = math.inf,
-    ):
+    def __init__(self, rack: RackInfo, bin_s: float, n_slots: int, lookahead_s: float, classify: Classifier,
+                 gap_s: float = math.inf, wall_clock: Callable[[], float] = time.time,
+                 window_s: float = math.inf) -> None:
         self.rack = rack
         self.window_s = window_s  # meter spans never reach into the next window (meter_power)
         self.gap_s = gap_s
@@ -102,14 +89,13 @@ class RowBinner:
         # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
         self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
         self._open_job = ""
-        # (row time, GPU energy counters that went backwards in that row) not yet read by a bin:
-        # per-row evidence of a GPU driver reload, so it lands in its own bin whatever the chunking
+        # (row time, GPU counter resets in that row) not yet read by a bin: a driver reload lands in
+        # its own bin whatever the chunking
         self._gpu_resets: list[tuple[float, int]] = []
         # last ``gpu.<i>.energy_resets`` per column: reset-safe drivers (NVML, dcgm-exporter) keep
-        # energy_j rising and report the resets they absorbed as this cumulative count instead
+        # energy_j rising and count the resets they absorbed instead
         self._reset_counts: dict[str, float] = {}
 
-    # ----------------------------------------------------------------------------- public
     def push(self, chunk: TraceChunk, flush: bool = False) -> list[Stretch]:
         """Rows in → one ``Stretch`` per gap crossed, then the stretch after the last gap."""
         buf = self._append(chunk)
@@ -141,12 +127,9 @@ class RowBinner:
         if buf is None or len(buf) == 0:
             return self._empty()
         cutoff = buf.ts[-1] - self.lookahead_s
-        if not flush and cutoff - buf.ts[0] < EMIT_BATCH_S:
-            # live ticks: wait until a batch of rows can go (same result, far fewer numpy calls)
-            self._buf = buf
-            return self._empty()
         n_emit = len(buf) if flush else int(np.searchsorted(buf.ts, cutoff, side="right"))
-        if n_emit == 0:
+        if n_emit == 0 or (not flush and cutoff - buf.ts[0] < EMIT_BATCH_S):
+            # live ticks wait until a batch of rows can go (same result, far fewer numpy calls)
             self._buf = buf
             return self._empty()
         out = self._emit(buf, n_emit)
@@ -162,8 +145,7 @@ class RowBinner:
         return n
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        """The binner's fixed-shape state: where the grid and the pending row are, the open bin,
-        and every signal's hold and hygiene state."""
+        """The binner's fixed-shape state: grid, pending row, open bin, each signal's hold and hygiene."""
         out = {
             "rows_scalars": np.array([self.t0, self._pending_ts, float(self._pending_slot),
                                       float(self._pending_hint), self._open_bin]),
@@ -174,13 +156,9 @@ class RowBinner:
         return out
 
     def state(self) -> dict[str, Any]:
-        """The binner's JSON state (jobs are strings; the counters of refused rows and gaps)."""
-        return {
-            "pending_job": self._pending_job,
-            "open_job": self._open_job,
-            "row_times": self.times.state(),
-            "gaps": self.gaps,
-        }
+        """The binner's JSON state: jobs, the counters of refused rows and gaps."""
+        return {"pending_job": self._pending_job, "open_job": self._open_job, "row_times": self.times.state(),
+                "gaps": self.gaps}
 
     def load(self, names: list[str], arrays: dict[str, np.ndarray], state: dict[str, Any]) -> None:
         """The inverse of ``state_arrays`` and ``state`` (values already range-checked by the caller).
@@ -206,7 +184,6 @@ class RowBinner:
     def pending_ts(self) -> float:
         return self._pending_ts
 
-    # ----------------------------------------------------------------------------- internals
     def _append(self, chunk: TraceChunk) -> TraceChunk | None:
         if len(chunk):
             last = self._buf.ts[-1] if self._buf is not None and len(self._buf) else self._pending_ts
@@ -230,22 +207,12 @@ class RowBinner:
     def _emit(self, buf: TraceChunk, n: int) -> tuple[BinBatch, RowBatch]:
         ts = buf.ts[:n]
         sig = self.signals
-        clean: dict[str, np.ndarray] = {}
-        numeric = dict(buf.numeric)
-        for k, name in enumerate(sig.names):
-            col = buf.numeric.get(name)
-            if col is None:
-                continue
-            clean[name] = sig.hygiene.clean(k, buf.ts, col, n)
-            numeric[name] = clean[name]
+        clean = {name: sig.hygiene.clean(k, buf.ts, buf.numeric[name], n)
+                 for k, name in enumerate(sig.names) if name in buf.numeric}
         self._note_gpu_resets(ts, buf, n)
-        emitted = TraceChunk(
-            ts=ts,
-            numeric={c: v[:n] for c, v in numeric.items()},
-            stage=buf.stage[:n],
-            job=buf.job[:n],
-            first_line=buf.first_line,
-        )
+        numeric = {c: v[:n] for c, v in {**buf.numeric, **clean}.items()}
+        emitted = TraceChunk(ts=ts, numeric=numeric, stage=buf.stage[:n], job=buf.job[:n],
+                             first_line=buf.first_line)
         slots, inferred, hinted = self.classify(emitted)
         rows = RowBatch(ts, slots, inferred)
         first_call = math.isnan(self._pending_ts)
@@ -275,17 +242,15 @@ class RowBinner:
     def _note_gpu_resets(self, ts: np.ndarray, buf: TraceChunk, n: int) -> None:
         """Remember the rows of this emit where GPU energy counters went backwards, or where a
         reset-safe driver's ``gpu.<i>.energy_resets`` count rose (live NVML, recorded traces)."""
-        hyg = self.signals.hygiene
         per_row = np.zeros(ts.size, dtype=np.int64)
-        for k in self.signals.indices("gpu.", ".energy_j"):
-            mask = hyg.reset_rows.get(k)
-            if mask is not None and mask.size == ts.size:
+        for k, mask in self.signals.hygiene.reset_rows.items():  # counters that went backwards
+            name = self.signals.names[k]
+            if name.startswith("gpu.") and name.endswith(".energy_j") and mask.size == ts.size:
                 per_row += mask
         for name, col in buf.numeric.items():
             if name.startswith("gpu.") and name.endswith(".energy_resets"):
                 per_row += self._count_increments(name, col[:n])
-        for i in np.flatnonzero(per_row):
-            self._gpu_resets.append((float(ts[i]), int(per_row[i])))
+        self._gpu_resets.extend((float(ts[i]), int(per_row[i])) for i in np.flatnonzero(per_row))
         while len(self._gpu_resets) > MAX_RESET_ROWS:  # merge the oldest two: counts are kept
             (_, c0), (t1, c1) = self._gpu_resets[0], self._gpu_resets[1]
             self._gpu_resets[:2] = [(t1, c0 + c1)]
@@ -301,8 +266,7 @@ class RowBinner:
         rise = np.diff(values)  # NaN after an unknown reference; < 0 is the driver restarting its count
         up = np.isfinite(rise) & (rise > 0)
         out[rows[up]] = np.rint(rise[up]).astype(np.int64)
-        last = float(values[-1])
-        self._reset_counts[name] = last
+        self._reset_counts[name] = float(values[-1])
         return out
 
     def _interval_values(self, held: dict[str, np.ndarray], m: int) -> dict[str, np.ndarray]:
@@ -327,15 +291,8 @@ class RowBinner:
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
-    def _bin(
-        self,
-        starts: np.ndarray,
-        ends: np.ndarray,
-        per: dict[str, np.ndarray],
-        slot_i: np.ndarray,
-        hint_i: np.ndarray,
-        job_i: np.ndarray,
-    ) -> BinBatch:
+    def _bin(self, starts: np.ndarray, ends: np.ndarray, per: dict[str, np.ndarray], slot_i: np.ndarray,
+             hint_i: np.ndarray, job_i: np.ndarray) -> BinBatch:
         src, dt, bins = split_pieces(starts, ends, self.t0, self.bin_s)
         m = src.size
         w = np.zeros((m, N_FIELDS))
@@ -346,8 +303,7 @@ class RowBinner:
             v = v_all[src]
             known = ~np.isnan(v)
             w[:, F[f"{key}_s"]] = dt * known
-            vz = np.where(known, v, 0.0)
-            w[:, F[f"{key}_ws"]] = dt * vz
+            w[:, F[f"{key}_ws"]] = dt * np.where(known, v, 0.0)
             if key == "gpu":  # its 2nd and 3rd moments (_interval_values: per node where nodes are known)
                 w[:, F["gpu2_ws"]] = dt * np.where(known, per["gpu2"][src], 0.0)
                 w[:, F["gpu3_ws"]] = dt * np.where(known, per["gpu3"][src], 0.0)
@@ -361,8 +317,7 @@ class RowBinner:
         jobs = [str(j) for j in job_i[src[last_piece]]]
         if ids[0] == self._open_bin:
             sums[0] += self._open_sums
-        end_t = float(ends[-1])
-        complete = self.t0 + (ids + 1) * self.bin_s <= end_t + 1e-9
+        complete = self.t0 + (ids + 1) * self.bin_s <= float(ends[-1]) + 1e-9
         n_done = int(complete.sum())
         if n_done < ids.size:
             self._open_bin = int(ids[-1])
@@ -373,9 +328,8 @@ class RowBinner:
             self._open_sums[:] = 0.0
         return self._batch(self.t0 + ids[:n_done] * self.bin_s, sums[:n_done], jobs[:n_done])
 
-    def _per_slot(
-        self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray, cut: np.ndarray
-    ) -> np.ndarray:
+    def _per_slot(self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray,
+                  cut: np.ndarray) -> np.ndarray:
         """Per bin and stage slot: seconds in the stage, seconds with GPU power known, its integral."""
         S = self.n_slots
         grp = np.zeros(src.size, dtype=np.int64)
@@ -385,29 +339,21 @@ class RowBinner:
         key = grp * S + slot_i[src]
         g = gpu_w[src]
         known = ~np.isnan(g)
-        size = n_grp * S
-        out = [
-            np.bincount(key, weights=dt, minlength=size),
-            np.bincount(key, weights=dt * known, minlength=size),
-            np.bincount(key, weights=dt * np.where(known, g, 0.0), minlength=size),
-        ]
-        return np.concatenate([o.reshape(n_grp, S) for o in out], axis=1)
+        out = [np.bincount(key, weights=w, minlength=n_grp * S).reshape(n_grp, S)
+               for w in (dt, dt * known, dt * np.where(known, g, 0.0))]
+        return np.concatenate(out, axis=1)
 
     def _batch(self, start: np.ndarray, sums: np.ndarray, jobs: list[str]) -> BinBatch:
         S, a = self.n_slots, N_FIELDS
-        return BinBatch(
-            start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S], sums[:, a + 2 * S :]
-        )
+        return BinBatch(start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S],
+                        sums[:, a + 2 * S :])
 
     def close_open_bin(self) -> BinBatch:
         """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""
         if self._open_bin < 0:
             return self._empty()[0]
-        batch = self._batch(
-            np.array([self.t0 + self._open_bin * self.bin_s]),
-            self._open_sums[None, :].copy(),
-            [self._open_job],
-        )
+        start = np.array([self.t0 + self._open_bin * self.bin_s])
+        batch = self._batch(start, self._open_sums[None, :].copy(), [self._open_job])
         self._open_bin = -1
         self._open_sums[:] = 0.0
         return batch

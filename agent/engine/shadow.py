@@ -1,22 +1,11 @@
 """``ShadowFits``: the regressions a held component would have learned, kept beside the held ones.
 
-Why (issue 16 item 4): while the drift monitor suspects a component it holds it, and the model
-skips that component's bins so a deviation cannot become the new normal. A suspicion that does not
-confirm then froze the baseline for hours (job changes, false suspicions: healthy-window P95 3–9 %
-against 0.9 % on a steady rack). So each held component's regressions are copied at the hold's
-start and the copy learns every bin, held or not:
-
-- the hold clears and no fault was confirmed during it → the copy is adopted (the suspicion was
-  wrong: the data it held back were normal);
-- a fault is confirmed (a drift ``onset`` whose cause is a fault, while the component is held) →
-  the copy is discarded when the hold clears: the reference for a confirmed fault is the model from
-  before its start, which is what the held model still is.
-
-"Confirmed" comes from what the engine already receives from the drift monitor: its events and its
-held set (``note_events``). ``workload`` onsets are re-learning, not faults (report-format.md).
-
-Fixed memory: one preallocated copy of each regression (``response.EWLS``) and two flags per
-component; saved with the state.
+While the drift monitor holds a component, the model skips its bins; a suspicion that never
+confirms then froze the baseline for hours (issue 16 item 4). So at a hold's start the component's
+regressions are copied and the copy learns every bin. When the hold clears, the copy is adopted if
+no fault was confirmed during it (a drift ``onset`` whose cause is a fault, seen in ``note_events``),
+else discarded: the reference for a confirmed fault is the model from before its start.
+Fixed memory: one copy of each regression (``response.EWLS``) and two flags per component.
 """
 
 from __future__ import annotations
@@ -33,10 +22,7 @@ NOT_A_FAULT = frozenset({"workload"})  # report-format.md: "informational, not a
 
 
 class ShadowFits:
-    """Per learned component (``LEARNED``): a shadow copy of its regressions while it is held.
-
-    ``fits``: the model's own regressions per component (kept: a hold copies from them, an adopted
-    shadow is copied into them)."""
+    """Per learned component (``LEARNED``): a shadow copy of its regressions (``fits``) while held."""
 
     def __init__(self, fits: Mapping[str, list[EWLS]]) -> None:
         self.fits = fits
@@ -48,11 +34,9 @@ class ShadowFits:
 
     def note_events(self, events: Iterable[Mapping[str, Any]], held: frozenset[str]) -> None:
         """A fault onset while components are held confirms their suspicion."""
-        for ev in events:
-            if ev.get("state") == "onset" and ev.get("cause") not in NOT_A_FAULT:
-                for c in held:
-                    if c in self.confirmed:
-                        self.confirmed[c] = True
+        if any(ev.get("state") == "onset" and ev.get("cause") not in NOT_A_FAULT for ev in events):
+            for c in held & self.confirmed.keys():
+                self.confirmed[c] = True
 
     def start(self, component: str) -> None:
         """The hold of ``component`` begins: its shadow starts from the held model as it is now."""

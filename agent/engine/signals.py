@@ -1,13 +1,7 @@
-"""The one table of what the engine reads: trace columns, and the bin quantities made of them.
-
-Every layer derives from these two tables: which columns are engine signals (``is_engine_signal``),
-each column's range kind and whether device "no reading" codes apply to it (``Column``), the
-per-bin sums (``FIELDS``: ``<q>_s`` seconds known, ``<q>_ws`` integral), how one interval's held
-columns combine into a quantity (``combine``), and which ``ComponentSample`` field carries a
-quantity's drift-bin mean (``SAMPLE_MEANS``). Adding a signal is one ``COLUMNS`` row (if it is a new
-column) and one ``QUANTITIES`` row, plus its use.
-
-What it is not: the hold, the integration (``rows``) or the rules themselves (``hygiene``).
+"""The one table of what the engine reads: trace columns (``COLUMNS``) and the bin quantities made of
+them (``QUANTITIES``). The engine signals, the per-bin sums (``FIELDS``: ``<q>_s`` seconds known,
+``<q>_ws`` integral), how held columns combine (``combine``) and the drift-bin means
+(``SAMPLE_MEANS``) all derive from them. Adding a signal is one row in each, plus its use.
 """
 
 from __future__ import annotations
@@ -20,13 +14,11 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Column:
-    """A family of trace columns ``<device>.<id>.<suffix>`` (``device`` "" : the plain column ``suffix``).
+    """A family of trace columns ``<device>.<id>.<suffix>`` (``device`` "": the plain column ``suffix``).
 
-    ``register``: the source hands the agent raw register values (SNMP PDUs and their sensor
-    probes, Modbus/SNMP cooling units), whose "no reading" codes can land inside the physical
-    range. NVML/DCGM report a failure as an error, the job reports its own float work rate, and
-    an outdoor air temperature is −1.0 °C on a winter night: none of those gets codes rejected.
-    """
+    ``register``: read from raw device registers (SNMP PDUs and probes, Modbus/SNMP cooling units),
+    whose "no reading" codes can land inside the physical range. NVML/DCGM report failures as errors,
+    jobs report float rates, and −1.0 °C outdoors is a reading: none of those gets codes rejected."""
 
     device: str
     suffix: str
@@ -67,15 +59,12 @@ def is_engine_signal(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Quantity:
-    """One per-bin quantity: which columns, how one interval's held values combine, where it goes.
+    """One per-bin quantity: its column, how one interval's held members combine, its sample field.
 
-    ``combine``: ``total`` (sum, scaled up for missing members; NaN if none known), ``sum`` (NaN if
-    any member is unknown: a missing PDU feed makes the IT power unknown, never smaller),
-    ``share_sum`` (Σ rack share × value), ``mean`` / ``spread`` (over the known members; a spread
-    needs two). ``absent``: the value when the rack has no such column (a rack without cooling
-    telemetry has facility = PDU: its cooling is 0, not unknown). ``sample``: the
-    ``ComponentSample`` field that carries its drift-bin mean.
-    """
+    ``combine``: ``total`` (sum, missing members scaled from the known ones), ``sum`` (NaN if any is
+    unknown: a missing PDU feed makes IT power unknown, never smaller), ``share_sum`` (Σ rack share ×
+    value), ``mean``/``spread`` (over the known members; a spread needs two). ``absent``: the value
+    without such a column (no cooling telemetry: cooling 0, facility = PDU)."""
 
     name: str
     column: str  # "<device>.<suffix>" of a ``COLUMNS`` row, or "work_rate"
@@ -115,16 +104,10 @@ def member_names(names: list[str], column: str) -> list[str]:
     return [n for n in names if col.matches(n)]
 
 
-def combine(
-    q: Quantity, held: np.ndarray, shares: np.ndarray, groups: np.ndarray | None = None
-) -> np.ndarray:
-    """One interval value per row from the held members ``held`` (m × members).
-
-    ``groups`` (one id per member, for ``total``): the members' nodes. A node's missing members
-    are scaled from that node's known ones (same job, same stage), never from other nodes: a
-    node with none known adds nothing, it is not assumed to run like the rest (a drained node,
-    a lost node agent). NaN only when no member of any node is known.
-    """
+def combine(q: Quantity, held: np.ndarray, shares: np.ndarray,
+            groups: np.ndarray | None = None) -> np.ndarray:
+    """One interval value per row from the held members ``held`` (m × members); ``groups``: each
+    member's node, for ``total`` (see ``node_totals``)."""
     m, n = held.shape
     if n == 0:
         return np.full(m, q.absent)
@@ -149,7 +132,8 @@ def combine(
 
 def node_totals(held: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Per row and node (``groups``: each member's node), the node's total: its missing members scaled
-    from its known ones (same job, same stage); NaN where none of the node's members is known."""
+    from its own known ones (same job, same stage), never from other nodes (a drained node, a lost
+    node agent); NaN where none of the node's members is known."""
     nodes = np.unique(groups)
     out = np.full((held.shape[0], nodes.size), np.nan)
     for j, g in enumerate(nodes):

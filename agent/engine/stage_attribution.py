@@ -1,20 +1,11 @@
 """Per-stage facility power inside one drift bin (≈ 60 s), also when stages alternate within it.
 
-Why: on a training rack `forward_backward` and `grad_sync` alternate every few seconds — far
-shorter than a bin — so a bin is almost never "pure". Measuring a stage's level only from bins
-it dominates would leave exactly the stages that carry most of the energy without a baseline.
-
-How (docs/engine.md, "Baselines"): GPU power is known per row, so each stage's own mean GPU
-power g_s inside the bin is exact. A stage's IT power is the bin's measured IT (PDU) power plus
-k·(g_s − ḡ), ḡ the bin's time-weighted GPU mean: the non-GPU load (base, lagged fans) is shared,
-the GPU difference passes through the PSUs. k is the IT model's local slope at ḡ, kept within
-[1, 1.25] — PSUs are < 100 % efficient, so IT moves at least as much as GPU power; and PDU meters
-that average over a few seconds flatten the slope the model can learn from bins. The measured
-cooling power is split in proportion to time share × the cooling model's steady-state response
-to each stage's IT power (cooling follows the mean heat through a minutes-long lag, so "what this
-stage costs if it ran on its own" is the meaningful per-stage figure). Both splits add up to the
-measurement (Σ share × stage power = the bin's facility power); a bin with one stage gives
-exactly the measured values. Before the models have learned, k = 1 and cooling follows IT.
+`forward_backward` and `grad_sync` alternate every few seconds, so a bin is almost never "pure".
+Each stage's own mean GPU power g_s inside the bin is exact (GPU power is known per row); its IT
+power is the bin's measured IT plus k·(g_s − ḡ), k the IT model's local slope bounded to
+[K_MIN, K_MAX]; the measured cooling is split by the cooling model's steady-state response to each
+stage's IT. Both splits add up to the measurement; before the models learned, k = 1 and cooling
+follows IT. Why each choice: docs/engine.md, "Baselines, attribution, drift interface".
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engine.model import ResponseModel
-from agent.engine.response import daily_phase, it_predict
+from agent.engine.response import it_predict
 from agent.engine.signals import F
 from agent.engine.window_buffer import WindowBuffer
 
@@ -62,25 +53,14 @@ def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> li
     if not present.size or not (math.isfinite(it_meas) and math.isfinite(cool_meas)):
         return []
     share = stage_t[present] / stage_t[present].sum()
-    g_s = _stage_gpu_w(wb.stage_gpu_s[sl].sum(axis=0), wb.stage_gpu_ws[sl].sum(axis=0), stage_t, present)
+    # each stage's own mean GPU power, NaN where known for less than half its time
+    known, gpu_ws = wb.stage_gpu_s[sl].sum(axis=0)[present], wb.stage_gpu_ws[sl].sum(axis=0)[present]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g_s = np.where(known >= 0.5 * stage_t[present], gpu_ws / known, np.nan)
     it_s = _it_split(wb, sl, model, it_meas, g_s, share)
     cool_s = cool_meas * _split(_cooling_expected(wb, sl, model, it_s), it_s, share)
-    return [
-        StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
-                   float(cool_s[i]))
-        for i, s in enumerate(present)
-        if share[i] >= MIN_SHARE
-    ]
-
-
-def _stage_gpu_w(
-    gpu_s: np.ndarray, gpu_ws: np.ndarray, stage_t: np.ndarray, present: np.ndarray
-) -> np.ndarray:
-    """Each present stage's own mean GPU power (NaN where known for less than half its time)."""
-    known = gpu_s[present]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g = gpu_ws[present] / known
-    return np.where(known >= 0.5 * stage_t[present], g, np.nan)
+    return [StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),
+                       float(cool_s[i])) for i, s in enumerate(present) if share[i] >= MIN_SHARE]
 
 
 def _split(expected: np.ndarray, fallback: np.ndarray, share: np.ndarray) -> np.ndarray:
@@ -114,16 +94,11 @@ def _it_split(wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_meas:
     return out
 
 
-def _cooling_expected(
-    wb: WindowBuffer, sl: slice, model: ResponseModel | None, it_s: np.ndarray
-) -> np.ndarray:
+def _cooling_expected(wb: WindowBuffer, sl: slice, model: ResponseModel | None,
+                      it_s: np.ndarray) -> np.ndarray:
     """Steady-state cooling the frozen model expects for each stage's own heat (NaN before warm)."""
     if model is None:
         return np.full(it_s.size, np.nan)
-    t_mid = float(wb.start[sl].mean()) + 0.5 * model.bin_s
-    cos_t, sin_t = daily_phase(np.array([t_mid]))
-    th = model.cool.theta[model.best]
-    a = th[0] + th[2] * cos_t[0] + th[3] * sin_t[0]
-    b = th[1] + th[4] * cos_t[0] + th[5] * sin_t[0]
+    a, b = model.cooling_ab(np.array([float(wb.start[sl].mean()) + 0.5 * model.bin_s]))
     out: np.ndarray = (a + b * it_s / model.scale_w) * model.scale_w
     return out

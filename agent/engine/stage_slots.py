@@ -1,12 +1,9 @@
 """Stage labels → fixed slots, the stage of each row (hint or inferred), and the segment timeline.
 
-Slots: a fixed table of ``N_SLOTS`` stage names. Slot 0 is ``unknown`` (no label and nothing to
-infer from), the canonical stages follow, custom labels take the remaining slots; when all are
-taken, the least recently used custom label is evicted (its statistics are reset by the owner).
-
-The stage of a row: a valid hint (``agent.trace.model.is_stage_label``) wins; otherwise the stage inferrer
-(``agent.stages.infer.StageInferrer``) labels the row from GPU telemetry. ``infer_stages`` is
-the one place that knows which inferrer is used.
+``N_SLOTS`` stage names: slot 0 is ``unknown``, the canonical stages follow, custom labels take
+the rest (the least recently used evicted when all are taken; its owner resets its statistics).
+A valid hint (``agent.trace.model.is_stage_label``) wins; other rows get the ``StageInferrer``'s
+label (``StageSource`` is the one place that knows which inferrer is used).
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ class StageSlots:
 
     def __init__(self) -> None:
         self.names = np.full(N_SLOTS, "", dtype=f"<U{NAME_WIDTH}")
-        self.names[0] = UNKNOWN
-        for i, s in enumerate(CANONICAL_STAGES, start=1):
-            self.names[i] = s
+        self.names[: 1 + len(CANONICAL_STAGES)] = (UNKNOWN, *CANONICAL_STAGES)
         self.last_used = np.zeros(N_SLOTS)
         self.evicted: list[int] = []  # slots reset since the owner last looked (owner clears)
         self._index: dict[str, int] = {}
@@ -59,9 +54,7 @@ class StageSlots:
 
     def slots_of(self, labels: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Slot per row for an object array of labels ("" → unknown)."""
-        if not labels.size:
-            return np.zeros(0, dtype=np.int64)
-        last_ts = float(ts[-1])
+        last_ts = float(ts[-1]) if ts.size else 0.0
         return map_runs(labels, lambda u: self.slot(u, last_ts), np.int64)
 
     def name(self, i: int) -> str:
@@ -79,6 +72,8 @@ class StageSlots:
 def map_runs(values: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
     """``fn`` applied per row, computed once per run of equal values (labels come in long runs)."""
     n = values.shape[0]
+    if not n:
+        return np.zeros(0, dtype=dtype)
     starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
     cache: dict[str, Any] = {}
     mapped = []
@@ -91,16 +86,6 @@ def map_runs(values: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.nda
     return np.repeat(np.array(mapped, dtype=dtype), lengths)
 
 
-def valid_hints(stage: np.ndarray) -> tuple[np.ndarray, int]:
-    """Hint labels with malformed ones blanked, and how many rows were malformed."""
-    if not stage.size:
-        return stage, 0
-    ok = map_runs(stage, lambda u: u == "" or is_stage_label(u), bool)
-    if ok.all():
-        return stage, 0
-    return np.where(ok, stage, "").astype(object), int((~ok).sum())
-
-
 class StageSource:
     """Stage per row: the hint when valid, else the inferrer's label."""
 
@@ -110,8 +95,11 @@ class StageSource:
 
     def infer_stages(self, chunk: TraceChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(label per row, inferred per row, hinted per row)."""
-        hints, bad = valid_hints(chunk.stage)
-        self.malformed_hints += bad
+        hints = chunk.stage  # malformed hints blanked and counted
+        ok = map_runs(hints, lambda u: u == "" or is_stage_label(u), bool)
+        if not ok.all():
+            hints = np.where(ok, hints, "").astype(object)
+            self.malformed_hints += int((~ok).sum())
         hinted = hints.astype(str) != ""
         labels, inferred = self.inferrer.infer_chunk(chunk, hints)
         return np.asarray(labels, dtype=object), np.asarray(inferred, dtype=bool) & ~hinted, hinted
@@ -132,9 +120,8 @@ class Segments:
         self.start = float("nan")
         self.key = -1  # slot * 2 + inferred
 
-    def feed(
-        self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray, slots_tab: StageSlots
-    ) -> list[dict[str, Any]]:
+    def feed(self, ts: np.ndarray, slots: np.ndarray, inferred: np.ndarray,
+             slots_tab: StageSlots) -> list[dict[str, Any]]:
         if not ts.size:
             return []
         keys = slots * 2 + inferred.astype(np.int64)

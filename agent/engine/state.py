@@ -3,15 +3,12 @@
 Format (little endian): ``RWST`` · u16 format version · u16 0 · u32 array count · per array
 (u16 name length · name · u8 dtype length · dtype · u8 ndim · u64 × ndim shape · raw bytes) ·
 u32 CRC-32 of everything before it. Fixed shapes in → fixed file size out, whatever the uptime.
-
-``write_atomic``: temp file in the same directory, fsync, rename, fsync the directory — a crash
-or power cut leaves either the old file or the new one, never half of one.
-``read_or_quarantine``: a missing file is a fresh start; a corrupt or foreign-version file is
-moved aside as ``<name>.bad-<unix ts>`` (``quarantine_name``) with a clear message, and is also a fresh start.
+A bad file is moved aside as ``<name>.bad-<unix ts>`` (``quarantine_name``) and is a fresh start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
@@ -81,11 +78,9 @@ def unpack(blob: bytes) -> dict[str, np.ndarray]:
 
 
 def write_atomic(path: Path, blob: bytes) -> None:
-    """Replace ``path`` with ``blob`` so that a crash leaves either the old or the new file.
-
-    The temp file has one fixed name per target (not per process), so one left by a crash is
-    simply overwritten by the next write instead of piling up.
-    """
+    """Replace ``path`` with ``blob`` so that a crash or power cut leaves the old or the new file
+    (temp file, fsync, rename, fsync of the directory). The temp file has one fixed name per target,
+    so one left by a crash is overwritten by the next write instead of piling up."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -98,12 +93,9 @@ def write_atomic(path: Path, blob: bytes) -> None:
         dfd = os.open(path.parent, os.O_RDONLY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):
         os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    os.close(dfd)
 
 
 def quarantine_name(name: str, ts: float | None = None) -> str:

@@ -1,9 +1,7 @@
-"""The bins of the current window, kept until the window closes (then the model learns from them).
-
-Preallocated for ``n_bins`` rows: the bin sums, the stage seconds, and what the frozen model
-predicted for each bin (IT, heat, lagged heat and cooling for every lag candidate). Learning
-happens only when the window closes, so every prediction inside a window is made with the model
-as it was at the window's start (prequential evaluation, no look-ahead into PDU/CRAC samples).
+"""The bins of the current window, kept until it closes (then the model learns from them): the bin
+sums, the stage seconds, and what the frozen model predicted for each bin. Learning happens only at
+the close, so every prediction inside a window is made with the model as it was at the window's
+start (prequential, no look-ahead into PDU/CRAC samples).
 """
 
 from __future__ import annotations
@@ -76,12 +74,9 @@ class WindowBuffer:
 
     def record(self, start: float, stage_name: Callable[[int], str], held: frozenset[str],
                predicted: tuple[np.ndarray, float | np.ndarray, float] | None) -> dict[str, Any]:
-        """The window's report line (report-format.md) from its bins and the frozen predictions.
-
-        ``start``: the window's grid start; ``predicted``: (selected cooling candidate's predictions
-        per bin, IT residual level (one, or per bin), cooling residual level) once the model is
-        warm, else None.
-        """
+        """The window's report line (report-format.md) from its bins; ``start``: the window's grid start;
+        ``predicted`` (once warm, GPU telemetry or not; else None): the selected cooling candidate's
+        predictions per bin, the IT residual level (one, or per bin) and the cooling residual level."""
         n = self.n
         sums = self.sums[:n]
         dur = sums[:, F["dur_s"]]
@@ -106,8 +101,6 @@ class WindowBuffer:
         if rec["measured_kwh"] is not None and gaps and it_m is not None and cool_m is not None:
             # gaps: each side extended over its own gaps uses more of the samples than the facility sum
             rec["measured_kwh"] = it_m + cool_m
-        # Bins without fresh GPU telemetry were predicted by the stage-only IT model, so a window is
-        # predicted whenever the engine is warm, GPU telemetry or not.
         if predicted is not None:
             cool_w, bias_it, bias_cool = predicted
             it_kwh = float(((self.it_pred_w[:n] + bias_it) * dur).sum() / J_PER_KWH)
@@ -125,21 +118,11 @@ class WindowBuffer:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {
-            "wb_n": np.array([float(self.n)]),
-            "wb_start": self.start,
-            "wb_sums": self.sums,
-            "wb_stage_s": self.stage_s,
-            "wb_it": self.it_pred_w,
-            "wb_heat": self.heat_w,
-            "wb_hl": self.hl_w,
-            "wb_cool": self.cool_pred_w,
-            "wb_gexp": self.gpu_exp_w,
-            "wb_tr": self.transient,
-            "wb_held": self.held,
-            "wb_gl": self.gpu_lag_w,
-            "wb_stage_gs": self.stage_gpu_s,
-            "wb_stage_gws": self.stage_gpu_ws,
-            "wb_node_frac": self.node_frac,
+            "wb_n": np.array([float(self.n)]), "wb_start": self.start, "wb_sums": self.sums,
+            "wb_stage_s": self.stage_s, "wb_it": self.it_pred_w, "wb_heat": self.heat_w, "wb_hl": self.hl_w,
+            "wb_cool": self.cool_pred_w, "wb_gexp": self.gpu_exp_w, "wb_tr": self.transient,
+            "wb_held": self.held, "wb_gl": self.gpu_lag_w, "wb_stage_gs": self.stage_gpu_s,
+            "wb_stage_gws": self.stage_gpu_ws, "wb_node_frac": self.node_frac,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:

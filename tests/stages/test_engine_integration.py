@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from agent.engine.engine import Engine
-from agent.engine.rackinfo import rack_info
+from agent.engine.frames import rack_info
 from agent.sim.scenarios import make_scenario
 from agent.sim.twin import scenario_truth, simulate, trace_meta
 
