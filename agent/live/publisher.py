@@ -1,45 +1,26 @@
 """MQTT publisher: paho-mqtt 2.x in its own network thread, draining the durable store.
 
-Why this shape (facts in STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the
-reconnect backoff; an exception in a callback would kill that thread silently, so
-``suppress_exceptions`` is on and every callback only hands its arguments to the asyncio loop
-(``call_soon_threadsafe``), where the real work happens. Delivery is tracked through
-``on_publish(mid)`` (PUBACK), never ``MQTTMessageInfo.wait_for_publish``, which raises for
-messages queued while disconnected. paho's in-memory queue is not trusted with more than a small
-window: everything else waits in the store (``store.py``, on disk) and is sent in ``seq`` order.
-The publisher never numbers or stores a message itself: the outbox does (``outbox.py``), then
-calls ``wake()``.
+Why this shape (STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the reconnect
+backoff; an exception in a callback would kill it silently, so ``suppress_exceptions`` is on and
+every callback only hands its arguments to the asyncio loop. Delivery is tracked by
+``on_publish(mid)`` (PUBACK), never ``wait_for_publish``, which raises for messages queued while
+disconnected. paho gets a small window; the rest waits in the store and is sent in ``seq`` order.
+The outbox (``outbox.py``) numbers and stores a message, then calls ``wake()``.
 
-Order across a reconnect. A link that drops with messages unacknowledged leaves them in paho's
-memory, and paho sends them again on the next connection, from its own thread, after
-``on_connect`` returns; nothing orders that against a ``publish()`` from the asyncio thread, so a
-newer seq could reach the broker first (seen once under load). So the window has one rule for a
-new session: what paho carried into it (every mid in flight when the session began) goes first,
-and the pump sends nothing newer until all of it is acknowledged. A PUBACK for a carried
-message can only follow its resend on this connection, and paho resends in the order we
-published, which is ``seq`` order: whatever the pump sends next is behind all of it on the wire.
-Nor does the pump send while paho is between connections or handling a CONNACK the asyncio
-thread has not seen yet (``_sessions``), when such a message could pass the resends as well.
-QoS 0 messages are not carried: paho drops those it had not written when a connection ends,
-without a callback, so a new session takes them out of the window and the store sends them
-again (before anything newer: they have the lower seqs).
-A reload that moves ``state_dir`` changes none of this: the window is keyed by ``seq``, which the
-moved store keeps.
+Order across a reconnect. paho resends what was unacknowledged from its own thread after
+``on_connect``, unordered against a ``publish()`` from the asyncio thread, so a newer seq could pass
+it (seen once under load). So what paho carried into a new session goes first: the pump sends
+nothing newer until all of it is acknowledged (paho resends in publish order, which is ``seq``
+order), nor while paho is between connections or in a CONNACK the asyncio side has not seen yet
+(``_sessions``). QoS 0 messages are not carried (paho drops unwritten ones at a disconnect, without
+a callback): a new session takes them out of the window and the store sends them again.
 
-``status`` is not spooled: it is state, not history. ``online`` is published (retained) on every
-connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
-disappears; a clean stop publishes ``offline`` itself. A status carries ``seq`` = the last data
-``seq`` assigned so far, so a subscriber can also spot lost messages at the tail.
-
-The broker holds the will registered in CONNECT; MQTT cannot update it in a session. So the will
-is re-set (paho ``will_set``) before every reconnect, and a session whose will lags the current
-``seq`` is cycled (clean DISCONNECT, CONNECT with a current will) once ``will_refresh_s`` has
-passed and nothing is in flight. The session is persistent (``clean_session=False``): QoS 1
-commands and hints sent during that gap, or while the agent is down, wait at the broker.
-
-What the broker does is logged as what it is: a session the broker keeps closing right after
-connecting is another client using our client id; a failed TLS connect is diagnosed with the ssl
-reason (``tls_probe``).
+``status`` is state, not history: not spooled. ``online`` (retained) on every connect and
+periodically, ``offline`` (retained) from a clean stop or the last will; each carries ``seq`` = the
+last data seq, so a subscriber spots a loss at the tail. The broker keeps the will of CONNECT, so it
+is re-set before every reconnect, and a session whose will lags ``seq`` is cycled once
+``will_refresh_s`` has passed with nothing in flight. Sessions are persistent
+(``clean_session=False``): QoS 1 commands and hints wait at the broker meanwhile.
 """
 
 from __future__ import annotations
@@ -120,7 +101,6 @@ class MqttPublisher:
         self._wake = asyncio.Event()
         self._pump_task: asyncio.Task[None] | None = None
         self._inflight: dict[int, int] = {}  # paho mid → store seq
-        self._inflight_seqs: set[int] = set()
         self._inflight_qos0: set[int] = set()  # mids paho forgets, unannounced, if the connection ends
         self._carried: set[int] = set()  # mids paho resends into this session: nothing newer before them
         self._sessions = 0  # CONNACKs paho has received (written by its thread only)
@@ -242,25 +222,23 @@ class MqttPublisher:
         lo, hi = self._reconnect
         return int(min(hi, lo * 2 ** max(0, self.failures - 1)))
 
+    def _attempt_failed(self) -> None:
+        self._refresh_will()
+        self.failures += 1
+        self.connected = False
+
     def _on_connect(self, session: int, failed: bool, reason: str, code: int) -> None:
         self._session = session
         if failed:
-            self._refresh_will()
-            self.failures += 1
-            self.connected = False
+            self._attempt_failed()
             hint = ""
             if code in (134, 135, 4, 5):  # bad user name or password / not authorized (v5 and v3 codes)
                 who = self.cfg.username or "(none)"
                 where = self.cfg.password_file or "(no password_file)"
                 hint = f" — check mqtt.username ({who}) and mqtt.password_file ({where})"
             self.last_error = f"refused: {reason}"
-            log.error(
-                "mqtt: broker %s refused the connection: %s%s; retrying in %d s",
-                self.endpoint,
-                reason,
-                hint,
-                self._next_delay_s(),
-            )
+            log.error("mqtt: broker %s refused the connection: %s%s; retrying in %d s",
+                      self.endpoint, reason, hint, self._next_delay_s())
             return
         self.connected = True
         self.connects += 1
@@ -281,9 +259,7 @@ class MqttPublisher:
         """QoS 0 messages still in the window at a new session were lost with the old one (paho
         clears its unwritten packets and never calls on_publish for them): the store sends them again."""
         for mid in self._inflight_qos0:
-            seq = self._inflight.pop(mid, None)
-            if seq is not None:
-                self._inflight_seqs.discard(seq)
+            self._inflight.pop(mid, None)
         self._inflight_qos0.clear()
 
     def _set_will(self, client: mqtt.Client) -> None:
@@ -337,9 +313,7 @@ class MqttPublisher:
         return not stopper.is_alive()
 
     def _on_connect_fail(self) -> None:
-        self._refresh_will()
-        self.failures += 1
-        self.connected = False
+        self._attempt_failed()
         if self.last_error is None or not self.last_error.startswith("tls:"):
             self.last_error = "unreachable"
         if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8…: one line per doubling, not a flood
@@ -350,12 +324,8 @@ class MqttPublisher:
                 self._log_unreachable(self.failures, self._next_delay_s())
 
     def _log_unreachable(self, attempt: int, delay_s: int) -> None:
-        log.warning(
-            "mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
-            self.endpoint,
-            attempt,
-            delay_s,
-        )
+        log.warning("mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
+                    self.endpoint, attempt, delay_s)
 
     async def _report_connect_fail(self, attempt: int, delay_s: int) -> None:
         """With TLS on, say why the handshake fails (paho does not tell); else "cannot reach"."""
@@ -374,13 +344,8 @@ class MqttPublisher:
             self._log_unreachable(attempt, delay_s)
             return
         self.last_error = f"tls: {reason}"
-        log.error(
-            "mqtt: TLS connection to broker %s failed (attempt %d): %s; spooling to disk, retrying in %d s",
-            self.endpoint,
-            attempt,
-            reason,
-            delay_s,
-        )
+        log.error("mqtt: TLS connection to broker %s failed (attempt %d): %s; spooling to disk, "
+                  "retrying in %d s", self.endpoint, attempt, reason, delay_s)
 
     def _on_disconnect(self, reason: str) -> None:
         was = self.connected
@@ -423,15 +388,9 @@ class MqttPublisher:
             self.takeover_suspected = True
             self.last_error = f"client id {self.client_id!r} in use by another client"
             if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
-                log.error(
-                    "mqtt: broker %s closed our session right after connecting %d times in a row "
-                    "(%s): another agent uses client id %r; give each agent its own mqtt.client_id "
-                    "(or a distinct agent.site/agent.rack)",
-                    self.endpoint,
-                    n,
-                    reason,
-                    self.client_id,
-                )
+                log.error("mqtt: broker %s closed our session right after connecting %d times in a row "
+                          "(%s): another agent uses client id %r; give each agent its own mqtt.client_id "
+                          "(or a distinct agent.site/agent.rack)", self.endpoint, n, reason, self.client_id)
 
     def _on_puback(self, mid: int, failed: bool) -> None:
         waiter = self._control_mids.pop(mid, None)
@@ -442,7 +401,6 @@ class MqttPublisher:
         seq = self._inflight.pop(mid, None)
         if seq is None:
             return
-        self._inflight_seqs.discard(seq)
         self._carried.discard(mid)
         self._inflight_qos0.discard(mid)
         if failed:
@@ -482,7 +440,7 @@ class MqttPublisher:
         room = self.window - len(self._inflight)
         if room <= 0:
             return
-        for record in self.store.pending(room, exclude=self._inflight_seqs):
+        for record in self.store.pending(room, exclude=self._inflight.values()):
             seq = record.seq
             payload = record.payload
             if self._clock() - record.created > self.delayed_after_s:
@@ -499,7 +457,6 @@ class MqttPublisher:
                 self._wake.set()  # no PUBACK will come to wake the pump for the next ones
                 continue
             self._inflight[info.mid] = seq
-            self._inflight_seqs.add(seq)
             if record.qos == 0:
                 self._inflight_qos0.add(info.mid)
 
