@@ -1,8 +1,6 @@
-"""Clocks for the live loop: the wall clock, and an accelerated one for the demo and benchmarks.
+"""Clocks for the live loop: the wall clock, and accelerated ones for the demo, tests and benchmarks.
 
-The loop never calls ``time.time()`` or ``asyncio.sleep`` directly for its schedule: it asks its
-clock, so ``rackwatt demo`` (and bench/footprint.py's 30-day run) can run the very same loop with
-simulated time going ``speed`` times faster than real time.
+The loop takes its schedule from its clock, never from ``time.time()`` or ``asyncio.sleep``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""``rackwatt demo``: a simulated rack on loopback devices, and the real agent learning it.
+"""``rackwatt demo``: a simulated rack on loopback devices, and the real agent learning it (docs/demo.md).
 
-The twin (agent/sim) is served as two SNMP PDUs, a Modbus TCP cooling unit and faked NVML on
-127.0.0.1; the real ``LiveAgent`` polls them through the real drivers on an accelerated clock and
-the terminal shows what it learns (docs/demo.md). Publishes to ``--mqtt HOST:PORT`` or to a
-broker answering on localhost:1883; otherwise shows what it would publish. Without a terminal it
-prints plain lines. Exit 0 after ``--duration`` seconds or Ctrl-C, with everything cleaned up.
+Publishes to ``--mqtt HOST:PORT`` or a broker answering on localhost:1883, else shows what it would
+publish. Exit 0 after ``--duration`` seconds or Ctrl-C, with everything cleaned up.
 """
 
 from __future__ import annotations

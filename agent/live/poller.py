@@ -1,10 +1,8 @@
 """Runs every driver on its own interval and keeps what came back since the last frame.
 
-Each driver gets one asyncio task: a random start offset (so devices configured alike do not
-poll in lock-step), then ``poll()`` under a whole-poll deadline (``deadline_s`` or 0.8 ×
-interval), then a sleep to the next slot with a little jitter. A slow or failing device only
-delays itself. A driver that raises or overruns becomes a failed ``PollResult``; its signals are
-simply absent (missing, never zero) and its health says why.
+One asyncio task per driver: a random start offset (devices configured alike do not poll in
+lock-step), ``poll()`` under a whole-poll deadline, a sleep to the next slot with a little jitter.
+A driver that raises or overruns becomes a failed ``PollResult``: its signals are missing, never zero.
 """
 
 from __future__ import annotations

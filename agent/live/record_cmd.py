@@ -1,10 +1,8 @@
 """``rackwatt record --config FILE --out trace.csv [--duration S]``: live frames as a replayable trace.
 
-The same poll loop as ``rackwatt run`` (same drivers, same frames, same stage hints) with the
-engine and MQTT off; each tick that sampled something becomes one row of a trace in the format
-of docs/spec/trace-format.md, so ``rackwatt replay`` can run the engine over it later.
-The header is fixed after a short warm-up (the slowest device's interval) because a CSV cannot
-grow columns; a signal that first appears later is left out, with one warning.
+``rackwatt run``'s poll loop with the engine and MQTT off; each tick that sampled something becomes a
+row (docs/spec/trace-format.md) for ``rackwatt replay``. A CSV cannot grow columns, so the header is
+fixed after a warm-up of the slowest device's interval; a signal first seen later is left out, warned once.
 """
 
 from __future__ import annotations

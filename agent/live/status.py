@@ -1,8 +1,4 @@
-"""The ``online`` status body (agent/schemas/status.schema.json) and the engine's error tally.
-
-Kept apart from the loop so the loop stays about the lifecycle; everything comes in as explicit
-arguments, so what the status reads is visible at the call.
-"""
+"""The ``online`` status body (agent/schemas/status.schema.json) and the engine's error tally."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """A ``RackSnapshot`` as Prometheus metric families: the names, units and labels of docs/metrics.md.
 
-Conventions (https://prometheus.io/docs/practices/naming/): base units in the name (watts,
-joules, seconds, bytes), ``_total`` on counters, ``site``/``rack``/``node`` on every series,
-a bounded label set (stages: the engine's fixed stage slots; causes: the engine's list; job ids:
-``JobEnergyLedger``). A value the agent does not know (no engine yet, a device that never
-answered) is left out, never exported as 0.
+Base units in the name, ``_total`` on counters, ``site``/``rack``/``node`` on every series, a bounded
+label set. A value the agent does not know is left out, never exported as 0.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The ``/metrics`` HTTP(S) server and ``serve_metrics``, the live loop's one hook.
 
-prometheus_client's own server (a thread) serves a private ``CollectorRegistry`` holding one
-``RackCollector``: nothing from the library's global default registry (process and GC metrics of
-whatever else imported it) leaks in, and two agents in one process (tests, benches) stay apart.
-TLS and client certificates are the library's (``certfile``/``keyfile``/``client_cafile``);
-basic auth is not, so docs/metrics.md shows a reverse proxy for it.
+prometheus_client's own server thread serves a private ``CollectorRegistry`` (nothing leaks in from
+the global one, and two agents in one process stay apart). TLS and client certificates are the
+library's; basic auth is not, so docs/metrics.md shows a reverse proxy for it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One scrape's figures, taken on the agent's event loop (never from the HTTP thread).
-
-Why a snapshot: the engine, the poller and the spool change on the loop; reading them from the
-scrape thread could see a half-updated state. The server asks the loop for a ``RackSnapshot``
-(plain data, copied), then turns it into metric families on its own thread (``families.py``).
+"""One scrape's figures as plain data, taken on the agent's event loop: read from the HTTP thread,
+the engine, poller and spool could be half-updated. ``families.py`` turns it into metrics.
 """
 
 from __future__ import annotations

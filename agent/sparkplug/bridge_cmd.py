@@ -1,11 +1,8 @@
 """``rackwatt sparkplug``: one rack as a Sparkplug B edge node, from the agent's own MQTT topics.
 
-Why a bridge and not a second publisher inside the agent: the agent's MQTT contract (docs/mqtt.md)
-is the one source of what a rack reports; the bridge subscribes to a rack's ``summary`` and
-``status`` on the site broker and republishes them under ``spBv1.0/<group>/…/<rack>`` (node.py),
-so Sparkplug B hosts (Ignition, HighByte …) see the same figures, and the agent stays unchanged.
-Run it beside the agent (same host or any host that reaches the broker). It only reads rackwatt
-topics and only writes Sparkplug ones. Exit 0 after ``--duration`` or on SIGTERM / Ctrl-C.
+A bridge, not a second publisher in the agent: docs/mqtt.md stays the one contract. It subscribes
+to a rack's ``summary`` and ``status`` and republishes them under ``spBv1.0/<group>/…/<rack>``; it
+reads only rackwatt topics and writes only Sparkplug ones.
 """
 
 from __future__ import annotations

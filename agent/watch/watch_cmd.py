@@ -1,10 +1,8 @@
-"""``rackwatt watch``: every rack of a site, live, from the site broker's MQTT topics.
+"""``rackwatt watch``: every rack of a site, live, from the site broker's MQTT topics (docs/mqtt.md).
 
-Subscribes to ``<root>/<site>/+/status``, ``.../summary`` and ``.../event`` (docs/mqtt.md) as a
-read-only client and shows one row per rack: stage, facility kW against the expectation, the
-deviation, active drifts and since when, the spool backlog, when it was last heard from. On a
-terminal the table is redrawn in place; otherwise a plain line per rack whenever its row
-changes; ``--json`` prints the whole table as one JSON line per refresh, for scripts.
+A read-only client of ``<root>/<site>/+/{status,summary,event}``, one row per rack. On a terminal
+the table is redrawn in place; otherwise a plain line per rack whose row changed; ``--json``: one
+JSON line per refresh.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """One demo run: twin → loopback devices → the real ``LiveAgent`` → the view; then a clean stop.
 
-Order of things: a private temp dir with a generated agent.toml (loaded by the real loader); the
-real engine (optionally pre-warmed by replaying the scenario's first hours); the devices on free
-loopback ports; the agent on a ``ScaledClock`` polling them through the real drivers; the stage
-hinter; the view. Stop (duration reached, Ctrl-C, SIGTERM, the scenario's end): agent first
-(state saved, MQTT offline), then hints, then devices, then the temp dir.
+Order: a private temp dir with a generated agent.toml (loaded by the real loader); the real engine,
+optionally pre-warmed; the devices on free loopback ports; the agent on a ``ScaledClock``; the stage
+hinter; the view. Stop: agent first (state saved, MQTT offline), then hints, devices, temp dir.
 """
 
 from __future__ import annotations
