@@ -14,8 +14,6 @@ import logging
 import math
 from pathlib import Path
 
-import numpy as np
-
 from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
@@ -25,6 +23,11 @@ from agent.trace.model import TraceChunk, TraceMeta
 from agent.trace.writer import TraceWriter
 
 log = logging.getLogger("rackwatt.record")
+
+
+def _sampled(chunk: TraceChunk) -> list[str]:
+    """The signals (not ``work_rate``) this one-row chunk has a value for."""
+    return [name for name, v in chunk.numeric.items() if name != "work_rate" and math.isfinite(float(v[0]))]
 
 
 class TraceRecorder:
@@ -41,10 +44,7 @@ class TraceRecorder:
         self.rows = 0
 
     def __call__(self, chunk: TraceChunk) -> None:
-        if (
-            not any(math.isfinite(float(v[0])) for k, v in chunk.numeric.items() if k != "work_rate")
-            and not chunk.stage[0]
-        ):
+        if not _sampled(chunk) and not chunk.stage[0]:
             return  # nothing sampled at this tick
         if self._writer is None:
             self._buffer.append(chunk)
@@ -55,11 +55,7 @@ class TraceRecorder:
         self._write(chunk)
 
     def _open(self) -> None:
-        names: dict[str, None] = {}
-        for chunk in self._buffer:
-            for name, values in chunk.numeric.items():
-                if name != "work_rate" and math.isfinite(float(values[0])):
-                    names[name] = None
+        names = {name for chunk in self._buffer for name in _sampled(chunk)}
         columns = ["ts", "stage", "job", "work_rate", *sorted(names)]
         self._writer = TraceWriter(self.path, self.meta, columns)
         for chunk in self._buffer:
@@ -69,15 +65,9 @@ class TraceRecorder:
 
     def _write(self, chunk: TraceChunk) -> None:
         assert self._writer is not None
-        known = set(self._writer.columns)
-        for name, values in chunk.numeric.items():
-            if (
-                name not in known
-                and name not in self._ignored
-                and math.isfinite(float(np.asarray(values)[0]))
-            ):
-                self._ignored.add(name)
-                log.warning("record: %s appeared after the header was written; it is not recorded", name)
+        for name in sorted(set(_sampled(chunk)) - set(self._writer.columns) - self._ignored):
+            self._ignored.add(name)
+            log.warning("record: %s appeared after the header was written; it is not recorded", name)
         self._writer.write(chunk)
         self.rows += 1
 

@@ -30,7 +30,7 @@ from agent.live.demo.rack import PDU_VENDORS, DemoRack, DevicePorts, InletProbeD
 from agent.live.demo.setup import STAGE_SOCKET, Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
 from agent.live.engine_link import EngineLink
-from agent.live.loop import LiveAgent, default_driver_factory
+from agent.live.loop import LiveAgent
 from agent.sim import FAULT_KINDS, FaultSpec, Scenario, make_scenario
 from drivers.base import Driver
 
@@ -289,12 +289,10 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
 
 def _driver_factory(rack: DemoRack, intervals: Intervals, clock: ScaledClock) -> Any:
     def build(config: Config) -> list[Driver]:
-        if config.nodes:  # the node link measures skew on the demo's (accelerated) clock
-            from drivers.registry import build_drivers
+        from drivers.registry import build_drivers
 
-            devices = build_drivers(config, clock=clock.time)
-        else:
-            devices = default_driver_factory(config)
+        # on the demo's (accelerated) clock, which the node link measures skew on
+        devices = build_drivers(config, clock=clock.time)
         return [*devices, InletProbeDriver(rack, interval_s=intervals.inlet_s)]
 
     return build
