@@ -61,11 +61,8 @@ class EngineLink:
         try:
             engine = build()
         except Exception as exc:  # a broken engine must not stop polling and status
-            log.error(
-                "engine: cannot be set up (%s: %s); the agent will poll and report status only",
-                type(exc).__name__,
-                exc,
-            )
+            log.error("engine: cannot be set up (%s: %s); the agent will poll and report status only",
+                      type(exc).__name__, exc)
             return None
         return cls(engine, restore=build, accept=_accept_by_drift_monitor)
 

@@ -57,9 +57,6 @@ class FrameBuilder:
             for name, value in row.signals.items():
                 numeric[name][i] = value
         numeric["work_rate"] = np.array([r.work_rate for r in rows], dtype=np.float64)
-        return TraceChunk(
-            ts=np.array([r.ts for r in rows], dtype=np.float64),
-            numeric=numeric,
-            stage=np.array([r.stage for r in rows], dtype=object),
-            job=np.array([r.job for r in rows], dtype=object),
-        )
+        return TraceChunk(ts=np.array([r.ts for r in rows], dtype=np.float64), numeric=numeric,
+                          stage=np.array([r.stage for r in rows], dtype=object),
+                          job=np.array([r.job for r in rows], dtype=object))

@@ -182,16 +182,8 @@ class LiveAgent:
 
     def _build_outbox(self, store: Store) -> Outbox:
         c = self.config
-        return Outbox(
-            self.topics,
-            store,
-            site=c.agent.site,
-            rack=c.agent.rack,
-            qos=c.mqtt.qos,
-            keep=c.mqtt.enabled,
-            on_stored=self._wake_publisher,
-            observe=self._observe,
-        )
+        return Outbox(self.topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
+                      keep=c.mqtt.enabled, on_stored=self._wake_publisher, observe=self._observe)
 
     def _wake_publisher(self) -> None:
         if self.publisher is not None:
@@ -238,18 +230,10 @@ class LiveAgent:
         mq = self.config.mqtt
         if not mq.enabled or self.store is None:
             return None
-        return MqttPublisher(
-            mq,
-            self.config.agent.site,
-            self.config.agent.rack,
-            self.store,
-            version=__version__,
-            status_fn=self.status_body,
-            on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
-            on_accept=self._on_mqtt_accept,
-            clock=self.clock.time,
-            **self._publisher_options,
-        )
+        return MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
+                             version=__version__, status_fn=self.status_body,
+                             on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+                             on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options)
 
     # ---- the main loop ---------------------------------------------------------------------
     async def run(self) -> int:
@@ -269,15 +253,9 @@ class LiveAgent:
             await self.publisher.start()
         await self._start_listener()
         self.poller.start()
-        log.info(
-            "rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s",
-            __version__,
-            self.config.agent.site,
-            self.config.agent.rack,
-            len(drivers),
-            self.config.agent.tick_s,
-            self.publisher.endpoint if self.publisher else "off",
-        )
+        log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
+                 self.config.agent.site, self.config.agent.rack, len(drivers), self.config.agent.tick_s,
+                 self.publisher.endpoint if self.publisher else "off")
         if not self.config.nvml.enabled and not self.config.dcgms and not self.config.nodes:
             log.warning(
                 "no GPU telemetry source ([nvml] disabled, no [[dcgm]] or [[node]] nodes): predictions "
@@ -407,16 +385,10 @@ class LiveAgent:
     def status_body(self) -> dict[str, Any]:
         """The ``online`` status fields (agent/live/status.py), plus the node link's (which node
         sends, which is silent) when the rack has GPU nodes."""
-        body = status_body(
-            now=self.clock.time(),
-            started_ts=self.started_ts,
-            poller=self.poller,
-            engine=self.engine,
-            tally=self.tally,
-            store=self.store,
-            hint_counters=dict(self.intake.counters) if self.intake is not None else None,
-            stage=self.stage_now,
-        )
+        body = status_body(now=self.clock.time(), started_ts=self.started_ts, poller=self.poller,
+                           engine=self.engine, tally=self.tally, store=self.store,
+                           hint_counters=dict(self.intake.counters) if self.intake is not None else None,
+                           stage=self.stage_now)
         if self.poller is not None and self.config.nodes:
             from agent.node.source import node_link_status
 

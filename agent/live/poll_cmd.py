@@ -31,21 +31,12 @@ UNITS = (("_kwh", "kWh"), ("_w", "W"), ("_j", "J"), ("_pct", "%"), ("_c", "°C")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, required=True)
-    parser.add_argument(
-        "--once",
-        action="store_true",
-        help="poll each device once and exit (the only mode; `rackwatt run` polls on)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help='print one JSON object: {"signals": {...}, "devices": {...}}'
-    )
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=None,
-        metavar="S",
-        help="override every PDU's and cooling unit's timeout_s",
-    )
+    parser.add_argument("--once", action="store_true",
+                        help="poll each device once and exit (the only mode; `rackwatt run` polls on)")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON object: {"signals": {...}, "devices": {...}}')
+    parser.add_argument("--timeout-s", type=float, default=None, metavar="S",
+                        help="override every PDU's and cooling unit's timeout_s")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,12 +65,10 @@ def answered(result: PollResult) -> bool:
 
 
 def _with_timeout(config: Config, timeout_s: float) -> Config:
-    return dataclasses.replace(
-        config,
-        pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
-        cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
-        dcgms=tuple(dataclasses.replace(d, timeout_s=timeout_s) for d in config.dcgms),
-    )
+    return dataclasses.replace(config,
+                               pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
+                               cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
+                               dcgms=tuple(dataclasses.replace(d, timeout_s=timeout_s) for d in config.dcgms))
 
 
 async def poll_all(drivers: list[Driver]) -> list[PollResult]:

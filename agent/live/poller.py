@@ -109,9 +109,8 @@ class Poller:
             health.profile = result.profile
         if result.ok:
             if health.consecutive_failures:
-                log.info(
-                    "%s: answering again after %d failed poll(s)", result.device, health.consecutive_failures
-                )
+                log.info("%s: answering again after %d failed poll(s)", result.device,
+                         health.consecutive_failures)
             health.consecutive_failures = 0
             health.last_ok_ts = result.ts
             health.last_error = None
@@ -120,11 +119,8 @@ class Poller:
             health.consecutive_failures += 1
             health.last_error = result.error
             if worth_logging(health.consecutive_failures):
-                log.warning(
-                    "%s (failed %d time(s) in a row)",
-                    result.error or f"{result.device}: poll failed",
-                    health.consecutive_failures,
-                )
+                log.warning("%s (failed %d time(s) in a row)",
+                            result.error or f"{result.device}: poll failed", health.consecutive_failures)
         self._new.update(result.signals)  # a failed poll may still carry the signals it did read
 
     async def _run(self, driver: Driver) -> None:

@@ -131,12 +131,8 @@ class MqttPublisher:
     # ---- setup -----------------------------------------------------------------------------
     def _build_client(self) -> mqtt.Client:
         cfg = self.cfg
-        client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            protocol=mqtt.MQTTv311,
-            clean_session=False,
-        )
+        client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             protocol=mqtt.MQTTv311, clean_session=False)
         client.suppress_exceptions = True
         client.enable_logger(logging.getLogger("rackwatt.mqtt.paho"))
         client.max_inflight_messages_set(self.window + 2)
@@ -151,12 +147,10 @@ class MqttPublisher:
             client.username_pw_set(cfg.username)
         if cfg.ca_file is not None:
             try:
-                client.tls_set(
-                    ca_certs=str(cfg.ca_file),
-                    certfile=str(cfg.cert_file) if cfg.cert_file else None,
-                    keyfile=str(cfg.key_file) if cfg.key_file else None,
-                    tls_version=ssl.PROTOCOL_TLS_CLIENT,
-                )
+                client.tls_set(ca_certs=str(cfg.ca_file),
+                               certfile=str(cfg.cert_file) if cfg.cert_file else None,
+                               keyfile=str(cfg.key_file) if cfg.key_file else None,
+                               tls_version=ssl.PROTOCOL_TLS_CLIENT)
             except (OSError, ssl.SSLError, ValueError) as exc:
                 raise MqttConfigError(
                     f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
@@ -178,12 +172,8 @@ class MqttPublisher:
         self._client.loop_start()
         self._pump_task = asyncio.create_task(self._pump(), name="mqtt-pump")
         self._will_task = asyncio.create_task(self._keep_will_current(), name="mqtt-will")
-        log.info(
-            "mqtt: connecting to %s (tls=%s, user=%s)",
-            self.endpoint,
-            "on" if self.cfg.ca_file else "off",
-            self.cfg.username or "-",
-        )
+        log.info("mqtt: connecting to %s (tls=%s, user=%s)", self.endpoint,
+                 "on" if self.cfg.ca_file else "off", self.cfg.username or "-")
 
     # ---- paho thread → asyncio -------------------------------------------------------------
     def _hand_over(self, fn: Callable[..., None], *args: Any) -> None:
@@ -195,13 +185,8 @@ class MqttPublisher:
 
     def _cb_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
         self._sessions += 1  # before the hand-over: the pump waits for this session's _on_connect
-        self._hand_over(
-            self._on_connect,
-            self._sessions,
-            bool(reason_code.is_failure),
-            str(reason_code),
-            int(getattr(reason_code, "value", 0)),
-        )
+        self._hand_over(self._on_connect, self._sessions, bool(reason_code.is_failure), str(reason_code),
+                        int(getattr(reason_code, "value", 0)))
 
     def _cb_connect_fail(self, client: Any, userdata: Any) -> None:
         self._hand_over(self._on_connect_fail)
@@ -332,9 +317,8 @@ class MqttPublisher:
         cfg = self.cfg
         assert cfg.ca_file is not None
         try:
-            reason = await asyncio.to_thread(
-                tls_failure, cfg.host, cfg.port, cfg.ca_file, cfg.cert_file, cfg.key_file
-            )
+            reason = await asyncio.to_thread(tls_failure, cfg.host, cfg.port, cfg.ca_file, cfg.cert_file,
+                                             cfg.key_file)
         except Exception as exc:  # the diagnosis must never take the publisher down
             reason = None
             log.debug("mqtt: TLS diagnosis failed: %s", exc)
@@ -358,9 +342,8 @@ class MqttPublisher:
         self._note_session_end(reason)
         if self.takeover_suspected:
             return  # said once per doubling in _note_session_end; not one warning per takeover
-        log.warning(
-            "mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason
-        )
+        log.warning("mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint,
+                    reason)
         self.last_error = f"disconnected: {reason}"
 
     def _note_session_end(self, reason: str) -> None:
@@ -448,9 +431,8 @@ class MqttPublisher:
             data = payload_json(payload)
             info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-                log.warning(
-                    "mqtt: client refused seq %d (%s); retrying later", seq, mqtt.error_string(info.rc)
-                )
+                log.warning("mqtt: client refused seq %d (%s); retrying later", seq,
+                            mqtt.error_string(info.rc))
                 return
             if record.qos == 0 and info.rc == mqtt.MQTT_ERR_SUCCESS and info.is_published():
                 self.store.ack(seq)
@@ -558,6 +540,5 @@ class MqttPublisher:
         if not await self._join_network_thread(client):
             log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
-        log.info(
-            "mqtt: disconnected from %s; %d message(s) left in the store", self.endpoint, len(self.store)
-        )
+        log.info("mqtt: disconnected from %s; %d message(s) left in the store", self.endpoint,
+                 len(self.store))

@@ -81,23 +81,14 @@ class TraceRecorder:
 def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="TRACE.csv", help="the trace to write")
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop after S seconds (default: until Ctrl-C or SIGTERM)",
-    )
+    parser.add_argument("--duration", type=float, default=None, metavar="S",
+                        help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def trace_meta(config: Config) -> TraceMeta:
-    return TraceMeta(
-        rack=config.agent.rack,
-        site=config.agent.site,
-        crac_shares={c.id: c.share for c in config.cracs},
-        interval_s=config.agent.tick_s,
-    )
+    return TraceMeta(rack=config.agent.rack, site=config.agent.site,
+                     crac_shares={c.id: c.share for c in config.cracs}, interval_s=config.agent.tick_s)
 
 
 async def _record(agent: LiveAgent, duration_s: float | None) -> int:
@@ -112,11 +103,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_or_report(args.config, args, report_to_log)
     if config is None:
         return 2
-    config = dataclasses.replace(
-        config,
-        mqtt=dataclasses.replace(config.mqtt, enabled=False),
-        stages=dataclasses.replace(config.stages, mqtt_hints=False),
-    )
+    config = dataclasses.replace(config, mqtt=dataclasses.replace(config.mqtt, enabled=False),
+                                 stages=dataclasses.replace(config.stages, mqtt_hints=False))
     intervals = [p.interval_s for p in config.pdus] + [c.interval_s for c in config.cracs]
     if config.nvml.enabled:
         intervals.append(config.nvml.interval_s)

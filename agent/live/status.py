@@ -28,12 +28,8 @@ class AgentTally:
         self.engine_errors += 1
         self.last_engine_error = f"{what}: {type(exc).__name__}: {exc}"
         if worth_logging(self.engine_errors):
-            log.error(
-                "engine: %s failed (%d time(s) so far); the agent keeps running",
-                what,
-                self.engine_errors,
-                exc_info=exc,
-            )
+            log.error("engine: %s failed (%d time(s) so far); the agent keeps running", what,
+                      self.engine_errors, exc_info=exc)
 
 
 def status_body(

@@ -120,12 +120,8 @@ class Store:
                 raise  # locked by another process, unwritable, disk full …: not bad data
             except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
                 moved = set_aside(path)
-                log.error(
-                    "store: %s was not a readable store (%s); kept it as %s and started a new one",
-                    path,
-                    exc,
-                    moved.name if moved else "(could not move it)",
-                )
+                log.error("store: %s was not a readable store (%s); kept it as %s and started a new one",
+                          path, exc, moved.name if moved else "(could not move it)")
                 return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
         except (sqlite3.Error, OSError) as exc:
             return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
@@ -186,9 +182,8 @@ class Store:
             for env in legacy.pending:
                 self._insert(db, env)
             if legacy.state is not None:
-                db.execute(
-                    "INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)", (legacy.state, self._clock())
-                )
+                db.execute("INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)",
+                           (legacy.state, self._clock()))
             self._next_seq = max([self._next_seq, legacy.next_seq, *(e.seq + 1 for e in legacy.pending)])
             self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
@@ -319,9 +314,8 @@ class Store:
         self._held.written()
         self._unwritten_acks -= acks
         self._load_counters_quietly()
-        log.info(
-            "store: writing to %s again (%s is over): %d held message(s) stored", self.path, was, len(held)
-        )
+        log.info("store: writing to %s again (%s is over): %d held message(s) stored", self.path, was,
+                 len(held))
 
     def _load_counters_quietly(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -486,17 +480,11 @@ class Store:
             db.execute("UPDATE state SET name = ? WHERE name = ?", (aside, name))
 
         if self._try_write(move):
-            log.error(
-                "%s state in %s cannot be loaded (%s); kept it as %r and started fresh",
-                name,
-                self.path,
-                why,
-                aside,
-            )
+            log.error("%s state in %s cannot be loaded (%s); kept it as %r and started fresh", name,
+                      self.path, why, aside)
         else:
-            log.error(
-                "%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path, why
-            )
+            log.error("%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path,
+                      why)
 
     # ---- reporting and closing -------------------------------------------------------------
     @property

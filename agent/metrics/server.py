@@ -113,12 +113,8 @@ async def serve_metrics(agent: Any) -> AsyncIterator[MetricsServer | None]:
     try:
         server = MetricsServer.start(section, registry)
     except (OSError, ValueError) as exc:
-        log.error(
-            "metrics: cannot serve on %s:%s (%s); running without /metrics",
-            section.address,
-            section.port,
-            exc,
-        )
+        log.error("metrics: cannot serve on %s:%s (%s); running without /metrics", section.address,
+                  section.port, exc)
         yield None
         return
     log.info("metrics: serving %s", server.url)

@@ -89,13 +89,9 @@ def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:
             summary = link.summary_payload(now)
         except Exception as exc:  # the engine's failure is the engine's metric, not a failed scrape
             agent.tally.engine_failed("summary_payload (metrics)", exc)
-    return RackSnapshot(
-        labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
-        info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},
-        summary=summary,
-        status=agent.status_body(),
-        drifts=active_drifts(getattr(link, "engine", None), tap),
-        jobs_j=tap.ledger.totals_j(),
-        drift_events=dict(tap.events),
-        last_summary_ts=tap.last_summary_ts,
-    )
+    return RackSnapshot(labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
+                        info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},
+                        summary=summary, status=agent.status_body(),
+                        drifts=active_drifts(getattr(link, "engine", None), tap),
+                        jobs_j=tap.ledger.totals_j(), drift_events=dict(tap.events),
+                        last_summary_ts=tap.last_summary_ts)

@@ -50,11 +50,9 @@ class MessageTap:
             detail = payload.get("detail") if isinstance(payload.get("detail"), dict) else {}
             since = detail.get("since") if detail else None
             dev = payload.get("deviation_pct")
-            self.onsets[cause] = Onset(
-                ts=float(payload.get("ts") or 0.0),
-                deviation_pct=float(dev) if isinstance(dev, int | float) else None,
-                since_ts=float(since) if isinstance(since, int | float) else None,
-            )
+            self.onsets[cause] = Onset(ts=float(payload.get("ts") or 0.0),
+                                       deviation_pct=float(dev) if isinstance(dev, int | float) else None,
+                                       since_ts=float(since) if isinstance(since, int | float) else None)
         elif state == "cleared":
             self.onsets.pop(cause, None)
 

@@ -81,9 +81,7 @@ UPLINK = Spec(
     literal_secrets={"key": "key_file", "secret": "key_file"},
     on_value=check_key_file,
 )
-NODE_LINK = Spec(
-    checks={"address": [host_problem], "port": [PORT], "max_skew_s": [positive]},
-)
+NODE_LINK = Spec(checks={"address": [host_problem], "port": [PORT], "max_skew_s": [positive]})
 NODE = Spec(
     checks={"id": [NODE_ID], "gpu_count": [between(1, MAX_GPUS)], "first_gpu": [between(0, 4095)],
             "interval_s": [between(0.1, 60)]},

@@ -94,6 +94,5 @@ class EdgeNode:
             return None
         self._born.update(changed)
         self._seq = (self._seq + 1) % 256
-        return self.topic("NDATA"), encode_payload(
-            ts_ms, [Metric(k, t, v) for k, (t, v) in changed.items()], self._seq
-        )
+        return self.topic("NDATA"), encode_payload(ts_ms, [Metric(k, t, v) for k, (t, v) in changed.items()],
+                                                   self._seq)

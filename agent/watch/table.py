@@ -114,6 +114,5 @@ def change_key(row: RackRow) -> tuple[Any, ...]:
 
 
 def json_line(site: str, rows: list[RackRow], now: float) -> str:
-    return json.dumps(
-        {"site": site, "ts": round(now, 3), "racks": [r.as_json() for r in rows]}, separators=(",", ":")
-    )
+    return json.dumps({"site": site, "ts": round(now, 3), "racks": [r.as_json() for r in rows]},
+                      separators=(",", ":"))

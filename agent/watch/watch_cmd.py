@@ -31,13 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="rack",
         help="row order: rack (default), deviation, drift, power or seen (longest silent first)",
     )
-    parser.add_argument(
-        "--interval",
-        type=positive,
-        default=DEFAULT_INTERVAL_S,
-        metavar="S",
-        help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})",
-    )
+    parser.add_argument("--interval", type=positive, default=DEFAULT_INTERVAL_S, metavar="S",
+                        help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})")
     parser.add_argument("--json", action="store_true", help="one JSON line with every rack per refresh")
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     parser.add_argument("--duration", type=positive, metavar="S", help="stop after S seconds")

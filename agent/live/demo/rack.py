@@ -105,18 +105,12 @@ class DemoRack:
         """Serve the PDUs (SNMP v2c) and the cooling unit (Modbus TCP) on 127.0.0.1; fake NVML."""
         try:
             for feed, port in ports.pdu.items():
-                pdu = SimSnmpPdu(
-                    self.pdu_values(feed),
-                    port,
-                    vendor=PDU_VENDORS[feed],
-                    community=community,
-                    outlets=PDU_OUTLETS,
-                )
+                pdu = SimSnmpPdu(self.pdu_values(feed), port, vendor=PDU_VENDORS[feed], community=community,
+                                 outlets=PDU_OUTLETS)
                 await pdu.start()
                 self.pdus[feed] = pdu
-            self.crac = CoolingUnitServer(
-                CRAC_PROFILE, self.crac_values, port=ports.crac, registers=CRAC_EXTRA_REGISTERS
-            )
+            self.crac = CoolingUnitServer(CRAC_PROFILE, self.crac_values, port=ports.crac,
+                                          registers=CRAC_EXTRA_REGISTERS)
             await self.crac.start()
             self._stack.enter_context(self.fake_nvml.installed())
         except BaseException:

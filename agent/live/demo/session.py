@@ -96,14 +96,8 @@ def intervals_for(speed: float, fine: bool = False) -> Intervals:
     if fine:
         return FINE_INTERVALS
     k = max(1.0, speed / 60.0)
-    return Intervals(
-        tick_s=round(max(1.0, k), 1),
-        nvml_s=round(5.0 * k, 1),
-        pdu_s=round(10.0 * k, 1),
-        crac_s=round(20.0 * k, 1),
-        inlet_s=round(20.0 * k, 1),
-        summary_s=300.0,
-    )
+    return Intervals(tick_s=round(max(1.0, k), 1), nvml_s=round(5.0 * k, 1), pdu_s=round(10.0 * k, 1),
+                     crac_s=round(20.0 * k, 1), inlet_s=round(20.0 * k, 1), summary_s=300.0)
 
 
 # The demo's cooling unit (the Liebert iCOM map) serves no outdoor air probe, so the warm-up trace
@@ -226,18 +220,10 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
             if opts.nodes else None)
 
     def configure(ports: DevicePorts) -> tuple[Path, str, Config]:
-        path, community = write_config(
-            workdir,
-            site=opts.site,
-            rack=opts.rack,
-            ports=ports,
-            crac_id=scenario.rack.cooling.crac_id,
-            crac_share=scenario.rack.cooling.share,
-            intervals=intervals,
-            mqtt=opts.mqtt,
-            metrics=opts.metrics,
-            nodes=plan,
-        )
+        path, community = write_config(workdir, site=opts.site, rack=opts.rack, ports=ports,
+                                       crac_id=scenario.rack.cooling.crac_id,
+                                       crac_share=scenario.rack.cooling.share, intervals=intervals,
+                                       mqtt=opts.mqtt, metrics=opts.metrics, nodes=plan)
         return path, community, load_config(path)  # the real loader: a problem here is a bug in the demo
 
     ports = pick_ports()
@@ -312,16 +298,9 @@ async def _serve(
     tail: _Tail | None,
 ) -> int:
     batch_s = max(15.0, opts.speed * 0.5)  # the agent batches engine calls itself
-    agent = LiveAgent(
-        config,
-        config_path=path,
-        clock=clock,
-        driver_factory=_driver_factory(rack, intervals, clock),
-        engine=link,
-        on_message=state.observe,
-        save_interval_s=3600.0,
-        engine_batch_s=batch_s,
-    )
+    agent = LiveAgent(config, config_path=path, clock=clock,
+                      driver_factory=_driver_factory(rack, intervals, clock), engine=link,
+                      on_message=state.observe, save_interval_s=3600.0, engine_batch_s=batch_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
