@@ -63,12 +63,9 @@ class ScaledClock:
 
 
 class VirtualClock:
-    """Simulated time that jumps to the next sleeper as soon as every task is waiting.
-
-    For benchmarks and tests that must cover days in minutes without skipping ticks: time is as
-    fast as the CPU allows and never faster. ``run()`` is the time keeper: start it as a task
-    next to the code under test. Work done in other threads (the MQTT client) does not hold
-    time back.
+    """Simulated time that jumps to the next sleeper as soon as every task is waiting: days in minutes
+    without skipping ticks. ``run()`` keeps time: start it as a task next to the code under test.
+    Work in other threads (the MQTT client) does not hold time back.
     """
 
     speed = float("inf")

@@ -304,10 +304,7 @@ class Store:
             self._set_meta(db, "next_seq", self._next_seq)
             db.execute("DELETE FROM meta WHERE key = 'degraded_seq_end'")
 
-        try:
-            with transaction(self._db):
-                write(self._db)
-        except (sqlite3.Error, OSError):
+        if not self._try_write(write):
             self._load_counters_quietly()
             return  # still no room: the episode goes on (already logged)
         was, self._degraded = self._degraded, None

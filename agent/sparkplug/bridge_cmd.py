@@ -51,8 +51,7 @@ class Bridge:
         self.client.connect_async(args.mqtt.host, args.mqtt.port, keepalive=30)
 
     def _set_will(self) -> None:
-        topic, payload = self.node.death(_now_ms())
-        self.client.will_set(topic, payload, qos=1, retain=False)
+        self.client.will_set(*self.node.death(_now_ms()), qos=1, retain=False)
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -78,8 +77,7 @@ class Bridge:
             return
         if msg.topic == self.status_topic:
             if body.get("state") == "offline" and self.node.born:  # the agent's will: the rack is gone
-                topic, payload = self.node.death(_now_ms())
-                client.publish(topic, payload, qos=1)
+                client.publish(*self.node.death(_now_ms()), qos=1)
                 self.node.died()
             return
         self.last_summary = body
@@ -87,7 +85,7 @@ class Bridge:
 
     def _publish(self, message: tuple[str, bytes] | None) -> None:
         if message is not None:
-            self.client.publish(message[0], message[1], qos=0)
+            self.client.publish(*message, qos=0)
 
     def run(self, duration_s: float | None) -> int:
         stop = threading.Event()
@@ -98,8 +96,7 @@ class Bridge:
             stop.wait(duration_s)
         finally:
             if self.node.born:  # a clean stop says so itself (the will covers the rest)
-                topic, payload = self.node.death(_now_ms())
-                self.client.publish(topic, payload, qos=1).wait_for_publish(2)
+                self.client.publish(*self.node.death(_now_ms()), qos=1).wait_for_publish(2)
             self.client.disconnect()
             self.client.loop_stop()
         return 0

@@ -266,7 +266,10 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     if nodes is not None:
         nodes.start()
     try:
-        return await _serve(config, path, clock, rack, link, intervals, opts, state, out, plain, tail)
+        agent = LiveAgent(config, config_path=path, clock=clock, engine=link, on_message=state.observe,
+                          driver_factory=_driver_factory(rack, intervals, clock), save_interval_s=3600.0,
+                          engine_batch_s=max(15.0, opts.speed * 0.5))  # the agent batches engine calls itself
+        return await _serve(agent, clock, rack, opts, state, out, plain, tail)
     finally:
         if nodes is not None:
             await nodes.stop()
@@ -284,29 +287,15 @@ def _driver_factory(rack: DemoRack, intervals: Intervals, clock: ScaledClock) ->
     return build
 
 
-async def _serve(
-    config: Config,
-    path: Path,
-    clock: ScaledClock,
-    rack: DemoRack,
-    link: EngineLink,
-    intervals: Intervals,
-    opts: DemoOptions,
-    state: DemoState,
-    out: TextIO,
-    plain: PlainLog | None,
-    tail: _Tail | None,
-) -> int:
-    batch_s = max(15.0, opts.speed * 0.5)  # the agent batches engine calls itself
-    agent = LiveAgent(config, config_path=path, clock=clock,
-                      driver_factory=_driver_factory(rack, intervals, clock), engine=link,
-                      on_message=state.observe, save_interval_s=3600.0, engine_batch_s=batch_s)
+async def _serve(agent: LiveAgent, clock: ScaledClock, rack: DemoRack, opts: DemoOptions, state: DemoState,
+                 out: TextIO, plain: PlainLog | None, tail: _Tail | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     agent_task = asyncio.create_task(agent.run(), name="agent")
-    hinter = StageHinter(Path(str(config.stages.socket_path)), rack.stage, clock.time) if opts.hints else None
+    socket_path = Path(str(agent.config.stages.socket_path))
+    hinter = StageHinter(socket_path, rack.stage, clock.time) if opts.hints else None
     hint_task = asyncio.create_task(hinter.run(), name="hints") if hinter else None
     screen = AnsiScreen(out) if opts.interactive else None
     started = time.monotonic()
