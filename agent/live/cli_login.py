@@ -17,13 +17,9 @@ from agent.live.cli_types import MqttTarget, host_port
 
 def add_broker_options(parser: argparse.ArgumentParser) -> None:
     """The site broker and the agents' topic root, and how to log in to it."""
-    parser.add_argument(
-        "--mqtt",
-        type=host_port,
-        metavar="HOST:PORT",
-        default=MqttTarget(MqttSection.host, MqttSection.port),
-        help=f"the site broker (default {MqttSection.host}:{MqttSection.port})",
-    )
+    parser.add_argument("--mqtt", type=host_port, metavar="HOST:PORT",
+                        default=MqttTarget(MqttSection.host, MqttSection.port),
+                        help=f"the site broker (default {MqttSection.host}:{MqttSection.port})")
     parser.add_argument("--topic-root", default=MqttSection.topic_root, help="the agents' [mqtt] topic_root")
     parser.add_argument("--ca-file", type=Path, help="TLS: check the broker's certificate against this CA")
     parser.add_argument("--username", help="broker user name")
@@ -36,12 +32,8 @@ def cli_client(args: argparse.Namespace, client_id: str = "") -> Any:
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    client = mqtt.Client(
-        callback_api_version=CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        protocol=mqtt.MQTTv311,
-        clean_session=True,
-    )
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
+                         protocol=mqtt.MQTTv311, clean_session=True)
     client.suppress_exceptions = True
     client.reconnect_delay_set(min_delay=1, max_delay=30)
     _apply_login(client, args)

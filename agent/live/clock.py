@@ -1,8 +1,6 @@
-"""Clocks for the live loop: the wall clock, and an accelerated one for the demo and benchmarks.
+"""Clocks for the live loop: the wall clock, and accelerated ones for the demo, tests and benchmarks.
 
-The loop never calls ``time.time()`` or ``asyncio.sleep`` directly for its schedule: it asks its
-clock, so ``rackwatt demo`` (and bench/footprint.py's 30-day run) can run the very same loop with
-simulated time going ``speed`` times faster than real time.
+The loop takes its schedule from its clock, never from ``time.time()`` or ``asyncio.sleep``.
 """
 
 from __future__ import annotations
@@ -65,12 +63,9 @@ class ScaledClock:
 
 
 class VirtualClock:
-    """Simulated time that jumps to the next sleeper as soon as every task is waiting.
-
-    For benchmarks and tests that must cover days in minutes without skipping ticks: time is as
-    fast as the CPU allows and never faster. ``run()`` is the time keeper: start it as a task
-    next to the code under test. Work done in other threads (the MQTT client) does not hold
-    time back.
+    """Simulated time that jumps to the next sleeper as soon as every task is waiting: days in minutes
+    without skipping ticks. ``run()`` keeps time: start it as a task next to the code under test.
+    Work in other threads (the MQTT client) does not hold time back.
     """
 
     speed = float("inf")

@@ -1,10 +1,7 @@
-"""``rackwatt demo``: a simulated rack on loopback devices, and the real agent learning it.
+"""``rackwatt demo``: a simulated rack on loopback devices, and the real agent learning it (docs/demo.md).
 
-The twin (agent/sim) is served as two SNMP PDUs, a Modbus TCP cooling unit and faked NVML on
-127.0.0.1; the real ``LiveAgent`` polls them through the real drivers on an accelerated clock and
-the terminal shows what it learns (docs/demo.md). Publishes to ``--mqtt HOST:PORT`` or to a
-broker answering on localhost:1883; otherwise shows what it would publish. Without a terminal it
-prints plain lines. Exit 0 after ``--duration`` seconds or Ctrl-C, with everything cleaned up.
+Publishes to ``--mqtt HOST:PORT`` or a broker answering on localhost:1883, else shows what it would
+publish. Exit 0 after ``--duration`` seconds or Ctrl-C, with everything cleaned up.
 """
 
 from __future__ import annotations
@@ -49,28 +46,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="publish to this broker (default: localhost:1883 if one answers, else publish "
         "nothing and show what would be published)",
     )
-    parser.add_argument(
-        "--no-mqtt", action="store_true", help="never publish, even if a local broker answers"
-    )
-    parser.add_argument(
-        "--speed",
-        type=positive,
-        default=DEFAULT_SPEED,
-        metavar="N",
-        help=f"simulated seconds per real second (default {DEFAULT_SPEED:g})",
-    )
-    parser.add_argument(
-        "--duration",
-        type=positive,
-        metavar="S",
-        help="stop after S real seconds (default: run until Ctrl-C)",
-    )
-    parser.add_argument(
-        "--fault",
-        choices=FAULT_CHOICES,
-        metavar="CAUSE",
-        help=f"inject a fault shortly after the warm-up: {', '.join(FAULT_CHOICES)}",
-    )
+    parser.add_argument("--no-mqtt", action="store_true",
+                        help="never publish, even if a local broker answers")
+    parser.add_argument("--speed", type=positive, default=DEFAULT_SPEED, metavar="N",
+                        help=f"simulated seconds per real second (default {DEFAULT_SPEED:g})")
+    parser.add_argument("--duration", type=positive, metavar="S",
+                        help="stop after S real seconds (default: run until Ctrl-C)")
+    parser.add_argument("--fault", choices=FAULT_CHOICES, metavar="CAUSE",
+                        help=f"inject a fault shortly after the warm-up: {', '.join(FAULT_CHOICES)}")
     parser.add_argument(
         "--warmup",
         type=_non_negative,
@@ -80,11 +63,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "0: watch the baselines form from scratch)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="the twin's random seed (default 0)")
-    parser.add_argument(
-        "--no-hints",
-        action="store_true",
-        help="the job sends no stage hints: the agent infers the stage from GPU telemetry",
-    )
+    parser.add_argument("--no-hints", action="store_true",
+                        help="the job sends no stage hints: the agent infers the stage from GPU telemetry")
     parser.add_argument(
         "--fine-polling",
         action="store_true",
@@ -125,21 +105,10 @@ def run(args: argparse.Namespace) -> int:
     mqtt = args.mqtt
     if mqtt is None and not args.no_mqtt and broker_answers(*LOCAL_BROKER):
         mqtt = MqttTarget(*LOCAL_BROKER)
-    opts = DemoOptions(
-        speed=args.speed,
-        duration_s=args.duration,
-        fault=args.fault,
-        seed=args.seed,
-        mqtt=mqtt,
-        warmup_h=args.warmup,
-        hints=not args.no_hints,
-        interactive=interactive_terminal() and not args.plain,
-        fine_polling=args.fine_polling,
-        site=args.site,
-        rack=args.rack,
-        metrics=args.metrics,
-        nodes=args.nodes,
-    )
+    opts = DemoOptions(speed=args.speed, duration_s=args.duration, fault=args.fault, seed=args.seed,
+                       mqtt=mqtt, warmup_h=args.warmup, hints=not args.no_hints,
+                       interactive=interactive_terminal() and not args.plain, fine_polling=args.fine_polling,
+                       site=args.site, rack=args.rack, metrics=args.metrics, nodes=args.nodes)
     try:
         return asyncio.run(run_demo(opts, sys.stdout))
     except KeyboardInterrupt:  # a second Ctrl-C during the shutdown

@@ -1,10 +1,7 @@
-"""The live loop's typed view of the engine: process, payloads, accept, capabilities, state bytes.
+"""The live loop's typed view of the engine, and the one place that knows how it is built and restored.
 
-Why a link: the loop must not care how the engine is built or restored; this module is the one
-place that knows. ``LiveEngine`` is what the loop calls; ``EngineLink`` adds the two things an
-engine object cannot do by itself (restore from bytes, which builds a new engine, and the
-operator's accept, which the real engine's drift monitor owns). Where the state bytes live is
-the store's business (``agent/live/store.py``); what they contain is the engine's.
+``LiveEngine`` is what the loop calls; ``EngineLink`` adds what an engine cannot do by itself:
+restore from bytes (a new engine) and the operator's accept (the drift monitor's).
 """
 
 from __future__ import annotations
@@ -64,11 +61,8 @@ class EngineLink:
         try:
             engine = build()
         except Exception as exc:  # a broken engine must not stop polling and status
-            log.error(
-                "engine: cannot be set up (%s: %s); the agent will poll and report status only",
-                type(exc).__name__,
-                exc,
-            )
+            log.error("engine: cannot be set up (%s: %s); the agent will poll and report status only",
+                      type(exc).__name__, exc)
             return None
         return cls(engine, restore=build, accept=_accept_by_drift_monitor)
 

@@ -1,8 +1,4 @@
-"""One outbound MQTT message as the store keeps it: payload plus where, how, and its ``seq``.
-
-Why a type of its own: the outbox builds it, the store gives it its ``seq`` and keeps it, the
-publisher sends it; each of the three reads the same fields instead of a loose dict.
-"""
+"""One outbound MQTT message as the store keeps it: payload plus where, how, and its ``seq``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Live frames: one trace row per tick, batched into ``TraceChunk``s for the engine.
 
-A row holds only what was sampled since the previous tick (NaN = not sampled, never a stale
-copy: holding values is the engine's job, per docs/spec/trace-format.md), the current stage
-label from the stage timeline, its job and work rate.
-
-Why batch: ``Engine.process`` has a fixed cost per call (hygiene, stage inference) of several
-milliseconds, so the loop hands it a chunk every ``batch_s`` (default 15 s, one engine bin)
-rather than every tick; the engine looks 30 s ahead anyway, so nothing is published later.
+A row holds only what was sampled since the previous tick (NaN = not sampled, never a stale copy:
+holding is the engine's job, docs/spec/trace-format.md). Batches, because ``Engine.process`` costs
+milliseconds per call: the loop hands it a chunk every ``batch_s`` (one 15 s engine bin); the
+engine looks 30 s ahead anyway, so nothing is published later.
 """
 
 from __future__ import annotations
@@ -60,9 +57,6 @@ class FrameBuilder:
             for name, value in row.signals.items():
                 numeric[name][i] = value
         numeric["work_rate"] = np.array([r.work_rate for r in rows], dtype=np.float64)
-        return TraceChunk(
-            ts=np.array([r.ts for r in rows], dtype=np.float64),
-            numeric=numeric,
-            stage=np.array([r.stage for r in rows], dtype=object),
-            job=np.array([r.job for r in rows], dtype=object),
-        )
+        return TraceChunk(ts=np.array([r.ts for r in rows], dtype=np.float64), numeric=numeric,
+                          stage=np.array([r.stage for r in rows], dtype=object),
+                          job=np.array([r.job for r in rows], dtype=object))

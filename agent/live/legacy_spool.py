@@ -67,15 +67,9 @@ def _records(data: bytes) -> tuple[list[Envelope], int]:
         ):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 obj = json.loads(body)
-                envelope = Envelope(
-                    int(obj["seq"]),
-                    message_kind(str(obj["kind"])),
-                    str(obj["topic"]),
-                    bool(obj["retain"]),
-                    int(obj["qos"]),
-                    float(obj["created"]),
-                    dict(obj["payload"]),
-                )
+                envelope = Envelope(int(obj["seq"]), message_kind(str(obj["kind"])), str(obj["topic"]),
+                                    bool(obj["retain"]), int(obj["qos"]), float(obj["created"]),
+                                    dict(obj["payload"]))
         if envelope is None:
             skipped += 0 if in_bad_run else 1
             in_bad_run = True

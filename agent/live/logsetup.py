@@ -1,16 +1,10 @@
 """Logging for the long-running commands: stderr, one line per event, journald-friendly, no secrets.
 
-Under systemd (``JOURNAL_STREAM`` set) lines carry no timestamp (journald adds its own) and start
-with a ``<N>`` syslog priority prefix, which journald turns into the entry's priority. Elsewhere
-lines start with an ISO timestamp. Secrets read by the agent (``register_secret``) are replaced by
-``***`` in every line, whatever logged them, whatever their length.
-
-Third-party libraries (paho, pymodbus, pysnmp, pyasn1) log at error priority during ordinary
-reconnects and on garbage replies ("Client is not connected", "Failed to connect", pyasn1
-tracebacks), without saying which device. The agent's own lines report every such failure with
-the device's or broker's host:port, so library lines are demoted (``library_priority``): error →
-info, warning → debug, and their tracebacks folded to one line. Their original level stays in the
-text (``pymodbus ERROR: …``) for whoever runs ``--verbose``.
+Under systemd (``JOURNAL_STREAM`` set) lines carry a ``<N>`` syslog priority prefix and no
+timestamp (journald adds both); elsewhere an ISO timestamp. Registered secrets become ``***`` in
+every line. Third-party libraries (paho, pymodbus, pysnmp, pyasn1) log errors during ordinary
+reconnects without naming the device, which the agent's own lines do; so their lines are demoted
+(``library_priority``: error → info, warning → debug, tracebacks folded), their level kept in the text.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The live agent: drivers → one frame per tick → engine → publisher, in one asyncio process.
+"""The live agent: drivers → one frame per tick → engine → outbox → store → publisher.
 
-``LiveAgent`` wires the parts and owns their lifecycle: the ``Poller`` (each driver on its own
-interval), the stage timeline fed by hint sockets and the MQTT ``hint`` topic, the engine (via
-``EngineLink``), the ``Outbox`` into the durable ``Store`` (messages, ``seq``, engine state), the
-``MqttPublisher`` that drains it, periodic state saves, systemd notification, SIGHUP reload and a
-clean stop. Everything time-related goes through an injected ``Clock`` and
-every part can be injected (drivers, engine, message observer, frame sinks), so ``rackwatt
+``LiveAgent`` owns the parts' lifecycle, state saves, systemd notification, SIGHUP reload and a
+clean stop. Time comes from an injected ``Clock`` and every part can be injected, so ``rackwatt
 demo``, ``rackwatt record`` and the benchmarks run this very loop.
 """
 
@@ -52,6 +48,12 @@ def _connection(config: Config) -> tuple[Any, ...]:
     return (mq, config.agent.site, config.agent.rack, config.stages.mqtt_hints)
 
 
+def _load_config_file(path: Path) -> Config:
+    from agent.config.loader import load_config
+
+    return load_config(path)
+
+
 def default_driver_factory(config: Config) -> list[Driver]:
     gpu_nodes = config.dcgms or config.nodes
     if not config.pdus and not config.cracs and not config.nvml.enabled and not gpu_nodes:
@@ -72,8 +74,7 @@ class LiveAgent:
         await agent.run()                               # agent.status_body() for the status view
 
     With ``config.mqtt.enabled = False`` nothing is stored for sending; ``on_message`` still sees
-    every message that would have been published, numbered by the store. ``VirtualClock`` runs
-    days in minutes.
+    every message that would have been published, numbered by the store.
     """
 
     def __init__(
@@ -104,7 +105,7 @@ class LiveAgent:
         self.save_interval_s = save_interval_s
         self._status_interval_s = status_interval_s
         self._baseline_interval_s = baseline_interval_s
-        self._config_loader = config_loader
+        self._config_loader = config_loader or _load_config_file
         self._publisher_options = dict(publisher_options or {})
         self.poller: Poller | None = None
         self.store: Store | None = None
@@ -181,16 +182,8 @@ class LiveAgent:
 
     def _build_outbox(self, store: Store) -> Outbox:
         c = self.config
-        return Outbox(
-            self.topics,
-            store,
-            site=c.agent.site,
-            rack=c.agent.rack,
-            qos=c.mqtt.qos,
-            keep=c.mqtt.enabled,
-            on_stored=self._wake_publisher,
-            observe=self._observe,
-        )
+        return Outbox(self.topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
+                      keep=c.mqtt.enabled, on_stored=self._wake_publisher, observe=self._observe)
 
     def _wake_publisher(self) -> None:
         if self.publisher is not None:
@@ -237,18 +230,10 @@ class LiveAgent:
         mq = self.config.mqtt
         if not mq.enabled or self.store is None:
             return None
-        return MqttPublisher(
-            mq,
-            self.config.agent.site,
-            self.config.agent.rack,
-            self.store,
-            version=__version__,
-            status_fn=self.status_body,
-            on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
-            on_accept=self._on_mqtt_accept,
-            clock=self.clock.time,
-            **self._publisher_options,
-        )
+        return MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
+                             version=__version__, status_fn=self.status_body,
+                             on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+                             on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options)
 
     # ---- the main loop ---------------------------------------------------------------------
     async def run(self) -> int:
@@ -268,15 +253,9 @@ class LiveAgent:
             await self.publisher.start()
         await self._start_listener()
         self.poller.start()
-        log.info(
-            "rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s",
-            __version__,
-            self.config.agent.site,
-            self.config.agent.rack,
-            len(drivers),
-            self.config.agent.tick_s,
-            self.publisher.endpoint if self.publisher else "off",
-        )
+        log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
+                 self.config.agent.site, self.config.agent.rack, len(drivers), self.config.agent.tick_s,
+                 self.publisher.endpoint if self.publisher else "off")
         if not self.config.nvml.enabled and not self.config.dcgms and not self.config.nodes:
             log.warning(
                 "no GPU telemetry source ([nvml] disabled, no [[dcgm]] or [[node]] nodes): predictions "
@@ -371,59 +350,45 @@ class LiveAgent:
             return False
         return self._feed_engine()
 
+    def _ask_engine(self, what: str, call: Callable[[EngineLink], Any]) -> Any:
+        """``call(engine)``; None without an engine or when it fails (tallied: the agent runs on)."""
+        if self.engine is None:
+            return None
+        try:
+            return call(self.engine)
+        except Exception as exc:
+            self.tally.engine_failed(what, exc)
+            return None
+
     def _feed_engine(self) -> bool:
         if not len(self.frames):
             return False
         chunk = self.frames.take_chunk()
-        if self.engine is None:
-            return False
-        if self.node_timelines is not None:  # each node's own hints, read as the engine classifies rows
+        if self.engine is not None and self.node_timelines is not None:  # each node's own hints
             self.engine.use_node_hints(self.node_timelines.labels_at)
-        try:
-            reports = self.engine.process(chunk)
-        except Exception as exc:
-            self.tally.engine_failed("process", exc)
-            return False
-        return self._handle_reports(reports)
+        return self._send_reports(self._ask_engine("process", lambda e: e.process(chunk)) or [])
 
     # ---- outputs ---------------------------------------------------------------------------
-    def _handle_reports(self, reports: list[dict[str, Any]]) -> bool:
+    def _send_reports(self, reports: list[dict[str, Any]]) -> bool:
         return self.outbox.reports(reports) if self.outbox is not None else False
 
     def _emit_engine_summary(self, ts: float) -> None:
-        if self.engine is None or self.outbox is None:
-            return
-        try:
-            payload = self.engine.summary_payload(ts)
-        except Exception as exc:
-            self.tally.engine_failed("summary_payload", exc)
-            return
-        if payload:
+        payload = self._ask_engine("summary_payload", lambda e: e.summary_payload(ts))
+        if payload and self.outbox is not None:
             self.outbox.send("summary", payload)
 
     def _emit_baselines(self, ts: float) -> None:
-        if self.engine is None or self.outbox is None:
-            return
-        try:
-            baselines = self.engine.baseline_payloads(ts)
-        except Exception as exc:
-            self.tally.engine_failed("baseline_payloads", exc)
-            return
-        self.outbox.baselines(baselines)
+        baselines = self._ask_engine("baseline_payloads", lambda e: e.baseline_payloads(ts))
+        if baselines and self.outbox is not None:
+            self.outbox.baselines(baselines)
 
     def status_body(self) -> dict[str, Any]:
         """The ``online`` status fields (agent/live/status.py), plus the node link's (which node
         sends, which is silent) when the rack has GPU nodes."""
-        body = status_body(
-            now=self.clock.time(),
-            started_ts=self.started_ts,
-            poller=self.poller,
-            engine=self.engine,
-            tally=self.tally,
-            store=self.store,
-            hint_counters=dict(self.intake.counters) if self.intake is not None else None,
-            stage=self.stage_now,
-        )
+        body = status_body(now=self.clock.time(), started_ts=self.started_ts, poller=self.poller,
+                           engine=self.engine, tally=self.tally, store=self.store,
+                           hint_counters=dict(self.intake.counters) if self.intake is not None else None,
+                           stage=self.stage_now)
         if self.poller is not None and self.config.nodes:
             from agent.node.source import node_link_status
 
@@ -471,16 +436,14 @@ class LiveAgent:
             log.warning("accept %s from %s: %s", cause, by, exc)
             return
         log.info("accept: %s accepted as the new normal by %s", cause or "(all)", by)
-        self._handle_reports([{"type": "event", **e} if "type" not in e else e for e in events])
+        self._send_reports([{"type": "event", **e} if "type" not in e else e for e in events])
 
     # ---- state, reload, shutdown -----------------------------------------------------------
     def _save_state(self) -> None:
-        if self.engine is None or self.store is None:
+        if self.store is None:
             return
-        try:
-            blob = self.engine.state_bytes()
-        except Exception as exc:
-            self.tally.engine_failed("serialising its state", exc)
+        blob = self._ask_engine("serialising its state", lambda e: e.state_bytes())
+        if blob is None:
             return
         try:
             self.store.save_state(ENGINE_STATE, blob)
@@ -508,13 +471,6 @@ class LiveAgent:
         old.close()
         log.info("reload: state_dir is now %s; seq continues at %d", new.path, new.next_seq)
 
-    def _load_config(self, path: Path) -> Config:
-        if self._config_loader is not None:
-            return self._config_loader(path)
-        from agent.config.loader import load_config
-
-        return load_config(path)
-
     async def _reload(self) -> None:
         path = self.config_path
         if path is None:
@@ -526,7 +482,7 @@ class LiveAgent:
         sdnotify.reloading()
         try:
             try:
-                new = await asyncio.to_thread(self._load_config, Path(path))
+                new = await asyncio.to_thread(self._config_loader, Path(path))
                 drivers = self.driver_factory(new)
             except Exception as exc:
                 self.tally.reload_failures += 1
@@ -550,7 +506,8 @@ class LiveAgent:
                     await self.publisher.start()
             if new.stages != old.stages or gpu_nodes(new) != gpu_nodes(old):  # a node's hints need its ring
                 await self._stop_listener()
-                self._build_stages_keep_timeline()
+                self.timeline.ttl_s = new.stages.hint_ttl_s
+                self._build_intake()
                 await self._start_listener()
             if new.engine != old.engine:
                 log.warning(
@@ -561,10 +518,6 @@ class LiveAgent:
             reload_ack.report(True, f"{path} applied: {len(drivers)} device(s)")
         finally:
             sdnotify.ready()
-
-    def _build_stages_keep_timeline(self) -> None:
-        self.timeline.ttl_s = self.config.stages.hint_ttl_s
-        self._build_intake()
 
     def _build_intake(self) -> None:
         """The hint intake on the current timelines, with a ring for each GPU node now listed."""

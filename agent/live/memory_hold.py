@@ -1,8 +1,6 @@
-"""Messages the store cannot write (full disk), held in memory in ``seq`` order, bounded.
-
-Why bounded by bytes: the hold must not trade a full disk for an exhausted memory. What does not
-fit is dropped by the same priority as the store's own bound (summaries and baselines first,
-oldest first; events last), counted, and logged once per episode.
+"""Messages the store cannot write (full disk), held in memory in ``seq`` order, bounded by bytes
+(a full disk must not become exhausted memory); what does not fit is dropped by the store's own
+priority, counted, and logged once per episode.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The one way out: engine records → envelope (``seq`` from the store) → topic → store → publisher.
 
-Why one place: the topic and retain flag come from ``topics.py``, the ``seq`` from the store
-(in the same transaction that keeps the message), and every observer (the demo's view, the
-metrics tap) sees exactly what was stored, with its ``seq``. With MQTT off the store still
-hands out the ``seq`` (``keep=False``), so observers see the same numbering.
+Every observer (the demo's view, the metrics tap) sees exactly what was stored, with its ``seq``;
+with MQTT off the store still hands out the ``seq`` (``keep=False``), so the numbering is the same.
 """
 
 from __future__ import annotations

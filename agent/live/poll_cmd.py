@@ -1,15 +1,9 @@
 """``rackwatt poll --config FILE --once [--json]``: poll every configured device once, print the result.
 
-The operator's first command on a new rack (like ``telegraf --test``): each device is polled once,
-all concurrently, and the canonical signals are printed with their units, followed by each
-device's timing, profile and error. Nothing is stored and no state directory is needed; the
-configuration may be as small as ``[agent]`` plus ``[[pdu]]`` tables.
-
-Exit status: 0 when at least one device answered (``ok``, or some signals despite an error, e.g.
-one lost GPU of eight), 1 when no device answered (or none is configured), 2 when the
-configuration itself is invalid. A rack where one PDU is down still
-exits 0, so scripts can run the command for the printout and read the per-device ``ok`` flags
-from ``--json``; "nothing answered at all" is the failure worth a non-zero status.
+The operator's first command on a new rack (like ``telegraf --test``): every device polled once,
+concurrently; the signals with their units, then each device's timing, profile and error. Nothing
+is stored. Exit 0 when at least one device answered (even partly), 1 when none did (or none is
+configured), 2 when the configuration is invalid: scripts read the per-device ``ok`` from ``--json``.
 """
 
 from __future__ import annotations
@@ -37,21 +31,12 @@ UNITS = (("_kwh", "kWh"), ("_w", "W"), ("_j", "J"), ("_pct", "%"), ("_c", "°C")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, required=True)
-    parser.add_argument(
-        "--once",
-        action="store_true",
-        help="poll each device once and exit (the only mode; `rackwatt run` polls on)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help='print one JSON object: {"signals": {...}, "devices": {...}}'
-    )
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=None,
-        metavar="S",
-        help="override every PDU's and cooling unit's timeout_s",
-    )
+    parser.add_argument("--once", action="store_true",
+                        help="poll each device once and exit (the only mode; `rackwatt run` polls on)")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON object: {"signals": {...}, "devices": {...}}')
+    parser.add_argument("--timeout-s", type=float, default=None, metavar="S",
+                        help="override every PDU's and cooling unit's timeout_s")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,12 +65,10 @@ def answered(result: PollResult) -> bool:
 
 
 def _with_timeout(config: Config, timeout_s: float) -> Config:
-    return dataclasses.replace(
-        config,
-        pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
-        cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
-        dcgms=tuple(dataclasses.replace(d, timeout_s=timeout_s) for d in config.dcgms),
-    )
+    return dataclasses.replace(config,
+                               pdus=tuple(dataclasses.replace(p, timeout_s=timeout_s) for p in config.pdus),
+                               cracs=tuple(dataclasses.replace(c, timeout_s=timeout_s) for c in config.cracs),
+                               dcgms=tuple(dataclasses.replace(d, timeout_s=timeout_s) for d in config.dcgms))
 
 
 async def poll_all(drivers: list[Driver]) -> list[PollResult]:

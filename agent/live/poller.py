@@ -1,10 +1,8 @@
 """Runs every driver on its own interval and keeps what came back since the last frame.
 
-Each driver gets one asyncio task: a random start offset (so devices configured alike do not
-poll in lock-step), then ``poll()`` under a whole-poll deadline (``deadline_s`` or 0.8 ×
-interval), then a sleep to the next slot with a little jitter. A slow or failing device only
-delays itself. A driver that raises or overruns becomes a failed ``PollResult``; its signals are
-simply absent (missing, never zero) and its health says why.
+One asyncio task per driver: a random start offset (devices configured alike do not poll in
+lock-step), ``poll()`` under a whole-poll deadline, a sleep to the next slot with a little jitter.
+A driver that raises or overruns becomes a failed ``PollResult``: its signals are missing, never zero.
 """
 
 from __future__ import annotations
@@ -111,9 +109,8 @@ class Poller:
             health.profile = result.profile
         if result.ok:
             if health.consecutive_failures:
-                log.info(
-                    "%s: answering again after %d failed poll(s)", result.device, health.consecutive_failures
-                )
+                log.info("%s: answering again after %d failed poll(s)", result.device,
+                         health.consecutive_failures)
             health.consecutive_failures = 0
             health.last_ok_ts = result.ts
             health.last_error = None
@@ -122,11 +119,8 @@ class Poller:
             health.consecutive_failures += 1
             health.last_error = result.error
             if worth_logging(health.consecutive_failures):
-                log.warning(
-                    "%s (failed %d time(s) in a row)",
-                    result.error or f"{result.device}: poll failed",
-                    health.consecutive_failures,
-                )
+                log.warning("%s (failed %d time(s) in a row)",
+                            result.error or f"{result.device}: poll failed", health.consecutive_failures)
         self._new.update(result.signals)  # a failed poll may still carry the signals it did read
 
     async def _run(self, driver: Driver) -> None:

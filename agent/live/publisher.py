@@ -1,45 +1,26 @@
 """MQTT publisher: paho-mqtt 2.x in its own network thread, draining the durable store.
 
-Why this shape (facts in STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the
-reconnect backoff; an exception in a callback would kill that thread silently, so
-``suppress_exceptions`` is on and every callback only hands its arguments to the asyncio loop
-(``call_soon_threadsafe``), where the real work happens. Delivery is tracked through
-``on_publish(mid)`` (PUBACK), never ``MQTTMessageInfo.wait_for_publish``, which raises for
-messages queued while disconnected. paho's in-memory queue is not trusted with more than a small
-window: everything else waits in the store (``store.py``, on disk) and is sent in ``seq`` order.
-The publisher never numbers or stores a message itself: the outbox does (``outbox.py``), then
-calls ``wake()``.
+Why this shape (STACK-NOTES §5): paho's ``loop_start()`` thread owns the socket and the reconnect
+backoff; an exception in a callback would kill it silently, so ``suppress_exceptions`` is on and
+every callback only hands its arguments to the asyncio loop. Delivery is tracked by
+``on_publish(mid)`` (PUBACK), never ``wait_for_publish``, which raises for messages queued while
+disconnected. paho gets a small window; the rest waits in the store and is sent in ``seq`` order.
+The outbox (``outbox.py``) numbers and stores a message, then calls ``wake()``.
 
-Order across a reconnect. A link that drops with messages unacknowledged leaves them in paho's
-memory, and paho sends them again on the next connection, from its own thread, after
-``on_connect`` returns; nothing orders that against a ``publish()`` from the asyncio thread, so a
-newer seq could reach the broker first (seen once under load). So the window has one rule for a
-new session: what paho carried into it (every mid in flight when the session began) goes first,
-and the pump sends nothing newer until all of it is acknowledged. A PUBACK for a carried
-message can only follow its resend on this connection, and paho resends in the order we
-published, which is ``seq`` order: whatever the pump sends next is behind all of it on the wire.
-Nor does the pump send while paho is between connections or handling a CONNACK the asyncio
-thread has not seen yet (``_sessions``), when such a message could pass the resends as well.
-QoS 0 messages are not carried: paho drops those it had not written when a connection ends,
-without a callback, so a new session takes them out of the window and the store sends them
-again (before anything newer: they have the lower seqs).
-A reload that moves ``state_dir`` changes none of this: the window is keyed by ``seq``, which the
-moved store keeps.
+Order across a reconnect. paho resends what was unacknowledged from its own thread after
+``on_connect``, unordered against a ``publish()`` from the asyncio thread, so a newer seq could pass
+it (seen once under load). So what paho carried into a new session goes first: the pump sends
+nothing newer until all of it is acknowledged (paho resends in publish order, which is ``seq``
+order), nor while paho is between connections or in a CONNACK the asyncio side has not seen yet
+(``_sessions``). QoS 0 messages are not carried (paho drops unwritten ones at a disconnect, without
+a callback): a new session takes them out of the window and the store sends them again.
 
-``status`` is not spooled: it is state, not history. ``online`` is published (retained) on every
-connect and refreshed periodically; the last will publishes ``offline`` (retained) if the agent
-disappears; a clean stop publishes ``offline`` itself. A status carries ``seq`` = the last data
-``seq`` assigned so far, so a subscriber can also spot lost messages at the tail.
-
-The broker holds the will registered in CONNECT; MQTT cannot update it in a session. So the will
-is re-set (paho ``will_set``) before every reconnect, and a session whose will lags the current
-``seq`` is cycled (clean DISCONNECT, CONNECT with a current will) once ``will_refresh_s`` has
-passed and nothing is in flight. The session is persistent (``clean_session=False``): QoS 1
-commands and hints sent during that gap, or while the agent is down, wait at the broker.
-
-What the broker does is logged as what it is: a session the broker keeps closing right after
-connecting is another client using our client id; a failed TLS connect is diagnosed with the ssl
-reason (``tls_probe``).
+``status`` is state, not history: not spooled. ``online`` (retained) on every connect and
+periodically, ``offline`` (retained) from a clean stop or the last will; each carries ``seq`` = the
+last data seq, so a subscriber spots a loss at the tail. The broker keeps the will of CONNECT, so it
+is re-set before every reconnect, and a session whose will lags ``seq`` is cycled once
+``will_refresh_s`` has passed with nothing in flight. Sessions are persistent
+(``clean_session=False``): QoS 1 commands and hints wait at the broker meanwhile.
 """
 
 from __future__ import annotations
@@ -120,7 +101,6 @@ class MqttPublisher:
         self._wake = asyncio.Event()
         self._pump_task: asyncio.Task[None] | None = None
         self._inflight: dict[int, int] = {}  # paho mid → store seq
-        self._inflight_seqs: set[int] = set()
         self._inflight_qos0: set[int] = set()  # mids paho forgets, unannounced, if the connection ends
         self._carried: set[int] = set()  # mids paho resends into this session: nothing newer before them
         self._sessions = 0  # CONNACKs paho has received (written by its thread only)
@@ -151,12 +131,8 @@ class MqttPublisher:
     # ---- setup -----------------------------------------------------------------------------
     def _build_client(self) -> mqtt.Client:
         cfg = self.cfg
-        client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            protocol=mqtt.MQTTv311,
-            clean_session=False,
-        )
+        client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             protocol=mqtt.MQTTv311, clean_session=False)
         client.suppress_exceptions = True
         client.enable_logger(logging.getLogger("rackwatt.mqtt.paho"))
         client.max_inflight_messages_set(self.window + 2)
@@ -171,12 +147,10 @@ class MqttPublisher:
             client.username_pw_set(cfg.username)
         if cfg.ca_file is not None:
             try:
-                client.tls_set(
-                    ca_certs=str(cfg.ca_file),
-                    certfile=str(cfg.cert_file) if cfg.cert_file else None,
-                    keyfile=str(cfg.key_file) if cfg.key_file else None,
-                    tls_version=ssl.PROTOCOL_TLS_CLIENT,
-                )
+                client.tls_set(ca_certs=str(cfg.ca_file),
+                               certfile=str(cfg.cert_file) if cfg.cert_file else None,
+                               keyfile=str(cfg.key_file) if cfg.key_file else None,
+                               tls_version=ssl.PROTOCOL_TLS_CLIENT)
             except (OSError, ssl.SSLError, ValueError) as exc:
                 raise MqttConfigError(
                     f"mqtt TLS files (ca_file={cfg.ca_file}, cert_file={cfg.cert_file}, "
@@ -198,12 +172,8 @@ class MqttPublisher:
         self._client.loop_start()
         self._pump_task = asyncio.create_task(self._pump(), name="mqtt-pump")
         self._will_task = asyncio.create_task(self._keep_will_current(), name="mqtt-will")
-        log.info(
-            "mqtt: connecting to %s (tls=%s, user=%s)",
-            self.endpoint,
-            "on" if self.cfg.ca_file else "off",
-            self.cfg.username or "-",
-        )
+        log.info("mqtt: connecting to %s (tls=%s, user=%s)", self.endpoint,
+                 "on" if self.cfg.ca_file else "off", self.cfg.username or "-")
 
     # ---- paho thread → asyncio -------------------------------------------------------------
     def _hand_over(self, fn: Callable[..., None], *args: Any) -> None:
@@ -215,13 +185,8 @@ class MqttPublisher:
 
     def _cb_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
         self._sessions += 1  # before the hand-over: the pump waits for this session's _on_connect
-        self._hand_over(
-            self._on_connect,
-            self._sessions,
-            bool(reason_code.is_failure),
-            str(reason_code),
-            int(getattr(reason_code, "value", 0)),
-        )
+        self._hand_over(self._on_connect, self._sessions, bool(reason_code.is_failure), str(reason_code),
+                        int(getattr(reason_code, "value", 0)))
 
     def _cb_connect_fail(self, client: Any, userdata: Any) -> None:
         self._hand_over(self._on_connect_fail)
@@ -242,25 +207,23 @@ class MqttPublisher:
         lo, hi = self._reconnect
         return int(min(hi, lo * 2 ** max(0, self.failures - 1)))
 
+    def _attempt_failed(self) -> None:
+        self._refresh_will()
+        self.failures += 1
+        self.connected = False
+
     def _on_connect(self, session: int, failed: bool, reason: str, code: int) -> None:
         self._session = session
         if failed:
-            self._refresh_will()
-            self.failures += 1
-            self.connected = False
+            self._attempt_failed()
             hint = ""
             if code in (134, 135, 4, 5):  # bad user name or password / not authorized (v5 and v3 codes)
                 who = self.cfg.username or "(none)"
                 where = self.cfg.password_file or "(no password_file)"
                 hint = f" — check mqtt.username ({who}) and mqtt.password_file ({where})"
             self.last_error = f"refused: {reason}"
-            log.error(
-                "mqtt: broker %s refused the connection: %s%s; retrying in %d s",
-                self.endpoint,
-                reason,
-                hint,
-                self._next_delay_s(),
-            )
+            log.error("mqtt: broker %s refused the connection: %s%s; retrying in %d s",
+                      self.endpoint, reason, hint, self._next_delay_s())
             return
         self.connected = True
         self.connects += 1
@@ -281,9 +244,7 @@ class MqttPublisher:
         """QoS 0 messages still in the window at a new session were lost with the old one (paho
         clears its unwritten packets and never calls on_publish for them): the store sends them again."""
         for mid in self._inflight_qos0:
-            seq = self._inflight.pop(mid, None)
-            if seq is not None:
-                self._inflight_seqs.discard(seq)
+            self._inflight.pop(mid, None)
         self._inflight_qos0.clear()
 
     def _set_will(self, client: mqtt.Client) -> None:
@@ -337,9 +298,7 @@ class MqttPublisher:
         return not stopper.is_alive()
 
     def _on_connect_fail(self) -> None:
-        self._refresh_will()
-        self.failures += 1
-        self.connected = False
+        self._attempt_failed()
         if self.last_error is None or not self.last_error.startswith("tls:"):
             self.last_error = "unreachable"
         if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8…: one line per doubling, not a flood
@@ -350,21 +309,16 @@ class MqttPublisher:
                 self._log_unreachable(self.failures, self._next_delay_s())
 
     def _log_unreachable(self, attempt: int, delay_s: int) -> None:
-        log.warning(
-            "mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
-            self.endpoint,
-            attempt,
-            delay_s,
-        )
+        log.warning("mqtt: cannot reach broker %s (attempt %d); spooling to disk, retrying in %d s",
+                    self.endpoint, attempt, delay_s)
 
     async def _report_connect_fail(self, attempt: int, delay_s: int) -> None:
         """With TLS on, say why the handshake fails (paho does not tell); else "cannot reach"."""
         cfg = self.cfg
         assert cfg.ca_file is not None
         try:
-            reason = await asyncio.to_thread(
-                tls_failure, cfg.host, cfg.port, cfg.ca_file, cfg.cert_file, cfg.key_file
-            )
+            reason = await asyncio.to_thread(tls_failure, cfg.host, cfg.port, cfg.ca_file, cfg.cert_file,
+                                             cfg.key_file)
         except Exception as exc:  # the diagnosis must never take the publisher down
             reason = None
             log.debug("mqtt: TLS diagnosis failed: %s", exc)
@@ -374,13 +328,8 @@ class MqttPublisher:
             self._log_unreachable(attempt, delay_s)
             return
         self.last_error = f"tls: {reason}"
-        log.error(
-            "mqtt: TLS connection to broker %s failed (attempt %d): %s; spooling to disk, retrying in %d s",
-            self.endpoint,
-            attempt,
-            reason,
-            delay_s,
-        )
+        log.error("mqtt: TLS connection to broker %s failed (attempt %d): %s; spooling to disk, "
+                  "retrying in %d s", self.endpoint, attempt, reason, delay_s)
 
     def _on_disconnect(self, reason: str) -> None:
         was = self.connected
@@ -393,9 +342,8 @@ class MqttPublisher:
         self._note_session_end(reason)
         if self.takeover_suspected:
             return  # said once per doubling in _note_session_end; not one warning per takeover
-        log.warning(
-            "mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint, reason
-        )
+        log.warning("mqtt: lost connection to %s (%s); spooling to disk until it is back", self.endpoint,
+                    reason)
         self.last_error = f"disconnected: {reason}"
 
     def _note_session_end(self, reason: str) -> None:
@@ -423,15 +371,9 @@ class MqttPublisher:
             self.takeover_suspected = True
             self.last_error = f"client id {self.client_id!r} in use by another client"
             if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
-                log.error(
-                    "mqtt: broker %s closed our session right after connecting %d times in a row "
-                    "(%s): another agent uses client id %r; give each agent its own mqtt.client_id "
-                    "(or a distinct agent.site/agent.rack)",
-                    self.endpoint,
-                    n,
-                    reason,
-                    self.client_id,
-                )
+                log.error("mqtt: broker %s closed our session right after connecting %d times in a row "
+                          "(%s): another agent uses client id %r; give each agent its own mqtt.client_id "
+                          "(or a distinct agent.site/agent.rack)", self.endpoint, n, reason, self.client_id)
 
     def _on_puback(self, mid: int, failed: bool) -> None:
         waiter = self._control_mids.pop(mid, None)
@@ -442,7 +384,6 @@ class MqttPublisher:
         seq = self._inflight.pop(mid, None)
         if seq is None:
             return
-        self._inflight_seqs.discard(seq)
         self._carried.discard(mid)
         self._inflight_qos0.discard(mid)
         if failed:
@@ -482,7 +423,7 @@ class MqttPublisher:
         room = self.window - len(self._inflight)
         if room <= 0:
             return
-        for record in self.store.pending(room, exclude=self._inflight_seqs):
+        for record in self.store.pending(room, exclude=self._inflight.values()):
             seq = record.seq
             payload = record.payload
             if self._clock() - record.created > self.delayed_after_s:
@@ -490,16 +431,14 @@ class MqttPublisher:
             data = payload_json(payload)
             info = client.publish(record.topic, data, qos=record.qos, retain=record.retain)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-                log.warning(
-                    "mqtt: client refused seq %d (%s); retrying later", seq, mqtt.error_string(info.rc)
-                )
+                log.warning("mqtt: client refused seq %d (%s); retrying later", seq,
+                            mqtt.error_string(info.rc))
                 return
             if record.qos == 0 and info.rc == mqtt.MQTT_ERR_SUCCESS and info.is_published():
                 self.store.ack(seq)
                 self._wake.set()  # no PUBACK will come to wake the pump for the next ones
                 continue
             self._inflight[info.mid] = seq
-            self._inflight_seqs.add(seq)
             if record.qos == 0:
                 self._inflight_qos0.add(info.mid)
 
@@ -601,6 +540,5 @@ class MqttPublisher:
         if not await self._join_network_thread(client):
             log.warning("mqtt: the network thread did not stop within 5 s; leaving it behind")
         self._client = None
-        log.info(
-            "mqtt: disconnected from %s; %d message(s) left in the store", self.endpoint, len(self.store)
-        )
+        log.info("mqtt: disconnected from %s; %d message(s) left in the store", self.endpoint,
+                 len(self.store))

@@ -1,10 +1,8 @@
 """``rackwatt record --config FILE --out trace.csv [--duration S]``: live frames as a replayable trace.
 
-The same poll loop as ``rackwatt run`` (same drivers, same frames, same stage hints) with the
-engine and MQTT off; each tick that sampled something becomes one row of a trace in the format
-of docs/spec/trace-format.md, so ``rackwatt replay`` can run the engine over it later.
-The header is fixed after a short warm-up (the slowest device's interval) because a CSV cannot
-grow columns; a signal that first appears later is left out, with one warning.
+``rackwatt run``'s poll loop with the engine and MQTT off; each tick that sampled something becomes a
+row (docs/spec/trace-format.md) for ``rackwatt replay``. A CSV cannot grow columns, so the header is
+fixed after a warm-up of the slowest device's interval; a signal first seen later is left out, warned once.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ import logging
 import math
 from pathlib import Path
 
-import numpy as np
-
 from agent.config.cli_args import add_config_arguments, load_or_report
 from agent.config.model import Config
 from agent.live.logsetup import setup_logging
@@ -27,6 +23,11 @@ from agent.trace.model import TraceChunk, TraceMeta
 from agent.trace.writer import TraceWriter
 
 log = logging.getLogger("rackwatt.record")
+
+
+def _sampled(chunk: TraceChunk) -> list[str]:
+    """The signals (not ``work_rate``) this one-row chunk has a value for."""
+    return [name for name, v in chunk.numeric.items() if name != "work_rate" and math.isfinite(float(v[0]))]
 
 
 class TraceRecorder:
@@ -43,10 +44,7 @@ class TraceRecorder:
         self.rows = 0
 
     def __call__(self, chunk: TraceChunk) -> None:
-        if (
-            not any(math.isfinite(float(v[0])) for k, v in chunk.numeric.items() if k != "work_rate")
-            and not chunk.stage[0]
-        ):
+        if not _sampled(chunk) and not chunk.stage[0]:
             return  # nothing sampled at this tick
         if self._writer is None:
             self._buffer.append(chunk)
@@ -57,11 +55,7 @@ class TraceRecorder:
         self._write(chunk)
 
     def _open(self) -> None:
-        names: dict[str, None] = {}
-        for chunk in self._buffer:
-            for name, values in chunk.numeric.items():
-                if name != "work_rate" and math.isfinite(float(values[0])):
-                    names[name] = None
+        names = {name for chunk in self._buffer for name in _sampled(chunk)}
         columns = ["ts", "stage", "job", "work_rate", *sorted(names)]
         self._writer = TraceWriter(self.path, self.meta, columns)
         for chunk in self._buffer:
@@ -71,15 +65,9 @@ class TraceRecorder:
 
     def _write(self, chunk: TraceChunk) -> None:
         assert self._writer is not None
-        known = set(self._writer.columns)
-        for name, values in chunk.numeric.items():
-            if (
-                name not in known
-                and name not in self._ignored
-                and math.isfinite(float(np.asarray(values)[0]))
-            ):
-                self._ignored.add(name)
-                log.warning("record: %s appeared after the header was written; it is not recorded", name)
+        for name in sorted(set(_sampled(chunk)) - set(self._writer.columns) - self._ignored):
+            self._ignored.add(name)
+            log.warning("record: %s appeared after the header was written; it is not recorded", name)
         self._writer.write(chunk)
         self.rows += 1
 
@@ -93,23 +81,14 @@ class TraceRecorder:
 def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="TRACE.csv", help="the trace to write")
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop after S seconds (default: until Ctrl-C or SIGTERM)",
-    )
+    parser.add_argument("--duration", type=float, default=None, metavar="S",
+                        help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def trace_meta(config: Config) -> TraceMeta:
-    return TraceMeta(
-        rack=config.agent.rack,
-        site=config.agent.site,
-        crac_shares={c.id: c.share for c in config.cracs},
-        interval_s=config.agent.tick_s,
-    )
+    return TraceMeta(rack=config.agent.rack, site=config.agent.site,
+                     crac_shares={c.id: c.share for c in config.cracs}, interval_s=config.agent.tick_s)
 
 
 async def _record(agent: LiveAgent, duration_s: float | None) -> int:
@@ -124,11 +103,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_or_report(args.config, args, report_to_log)
     if config is None:
         return 2
-    config = dataclasses.replace(
-        config,
-        mqtt=dataclasses.replace(config.mqtt, enabled=False),
-        stages=dataclasses.replace(config.stages, mqtt_hints=False),
-    )
+    config = dataclasses.replace(config, mqtt=dataclasses.replace(config.mqtt, enabled=False),
+                                 stages=dataclasses.replace(config.stages, mqtt_hints=False))
     intervals = [p.interval_s for p in config.pdus] + [c.interval_s for c in config.cracs]
     if config.nvml.enabled:
         intervals.append(config.nvml.interval_s)

@@ -1,14 +1,10 @@
 """The agent's verdict on a reload, so that ``systemctl reload`` fails when the agent rejects it.
 
-systemd's ``ExecReload=`` only learns whether its own command succeeded; a SIGHUP always
-"succeeds". So ``ExecReload=/usr/bin/rackwatt reload --pid $MAINPID`` (``request``) signals the
-agent and waits for the verdict that the agent's reload (``report``) writes to
-``$RUNTIME_DIRECTORY/reload-status`` (systemd sets the variable from ``RuntimeDirectory=`` for
-the service and for its ExecReload command alike). Outside systemd there is no runtime
-directory: ``report`` does nothing and ``request`` says why it cannot wait.
-
-The file holds one JSON object ``{"pid", "seq", "ok", "detail"}``; ``seq`` counts the reloads
-this agent process has judged, so a waiting ``request`` knows the verdict is for its signal.
+A SIGHUP always "succeeds", so ``ExecReload=/usr/bin/rackwatt reload --pid $MAINPID`` (``request``)
+signals the agent and waits for the verdict its reload (``report``) writes to
+``$RUNTIME_DIRECTORY/reload-status``, one JSON object ``{"pid", "seq", "ok", "detail"}``; ``seq``
+counts this process's verdicts, so ``request`` knows which is for its signal. Outside systemd there
+is no runtime directory: ``report`` does nothing and ``request`` says why it cannot wait.
 """
 
 from __future__ import annotations

@@ -16,13 +16,8 @@ from agent.live import reload_ack
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=int, required=True, help="the agent's process id (systemd's $MAINPID)")
-    parser.add_argument(
-        "--wait-s",
-        type=float,
-        default=reload_ack.WAIT_S,
-        metavar="S",
-        help=f"how long to wait for the agent's verdict (default {reload_ack.WAIT_S:.0f})",
-    )
+    parser.add_argument("--wait-s", type=float, default=reload_ack.WAIT_S, metavar="S",
+                        help=f"how long to wait for the agent's verdict (default {reload_ack.WAIT_S:.0f})")
 
 
 def run(args: argparse.Namespace) -> int:

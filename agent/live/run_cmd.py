@@ -26,13 +26,8 @@ log = logging.getLogger("rackwatt.run")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument(
-        "--save-interval",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="save the learned state every S seconds (and always on exit; default 300)",
-    )
+    parser.add_argument("--save-interval", type=float, default=300.0, metavar="S",
+                        help="save the learned state every S seconds (and always on exit; default 300)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -97,12 +92,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if config.agent.role == "node":
         return _run_node(config, args)
-    agent = LiveAgent(
-        config,
-        config_path=args.config,
-        save_interval_s=args.save_interval,
-        config_loader=lambda p: load_from_args(p, args),
-    )
+    agent = LiveAgent(config, config_path=args.config, save_interval_s=args.save_interval,
+                      config_loader=lambda p: load_from_args(p, args))
     try:
         return asyncio.run(serve(agent))
     except MqttConfigError as exc:

@@ -1,8 +1,4 @@
-"""The ``online`` status body (agent/schemas/status.schema.json) and the engine's error tally.
-
-Kept apart from the loop so the loop stays about the lifecycle; everything comes in as explicit
-arguments, so what the status reads is visible at the call.
-"""
+"""The ``online`` status body (agent/schemas/status.schema.json) and the engine's error tally."""
 
 from __future__ import annotations
 
@@ -32,12 +28,8 @@ class AgentTally:
         self.engine_errors += 1
         self.last_engine_error = f"{what}: {type(exc).__name__}: {exc}"
         if worth_logging(self.engine_errors):
-            log.error(
-                "engine: %s failed (%d time(s) so far); the agent keeps running",
-                what,
-                self.engine_errors,
-                exc_info=exc,
-            )
+            log.error("engine: %s failed (%d time(s) so far); the agent keeps running", what,
+                      self.engine_errors, exc_info=exc)
 
 
 def status_body(

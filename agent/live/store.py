@@ -1,33 +1,26 @@
 """The agent's one durable store: outgoing messages, the ``seq`` counter and the engine state.
 
-One sqlite file, ``<state_dir>/rackwatt.db`` (WAL, ``synchronous=FULL``: a commit is on disk
-when it returns). A message, its ``seq`` and the new counter are one transaction, so a
-``kill -9`` or a power cut leaves either all of it or none; the engine state is one row replaced
-in one transaction, so there is never a half-written state and never a temp file to orphan.
-
-What it is not: it does not talk MQTT (``publisher.py`` sends what ``pending()`` returns and
-``ack()``s it) and does not know what the state bytes mean (the engine does).
+One sqlite file, ``<state_dir>/rackwatt.db`` (WAL, ``synchronous=FULL``: a commit is on disk when
+it returns). A message, its ``seq`` and the new counter are one transaction, and the engine state is
+one row replaced in one: a ``kill -9`` or a power cut leaves all or nothing, and no temp file. It
+does not talk MQTT (``publisher.py`` sends what ``pending()`` returns and ``ack()``s it).
 
 Bound: pending payloads never exceed ``max_bytes``; when full the lowest ``DROP_PRIORITY``
 (envelope.py: summaries and baselines), oldest first, makes room; events go only when nothing else is left.
 
 A full disk, in this order (each step counted in ``stats()`` and logged once per episode):
-1. the store stops writing messages while the filesystem has less than ``reserve_bytes`` free,
-   keeping that room for the state save and the bookkeeping below;
+1. below ``reserve_bytes`` free, messages are no longer written (the room is kept for the state save);
 2. new messages are held in memory, in ``seq`` order after those on disk, and still sent;
-3. when the hold is full too, held messages are dropped by the same priority
-   (``dropped_disk_full``);
+3. when the hold is full too, held messages are dropped by the same priority (``dropped_disk_full``);
 4. once twice the reserve is free the held messages are written and the store is durable again.
 
-``seq`` never goes backwards (docs/mqtt.md), whatever ``state_dir`` does. A reload that moves
-``state_dir`` carries the running counter over (``seq_floor``). A start knows nothing but its own
-file, which may be an older store that another ``state_dir`` has since outrun, so it starts at
-``max(the file's counter, the clock floor)``: milliseconds since the epoch, above any seq a store
-can have reached (one that assigns under 1000 seqs a second never passes the clock; the agent
-sends a few a second). A jump over seqs the file never assigned is announced by the next
-message's ``seq_after`` (its predecessor), so a subscriber tells it from a loss. Seqs that only
-lived in memory during a full disk are skipped after a crash (``DEGRADED_SEQ_LEASE``), even if the
-clock was stepped back.
+``seq`` never goes backwards (docs/mqtt.md), whatever ``state_dir`` does. A reload that moves it
+carries the counter over (``seq_floor``). A start may find an older store that another ``state_dir``
+has since outrun, so it starts at ``max(the file's counter, the clock floor)``: milliseconds since
+the epoch, above any seq a store assigning under 1000 a second can have reached. A jump over seqs
+the file never assigned is announced by the next message's ``seq_after`` (its predecessor), so a
+subscriber tells it from a loss. Seqs that only lived in memory during a full disk are skipped after
+a crash (``DEGRADED_SEQ_LEASE``), even if the clock was stepped back.
 """
 
 from __future__ import annotations
@@ -127,12 +120,8 @@ class Store:
                 raise  # locked by another process, unwritable, disk full …: not bad data
             except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
                 moved = set_aside(path)
-                log.error(
-                    "store: %s was not a readable store (%s); kept it as %s and started a new one",
-                    path,
-                    exc,
-                    moved.name if moved else "(could not move it)",
-                )
+                log.error("store: %s was not a readable store (%s); kept it as %s and started a new one",
+                          path, exc, moved.name if moved else "(could not move it)")
                 return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
         except (sqlite3.Error, OSError) as exc:
             return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
@@ -164,11 +153,8 @@ class Store:
     def _in_memory(
         cls, path: Path, max_bytes: int, clock: Callable[[], float], seq_floor: int | None, exc: BaseException
     ) -> Store:
-        log.error(
-            "store: cannot open %s (%s); messages and state are held in memory only until a restart",
-            path,
-            exc,
-        )
+        log.error("store: cannot open %s (%s); messages and state are held in memory only until a restart",
+                  path, exc)
         # as ``_ready``: a reload continues the running counter (no jump to announce); a start
         # knows no history here, so the clock floor has no predecessor to name
         return cls(None, None, max_bytes, clock, clock_seq_floor(clock()) if seq_floor is None else seq_floor)
@@ -196,9 +182,8 @@ class Store:
             for env in legacy.pending:
                 self._insert(db, env)
             if legacy.state is not None:
-                db.execute(
-                    "INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)", (legacy.state, self._clock())
-                )
+                db.execute("INSERT OR REPLACE INTO state VALUES ('engine', ?, ?)",
+                           (legacy.state, self._clock()))
             self._next_seq = max([self._next_seq, legacy.next_seq, *(e.seq + 1 for e in legacy.pending)])
             self._set_meta(db, "next_seq", self._next_seq)
         self._load_counters()
@@ -255,20 +240,9 @@ class Store:
 
     def _insert(self, db: sqlite3.Connection, env: Envelope) -> int:
         text = payload_json(env.payload)
-        db.execute(
-            "INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                env.seq,
-                env.kind,
-                env.priority,
-                env.topic,
-                int(env.retain),
-                env.qos,
-                env.created,
-                text,
-                len(text),
-            ),
-        )
+        db.execute("INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (env.seq, env.kind, env.priority, env.topic, int(env.retain), env.qos, env.created, text,
+                    len(text)))
         return len(text)
 
     def _add(self, db: sqlite3.Connection, env: Envelope) -> None:
@@ -330,19 +304,15 @@ class Store:
             self._set_meta(db, "next_seq", self._next_seq)
             db.execute("DELETE FROM meta WHERE key = 'degraded_seq_end'")
 
-        try:
-            with transaction(self._db):
-                write(self._db)
-        except (sqlite3.Error, OSError):
+        if not self._try_write(write):
             self._load_counters_quietly()
             return  # still no room: the episode goes on (already logged)
         was, self._degraded = self._degraded, None
         self._held.written()
         self._unwritten_acks -= acks
         self._load_counters_quietly()
-        log.info(
-            "store: writing to %s again (%s is over): %d held message(s) stored", self.path, was, len(held)
-        )
+        log.info("store: writing to %s again (%s is over): %d held message(s) stored", self.path, was,
+                 len(held))
 
     def _load_counters_quietly(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -394,13 +364,8 @@ class Store:
             self.dropped[kind] = self.dropped.get(kind, 0) + 1
             total = sum(self.dropped.values())
             if worth_logging(total):
-                log.warning(
-                    "store: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
-                    self.max_bytes,
-                    kind,
-                    seq,
-                    self.dropped,
-                )
+                log.warning("store: full (%d bytes); dropped the oldest %s (seq %d); drops so far: %s",
+                            self.max_bytes, kind, seq, self.dropped)
 
     def pending(self, limit: int, exclude: Collection[int] = ()) -> list[Envelope]:
         """Up to ``limit`` envelopes waiting for delivery, oldest ``seq`` first."""
@@ -415,15 +380,8 @@ class Store:
                 if seq in skip:
                     continue
                 try:
-                    env = Envelope(
-                        seq,
-                        message_kind(kind),
-                        topic,
-                        bool(retain),
-                        int(qos),
-                        float(created),
-                        json.loads(text),
-                    )
+                    env = Envelope(seq, message_kind(kind), topic, bool(retain), int(qos), float(created),
+                                   json.loads(text))
                 except ValueError as exc:
                     log.error("store: message seq %d is unreadable (%s); dropping it", seq, exc)
                     self.corrupt_skipped += 1
@@ -519,17 +477,11 @@ class Store:
             db.execute("UPDATE state SET name = ? WHERE name = ?", (aside, name))
 
         if self._try_write(move):
-            log.error(
-                "%s state in %s cannot be loaded (%s); kept it as %r and started fresh",
-                name,
-                self.path,
-                why,
-                aside,
-            )
+            log.error("%s state in %s cannot be loaded (%s); kept it as %r and started fresh", name,
+                      self.path, why, aside)
         else:
-            log.error(
-                "%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path, why
-            )
+            log.error("%s state in %s cannot be loaded (%s) nor set aside; starting fresh", name, self.path,
+                      why)
 
     # ---- reporting and closing -------------------------------------------------------------
     @property

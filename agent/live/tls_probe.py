@@ -1,10 +1,8 @@
 """Why a TLS connection to the broker fails, in words an operator can act on.
 
-paho-mqtt's network thread swallows the exception of a failed connect (``on_connect_fail`` gets
-no argument), so "wrong CA", "hostname mismatch" and "expired certificate" would all read as
-"cannot reach broker". After a failed attempt the publisher calls ``tls_failure`` (in a worker
-thread, on the same doubling schedule as its log lines): one TCP connect and one handshake with
-the same files and checks paho uses (``ssl.PROTOCOL_TLS_CLIENT``: chain and hostname verified).
+paho swallows a failed connect's exception, so "wrong CA", "hostname mismatch" and "expired" would
+all read "cannot reach broker". ``tls_failure`` (run by the publisher in a worker thread) makes one
+handshake with the same files and checks as paho (``PROTOCOL_TLS_CLIENT``: chain and hostname).
 """
 
 from __future__ import annotations

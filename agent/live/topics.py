@@ -1,9 +1,7 @@
 """The MQTT topic contract (``docs/mqtt.md``): one place that spells every topic.
 
-Root: ``<topic_root>/<site>/<rack>/`` with ``topic_root`` defaulting to ``rackwatt/v1``.
-Outbound: ``status`` (retained), ``baseline/<stage>`` (retained), ``summary``, ``event``.
-Inbound: ``hint`` (stage hints from schedulers), ``cmd/accept`` (operator accepts a deviation).
-Only the three data kinds are retained or not by kind (``for_message``); status is always retained.
+``<topic_root>/<site>/<rack>/``: outbound ``status`` and ``baseline/<stage>`` (retained),
+``summary``, ``event``; inbound ``hint`` and ``cmd/accept``.
 """
 
 from __future__ import annotations

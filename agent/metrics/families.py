@@ -1,10 +1,7 @@
 """A ``RackSnapshot`` as Prometheus metric families: the names, units and labels of docs/metrics.md.
 
-Conventions (https://prometheus.io/docs/practices/naming/): base units in the name (watts,
-joules, seconds, bytes), ``_total`` on counters, ``site``/``rack``/``node`` on every series,
-a bounded label set (stages: the engine's fixed stage slots; causes: the engine's list; job ids:
-``JobEnergyLedger``). A value the agent does not know (no engine yet, a device that never
-answered) is left out, never exported as 0.
+Base units in the name, ``_total`` on counters, ``site``/``rack``/``node`` on every series, a bounded
+label set. A value the agent does not know is left out, never exported as 0.
 """
 
 from __future__ import annotations
@@ -76,55 +73,47 @@ def build_families(snap: RackSnapshot) -> FamilySet:
     _drift(fs, snap)
     for job, parts in snap.jobs_j.items():
         for part, joules in parts.items():
-            fs.counter(
-                "job_energy_joules",
-                "Facility energy by training job (IT and attributed cooling), "
-                "for the most recently seen jobs.",
-                joules,
-                job_id=job,
-                part=part,
-            )
-    fs.gauge(
-        "last_published_timestamp_seconds",
-        "When the agent last published its rack summary (its clock).",
-        snap.last_summary_ts,
-    )
+            fs.counter("job_energy_joules", "Facility energy by training job (IT and attributed cooling), "
+                       "for the most recently seen jobs.", joules, job_id=job, part=part)
+    fs.gauge("last_published_timestamp_seconds",
+             "When the agent last published its rack summary (its clock).", snap.last_summary_ts)
     return fs
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return a + b if a is not None and b is not None else None
+
+
+def _joules(kwh: Any) -> float | None:
+    value = _num(kwh)
+    return value * J_PER_KWH if value is not None else None
 
 
 def _power(fs: FamilySet, s: Mapping[str, Any]) -> None:
     p = s.get("power_w") or {}
     it, cool = _num(p.get("it")), _num(p.get("cooling"))
     it_x, cool_x = _num(p.get("it_expected")), _num(p.get("cooling_expected"))
-    fs.gauge(
-        "facility_power_watts",
-        "Facility power of the rack: PDU input plus its cooling share, last drift bin.",
-        it + cool if it is not None and cool is not None else None,
-    )
-    fs.gauge(
-        "facility_expected_power_watts",
-        "Facility power the learned baseline expects for the "
-        "same stage and load (cooling through the learned lag).",
-        it_x + cool_x if it_x is not None and cool_x is not None else None,
-    )
-    fs.gauge("it_power_watts", "IT power of the rack (PDU input).", it)
-    fs.gauge("it_expected_power_watts", "IT power the learned model expects.", it_x)
-    fs.gauge("cooling_power_watts", "The rack's share of its cooling units' power.", cool)
-    fs.gauge("cooling_expected_power_watts", "Cooling power the lag-aware model expects.", cool_x)
-    fs.gauge("gpu_power_watts", "Sum of the rack's GPU power.", p.get("gpu"))
-    fs.gauge("engine_warm", "1 once the engine has learned enough to predict.", bool(s.get("warm")))
+    for name, doc, value in (
+        ("facility_power_watts",
+         "Facility power of the rack: PDU input plus its cooling share, last drift bin.", _plus(it, cool)),
+        ("facility_expected_power_watts", "Facility power the learned baseline expects for the "
+         "same stage and load (cooling through the learned lag).", _plus(it_x, cool_x)),
+        ("it_power_watts", "IT power of the rack (PDU input).", it),
+        ("it_expected_power_watts", "IT power the learned model expects.", it_x),
+        ("cooling_power_watts", "The rack's share of its cooling units' power.", cool),
+        ("cooling_expected_power_watts", "Cooling power the lag-aware model expects.", cool_x),
+        ("gpu_power_watts", "Sum of the rack's GPU power.", p.get("gpu")),
+        ("engine_warm", "1 once the engine has learned enough to predict.", bool(s.get("warm"))),
+    ):
+        fs.gauge(name, doc, value)
 
 
 def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
     current = s.get("stage")
     stages = s.get("stages") or {}
     for stage in dict.fromkeys([*stages, *([current] if current else [])]):
-        fs.gauge(
-            "stage_active",
-            "1 for the training stage the rack is in now, 0 for the other stages it has a baseline for.",
-            stage == current,
-            stage=stage,
-        )
+        fs.gauge("stage_active", "1 for the training stage the rack is in now, 0 for the other stages it "
+                 "has a baseline for.", stage == current, stage=stage)
     for stage, b in stages.items():
         band = b.get("band_w") or [None, None]
         for name, doc, value in (
@@ -136,68 +125,37 @@ def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
             fs.gauge(name, doc, value, stage=stage)
     for stage, e in (s.get("energy_kwh") or {}).items():
         for part in ("it", "cooling"):
-            value = _num(e.get(part))
-            fs.counter(
-                "stage_energy_joules",
-                "Facility energy by stage: IT, and cooling attributed to the stage that caused the heat.",
-                value * J_PER_KWH if value is not None else None,
-                stage=stage,
-                part=part,
-            )
-        gpu = _num(e.get("gpu"))
-        fs.counter(
-            "stage_gpu_energy_joules",
-            "GPU energy by stage (part of IT).",
-            gpu * J_PER_KWH if gpu is not None else None,
-            stage=stage,
-        )
+            fs.counter("stage_energy_joules", "Facility energy by stage: IT, and cooling attributed to the "
+                       "stage that caused the heat.", _joules(e.get(part)), stage=stage, part=part)
+        fs.counter("stage_gpu_energy_joules", "GPU energy by stage (part of IT).", _joules(e.get("gpu")),
+                   stage=stage)
 
 
 def _lag(fs: FamilySet, s: Mapping[str, Any]) -> None:
     lag = s.get("lag") or {}
-    fs.gauge(
-        "cooling_lag_time_constant_seconds",
-        "Learned time constant of the cooling response.",
-        lag.get("tau_s"),
-    )
+    fs.gauge("cooling_lag_time_constant_seconds", "Learned time constant of the cooling response.",
+             lag.get("tau_s"))
     fs.gauge("cooling_lag_dead_time_seconds", "Learned dead time of the cooling response.", lag.get("dead_s"))
-    fs.gauge(
-        "cooling_lag_learned",
-        "1 once the lag is learned from data (else the prior).",
-        bool(lag.get("learned")),
-    )
+    fs.gauge("cooling_lag_learned", "1 once the lag is learned from data (else the prior).",
+             bool(lag.get("learned")))
 
 
 def _drift(fs: FamilySet, snap: RackSnapshot) -> None:
     for cause, d in snap.drifts.items():
-        fs.gauge(
-            "drift_active",
-            "1 while a drift of this cause is active (confirmed, not cleared).",
-            d.active,
-            cause=cause,
-        )
+        fs.gauge("drift_active", "1 while a drift of this cause is active (confirmed, not cleared).",
+                 d.active, cause=cause)
         if d.active:
             dev = d.deviation_pct / 100.0 if d.deviation_pct is not None else None
-            fs.gauge(
-                "drift_deviation_ratio",
-                "Deviation of the active drift from the expectation "
-                "(0.06 = 6 %), as its onset event published it.",
-                dev,
-                cause=cause,
-            )
-            fs.gauge(
-                "drift_since_timestamp_seconds",
-                "Estimated start of the active drift.",
-                d.since_ts,
-                cause=cause,
-            )
+            fs.gauge("drift_deviation_ratio", "Deviation of the active drift from the expectation "
+                     "(0.06 = 6 %), as its onset event published it.", dev, cause=cause)
+            fs.gauge("drift_since_timestamp_seconds", "Estimated start of the active drift.", d.since_ts,
+                     cause=cause)
     # every cause and state from 0, so the first event is an increase Prometheus can see
     events = {(cause, state): 0 for cause in snap.drifts for state in ("onset", "cleared")}
     events.update(snap.drift_events)
     for (cause, state), n in sorted(events.items()):
-        fs.counter(
-            "drift_events", "Drift events published since the agent started.", n, cause=cause, state=state
-        )
+        fs.counter("drift_events", "Drift events published since the agent started.", n,
+                   cause=cause, state=state)
 
 
 def _status(fs: FamilySet, st: Mapping[str, Any]) -> None:
@@ -221,9 +179,8 @@ def _status(fs: FamilySet, st: Mapping[str, Any]) -> None:
     for kind, key in (("summary", "dropped_summaries"), ("event", "dropped_events")):
         n = spool.get(key)
         fs.counter("spool_dropped_messages", "Messages dropped because the spool was full.", n, kind=kind)
-    fs.counter(
-        "spool_corrupt_records", "Torn or corrupt spool records skipped.", spool.get("corrupt_skipped")
-    )
+    fs.counter("spool_corrupt_records", "Torn or corrupt spool records skipped.",
+               spool.get("corrupt_skipped"))
     for outcome, n in sorted((st.get("hints") or {}).items()):
         fs.counter("stage_hints", "Stage hints received, by what became of them.", n, outcome=outcome)
     engine = st.get("engine") or {}

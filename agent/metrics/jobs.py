@@ -1,16 +1,10 @@
 """Facility energy by training job, with a bounded set of job ids as label values.
 
-Why bounded: every job id becomes a Prometheus series per part (IT, cooling); a rack that runs a
-new job every hour for a year would otherwise grow a series per job forever. The ledger keeps the
-``max_jobs`` most recently seen job ids; a job pushed out stops being exported (its history stays
-in Prometheus, which has already scraped it) and its total is *not* folded into another label,
-because a sudden jump in another series would show as energy that was never used. Energy with no
-job id is counted under ``NO_JOB``.
-
-Where the energy comes from: the deltas of the engine's per-stage energy counters between two
-summaries (one at every window close), credited to the job the summary names. A job change in
-the middle of a window credits that window's energy to the job running at its end: the error is
-bounded by one window (``[engine] window_s``, 15 min by default) per job change.
+Every job id becomes a series per part, so only the ``max_jobs`` most recently seen are kept; a job
+pushed out stops being exported and its total is *not* folded into another label (that jump would
+show as energy never used). Energy with no job id is counted under ``NO_JOB``. The energy is the
+delta of the engine's per-stage counters between two summaries, credited to the job the summary
+names: a job change mid-window is off by at most one window (``[engine] window_s``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The ``/metrics`` HTTP(S) server and ``serve_metrics``, the live loop's one hook.
 
-prometheus_client's own server (a thread) serves a private ``CollectorRegistry`` holding one
-``RackCollector``: nothing from the library's global default registry (process and GC metrics of
-whatever else imported it) leaks in, and two agents in one process (tests, benches) stay apart.
-TLS and client certificates are the library's (``certfile``/``keyfile``/``client_cafile``);
-basic auth is not, so docs/metrics.md shows a reverse proxy for it.
+prometheus_client's own server thread serves a private ``CollectorRegistry`` (nothing leaks in from
+the global one, and two agents in one process stay apart). TLS and client certificates are the
+library's; basic auth is not, so docs/metrics.md shows a reverse proxy for it.
 """
 
 from __future__ import annotations
@@ -115,12 +113,8 @@ async def serve_metrics(agent: Any) -> AsyncIterator[MetricsServer | None]:
     try:
         server = MetricsServer.start(section, registry)
     except (OSError, ValueError) as exc:
-        log.error(
-            "metrics: cannot serve on %s:%s (%s); running without /metrics",
-            section.address,
-            section.port,
-            exc,
-        )
+        log.error("metrics: cannot serve on %s:%s (%s); running without /metrics", section.address,
+                  section.port, exc)
         yield None
         return
     log.info("metrics: serving %s", server.url)

@@ -1,8 +1,5 @@
-"""One scrape's figures, taken on the agent's event loop (never from the HTTP thread).
-
-Why a snapshot: the engine, the poller and the spool change on the loop; reading them from the
-scrape thread could see a half-updated state. The server asks the loop for a ``RackSnapshot``
-(plain data, copied), then turns it into metric families on its own thread (``families.py``).
+"""One scrape's figures as plain data, taken on the agent's event loop: read from the HTTP thread,
+the engine, poller and spool could be half-updated. ``families.py`` turns it into metrics.
 """
 
 from __future__ import annotations
@@ -92,13 +89,9 @@ def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:
             summary = link.summary_payload(now)
         except Exception as exc:  # the engine's failure is the engine's metric, not a failed scrape
             agent.tally.engine_failed("summary_payload (metrics)", exc)
-    return RackSnapshot(
-        labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
-        info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},
-        summary=summary,
-        status=agent.status_body(),
-        drifts=active_drifts(getattr(link, "engine", None), tap),
-        jobs_j=tap.ledger.totals_j(),
-        drift_events=dict(tap.events),
-        last_summary_ts=tap.last_summary_ts,
-    )
+    return RackSnapshot(labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
+                        info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},
+                        summary=summary, status=agent.status_body(),
+                        drifts=active_drifts(getattr(link, "engine", None), tap),
+                        jobs_j=tap.ledger.totals_j(), drift_events=dict(tap.events),
+                        last_summary_ts=tap.last_summary_ts)

@@ -1,9 +1,6 @@
-"""What ``/metrics`` learns from the messages the agent publishes (summaries and drift events).
-
-It sits on ``LiveAgent.on_message`` next to any observer already there (the demo's view), so
-it sees exactly what MQTT subscribers see. Summaries feed the job energy ledger; drift events
-give each cause's published deviation (the engine keeps the active incidents themselves, see
-``snapshot.active_drifts``) and are counted by cause and state.
+"""What ``/metrics`` learns from the messages the agent publishes, exactly as MQTT subscribers do:
+summaries feed the job energy ledger; drift events give each cause's published deviation and are
+counted by cause and state.
 """
 
 from __future__ import annotations
@@ -53,11 +50,9 @@ class MessageTap:
             detail = payload.get("detail") if isinstance(payload.get("detail"), dict) else {}
             since = detail.get("since") if detail else None
             dev = payload.get("deviation_pct")
-            self.onsets[cause] = Onset(
-                ts=float(payload.get("ts") or 0.0),
-                deviation_pct=float(dev) if isinstance(dev, int | float) else None,
-                since_ts=float(since) if isinstance(since, int | float) else None,
-            )
+            self.onsets[cause] = Onset(ts=float(payload.get("ts") or 0.0),
+                                       deviation_pct=float(dev) if isinstance(dev, int | float) else None,
+                                       since_ts=float(since) if isinstance(since, int | float) else None)
         elif state == "cleared":
             self.onsets.pop(cause, None)
 

@@ -1,21 +1,7 @@
 """Configuration of the node link: ``[uplink]`` on a node agent, ``[node_link]`` and ``[[node]]`` on the rack.
 
-A node agent (``[agent] role = "node"``)::
-
-    [uplink]
-    node_id = "n1"                 # this node's id in the rack's [[node]] tables
-    gateway = "10.0.4.1"           # the rack agent's host
-    key_file = "/etc/rackwatt/secrets/node-key"
-
-The rack agent lists its nodes, in rack GPU order::
-
-    [[node]]
-    id = "n1"
-    gpu_count = 8                  # gpu.0 … gpu.7
-    key_file = "/etc/rackwatt/secrets/node-n1-key"
-
-The sections are registered in ``agent.config.rules.SECTIONS``; this module owns their shapes,
-their value rules and the rules between roles (``check_roles``).
+The sections (docs/node.md) are registered in ``agent.config.rules.SECTIONS``; this module owns their
+shapes, their value rules and the rules between roles (``check_roles``).
 """
 
 from __future__ import annotations
@@ -95,9 +81,7 @@ UPLINK = Spec(
     literal_secrets={"key": "key_file", "secret": "key_file"},
     on_value=check_key_file,
 )
-NODE_LINK = Spec(
-    checks={"address": [host_problem], "port": [PORT], "max_skew_s": [positive]},
-)
+NODE_LINK = Spec(checks={"address": [host_problem], "port": [PORT], "max_skew_s": [positive]})
 NODE = Spec(
     checks={"id": [NODE_ID], "gpu_count": [between(1, MAX_GPUS)], "first_gpu": [between(0, 4095)],
             "interval_s": [between(0.1, 60)]},

@@ -1,15 +1,13 @@
 """``NodeReceiver``: the rack agent's UDP endpoint for its node agents; decides which datagrams to trust.
 
-One socket for every ``[[node]]``. A datagram is accepted only if, in this order, it is well formed
-and of a size a node sends, names a configured node, carries that node's HMAC, is newer than the
-last one accepted from it (session, seq), and was sent within ``max_skew_s`` of its arrival by
-this host's clock. Every refusal is counted by reason (``counters``) and per node, and logged
-with the sender's address (at the 1st, 10th, 100th, … time: a flood never floods the log).
+One socket for every ``[[node]]``. A datagram is accepted only if, in this order, it is well formed,
+names a configured node, carries that node's HMAC, is newer (session, seq) than the last accepted
+from it, and was sent within ``max_skew_s`` of its arrival. Refusals are counted by reason and per
+node, and logged with the sender's address at the 1st, 10th, 100th … time.
 
-Clock skew: each accepted datagram gives ``arrival − sent_ts`` (the node's offset plus the
-network delay); the least of the last ``SKEW_WINDOW`` is the node's offset estimate, and readings
-are re-timed onto this host's clock by it. The receiver keeps only the newest reading per node:
-the per-node drivers (``agent.node.source``) take it at their poll.
+Clock skew: the least ``arrival − sent_ts`` of the last ``SKEW_WINDOW`` datagrams is the node's
+offset estimate; readings are re-timed onto this host's clock by it. Only the newest reading per
+node is kept, for its driver (``agent.node.source``) to take at its poll.
 """
 
 from __future__ import annotations

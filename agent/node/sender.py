@@ -1,15 +1,11 @@
 """``NodeAgent``: ``rackwatt run`` with ``[agent] role = "node"`` on a GPU node.
 
 Every ``[uplink] interval_s`` it reads the node's GPUs through the NVML driver and sends one signed
-datagram (``agent.node.wire``) to the rack agent over UDP. Why UDP straight to the gateway, and
-not the site broker or TCP: the rack keeps its GPU telemetry while the site broker is down (the
-broker is where the rack *publishes*, not what it needs to see); a node that stops or restarts
-costs nothing on either side (no connection to notice broken, no reconnect backoff: the next
-datagram simply arrives); a lost datagram loses no energy (``energy_j`` is cumulative); and the
-traffic is one datagram of a few hundred bytes per node per second.
-
-A node agent has no engine, no MQTT and no state beyond its session number. SIGHUP re-reads the
-configuration (gateway, key, interval); SIGTERM stops it.
+datagram (``agent.node.wire``) to the rack agent over UDP. Why UDP straight to the gateway, not the
+site broker or TCP: the rack keeps its GPU telemetry while the broker is down; a node that restarts
+costs nothing on either side (no connection, no backoff); a lost datagram loses no energy
+(``energy_j`` is cumulative). No engine, no MQTT, no state beyond the session number; SIGHUP
+re-reads the configuration (gateway, key, interval).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """``NodeSourceDriver``: one ``[[node]]`` as a GPU source of the rack agent (device ``node.<id>``).
 
-Like a ``[[dcgm]]`` node, each node owns a fixed rack-wide range ``gpu.<first_gpu>`` …; its poll
-takes the newest reading the shared ``NodeReceiver`` accepted from it and maps the node's GPU
-ordinals onto that range. A node silent for ``SILENT_INTERVALS`` send intervals fails its poll
-(its GPUs are missing, never zero, and ``status`` names the node and its GPUs); the first
-datagram that arrives again makes it healthy again: nothing to restart on either side.
+Like a ``[[dcgm]]`` node it owns a fixed range ``gpu.<first_gpu>`` …; its poll takes the newest
+reading the shared ``NodeReceiver`` accepted from it. A node silent for ``SILENT_INTERVALS`` send
+intervals fails its poll (its GPUs are missing, never zero, and ``status`` names them); its next
+datagram makes it healthy again: nothing to restart on either side.
 """
 
 from __future__ import annotations

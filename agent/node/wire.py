@@ -9,18 +9,10 @@ Layout (network byte order)::
              | sm_clock_mhz f32 | power_limit_w f32
     trailer  HMAC-SHA256 over everything before it (32 bytes)
 
-Why these choices:
-- ``energy_j`` is the node's reset-safe *cumulative* count (the NVML driver's), not a delta: a lost
-  datagram then loses no energy (the next one carries the total); ``energy_resets`` says how many
-  driver reloads it has survived.
-- ``session`` (chosen at node start, never lower than the previous session's) and ``seq`` (+1 per
-  datagram) make every datagram unique and ordered: the receiver refuses any (session, seq) not
-  above the last it accepted, so a captured datagram cannot be replayed.
-- ``read_ts`` (when NVML was read) and ``sent_ts`` are the node's own wall-clock times: the
-  receiver measures the node's clock offset from ``sent_ts`` and corrects ``read_ts`` by it.
-- A bound on the size: ``MAX_GPUS`` GPUs keep a datagram inside one Ethernet frame.
-
-This module only packs and unpacks; trust decisions (keys, replay, skew) are the receiver's.
+``energy_j`` is the node's reset-safe cumulative count, so a lost datagram loses no energy.
+``session`` (never lower than the previous one) and ``seq`` make every datagram unique and ordered,
+so a captured one cannot be replayed. ``read_ts``/``sent_ts`` are the node's clock; the receiver
+measures its offset from ``sent_ts``. Trust decisions are the receiver's; this module only packs.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """``rackwatt sparkplug``: one rack as a Sparkplug B edge node, from the agent's own MQTT topics.
 
-Why a bridge and not a second publisher inside the agent: the agent's MQTT contract (docs/mqtt.md)
-is the one source of what a rack reports; the bridge subscribes to a rack's ``summary`` and
-``status`` on the site broker and republishes them under ``spBv1.0/<group>/…/<rack>`` (node.py),
-so Sparkplug B hosts (Ignition, HighByte …) see the same figures, and the agent stays unchanged.
-Run it beside the agent (same host or any host that reaches the broker). It only reads rackwatt
-topics and only writes Sparkplug ones. Exit 0 after ``--duration`` or on SIGTERM / Ctrl-C.
+A bridge, not a second publisher in the agent: docs/mqtt.md stays the one contract. It subscribes
+to a rack's ``summary`` and ``status`` and republishes them under ``spBv1.0/<group>/…/<rack>``; it
+reads only rackwatt topics and writes only Sparkplug ones.
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ class Bridge:
         self.client.connect_async(args.mqtt.host, args.mqtt.port, keepalive=30)
 
     def _set_will(self) -> None:
-        topic, payload = self.node.death(_now_ms())
-        self.client.will_set(topic, payload, qos=1, retain=False)
+        self.client.will_set(*self.node.death(_now_ms()), qos=1, retain=False)
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -81,8 +77,7 @@ class Bridge:
             return
         if msg.topic == self.status_topic:
             if body.get("state") == "offline" and self.node.born:  # the agent's will: the rack is gone
-                topic, payload = self.node.death(_now_ms())
-                client.publish(topic, payload, qos=1)
+                client.publish(*self.node.death(_now_ms()), qos=1)
                 self.node.died()
             return
         self.last_summary = body
@@ -90,7 +85,7 @@ class Bridge:
 
     def _publish(self, message: tuple[str, bytes] | None) -> None:
         if message is not None:
-            self.client.publish(message[0], message[1], qos=0)
+            self.client.publish(*message, qos=0)
 
     def run(self, duration_s: float | None) -> int:
         stop = threading.Event()
@@ -101,8 +96,7 @@ class Bridge:
             stop.wait(duration_s)
         finally:
             if self.node.born:  # a clean stop says so itself (the will covers the rest)
-                topic, payload = self.node.death(_now_ms())
-                self.client.publish(topic, payload, qos=1).wait_for_publish(2)
+                self.client.publish(*self.node.death(_now_ms()), qos=1).wait_for_publish(2)
             self.client.disconnect()
             self.client.loop_stop()
         return 0

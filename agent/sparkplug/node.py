@@ -1,14 +1,9 @@
 """One rack as a Sparkplug B edge node: which metrics, and the session rules (births, seq, bdSeq).
 
-Metrics are the rack agent's summary (docs/mqtt.md), the same figures ``/metrics`` shows:
-``power/*_w`` measured and expected, ``stage``, ``job``, ``warm``, ``lag/*_s``, per stage
-``baseline/<stage>/level_w`` and ``energy/<stage>/{it,cooling}_j``, per held cause
-``drift/<cause>/held``. A figure the agent does not know is sent as ``is_null``, never 0.
-
-Session rules (Sparkplug B 3.0): NBIRTH carries every metric, ``seq`` 0 and the ``bdSeq`` of the
-will registered for this MQTT session; each NDATA carries only the metrics that changed, ``seq``
-counting 1…255, 0… after the birth; NDEATH carries only ``bdSeq``. Metrics cannot be added after a
-birth, so a summary that brings a new metric (a stage seen for the first time) causes a rebirth.
+Metrics are the agent's summary (docs/mqtt.md); a figure the agent does not know is ``is_null``,
+never 0. Sparkplug B 3.0: NBIRTH carries every metric, ``seq`` 0 and the ``bdSeq`` of this session's
+will; NDATA only what changed, ``seq`` 1…255, 0…; NDEATH only ``bdSeq``. Metrics cannot be added
+after a birth, so a new one (a stage seen for the first time) causes a rebirth.
 """
 
 from __future__ import annotations
@@ -99,6 +94,5 @@ class EdgeNode:
             return None
         self._born.update(changed)
         self._seq = (self._seq + 1) % 256
-        return self.topic("NDATA"), encode_payload(
-            ts_ms, [Metric(k, t, v) for k, (t, v) in changed.items()], self._seq
-        )
+        return self.topic("NDATA"), encode_payload(ts_ms, [Metric(k, t, v) for k, (t, v) in changed.items()],
+                                                   self._seq)

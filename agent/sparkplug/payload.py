@@ -1,10 +1,7 @@
-"""Sparkplug B payloads, encoded with the standard library (the protobuf wire format by hand).
-
-Only what an edge node's NBIRTH/NDATA/NDEATH need: ``Payload {timestamp=1, metrics=2, seq=3}``
-and ``Metric {name=1, alias=2, timestamp=3, datatype=4, is_null=7, long_value=11,
-double_value=13, boolean_value=14, string_value=15}`` (field numbers of Eclipse Tahu's
-``sparkplug_b.proto``, which the tests decode with). Why by hand: the message is a dozen fields,
-and a protobuf runtime would be the agent's only dependency for it.
+"""Sparkplug B payloads, the protobuf wire format by hand (a dozen fields did not justify a protobuf
+dependency): ``Payload {timestamp=1, metrics=2, seq=3}``, ``Metric {name=1, alias=2, timestamp=3,
+datatype=4, is_null=7, long_value=11, double_value=13, boolean_value=14, string_value=15}``, as in
+Eclipse Tahu's ``sparkplug_b.proto`` (which the tests decode with).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""What a site's MQTT topics say about each of its racks: the state ``rackwatt watch`` shows.
+"""What a site's MQTT topics say about each of its racks: the state ``rackwatt watch`` shows (no I/O).
 
-Pure state, no I/O: ``SiteBoard.receive(topic, payload, received_ts)`` takes the messages of
-``<root>/<site>/+/{status,summary,event}`` (docs/mqtt.md) and ``rows(now)`` reads them as one
-``RackRow`` per rack. Active drifts come from the ``event`` topic (onset adds, cleared removes)
-and from the retained ``status``, which lists them (``drifts``) and is republished within 5 s of
-a change: a watcher started after an onset still sees the drift, without its deviation until
-the next onset (only the event carries that).
+``receive`` takes the messages of ``<root>/<site>/+/{status,summary,event}``; ``rows`` gives one
+``RackRow`` per rack. Active drifts come from events (onset adds, cleared removes) and from the
+retained status's ``drifts`` list, so a watcher started after an onset still sees the drift (its
+deviation only from the next onset event).
 """
 
 from __future__ import annotations

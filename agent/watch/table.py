@@ -1,9 +1,7 @@
 """``rackwatt watch``'s renderings of the board: a table, plain change lines, JSON.
 
-Sort keys put what needs attention first where that has a meaning: ``deviation`` largest
-magnitude first, ``drift`` racks with active drifts first (oldest onset first), ``seen`` the
-longest silent first, ``power`` the largest first; ``rack`` is alphabetical. Unknown values sort
-last, whichever the key.
+Sort keys put what needs attention first (largest deviation or power, active drifts by oldest
+onset, longest silent); ``rack`` is alphabetical. Unknown values sort last.
 """
 
 from __future__ import annotations
@@ -116,6 +114,5 @@ def change_key(row: RackRow) -> tuple[Any, ...]:
 
 
 def json_line(site: str, rows: list[RackRow], now: float) -> str:
-    return json.dumps(
-        {"site": site, "ts": round(now, 3), "racks": [r.as_json() for r in rows]}, separators=(",", ":")
-    )
+    return json.dumps({"site": site, "ts": round(now, 3), "racks": [r.as_json() for r in rows]},
+                      separators=(",", ":"))

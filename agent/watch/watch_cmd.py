@@ -1,10 +1,8 @@
-"""``rackwatt watch``: every rack of a site, live, from the site broker's MQTT topics.
+"""``rackwatt watch``: every rack of a site, live, from the site broker's MQTT topics (docs/mqtt.md).
 
-Subscribes to ``<root>/<site>/+/status``, ``.../summary`` and ``.../event`` (docs/mqtt.md) as a
-read-only client and shows one row per rack: stage, facility kW against the expectation, the
-deviation, active drifts and since when, the spool backlog, when it was last heard from. On a
-terminal the table is redrawn in place; otherwise a plain line per rack whenever its row
-changes; ``--json`` prints the whole table as one JSON line per refresh, for scripts.
+A read-only client of ``<root>/<site>/+/{status,summary,event}``, one row per rack. On a terminal
+the table is redrawn in place; otherwise a plain line per rack whose row changed; ``--json``: one
+JSON line per refresh.
 """
 
 from __future__ import annotations
@@ -33,13 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="rack",
         help="row order: rack (default), deviation, drift, power or seen (longest silent first)",
     )
-    parser.add_argument(
-        "--interval",
-        type=positive,
-        default=DEFAULT_INTERVAL_S,
-        metavar="S",
-        help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})",
-    )
+    parser.add_argument("--interval", type=positive, default=DEFAULT_INTERVAL_S, metavar="S",
+                        help=f"refresh every S seconds (default {DEFAULT_INTERVAL_S:g})")
     parser.add_argument("--json", action="store_true", help="one JSON line with every rack per refresh")
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     parser.add_argument("--duration", type=positive, metavar="S", help="stop after S seconds")

@@ -1,15 +1,8 @@
-"""How the demo feeds the real engine: live ticks in small batches, and an optional pre-warm.
+"""How the demo feeds the real engine: the optional pre-warm (live batching is ``LiveAgent``'s).
 
-Why batches: ``Engine.process`` costs about the same for one row as for a few dozen (its cost is
-per call and per column, not per row), and at 60× the agent produces 60 one-second frames per
-real second. The agent (``LiveAgent(engine_batch_s=…)``) hands the engine the frames of each
-batch as one chunk — the same call replay makes with thousands of rows (docs/architecture.md:
-there is no replay-only algorithm). Reports come back at most one batch late.
-
-Why a pre-warm: the drift detector calibrates its thresholds on hours of healthy data. With
-``--fault`` (or ``--warmup H``) the first H simulated hours of the same scenario are replayed
-through the same engine in seconds (``simulate`` → ``Engine.process``), then the run goes live
-from that moment, so a fault injected shortly after is judged by a calibrated detector.
+The drift detector calibrates its thresholds on hours of healthy data, so with ``--fault`` (or
+``--warmup H``) the scenario's first H simulated hours are replayed through the same engine in
+seconds (``simulate`` → ``Engine.process``, the call replay makes), then the run goes live.
 """
 
 from __future__ import annotations
@@ -77,12 +70,8 @@ def prewarm(
         if not keep.any():
             break
         if not keep.all():
-            chunk = TraceChunk(
-                ts=chunk.ts[keep],
-                numeric={k: v[keep] for k, v in chunk.numeric.items()},
-                stage=chunk.stage[keep],
-                job=chunk.job[keep],
-            )
+            chunk = TraceChunk(ts=chunk.ts[keep], numeric={k: v[keep] for k, v in chunk.numeric.items()},
+                               stage=chunk.stage[keep], job=chunk.job[keep])
         if thinner is not None:
             chunk = thinner.thin(chunk)
         events += [r for r in link.engine.process(chunk) if r.get("type") == "event"]

@@ -1,9 +1,5 @@
-"""The simulated training job's stage hints, sent like a real job would: datagrams to the agent.
-
-The twin knows which stage its job is in; ``StageHinter`` sends a hint datagram (the format of
-agent/stages/hints.py) to the agent's Unix hint socket whenever the stage, job or work rate
-changes, and repeats it every ``keepalive_s`` simulated seconds so it never expires. The agent
-reads it through its real listener and intake. With hints off the engine infers the stage.
+"""The simulated job's stage hints, sent as a real job would: a datagram to the agent's hint socket
+at every change of stage, job or work rate, repeated every ``keepalive_s`` so it never expires.
 """
 
 from __future__ import annotations

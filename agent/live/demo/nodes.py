@@ -1,11 +1,8 @@
 """Node agents for a multi-node demo rack (``rackwatt demo --nodes N``) and the live node tests.
 
-``NodePlan`` is the rack's side of the link: a key file per node (0600, as an operator writes
-them), the ``[node_link]`` and ``[[node]]`` lines of the rack's agent.toml, and each node's own
-agent.toml (``role = "node"``). ``DemoNodes`` runs the node agents in the demo's process, each
-reading its own GPUs of the twin through the real NVML driver (over the demo's faked pynvml) and
-sending real signed UDP datagrams to the rack agent on 127.0.0.1: the demo stays one process,
-light enough for a 2-core machine, and the link is the one a real rack runs.
+``NodePlan`` writes a key file per node, the rack's ``[node_link]``/``[[node]]`` tables and each
+node's agent.toml; ``DemoNodes`` runs the node agents in the demo's process, each reading its GPUs
+of the twin through the real NVML driver and sending real signed datagrams to 127.0.0.1.
 """
 
 from __future__ import annotations

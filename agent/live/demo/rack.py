@@ -1,13 +1,9 @@
 """The twin as real devices on loopback: two SNMP PDUs, a Modbus cooling unit, faked NVML.
 
-``DemoRack`` owns a ``RackTwin`` and serves its values to every device at the demo clock's
-simulated time. The twin's values change once per simulated second, so a snapshot is computed at
-most once per second and shared by every request (the SNMP responder and the Modbus server run
-on the event loop, NVML calls come from the driver's worker thread: hence the lock).
-
-Rack inlet temperatures have no wire protocol in rackwatt's drivers yet, so ``InletProbeDriver``
-reads the twin's inlet probes in process; it is the one device that is not polled over a socket,
-and the view says so.
+``DemoRack`` serves the twin's values at the demo clock's time; they change once per simulated
+second, so one snapshot per second is shared by every request (the SNMP and Modbus servers run on
+the event loop, NVML calls come from the driver's worker thread: hence the lock). Inlet probes
+have no wire protocol in rackwatt's drivers, so ``InletProbeDriver`` reads them in process.
 """
 
 from __future__ import annotations
@@ -109,18 +105,12 @@ class DemoRack:
         """Serve the PDUs (SNMP v2c) and the cooling unit (Modbus TCP) on 127.0.0.1; fake NVML."""
         try:
             for feed, port in ports.pdu.items():
-                pdu = SimSnmpPdu(
-                    self.pdu_values(feed),
-                    port,
-                    vendor=PDU_VENDORS[feed],
-                    community=community,
-                    outlets=PDU_OUTLETS,
-                )
+                pdu = SimSnmpPdu(self.pdu_values(feed), port, vendor=PDU_VENDORS[feed], community=community,
+                                 outlets=PDU_OUTLETS)
                 await pdu.start()
                 self.pdus[feed] = pdu
-            self.crac = CoolingUnitServer(
-                CRAC_PROFILE, self.crac_values, port=ports.crac, registers=CRAC_EXTRA_REGISTERS
-            )
+            self.crac = CoolingUnitServer(CRAC_PROFILE, self.crac_values, port=ports.crac,
+                                          registers=CRAC_EXTRA_REGISTERS)
             await self.crac.start()
             self._stack.enter_context(self.fake_nvml.installed())
         except BaseException:

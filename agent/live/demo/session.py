@@ -1,10 +1,8 @@
 """One demo run: twin → loopback devices → the real ``LiveAgent`` → the view; then a clean stop.
 
-Order of things: a private temp dir with a generated agent.toml (loaded by the real loader); the
-real engine (optionally pre-warmed by replaying the scenario's first hours); the devices on free
-loopback ports; the agent on a ``ScaledClock`` polling them through the real drivers; the stage
-hinter; the view. Stop (duration reached, Ctrl-C, SIGTERM, the scenario's end): agent first
-(state saved, MQTT offline), then hints, then devices, then the temp dir.
+Order: a private temp dir with a generated agent.toml (loaded by the real loader); the real engine,
+optionally pre-warmed; the devices on free loopback ports; the agent on a ``ScaledClock``; the stage
+hinter; the view. Stop: agent first (state saved, MQTT offline), then hints, devices, temp dir.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from agent.live.demo.rack import PDU_VENDORS, DemoRack, DevicePorts, InletProbeD
 from agent.live.demo.setup import STAGE_SOCKET, Intervals, MqttTarget, pick_ports, write_config
 from agent.live.demo.view import AnsiScreen, DemoState, PlainLog, fmt_time, screen_lines
 from agent.live.engine_link import EngineLink
-from agent.live.loop import LiveAgent, default_driver_factory
+from agent.live.loop import LiveAgent
 from agent.sim import FAULT_KINDS, FaultSpec, Scenario, make_scenario
 from drivers.base import Driver
 
@@ -98,14 +96,8 @@ def intervals_for(speed: float, fine: bool = False) -> Intervals:
     if fine:
         return FINE_INTERVALS
     k = max(1.0, speed / 60.0)
-    return Intervals(
-        tick_s=round(max(1.0, k), 1),
-        nvml_s=round(5.0 * k, 1),
-        pdu_s=round(10.0 * k, 1),
-        crac_s=round(20.0 * k, 1),
-        inlet_s=round(20.0 * k, 1),
-        summary_s=300.0,
-    )
+    return Intervals(tick_s=round(max(1.0, k), 1), nvml_s=round(5.0 * k, 1), pdu_s=round(10.0 * k, 1),
+                     crac_s=round(20.0 * k, 1), inlet_s=round(20.0 * k, 1), summary_s=300.0)
 
 
 # The demo's cooling unit (the Liebert iCOM map) serves no outdoor air probe, so the warm-up trace
@@ -228,18 +220,10 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
             if opts.nodes else None)
 
     def configure(ports: DevicePorts) -> tuple[Path, str, Config]:
-        path, community = write_config(
-            workdir,
-            site=opts.site,
-            rack=opts.rack,
-            ports=ports,
-            crac_id=scenario.rack.cooling.crac_id,
-            crac_share=scenario.rack.cooling.share,
-            intervals=intervals,
-            mqtt=opts.mqtt,
-            metrics=opts.metrics,
-            nodes=plan,
-        )
+        path, community = write_config(workdir, site=opts.site, rack=opts.rack, ports=ports,
+                                       crac_id=scenario.rack.cooling.crac_id,
+                                       crac_share=scenario.rack.cooling.share, intervals=intervals,
+                                       mqtt=opts.mqtt, metrics=opts.metrics, nodes=plan)
         return path, community, load_config(path)  # the real loader: a problem here is a bug in the demo
 
     ports = pick_ports()
@@ -282,7 +266,10 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
     if nodes is not None:
         nodes.start()
     try:
-        return await _serve(config, path, clock, rack, link, intervals, opts, state, out, plain, tail)
+        agent = LiveAgent(config, config_path=path, clock=clock, engine=link, on_message=state.observe,
+                          driver_factory=_driver_factory(rack, intervals, clock), save_interval_s=3600.0,
+                          engine_batch_s=max(15.0, opts.speed * 0.5))  # the agent batches engine calls itself
+        return await _serve(agent, clock, rack, opts, state, out, plain, tail)
     finally:
         if nodes is not None:
             await nodes.stop()
@@ -291,47 +278,24 @@ async def _run_in(workdir: Path, opts: DemoOptions, out: TextIO, tail: _Tail | N
 
 def _driver_factory(rack: DemoRack, intervals: Intervals, clock: ScaledClock) -> Any:
     def build(config: Config) -> list[Driver]:
-        if config.nodes:  # the node link measures skew on the demo's (accelerated) clock
-            from drivers.registry import build_drivers
+        from drivers.registry import build_drivers
 
-            devices = build_drivers(config, clock=clock.time)
-        else:
-            devices = default_driver_factory(config)
+        # on the demo's (accelerated) clock, which the node link measures skew on
+        devices = build_drivers(config, clock=clock.time)
         return [*devices, InletProbeDriver(rack, interval_s=intervals.inlet_s)]
 
     return build
 
 
-async def _serve(
-    config: Config,
-    path: Path,
-    clock: ScaledClock,
-    rack: DemoRack,
-    link: EngineLink,
-    intervals: Intervals,
-    opts: DemoOptions,
-    state: DemoState,
-    out: TextIO,
-    plain: PlainLog | None,
-    tail: _Tail | None,
-) -> int:
-    batch_s = max(15.0, opts.speed * 0.5)  # the agent batches engine calls itself
-    agent = LiveAgent(
-        config,
-        config_path=path,
-        clock=clock,
-        driver_factory=_driver_factory(rack, intervals, clock),
-        engine=link,
-        on_message=state.observe,
-        save_interval_s=3600.0,
-        engine_batch_s=batch_s,
-    )
+async def _serve(agent: LiveAgent, clock: ScaledClock, rack: DemoRack, opts: DemoOptions, state: DemoState,
+                 out: TextIO, plain: PlainLog | None, tail: _Tail | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     agent_task = asyncio.create_task(agent.run(), name="agent")
-    hinter = StageHinter(Path(str(config.stages.socket_path)), rack.stage, clock.time) if opts.hints else None
+    socket_path = Path(str(agent.config.stages.socket_path))
+    hinter = StageHinter(socket_path, rack.stage, clock.time) if opts.hints else None
     hint_task = asyncio.create_task(hinter.run(), name="hints") if hinter else None
     screen = AnsiScreen(out) if opts.interactive else None
     started = time.monotonic()

@@ -1,8 +1,5 @@
-"""The demo's configuration: a real agent.toml in a private temp dir, loaded by the real loader.
-
-Why a file and not a ``Config`` built in code: the demo should exercise exactly what an operator
-writes (community files with mode 0600, ``[[crac.registers]]``, ``[stages] socket_path``), so
-the loader's validation and warnings are part of what the demo shows working.
+"""The demo's configuration: a real agent.toml in a private temp dir, loaded by the real loader, so
+the demo exercises what an operator writes (0600 secret files, ``[[crac.registers]]``, sockets).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What the demo shows: a model of the run (``DemoState``), a full-screen ANSI view, plain lines.
 
-``DemoState`` is fed by the agent's message observer (every summary, event and baseline, with its
-seq) and sampled from the agent (device health, MQTT, current stage). ``screen_lines`` renders it
-as the live terminal view (redrawn in place at ~1 Hz with plain ANSI: no curses); ``PlainLog``
-turns the same state into one line per summary, event and device change for pipes and CI.
+``DemoState`` is fed by the agent's message observer and sampled from the agent; ``screen_lines``
+renders it for the terminal (redrawn in place, plain ANSI), ``PlainLog`` as lines for pipes and CI.
 """
 
 from __future__ import annotations
