@@ -1,17 +1,9 @@
 """Randomised racks: every seed draws a different plausible rack, its instrumentation and its jobs.
 
-Why: a detector tuned on one rack learns that rack. Here the hardware (1–8 nodes of 4–8 GPUs,
-GPU TDP 300–1200 W with per-model stage power fractions, PSUs, fans, recirculation, cooling
-lag and COP), the instrumentation (sampling rates, missing optional signals, missed polls,
-outages, counter wraps, coarse BMS readings) and the workload (job kinds with per-job stage
-signatures, including those recorded on real racks: a checkpoint written by one rank while the
-others spin in a collective, a start-up with contexts up and utilisation 0, checkpoints every
-few steps with 1–3 s training bursts between them, collective stalls) are all drawn from wide
-ranges. docs/twin.md lists every range and where it comes from.
-
-Families: ``single`` (one job kind per rack, restarts), ``churn`` (short jobs of mixed kinds,
-preemptions, long idles, jobs that report no labels). Development seeds are 0–999; benches
-report on seeds from 10 000 (``REPORT_SEED_BASE``).
+Why: a detector tuned on one rack learns that rack. Hardware, instrumentation and workload (with
+the per-rank signatures recorded on real racks) are drawn from wide ranges; docs/twin.md lists
+every range and where it comes from. Development seeds are 0–999; benches report on seeds from
+10 000 (``REPORT_SEED_BASE``).
 """
 
 from __future__ import annotations
@@ -73,14 +65,8 @@ def random_scenario(seed: int, family: str = "single", days: float = 0.5, hints:
 
 
 def random_multijob_scenario(
-    seed: int,
-    days: float = 0.5,
-    hints: bool = True,
-    *,
-    nodes: int | None = None,
-    per_node: int | None = None,
-    jobs: int | None = None,
-    drain: bool | None = None,
+    seed: int, days: float = 0.5, hints: bool = True, *, nodes: int | None = None,
+    per_node: int | None = None, jobs: int | None = None, drain: bool | None = None,
 ) -> Scenario:
     """A randomised rack whose node groups run their own jobs side by side (``multijob``).
 
@@ -279,9 +265,7 @@ def random_job_kinds(rng: np.random.Generator, gpu: GpuParams) -> tuple[JobProfi
 
 
 def random_plan(
-    rng: np.random.Generator,
-    family: str,
-    kinds: tuple[JobProfile, ...],
+    rng: np.random.Generator, family: str, kinds: tuple[JobProfile, ...],
     maintenance: tuple[tuple[float, float], ...],
 ) -> WorkloadPlan:
     """The workload: which kinds run, how long jobs and gaps last, how often they checkpoint."""
@@ -319,10 +303,8 @@ def random_plan(
 def random_faults(
     rng: np.random.Generator, hours: float
 ) -> tuple[tuple[FaultSpec, ...], tuple[tuple[float, float], ...]]:
-    """0–2 faults of any kind, steps or ramps; one in three is repaired and followed by another.
-
-    A GPU driver update comes with its maintenance: the rack is drained for 15–40 min around it.
-    """
+    """0–2 faults of any kind, steps or ramps; one in three is repaired and followed by another. A GPU
+    driver update comes with its maintenance: the rack is drained for 15–40 min around it."""
     faults: list[FaultSpec] = []
     maintenance: list[tuple[float, float]] = []
     kinds = list(FAULT_KINDS)

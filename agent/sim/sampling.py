@@ -1,11 +1,9 @@
 """Turn the twin's clean signals into what the devices report: rates, misses, glitches, resolution.
 
-NVML is read every second, each PDU feed every 5 s (feed b 3 s after feed a), the cooling unit
-every 10 s and the inlet probes every 10 s; a cell between samples is NaN ("not sampled"). A
-poll is occasionally missed (the whole device's cells of that row are NaN), a network device
-now and then stops answering for minutes (an outage: its cells stay NaN), and rarely a cell
-carries a glitch: a sentinel (-1, 0xFFFF = 65535) or a spike (3–10× the value). Values are
-rounded to each device's resolution so a written and re-read trace equals the chunk.
+Each device is read at its own interval and phase (``SamplingParams``); a cell between samples,
+in a missed poll or in an outage is NaN ("not sampled"); rarely a cell carries a glitch: a
+sentinel (-1, 0xFFFF = 65535) or a spike (3–10×). Values are rounded to each device's resolution
+so a written and re-read trace equals the chunk.
 """
 
 from __future__ import annotations
@@ -36,16 +34,9 @@ RESOLUTION: dict[str, dict[str, int]] = {
 }
 
 
-def crac_fields(rack: RackParams) -> tuple[str, ...]:
-    """The cooling unit's columns: the outdoor air temperature only where the unit has a probe."""
-    return (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS
-
-
 def omitted(name: str, omit: tuple[str, ...]) -> bool:
     """Whether column ``name`` is one the rack lacks: ``omit`` holds device kinds ("inlet"),
     ``kind.field`` pairs ("crac.cooling_w", "pdu.energy_kwh") or plain columns ("work_rate")."""
-    if not omit:
-        return False
     parts = name.split(".")
     return name in omit or parts[0] in omit or f"{parts[0]}.{parts[-1]}" in omit
 
@@ -56,7 +47,8 @@ def _device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
         yield from ((f"gpu.{i}.{f}", f"gpu_{f}", i) for f in GPU_FIELDS)
     for j, p in enumerate(rack.pdu_ids):
         yield from ((f"pdu.{p}.{f}", f"pdu_{f}", j) for f in PDU_FIELDS)
-    yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac_fields(rack))
+    crac = (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS  # a probe?
+    yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac)
     for j, pos in enumerate(INLET_POSITIONS):
         yield f"inlet.{pos}.temp_c", "inlet_c", j
 

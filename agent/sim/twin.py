@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.sim.params import STAGES
 from agent.sim.physics import CHUNK_S, RackPhysics
 from agent.sim.sampling import DRIVER_GAP_S, Sampler, column_decimals, device_clean_values, trace_columns
 from agent.sim.scenarios import Scenario
@@ -91,14 +92,9 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         "scenario": scenario.describe(),
         "meta": {"rack": scenario.rack_name, "site": scenario.site, f"crac.{c.crac_id}.share": c.share,
                  "interval_s": 1},
-        "model": {
-            "cooling_tau_s": c.tau_s,
-            "cooling_dead_s": c.dead_s,
-            "setpoint_c": c.setpoint_c,
-            "gpu_tdp_w": scenario.rack.gpu.tdp_w,
-            "gpu_idle_w": scenario.rack.gpu.idle_w,
-            "psu_curve": [list(p) for p in scenario.rack.node.psu_curve],
-        },
+        "model": {"cooling_tau_s": c.tau_s, "cooling_dead_s": c.dead_s, "setpoint_c": c.setpoint_c,
+                  "gpu_tdp_w": scenario.rack.gpu.tdp_w, "gpu_idle_w": scenario.rack.gpu.idle_w,
+                  "psu_curve": [list(p) for p in scenario.rack.node.psu_curve]},
         "faults": [f.truth(t0) for f in scenario.faults],
         "workload_changes": changes,
         "jobs": jobs,
@@ -109,12 +105,8 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
 
 
 class RackTwin:
-    """The twin stepped in time, for fake devices serving instantaneous values (live demo).
-
-    ``advance_to(ts)`` moves the twin forward to absolute time ``ts`` (Unix seconds, never
-    backwards); ``device_values()`` returns the clean instantaneous values at the current second,
-    grouped by device. Values follow the same physics and random streams as ``simulate``.
-    """
+    """The twin stepped forward in time (``advance_to``, Unix seconds) for fake devices serving clean
+    instantaneous values (live demo); same physics and random streams as ``simulate``."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
@@ -132,9 +124,8 @@ class RackTwin:
         if s < self._s:
             raise ValueError(f"the twin cannot go back in time (at {self.ts}, asked for {ts})")
         if s >= self.scenario.total_s:
-            raise ValueError(
-                f"{ts} is past the end of the scenario ({self.scenario.start_ts + self.scenario.total_s})"
-            )
+            end = self.scenario.start_ts + self.scenario.total_s
+            raise ValueError(f"{ts} is past the end of the scenario ({end})")
         self._s = s
 
     def _values_now(self) -> dict[str, float]:
@@ -148,9 +139,7 @@ class RackTwin:
             end = min(self.scenario.total_s, hour_start + CHUNK_S)
             clean = self._physics.step(hour_start, end)
             self._hour = device_clean_values(clean, self.scenario.rack) | {
-                "stage": clean["stage"].astype(np.float64),
-                "job": clean["job"].astype(np.float64),
-            }
+                "stage": clean["stage"].astype(np.float64), "job": clean["job"].astype(np.float64)}
             self._hour_start = hour_start
         i = self._s - self._hour_start
         return {name: float(col[i]) for name, col in self._hour.items()}
@@ -196,8 +185,6 @@ class RackTwin:
 
     def stage(self) -> tuple[str, str]:
         """(stage label, job id) at the current second — what a training job would hint."""
-        from agent.sim.params import STAGES
-
         flat = self._values_now()
         j = int(flat["job"])
         ids = self._physics.workload.job_ids()
