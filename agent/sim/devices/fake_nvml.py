@@ -32,8 +32,6 @@ DEFAULT_GPU = {  # an H100 SXM in a training step
     "power_w": 650.0, "util_pct": 97.0, "mem_util_pct": 41.0, "temp_c": 63.0, "sm_clock_mhz": 1755.0,
     "power_limit_w": 700.0,
 }
-
-
 CALL_LOG_LEN = 1000  # a few poll cycles of every call a test looks at, for up to 64 GPUs
 
 
@@ -46,10 +44,7 @@ class FakeNvml:
     """A set of fake NVML functions over live values, with injectable faults."""
 
     def __init__(
-        self,
-        values_fn: Callable[[], GpuValues] | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
+        self, values_fn: Callable[[], GpuValues] | None = None, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.values_fn = values_fn or (lambda: {0: DEFAULT_GPU, 1: DEFAULT_GPU})
         self.clock = clock
@@ -71,16 +66,13 @@ class FakeNvml:
         self._advance(gpu)
         self._energy_offset_mj[gpu] = self._energy_offset_mj.get(gpu, 0.0) + self._counter_mj(gpu)
 
-    def functions(self) -> dict[str, Callable[..., Any]]:
-        """Every fake, under its ``pynvml`` name (the methods named ``nvml…`` below)."""
-        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("nvml")}
-
     @contextmanager
     def installed(self) -> Iterator[FakeNvml]:
-        """Patch ``pynvml`` while the block runs (pytest's monkeypatch works the same way)."""
+        """Patch every ``pynvml`` function faked below (the ``nvml…`` methods) while the block runs."""
         with ExitStack() as stack:
-            for name, fake in self.functions().items():
-                stack.enter_context(mock.patch.object(pynvml, name, fake))
+            for name in dir(type(self)):
+                if name.startswith("nvml"):
+                    stack.enter_context(mock.patch.object(pynvml, name, getattr(self, name)))
             yield self
 
     # -- helpers -------------------------------------------------------------------------------
@@ -166,10 +158,8 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> SimpleNamespace:
         self._enter("nvmlDeviceGetUtilizationRates", handle.index)
-        return SimpleNamespace(
-            gpu=round(self._value(handle.index, "util_pct")),
-            memory=round(self._value(handle.index, "mem_util_pct")),
-        )
+        gpu, memory = self._value(handle.index, "util_pct"), self._value(handle.index, "mem_util_pct")
+        return SimpleNamespace(gpu=round(gpu), memory=round(memory))
 
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperature", handle.index)

@@ -111,13 +111,8 @@ def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -
     cells = _system("PX3-5493U-K2 rackwatt-sim", RARITAN)
     inlet_cfg, inlet_val = (*RARITAN, 3, 3, 4, 1), (*RARITAN, 5, 2, 3, 1)
     # sensor type → (signal, decimal digits, multiplier to the sensor unit)
-    sensors = {
-        1: ("current_a", 3, 1.0),
-        4: ("voltage_v", 0, 1.0),
-        5: ("power_w", 0, 1.0),
-        7: ("pf", 2, 1.0),
-        8: ("energy_kwh", 0, 1000.0),
-    }
+    sensors = {1: ("current_a", 3, 1.0), 4: ("voltage_v", 0, 1.0), 5: ("power_w", 0, 1.0), 7: ("pf", 2, 1.0),
+               8: ("energy_kwh", 0, 1000.0)}
     for pdu in range(1, units + 1):
         cells[(*RARITAN, 3, 2, 2, 1, 2, pdu)] = (2, 1)  # inletCount
         cells[(*RARITAN, 3, 2, 2, 1, 4, pdu)] = (2, outlets)  # outletCount
@@ -137,8 +132,7 @@ def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -
 
 
 ENCODERS: dict[str, Callable[[Mapping[str, float | None], int, int], dict[Oid, Cell]]] = {
-    "apc_rpdu2": _apc,
-    "raritan_pdu2": _raritan,
+    "apc_rpdu2": _apc, "raritan_pdu2": _raritan
 }
 
 
@@ -275,13 +269,8 @@ def demo_values(base_w: float = 1200.0, swing_w: float = 300.0, period_s: float 
         power = base_w + swing_w * math.sin(2 * math.pi * now / period_s)
         state["kwh"] += power * (now - state["t"]) / J_PER_KWH
         state["t"] = now
-        return {
-            "power_w": power,
-            "energy_kwh": state["kwh"],
-            "voltage_v": 230.0,
-            "current_a": power / (230.0 * 0.95),
-            "pf": 0.95,
-        }
+        return {"power_w": power, "energy_kwh": state["kwh"], "voltage_v": 230.0,
+                "current_a": power / (230.0 * 0.95), "pf": 0.95}
 
     return values
 
