@@ -1,15 +1,11 @@
 """Streaming trace CSV writer (``docs/spec/trace-format.md``), used by ``rackwatt sim`` and ``record``.
 
-It writes the ``# key=value`` metadata lines, one header row, then each ``TraceChunk`` as it
-comes, so nothing needs the whole trace in memory. NaN (and ±inf) cells are written empty
-("not sampled"), never as zero. Numbers are rounded to a per-column resolution and written
-compactly (``64.2`` not ``64.20000001``, ``700`` not ``700.0``).
-
-Speed matters (a 3-day 16-GPU trace is ~30 M cells): each chunk is rounded with numpy, then
-formatted as a whole: every column becomes a fixed-width byte matrix (digits computed with
-integer arithmetic, leading/trailing zeros and empty cells as pad bytes), the matrices are
-stacked with commas and newlines, and the pad bytes are dropped in one pass. A column holding a
-value with more than 15 significant digits is written with Python's shortest exact ``repr``.
+NaN (and ±inf) cells are written empty ("not sampled"), never as zero; numbers are rounded to a
+per-column resolution and written compactly (``64.2``, ``700``). Speed matters (a 3-day 16-GPU
+trace is ~30 M cells): every column of a chunk becomes a fixed-width byte matrix (integer digit
+arithmetic, pad bytes for leading/trailing zeros and empty cells), the matrices are stacked with
+commas and newlines and the pad bytes dropped in one pass. Beyond 15 significant digits a column
+is written with Python's shortest exact ``repr``.
 """
 
 from __future__ import annotations
@@ -78,12 +74,8 @@ class TraceWriter:
     """
 
     def __init__(
-        self,
-        path: str | Path,
-        meta: TraceMeta,
-        columns: Iterable[str],
-        decimals: Mapping[str, int] | None = None,
-        flush_interval_s: float | None = 5.0,
+        self, path: str | Path, meta: TraceMeta, columns: Iterable[str],
+        decimals: Mapping[str, int] | None = None, flush_interval_s: float | None = 5.0,
     ) -> None:
         self.path = Path(path)
         self.flush_interval_s = flush_interval_s  # live recording: at most this much is lost on a crash
@@ -188,13 +180,9 @@ def _check_text(values: np.ndarray, name: str, path: Path, n: int) -> None:
 
 def _column_block(values: np.ndarray, places: int) -> np.ndarray:
     block = _number_block(values, places)
-    return _repr_block(values) if block is None else block
-
-
-def _repr_block(values: np.ndarray) -> np.ndarray:
-    """Values beyond 15 significant digits: Python's shortest exact repr (``1e+16``), NaN empty."""
-    cells = ["" if math.isnan(v) else repr(v).removesuffix(".0") for v in values.tolist()]
-    return _strings_block(cells)
+    if block is None:  # beyond 15 significant digits: Python's shortest exact repr (``1e+16``), NaN empty
+        return _strings_block(["" if math.isnan(v) else repr(v).removesuffix(".0") for v in values.tolist()])
+    return block
 
 
 def _strings_block(cells: list[str]) -> np.ndarray:
