@@ -21,23 +21,14 @@ from agent.node.config import check_roles
 DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
 
 
-def default_dropin_dir(path: Path) -> Path:
-    """``conf.d`` next to the main file: /etc/rackwatt/conf.d for the packaged /etc/rackwatt/agent.toml,
-    which is what the systemd unit merges, so every command reads the same files the service does."""
-    return path.parent / "conf.d"
-
-
 def load_config(path: Path | str, dropin_dir: Path | str | None = None, *, dropins: bool = True) -> Config:
     """Read ``path`` and the ``*.toml`` files of its drop-in directory (name order), validate, and build.
-
-    ``dropin_dir`` None means ``default_dropin_dir(path)``, merged when it exists; a directory given
-    explicitly must exist. ``dropins=False`` reads the main file alone.
-    """
+    ``dropin_dir`` None: ``conf.d`` next to the file, when it exists; one given explicitly must exist."""
     path = Path(path)
     files = [path]
     issues: list[ConfigIssue] = []
     if dropins:
-        directory = default_dropin_dir(path) if dropin_dir is None else Path(dropin_dir)
+        directory = path.parent / "conf.d" if dropin_dir is None else Path(dropin_dir)  # as the systemd unit
         if dropin_dir is not None or _is_dir(directory):
             extra, problem = dropin_files(directory)
             files += extra
