@@ -9,7 +9,6 @@ every range and where it comes from. Development seeds are 0–999; benches repo
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 
@@ -122,8 +121,7 @@ def random_rack(
     gpu = GpuParams(
         tdp_w=tdp,
         idle_w=tdp * _u(rng, 0.07, 0.14),  # H100 65/700 W, A100 55/400 W, B200 ~140/1000 W
-        unit_spread=_u(rng, 0.01, 0.05),
-        noise_frac=_u(rng, 0.01, 0.04),
+        unit_spread=_u(rng, 0.01, 0.05), noise_frac=_u(rng, 0.01, 0.04),
         r_th_k_per_w=_u(rng, 40.0, 60.0) / tdp,  # die 40–60 K over inlet at TDP
         clock_throttle_knee_w=0.85 * tdp,
     )
@@ -135,43 +133,28 @@ def random_rack(
         gpus_per_node=per_node,
         base_w=per_node * _u(rng, 60.0, 180.0),
         fan_max_w=per_node * _u(rng, 80.0, 250.0),
-        fan_base_frac=_u(rng, 0.2, 0.35),
-        fan_load_gain=_u(rng, 0.35, 0.7),
-        fan_inlet_gain_per_k=_u(rng, 0.02, 0.06),
-        fan_inlet_ref_c=_u(rng, 23.0, 27.0),
+        fan_base_frac=_u(rng, 0.2, 0.35), fan_load_gain=_u(rng, 0.35, 0.7),
+        fan_inlet_gain_per_k=_u(rng, 0.02, 0.06), fan_inlet_ref_c=_u(rng, 23.0, 27.0),
         fan_tau_s=_u(rng, 5.0, 40.0),
-        psu_count=psu_count,
-        psu_rating_w=node_peak_w / (psu_count * load_at_peak),
-        psu_curve=(
-            (0.1, peak_eff - _u(rng, 0.03, 0.08)),
-            (0.5, peak_eff),
-            (1.0, peak_eff - _u(rng, 0.02, 0.05)),
-        ),
+        psu_count=psu_count, psu_rating_w=node_peak_w / (psu_count * load_at_peak),
+        psu_curve=((0.1, peak_eff - _u(rng, 0.03, 0.08)), (0.5, peak_eff),
+                   (1.0, peak_eff - _u(rng, 0.02, 0.05))),
         feed_imbalance=_u(rng, 0.0, 0.05),
     )
     wrap = float(rng.choice([0.0, 0.0, 0.0, 10000.0, 100000.0]))
-    pdu = PduParams(
-        voltage_v=float(rng.choice([208.0, 230.0, 240.0])),
-        energy_wrap_kwh=wrap,
-        energy_start_kwh=(wrap - 40.0, wrap - 1.0) if wrap else (20000.0, 45000.0),
-    )
+    pdu = PduParams(voltage_v=float(rng.choice([208.0, 230.0, 240.0])), energy_wrap_kwh=wrap,
+                    energy_start_kwh=(wrap - 40.0, wrap - 1.0) if wrap else (20000.0, 45000.0))
     share = _u(rng, 0.1, 1.0)
     rack_heat_w = nodes * node_peak_w * 0.6
     cooling = CoolingParams(
         share=share,
         capacity_w=max(30000.0, _u(rng, 1.3, 2.0) * rack_heat_w / share),
-        tau_s=_u(rng, 60.0, 900.0),
-        dead_s=int(rng.integers(0, 241)),
-        setpoint_c=_u(rng, 18.0, 25.0),
-        carnot_fraction=_u(rng, 0.2, 0.45),
-        part_load_best=_u(rng, 0.6, 0.9),
-        part_load_penalty=_u(rng, 0.2, 0.6),
-        other_racks_w=rack_heat_w * _u(rng, 0.5, 1.2) * (1.0 / share - 1.0),
-        other_swing=_u(rng, 0.0, 0.3),
-        outdoor_mean_c=_u(rng, 0.0, 30.0),
-        outdoor_daily_amp_c=_u(rng, 1.0, 10.0),
-        outdoor_sensor=bool(rng.random() < 0.5),
-        noise_w=_u(rng, 50.0, 400.0),
+        tau_s=_u(rng, 60.0, 900.0), dead_s=int(rng.integers(0, 241)),
+        setpoint_c=_u(rng, 18.0, 25.0), carnot_fraction=_u(rng, 0.2, 0.45),
+        part_load_best=_u(rng, 0.6, 0.9), part_load_penalty=_u(rng, 0.2, 0.6),
+        other_racks_w=rack_heat_w * _u(rng, 0.5, 1.2) * (1.0 / share - 1.0), other_swing=_u(rng, 0.0, 0.3),
+        outdoor_mean_c=_u(rng, 0.0, 30.0), outdoor_daily_amp_c=_u(rng, 1.0, 10.0),
+        outdoor_sensor=bool(rng.random() < 0.5), noise_w=_u(rng, 50.0, 400.0),
     )
     inlet = InletParams(
         offsets_k=(("top", _u(rng, 0.5, 4.0)), ("mid", _u(rng, 0.2, 2.0)), ("bottom", _u(rng, 0.0, 1.0))),
@@ -180,22 +163,14 @@ def random_rack(
     omit = tuple(s for s in OPTIONAL_SIGNALS if rng.random() < _MISSING_PROB)
     coarse = rng.random() < 0.3  # a BMS gateway: 100 W and 1 °C steps
     bms = (("crac.power_w", -2), ("crac.supply_temp_c", 0), ("crac.return_temp_c", 0))
+    pdu_s, crac_s, inlet_s = int(rng.integers(1, 31)), int(rng.integers(5, 61)), int(rng.integers(5, 61))
     sampling = SamplingParams(
-        pdu_interval_s=int(rng.integers(1, 31)),
-        pdu_b_offset_s=0,
-        crac_interval_s=int(rng.integers(5, 61)),
-        inlet_interval_s=int(rng.integers(5, 61)),
-        miss_prob=_u(rng, 0.0, 0.03),
-        glitch_prob=_u(rng, 0.0, 1e-4),
-        outage_per_h=_u(rng, 0.0, 0.1),
-        omit=omit,
-        resolution=bms if coarse else (),
-    )
-    sampling = replace(
-        sampling,
-        pdu_b_offset_s=int(rng.integers(0, sampling.pdu_interval_s)),
-        crac_offset_s=int(rng.integers(0, sampling.crac_interval_s)),
-        inlet_offset_s=int(rng.integers(0, sampling.inlet_interval_s)),
+        pdu_interval_s=pdu_s, crac_interval_s=crac_s, inlet_interval_s=inlet_s,
+        miss_prob=_u(rng, 0.0, 0.03), glitch_prob=_u(rng, 0.0, 1e-4), outage_per_h=_u(rng, 0.0, 0.1),
+        omit=omit, resolution=bms if coarse else (),
+        # each device's phase within its interval (drawn after the rates)
+        pdu_b_offset_s=int(rng.integers(0, pdu_s)), crac_offset_s=int(rng.integers(0, crac_s)),
+        inlet_offset_s=int(rng.integers(0, inlet_s)),
     )
     return RackParams(
         gpus=nodes * per_node, gpu=gpu, node=node, pdu=pdu, cooling=cooling, inlet=inlet, sampling=sampling
@@ -239,14 +214,10 @@ def random_job_kinds(rng: np.random.Generator, gpu: GpuParams) -> tuple[JobProfi
             JobProfile(
                 name=f"r_{name}",
                 power_frac=(idle, load, fb, gs, writer, fb if name == "inference" else ev),
-                util_pct=(
-                    0.0, _u(rng, 0.0, 3.0), _u(rng, 90.0, 100.0), _u(rng, 60.0, 100.0), _u(rng, 1.0, 5.0),
-                    _u(rng, 70.0, 98.0),
-                ),
-                mem_util_pct=(
-                    0.0, _u(rng, 0.0, 2.0), mem, mem * _u(rng, 0.3, 0.7), _u(rng, 5.0, 25.0),
-                    mem * _u(rng, 0.6, 0.9),
-                ),
+                util_pct=(0.0, _u(rng, 0.0, 3.0), _u(rng, 90.0, 100.0), _u(rng, 60.0, 100.0),
+                          _u(rng, 1.0, 5.0), _u(rng, 70.0, 98.0)),
+                mem_util_pct=(0.0, _u(rng, 0.0, 2.0), mem, mem * _u(rng, 0.3, 0.7), _u(rng, 5.0, 25.0),
+                              mem * _u(rng, 0.6, 0.9)),
                 node_extra_w=tuple(gpu.tdp_w * x for x in extra),
                 fb_s=(1.0, 2.0) if frequent else (a, a + _u(rng, 0.5, 3.0)),
                 grad_sync_s=(1.0, 1.0) if frequent else (g, g + _u(rng, 0.0, 1.5)),
