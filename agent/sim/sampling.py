@@ -41,7 +41,7 @@ def omitted(name: str, omit: tuple[str, ...]) -> bool:
     return name in omit or parts[0] in omit or f"{parts[0]}.{parts[-1]}" in omit
 
 
-def _device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
+def device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
     """(column, key of the clean values, index on its device axis or None) in header order."""
     for i in range(rack.gpus):
         yield from ((f"gpu.{i}.{f}", f"gpu_{f}", i) for f in GPU_FIELDS)
@@ -51,12 +51,6 @@ def _device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
     yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac)
     for j, pos in enumerate(INLET_POSITIONS):
         yield f"inlet.{pos}.temp_c", "inlet_c", j
-
-
-def trace_columns(rack: RackParams) -> list[str]:
-    """The header of a twin trace, in order."""
-    cols = ["ts", "stage", "job", "work_rate", *(name for name, _, _ in _device_columns(rack))]
-    return [c for c in cols if not omitted(c, rack.sampling.omit)]
 
 
 def places_of(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> int:
@@ -69,20 +63,10 @@ def places_of(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> int:
     return RESOLUTION[parts[0]][parts[-1]]
 
 
-def column_decimals(columns: list[str], overrides: tuple[tuple[str, int], ...] = ()) -> dict[str, int]:
-    """Per-column resolution for the trace writer (matches what ``to_chunk`` rounds to)."""
-    out: dict[str, int] = {"work_rate": 1}
-    for name in columns:
-        parts = name.split(".")
-        if len(parts) == 3 and parts[0] in RESOLUTION and parts[2] in RESOLUTION[parts[0]]:
-            out[name] = places_of(name, overrides)
-    return out
-
-
 def device_clean_values(clean: dict[str, np.ndarray], rack: RackParams) -> dict[str, np.ndarray]:
     """Canonical column name → clean per-second values (no sampling, no rounding)."""
     cols: dict[str, np.ndarray] = {"work_rate": clean["work_rate"]}
-    for name, key, index in _device_columns(rack):
+    for name, key, index in device_columns(rack):
         cols[name] = clean[key] if index is None else clean[key][:, index]
     return cols
 

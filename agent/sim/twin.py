@@ -10,7 +10,7 @@ import numpy as np
 
 from agent.sim.params import STAGES
 from agent.sim.physics import CHUNK_S, RackPhysics
-from agent.sim.sampling import DRIVER_GAP_S, Sampler, column_decimals, device_clean_values, trace_columns
+from agent.sim.sampling import DRIVER_GAP_S, Sampler, device_clean_values, device_columns, omitted, places_of
 from agent.sim.scenarios import Scenario
 from agent.sim.stages import stage_runs
 from agent.trace.model import TraceChunk, TraceMeta
@@ -23,12 +23,14 @@ def trace_meta(scenario: Scenario) -> TraceMeta:
 
 def columns(scenario: Scenario) -> list[str]:
     """The trace header, in order."""
-    return trace_columns(scenario.rack)
+    cols = ["ts", "stage", "job", "work_rate", *(name for name, _, _ in device_columns(scenario.rack))]
+    return [c for c in cols if not omitted(c, scenario.rack.sampling.omit)]
 
 
 def decimals(scenario: Scenario) -> dict[str, int]:
-    """Per-column resolution to hand to ``TraceWriter``."""
-    return column_decimals(columns(scenario), scenario.rack.sampling.resolution)
+    """Per-column resolution to hand to ``TraceWriter``: what the sampler rounds each device column to."""
+    overrides = scenario.rack.sampling.resolution
+    return {"work_rate": 1} | {name: places_of(name, overrides) for name in columns(scenario) if "." in name}
 
 
 def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]:
