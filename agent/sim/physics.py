@@ -113,12 +113,8 @@ class RackPhysics:
             self.rank0_gpu[int(np.flatnonzero(self.k.node_of_gpu == min(g.nodes))[0])] = True
         self.env = cool.Environment(self.rp.cooling, self.k.phases, scenario.environment_swing)
         self.psu = psu_loss_coefficients(self.rp.node.psu_curve)
-        self._tables()
         # nominal work_rate per rack-wide job index, with a NaN slot for index -1 (no job)
         self._job_nominal = np.array([j["work_rate_nominal"] for j in self.workload.jobs] + [math.nan])
-        self.state = self._initial_state()
-
-    def _tables(self) -> None:
         gp = self.rp.gpu
         table = profile_table(self.scenario.plan)  # (profiles × stages) tables, indexed by code
         self.power_level = np.array([p.power_frac for p in table], dtype=np.float64) * gp.tdp_w
@@ -130,15 +126,13 @@ class RackPhysics:
         self.rank0_writes = np.array([p.checkpoint_writers == "rank0" for p in table])
         self.spin_w = np.array([p.spin_power_frac * gp.tdp_w for p in table])
         self.spin_util = np.array([p.spin_util_pct for p in table])
-
-    def _initial_state(self) -> PhysicsState:
-        g, nodes = self.rp.gpus, self.rp.nodes
-        idle_dc = self.k.node_gpu_count * self.rp.gpu.idle_w + self.rp.node.base_w
+        # start from an idle rack in equilibrium
+        idle_dc = self.k.node_gpu_count * gp.idle_w + self.rp.node.base_w
         rack_w = float(idle_dc.sum()) / 0.9
-        heat = rack_w + float(self.env.other_racks_w(np.array([self.scenario.start_ts]))[0])
-        return PhysicsState(
-            gpu_heat_w=np.full(g, self.rp.gpu.idle_w),
-            fan_frac=np.full(nodes, self.rp.node.fan_base_frac),
+        heat = rack_w + float(self.env.other_racks_w(np.array([scenario.start_ts]))[0])
+        self.state = PhysicsState(
+            gpu_heat_w=np.full(self.rp.gpus, gp.idle_w),
+            fan_frac=np.full(self.rp.nodes, self.rp.node.fan_base_frac),
             cooling=cool.CoolingState(heat, np.full(int(self.rp.cooling.dead_s), heat)),
             gpu_energy_j=self.k.gpu_energy0_j.copy(),
             pdu_energy_kwh=self.k.pdu_energy0_kwh.copy(),

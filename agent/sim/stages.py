@@ -80,9 +80,6 @@ class Timeline:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
 
-    def job_ids(self) -> list[str]:
-        return [str(j["id"]) for j in self.jobs]
-
 
 class _Builder:
     def __init__(self, plan: WorkloadPlan, total_s: int, rng: np.random.Generator) -> None:

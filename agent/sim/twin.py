@@ -102,7 +102,7 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         "jobs": jobs,
         "device_outages": outages,
         "stage_segments_columns": ["start_ts", "end_ts", "stage", "job"],
-        "stage_segments": stage_runs(tl.stage, tl.job, tl.job_ids(), t0),
+        "stage_segments": stage_runs(tl.stage, tl.job, physics.workload.job_ids(), t0),
     }
 
 

@@ -1,17 +1,10 @@
 """Fake GPUs at the ``pynvml`` function boundary, for the demo and for tests on machines without GPUs.
 
-``FakeNvml(values_fn)`` replaces the ``pynvml`` functions the driver calls with fakes serving
-``values_fn()`` → ``{gpu_index: {"power_w": …, "util_pct": …, "mem_util_pct": …, "temp_c": …,
-"sm_clock_mhz": …, "power_limit_w": …}}`` (the twin's GPU values). The total-energy counter (mJ)
-integrates ``power_w`` over ``clock()`` unless the values carry ``energy_j`` themselves.
-
-Error injection, as real NVML reports it (``pynvml.NVMLError(code)`` subclasses):
-``init_error`` (12 library not found, 9 driver not loaded), ``lost`` (GPU indices that raise 15),
-``unsupported`` (function names, or "POWER_INSTANT", that raise/return 3), ``failures``
-(``(gpu or None, function name) → code``), ``reset_counter(gpu)`` (driver reload).
-
-    with FakeNvml(lambda: {0: {"power_w": 650.0}}).installed():
-        ...  # code calling pynvml.nvmlInit() etc. sees the fakes
+``FakeNvml(values_fn).installed()`` serves ``values_fn()`` → ``{gpu_index: {"power_w": …, …}}`` (the
+twin's GPU values); the energy counter (mJ) integrates ``power_w`` unless the values carry
+``energy_j``. Errors as real NVML reports them: ``init_error`` (12 library not found, 9 driver not
+loaded), ``lost`` (GPUs raising 15), ``unsupported`` (function names, or "POWER_INSTANT": 3),
+``failures`` (``(gpu or None, function name) → code``), ``reset_counter(gpu)`` (driver reload).
 """
 
 from __future__ import annotations

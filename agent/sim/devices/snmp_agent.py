@@ -1,13 +1,9 @@
-"""A live SNMP rack PDU on loopback, for the demo, the footprint bench and end-to-end tests.
+"""A live SNMP rack PDU on loopback (GET, GETNEXT, GETBULK; no SET), for the demo, benches and tests.
 
-A pysnmp command responder (GET, GETNEXT, GETBULK; no SET) on 127.0.0.1 that answers with one
-vendor's OIDs, encoded the way that vendor's firmware does (units, scaling, table layout), from
-``values_fn()`` → ``{"power_w": …, "energy_kwh": …, "voltage_v": …, "current_a": …, "pf": …}``.
-The encoders below are written from the vendor MIBs, independently of the driver's profiles, so
-the real driver decodes them through the real profile. ``render(vendor, values)`` also produces
-``.snmprec`` text for snmpsim. v2c community and, optionally, one SNMPv3 user (authPriv SHA/AES).
-
-Run standalone: ``python -m agent.sim.devices.snmp_agent --vendor apc_rpdu2 --port 16161``.
+It serves ``values_fn()`` (power_w, energy_kwh, voltage_v, current_a, pf) as one vendor's firmware
+encodes them; the encoders are written from the vendor MIBs, independently of the driver's
+profiles. v2c and, optionally, one SNMPv3 user (authPriv SHA/AES). Standalone:
+``python -m agent.sim.devices.snmp_agent --vendor apc_rpdu2 --port 16161``.
 """
 
 from __future__ import annotations
