@@ -1,8 +1,5 @@
-"""Turn ``ReportData`` into one self-contained HTML page (uPlot and the data inlined).
-
-The page makes no network request: the charting library (uPlot, MIT, vendored in ``vendor/``),
-its CSS, the data and the script are all inside the file.
-"""
+"""Turn ``ReportData`` into one self-contained HTML page that makes no network request: uPlot (MIT,
+vendored in ``vendor/``), its CSS, the data and the script are all inlined."""
 
 from __future__ import annotations
 

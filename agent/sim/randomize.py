@@ -67,12 +67,10 @@ def random_multijob_scenario(
     seed: int, days: float = 0.5, hints: bool = True, *, nodes: int | None = None,
     per_node: int | None = None, jobs: int | None = None, drain: bool | None = None,
 ) -> Scenario:
-    """A randomised rack whose node groups run their own jobs side by side (``multijob``).
+    """A randomised rack whose node groups run their own jobs side by side (``multijob``, no faults).
 
-    ``nodes``, ``per_node``, ``jobs`` (node groups) and ``drain`` (one node powered down for 1–6 h
-    while its group goes on with the rest) fix the layout; left out, the seed draws them. Groups
-    are contiguous and as even as the node count allows (8 nodes, 2 jobs: 4 + 4), the way a
-    scheduler packs jobs onto neighbouring nodes. No faults: the family is about the layout.
+    ``nodes``, ``per_node``, ``jobs`` (groups) and ``drain`` (one node down for 1–6 h) fix the layout,
+    else the seed draws it; groups are contiguous and even (8 nodes, 2 jobs: 4 + 4), as a scheduler packs.
     """
     if not 0 < days <= 400:
         raise ValueError(f"days must be in (0, 400], got {days}")

@@ -147,13 +147,8 @@ class RackTwin:
         return {name: float(col[i]) for name, col in self._hour.items()}
 
     def device_values(self) -> dict[str, dict[str, float]]:
-        """Device → {field: value} at the current second.
-
-        Keys: ``gpu.<i>`` (power_w, energy_j, util_pct, mem_util_pct, temp_c, sm_clock_mhz),
-        ``pdu.<id>`` (power_w, energy_kwh, voltage_v, current_a, pf), ``crac.<id>`` (power_w,
-        supply_temp_c, return_temp_c, setpoint_c, fan_pct, cooling_w), ``inlet`` (top/mid/bottom
-        temp_c as ``<pos>.temp_c``) and ``job`` (stage, job, work_rate; NaN work_rate = no job).
-        """
+        """Device (``gpu.<i>``, ``pdu.<id>``, ``crac.<id>``, ``inlet``: ``<pos>.temp_c``, ``job``: work_rate,
+        stage_code, job_index; NaN work_rate = no job) → {field: value} at the current second."""
         flat = self._values_now()
         out: dict[str, dict[str, float]] = {}
         for name, value in flat.items():

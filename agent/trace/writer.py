@@ -66,12 +66,8 @@ def meta_lines(meta: TraceMeta) -> list[str]:
 
 
 class TraceWriter:
-    """Write a trace CSV chunk by chunk.
-
-    ``columns`` is the full header in order and must start with ``ts``; ``stage`` and ``job`` are
-    taken from the chunk's text arrays, every other column from ``chunk.numeric`` (a column the
-    chunk lacks is written empty). Use as a context manager or call ``close()``.
-    """
+    """Write a trace CSV chunk by chunk: ``columns`` is the header, starting with ``ts``; a numeric column
+    the chunk lacks is written empty. Use as a context manager or call ``close()``."""
 
     def __init__(
         self, path: str | Path, meta: TraceMeta, columns: Iterable[str],
@@ -192,12 +188,9 @@ def _strings_block(cells: list[str]) -> np.ndarray:
 
 
 def _number_block(values: np.ndarray, places: int) -> np.ndarray | None:
-    """Rounded values as an (n, width) byte matrix: sign, integer digits, point, fraction digits.
-
-    Leading zeros, trailing fraction zeros, a point with no fraction after it, and every byte of
-    a NaN cell are pad bytes, so ``700.0`` → ``700``, ``64.20`` → ``64.2``, NaN → empty. Returns
-    None when a value has more than 15 significant digits at this resolution.
-    """
+    """Rounded values as an (n, width) byte matrix (sign, digits, point, fraction) whose leading zeros,
+    trailing fraction zeros, bare point and NaN cells are pad bytes (``700.0`` → ``700``, NaN → empty);
+    None when a value has more than 15 significant digits at this resolution."""
     d = max(places, 0)
     finite = np.isfinite(values)
     magnitude = np.rint(np.abs(np.where(finite, values, 0.0)) * 10.0**d)

@@ -56,10 +56,8 @@ def _share(values: Mapping[str, float | None], units: int) -> dict[str, float | 
 
 
 def _apc(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
-    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a.
-
-    ``units`` > 1 is a Network Port Sharing chain: one device row and one phase row per unit.
-    """
+    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a;
+    ``units`` > 1: a Network Port Sharing chain, one device and one phase row per unit."""
     each = _share(values, units)
 
     def enc(name: str, per_unit: float) -> int:
@@ -99,10 +97,8 @@ def _apc(values: Mapping[str, float | None], outlets: int, units: int = 1) -> di
 
 
 def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
-    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table.
-
-    ``units`` > 1 is a cascade: inlet sensors of pduId 1…units.
-    """
+    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table;
+    ``units`` > 1: a cascade, inlet sensors of pduId 1…units."""
     each = _share(values, units)
     cells = _system("PX3-5493U-K2 rackwatt-sim", RARITAN)
     inlet_cfg, inlet_val = (*RARITAN, 3, 3, 4, 1), (*RARITAN, 5, 2, 3, 1)
