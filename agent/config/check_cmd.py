@@ -1,9 +1,7 @@
 """``rackwatt check-config FILE [--conf-d DIR | --no-conf-d]``: print ``OK`` or every error; exit 0 or 2.
 
-Made for config management, e.g. Ansible ``template: ... validate: rackwatt check-config %s``.
-Reads the same files the systemd unit does: FILE plus the drop-ins of ``conf.d`` next to it.
-Warnings (a secret file the wrong people can read) are printed but do not fail the check.
-Exit 2, like every command whose configuration cannot be used (``run``, ``poll``, ``record``).
+Made for config management (Ansible ``validate: rackwatt check-config %s``); reads FILE plus the
+drop-ins of ``conf.d`` next to it, as the systemd unit does. Warnings do not fail the check.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Value rules shared by every section's rules (the driver rooms' and ``agent.config.rules``):
-ranges, choices, patterns, file checks, profile names. Messages read as the end of
-``<key path>: ...``.
-
-What it is not: the rules of any one section (those live with the section's owner: the driver
-rooms for devices, ``agent.config.rules`` for the agent's own sections).
+"""Value rules shared by every section's rules (the driver rooms' and ``agent.config.rules``): ranges,
+choices, patterns, file checks, profile names. Messages read as the end of ``<key path>: ...``.
 """
 
 from __future__ import annotations
@@ -92,11 +88,8 @@ def check_file(ctx: Context, path: KeyPath, value: Any) -> None:
 
 
 def profile_names(family: str, suffix: str) -> list[str] | None:
-    """Names of the profiles a driver ships (file stems in ``drivers/<family>/profiles``).
-
-    Read from the files, not by importing the driver (which pulls in pysnmp/pymodbus); None when
-    the driver is not installed, in which case only the name's form is checked.
-    """
+    """Names of the profiles a driver ships (file stems in ``drivers/<family>/profiles``; importing the
+    driver would pull in pysnmp/pymodbus); None when it is not installed (only the form is checked)."""
     spec = importlib.util.find_spec("drivers")
     if spec is None or not spec.submodule_search_locations:
         return None

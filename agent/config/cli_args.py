@@ -1,9 +1,6 @@
-"""The ``--config FILE`` / ``--conf-d DIR`` / ``--no-conf-d`` options every command that reads the
-agent's configuration takes, defined once so their defaults and help never drift apart.
-
-By default the drop-ins of ``conf.d`` next to the file are merged, as the systemd unit does
-(``agent.config.loader.default_dropin_dir``): ``rackwatt poll --config /etc/rackwatt/agent.toml``
-sees the same rack as the service.
+"""The ``--config FILE`` / ``--conf-d DIR`` / ``--no-conf-d`` options of every command that reads the
+agent's configuration, defined once. By default the drop-ins of ``conf.d`` next to the file are
+merged, as the systemd unit does, so every command sees the same rack as the service.
 """
 
 from __future__ import annotations
@@ -16,17 +13,13 @@ from agent.config.errors import ConfigError
 from agent.config.loader import DEFAULT_CONFIG_PATH, load_config
 from agent.config.model import Config
 
-CONF_D_HELP = (
-    "merge the *.toml drop-ins of DIR, in name order (default: conf.d next to the file, if it exists)"
-)
-NO_CONF_D_HELP = "read the file alone, without drop-ins"
-
 
 def add_dropin_arguments(parser: argparse.ArgumentParser) -> None:
     """``--conf-d DIR`` and ``--no-conf-d``; ``load_from_args`` applies them."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help=CONF_D_HELP)
-    group.add_argument("--no-conf-d", action="store_true", help=NO_CONF_D_HELP)
+    group.add_argument("--conf-d", type=Path, default=None, metavar="DIR", help=(
+        "merge the *.toml drop-ins of DIR, in name order (default: conf.d next to the file, if it exists)"))
+    group.add_argument("--no-conf-d", action="store_true", help="read the file alone, without drop-ins")
 
 
 def load_from_args(path: Path, args: argparse.Namespace) -> Config:
@@ -36,8 +29,7 @@ def load_from_args(path: Path, args: argparse.Namespace) -> Config:
 
 def load_or_report(path: Path, args: argparse.Namespace, say: Callable[[str], None]) -> Config | None:
     """The configuration, or None after ``say`` was given every problem (one line each); warnings
-    are said too. What every command that runs on a configuration does (``check-config`` also
-    lists the warnings of a file that fails)."""
+    are said too."""
     try:
         config = load_from_args(path, args)
     except ConfigError as exc:
@@ -52,18 +44,9 @@ def load_or_report(path: Path, args: argparse.Namespace, say: Callable[[str], No
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
     """``--config`` (default /etc/rackwatt/agent.toml unless ``required``), ``--conf-d``, ``--no-conf-d``."""
-    if required:
-        parser.add_argument(
-            "--config", type=Path, required=True, metavar="FILE", help="the agent's TOML configuration"
-        )
-    else:
-        parser.add_argument(
-            "--config",
-            type=Path,
-            default=DEFAULT_CONFIG_PATH,
-            metavar="FILE",
-            help=f"the agent's TOML configuration (default {DEFAULT_CONFIG_PATH})",
-        )
+    note = "" if required else f" (default {DEFAULT_CONFIG_PATH})"  # a required --config is always given
+    parser.add_argument("--config", type=Path, required=required, default=DEFAULT_CONFIG_PATH, metavar="FILE",
+                        help=f"the agent's TOML configuration{note}")
     add_dropin_arguments(parser)
 
 

@@ -1,8 +1,7 @@
 """Turn merged TOML tables into the frozen dataclasses of ``agent.config.model``, collecting problems.
 
-Types come from the dataclass annotations themselves, so a field added to ``model.py`` is
-accepted, type-checked and documented-tested without touching this module. Value rules
-(ranges, choices, patterns) are data in ``agent.config.rules``.
+Types come from the dataclass annotations, so a new field needs no change here; value rules are
+data (``Spec``) owned by each section.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from agent.config.paths import path_text_problem
 from agent.config.toml_lines import KeyPath
 
 Check = Callable[[Any], str | None]  # value → problem message, or None when fine
-_MISSING = object()
+MISSING = object()
 
 
 def format_path(path: KeyPath) -> str:
@@ -123,7 +122,7 @@ def _expected(hint: Any) -> str:
 
 
 def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec) -> Any:
-    """``value`` as type ``hint``, or ``_MISSING`` after recording why it cannot be."""
+    """``value`` as type ``hint``, or ``MISSING`` after recording why it cannot be."""
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
@@ -134,16 +133,16 @@ def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec
         item_hint = typing.get_args(hint)[0]
         if not isinstance(value, list):
             ctx.error(path, f"must be an array, got {described(value)}")
-            return _MISSING
+            return MISSING
         items = [convert_value(ctx, (*path, i), item, item_hint, spec) for i, item in enumerate(value)]
-        return _MISSING if any(item is _MISSING for item in items) else tuple(items)
+        return MISSING if any(item is MISSING for item in items) else tuple(items)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             ctx.error(path, f"must be a table {{...}}, got {described(value)}")
-            return _MISSING
+            return MISSING
         cls = typing.cast(type, hint)
         built = build(ctx, path, value, cls, spec.nested.get(cls, Spec()))
-        return _MISSING if built is None else built
+        return MISSING if built is None else built
     ok = {
         str: isinstance(value, str),
         bool: isinstance(value, bool),
@@ -153,30 +152,28 @@ def convert_value(ctx: Context, path: KeyPath, value: Any, hint: Any, spec: Spec
     }.get(hint, False)
     if not ok:
         ctx.error(path, f"must be {_expected(hint)}, got {described(value)}")
-        return _MISSING
+        return MISSING
     if hint is float:
         if not math.isfinite(value):
             ctx.error(path, f"must be a finite number, got {show(value)}")
-            return _MISSING
+            return MISSING
         return float(value)
     if hint is Path:
         if not value.strip():
             ctx.error(path, "must be a path, got an empty string")
-            return _MISSING
+            return MISSING
         resolved = ctx.base_dir(path) / value
         problem = path_text_problem(value) or path_text_problem(str(resolved))
         if problem:
             ctx.error(path, f"{problem}, got {show(value)}")
-            return _MISSING
+            return MISSING
         return resolved
     return value
 
 
-@functools.cache
-def _type_hints(cls: type) -> dict[str, Any]:
-    """The field types of a model class, evaluated once (``get_type_hints`` compiles every string
-    annotation on each call: most of the time of a configuration with many devices)."""
-    return typing.get_type_hints(cls)
+# get_type_hints compiles every string annotation on each call (most of the time of a configuration with
+# many devices): each model class's field types are evaluated once.
+_type_hints = functools.cache(typing.get_type_hints)
 
 
 def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: Spec) -> Any:
@@ -207,7 +204,7 @@ def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: S
             value = spec.converters[name](ctx, key_path, table[name])
         else:
             value = convert_value(ctx, key_path, table[name], hints[name], spec)
-        if value is _MISSING:
+        if value is MISSING:
             continue
         for check in spec.checks.get(name, []) if value is not None else []:
             problem = check(value)
@@ -222,5 +219,3 @@ def build(ctx: Context, path: KeyPath, table: dict[str, Any], cls: type, spec: S
         return None
     return cls(**kwargs)
 
-
-MISSING = _MISSING

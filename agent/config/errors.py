@@ -13,11 +13,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ConfigIssue:
-    """One problem (or warning) found in a configuration file.
-
-    ``key_path`` is ``""`` only for problems that concern a whole file (TOML syntax, unreadable file);
-    ``line`` is ``None`` when the position is unknown (e.g. a missing section).
-    """
+    """One problem (or warning): ``key_path`` ``""`` for a whole file (syntax, unreadable), ``line`` None
+    when the position is unknown (e.g. a missing section)."""
 
     file: Path | None
     line: int | None

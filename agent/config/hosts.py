@@ -1,11 +1,8 @@
 """The rule for ``host`` values (PDUs, cooling units, the MQTT broker): a name or an address, nothing else.
 
-Why strict: a host string that is not one (``10.0.3.700``, ``10.0.3.7:161``, ``${PDU_HOST}``,
-``http://broker``) used to pass the check and fail only at the first poll, as a resolver error
-deep in a driver's log. Each common slip gets a message that says what to write instead.
-Accepted: an IPv4 address in dotted-quad form, an IPv6 address (without brackets, optionally with
-a ``%zone``), or a DNS name (RFC 1123 labels; ``_`` is tolerated because internal DNS and
-/etc/hosts use it and the resolver accepts it).
+Why strict: ``10.0.3.700``, ``10.0.3.7:161``, ``${PDU_HOST}`` or ``http://broker`` would otherwise
+fail only at the first poll, deep in a driver's log; each common slip gets a message saying what to
+write instead. ``_`` is tolerated in DNS labels: internal DNS and /etc/hosts use it.
 """
 
 from __future__ import annotations

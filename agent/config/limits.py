@@ -1,10 +1,9 @@
 """Bounds on configuration input, checked before any parsing: size, number of drop-ins, nesting.
 
 Why before parsing: ``tomllib`` recurses once per nesting level (thousands of ``[[[[`` raise
-``RecursionError``) and a dotted table header with thousands of parts takes time and memory
-quadratic in its length (a 42 KB file with a 20 000-part header took 52 s and 3.9 GB). A linear
-scan over the raw text finds both in milliseconds, so an absurd file fails fast and small with
-a listed error. This module measures; it does not validate TOML (the parser does that next).
+``RecursionError``) and a dotted header with thousands of parts costs time and memory quadratic in
+its length (a 42 KB file with a 20 000-part header took 52 s and 3.9 GB); a linear scan finds both
+in milliseconds.
 """
 
 from __future__ import annotations
@@ -84,11 +83,8 @@ def _escaped(text: str, index: int, start: int) -> bool:
 
 
 def measure(text: str) -> Shape:
-    """One linear pass: skip strings and comments, track bracket depth and dotted-name length.
-
-    A "dotted name" is any run of bare words or strings joined by dots (``a.b."c"``); a float such
-    as ``1.5`` counts as two parts, which is harmless against a limit of 16.
-    """
+    """One linear pass: skip strings and comments, track bracket depth and dotted-name length (bare
+    words or strings joined by dots, ``a.b."c"``; a float such as ``1.5`` counts as two parts)."""
     depth = max_depth = depth_line = 0
     parts = max_parts = parts_line = 0
     after_dot = False
@@ -150,11 +146,8 @@ def shape_problem(text: str) -> tuple[int, str] | None:
 
 
 def read_bounded(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | str:
-    """The bytes of a regular file of at most ``limit`` bytes, or why not (a message).
-
-    Opened non-blocking so that a FIFO named as a configuration cannot hang the command, and read
-    with a bound so that ``/dev/zero`` or a runaway log cannot exhaust memory.
-    """
+    """The bytes of a regular file of at most ``limit`` bytes, or why not (a message). Non-blocking (a
+    FIFO cannot hang the command) and bounded (``/dev/zero`` cannot exhaust memory)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -16,28 +16,20 @@ from agent.config.limits import MAX_FILE_BYTES, MAX_TOTAL_BYTES
 from agent.config.merge import Document, dropin_files, merge_documents, read_document
 from agent.config.model import Config
 from agent.config.rules import SECTIONS, check_unique_ids
+from agent.config.toml_lines import KeyPath
 from agent.node.config import check_roles
 
 DEFAULT_CONFIG_PATH = Path("/etc/rackwatt/agent.toml")
 
 
-def default_dropin_dir(path: Path) -> Path:
-    """``conf.d`` next to the main file: /etc/rackwatt/conf.d for the packaged /etc/rackwatt/agent.toml,
-    which is what the systemd unit merges, so every command reads the same files the service does."""
-    return path.parent / "conf.d"
-
-
 def load_config(path: Path | str, dropin_dir: Path | str | None = None, *, dropins: bool = True) -> Config:
     """Read ``path`` and the ``*.toml`` files of its drop-in directory (name order), validate, and build.
-
-    ``dropin_dir`` None means ``default_dropin_dir(path)``, merged when it exists; a directory given
-    explicitly must exist. ``dropins=False`` reads the main file alone.
-    """
+    ``dropin_dir`` None: ``conf.d`` next to the file, when it exists; one given explicitly must exist."""
     path = Path(path)
     files = [path]
     issues: list[ConfigIssue] = []
     if dropins:
-        directory = default_dropin_dir(path) if dropin_dir is None else Path(dropin_dir)
+        directory = path.parent / "conf.d" if dropin_dir is None else Path(dropin_dir)  # as the systemd unit
         if dropin_dir is not None or _is_dir(directory):
             extra, problem = dropin_files(directory)
             files += extra
@@ -85,26 +77,24 @@ def _build_config(ctx: Context, path: Path) -> Config | None:
                 ctx.error((name,), 'required section is missing: [agent] with site = "..." and rack = "..."')
             continue
         value = data[name]
+        if is_array and not (isinstance(value, list) and all(isinstance(item, dict) for item in value)):
+            hint = f"[{name}] (write [[{name}]])" if isinstance(value, dict) else kind_of(value)
+            ctx.error((name,), f"must be an array of tables, got {hint}")
+            continue
+        if not is_array and not isinstance(value, dict):
+            hint = f"[[{name}]] (write [{name}])" if isinstance(value, list) else kind_of(value)
+            ctx.error((name,), f"must be a table, got {hint}")
+            continue
+        tables: dict[KeyPath, Any] = {(name,): value}
         if is_array:
-            if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-                hint = f"[{name}] (write [[{name}]])" if isinstance(value, dict) else kind_of(value)
-                ctx.error((name,), f"must be an array of tables, got {hint}")
-                continue
-            items = [build(ctx, (name, i), item, cls, spec) for i, item in enumerate(value)]
-            for i, item in enumerate(items):
-                if item is not None and cross_check:
-                    cross_check(ctx, (name, i), item)
+            tables = {(name, i): table for i, table in enumerate(value)}
+        built = {at: build(ctx, at, table, cls, spec) for at, table in tables.items()}
+        for at, item in built.items():
+            if item is not None and cross_check:
+                cross_check(ctx, at, item)
+        if is_array:
             check_unique_ids(ctx, name, value)
-            kwargs[field_name] = tuple(items)
-        else:
-            if not isinstance(value, dict):
-                hint = f"[[{name}]] (write [{name}])" if isinstance(value, list) else kind_of(value)
-                ctx.error((name,), f"must be a table, got {hint}")
-                continue
-            section = build(ctx, (name,), value, cls, spec)
-            if section is not None and cross_check:
-                cross_check(ctx, (name,), section)
-            kwargs[field_name] = section
+        kwargs[field_name] = tuple(built.values()) if is_array else built[(name,)]
     if not ctx.issues:
         check_roles(ctx, kwargs)  # [agent] role against the other sections
     if ctx.issues:

@@ -1,9 +1,7 @@
 """Read the main TOML file and its drop-ins, and merge them while remembering where each key came from.
 
-Merge rules (documented in docs/configuration.md): files apply in order (main file, then
-``conf.d/*.toml`` by name); tables merge key by key; items of ``[[pdu]]``, ``[[crac]]``,
-``[[dcgm]]`` and ``[[node]]`` append, or replace the earlier item that has the same ``id``; any
-other value replaces the earlier one.
+Rules (docs/configuration.md): files apply in order; tables merge key by key; items of the
+``ARRAY_SECTIONS`` append, or replace the earlier item with the same ``id``; any other value replaces.
 """
 
 from __future__ import annotations
@@ -52,10 +50,7 @@ class Merged:
 
 
 def read_document(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[Document | None, ConfigIssue | None]:
-    """Parse one file; a problem becomes a ``ConfigIssue`` naming the file (and line for syntax).
-
-    Size and nesting are bounded before the parser sees the text (``agent.config.limits``).
-    """
+    """Parse one file (size and nesting bounded first); a problem becomes a ``ConfigIssue`` naming it."""
     raw = read_bounded(path, limit)
     if isinstance(raw, str):
         return None, ConfigIssue(path, None, "", raw)

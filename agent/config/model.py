@@ -1,8 +1,7 @@
 """The configuration as frozen, typed objects: what every other module receives.
 
-This module only declares the agent's own shapes and defaults and assembles the device sections
-the driver rooms declare (``drivers/*/config.py``); ``agent.config.loader`` parses TOML into them and
-validates. Defaults here are the documented defaults of ``packaging/agent.toml``.
+The agent's own sections and defaults (those documented in ``packaging/agent.toml``), assembled
+with the device sections the driver rooms declare (``drivers/*/config.py``).
 """
 
 from __future__ import annotations

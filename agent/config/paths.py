@@ -1,9 +1,7 @@
 """Rules for path values: what the kernel would refuse at first use, found when the file is checked.
 
-A path that passes here can still be missing or unreadable; existence and mode are checked by the
-rules of the key that holds it (``agent.config.rules``, ``agent.config.secrets``). Why here: a NUL
-byte or an overlong name passes as a string and only fails later, in the middle of the service
-(every state save failing, a ``ValueError`` from ``open``).
+Why: a NUL byte or an overlong name passes as a string and only fails later, in the middle of the
+service (every state save failing). Existence and mode are the rules of the key that holds it.
 """
 
 from __future__ import annotations

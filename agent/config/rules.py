@@ -1,9 +1,5 @@
-"""The value rules of every configuration key: ranges, choices, patterns, and cross-key rules.
-
-Types and defaults come from ``agent.config.model``; this module says which values of the agent's
-own sections are acceptable and why, and lists every section (``SECTIONS``): a device
-section's shape and rules are its driver room's (``drivers/*/config.py``). Messages read as the
-end of ``<key path>: ...``.
+"""The value rules of the agent's own sections (ranges, choices, patterns, cross-key rules), and the
+list of every section (``SECTIONS``): a device section's rules are its driver room's.
 """
 
 from __future__ import annotations
@@ -110,10 +106,14 @@ METRICS = Spec(
 # -- rules between keys ------------------------------------------------------------------------
 
 
+def _cert_and_key(ctx: Context, path: KeyPath, section: MqttSection | MetricsSection, what: str) -> None:
+    if (section.cert_file is None) != (section.key_file is None):
+        missing = "key_file" if section.key_file is None else "cert_file"
+        ctx.error((*path, missing), f"{what} needs both cert_file and key_file")
+
+
 def check_mqtt(ctx: Context, path: KeyPath, mqtt: MqttSection) -> None:
-    if (mqtt.cert_file is None) != (mqtt.key_file is None):
-        missing = "key_file" if mqtt.key_file is None else "cert_file"
-        ctx.error((*path, missing), "a TLS client certificate needs both cert_file and key_file")
+    _cert_and_key(ctx, path, mqtt, "a TLS client certificate")
     if mqtt.cert_file is not None and mqtt.ca_file is None:
         ctx.error((*path, "ca_file"), "required when cert_file is set (TLS is on only with ca_file)")
     if mqtt.password_file is not None and mqtt.username is None:
@@ -121,9 +121,7 @@ def check_mqtt(ctx: Context, path: KeyPath, mqtt: MqttSection) -> None:
 
 
 def check_metrics(ctx: Context, path: KeyPath, metrics: MetricsSection) -> None:
-    if (metrics.cert_file is None) != (metrics.key_file is None):
-        missing = "key_file" if metrics.key_file is None else "cert_file"
-        ctx.error((*path, missing), "HTTPS needs both cert_file and key_file")
+    _cert_and_key(ctx, path, metrics, "HTTPS")
     if metrics.client_ca_file is not None and metrics.cert_file is None:
         ctx.error((*path, "cert_file"),
                   "required when client_ca_file is set (client certificates need HTTPS)")

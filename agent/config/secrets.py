@@ -1,15 +1,9 @@
 """Secrets (SNMP community, USM keys, MQTT password) live in files, never in the TOML itself.
 
-Drivers, the node link and the MQTT publisher call ``read_secret(path)``, which also keeps the
-secret out of every log line (``logsetup.register_secret``); the loader calls ``secret_file_problem``
-to reject a secret file that is missing or unusable and to warn about one that the wrong people
-can read, or that the agent's own user cannot.
-
-The mode rule follows the packaged service (systemd/rackwatt.service runs as ``User=rackwatt``,
-``Group=rackwatt``): the recommended layout is ``root:rackwatt 0640`` (the agent reads its
-secrets but cannot change them; the group holds only the service), and ``rackwatt:rackwatt 0600``
-is fine too. A file other users can read, or that a group other than the agent's can read, gets
-a warning with the command that fixes it.
+``read_secret(path)`` also keeps the secret out of every log line; ``secret_file_problem`` rejects
+an unusable secret file and warns about one the wrong people can read, or the agent cannot. The
+mode rule follows the packaged service (``User=rackwatt``, ``Group=rackwatt``): ``root:rackwatt
+0640`` (the agent reads its secrets but cannot change them) or ``rackwatt:rackwatt 0600``.
 """
 
 from __future__ import annotations
@@ -104,10 +98,8 @@ def secret_file_problem(
     allowed_gids: set[int] | None = None,
     reader: tuple[int, set[int]] | None = None,
 ) -> tuple[str, str] | None:
-    """``("error"|"warning", message)`` for a secret file that is unusable or readable by the wrong people.
-
-    ``allowed_gids`` defaults to ``service_gids()`` and ``reader`` to ``service_reader()``.
-    """
+    """``("error"|"warning", message)`` for a secret file that is unusable or readable by the wrong people
+    (``allowed_gids``: ``service_gids()``, ``reader``: ``service_reader()`` unless given)."""
     try:
         info = path.stat()
     except FileNotFoundError:

@@ -1,9 +1,7 @@
 """Where each key of a TOML document sits: a light scanner, because ``tomllib`` gives no positions.
 
-``locate_keys(text)`` maps key paths such as ``("crac", 1, "share")`` (the second ``[[crac]]``
-table's ``share``) or ``("pdu", 0, "oids", 2)`` (the third element of an inline array) to 1-based
-line numbers. It only runs on text that ``tomllib`` already accepted, so it does not validate;
-on anything it does not understand it stops and returns what it found so far. It is not a parser.
+``locate_keys(text)`` maps key paths such as ``("crac", 1, "share")`` or ``("pdu", 0, "oids", 2)`` to
+1-based lines. It runs only on text ``tomllib`` accepted and stops at anything it does not understand.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Condense a replay report (and optionally its trace) into the small arrays the HTML page draws.
 
-Everything streams: the report is read twice (once for the time range, once to bucket it) and the
-trace once, so a 30-day, 1 s trace never sits in memory. Every time series is reduced to at most
-``buckets`` points; power envelopes keep each bucket's min and max, so no peak is ever dropped.
+Everything streams (the report is read twice, the trace once), so a 30-day, 1 s trace never sits in
+memory; series are reduced to ``buckets`` points, power envelopes keep each bucket's min and max.
 """
 
 from __future__ import annotations
@@ -109,8 +108,7 @@ def _time_range(path: Path) -> tuple[float, float, int]:
 
 
 def _stage_levels(payload: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
-    """Per-stage (level, low, high) in W from a summary's ``stages`` (summary.schema.json: ``level_w``
-    and ``band_w`` = [low, high]); a stage without a level is skipped, one without a band is flat."""
+    """Per-stage (level, low, high) in W from a summary's ``stages``; no level: skipped, no band: flat."""
     stages = payload.get("stages")
     found: dict[str, tuple[float, float, float]] = {}
     for name, entry in stages.items() if isinstance(stages, dict) else ():
@@ -165,10 +163,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
             if summary_index % summary_step == 0:
                 for name, (level, low, high) in _stage_levels(payload).items():
                     series = baselines.setdefault(name, {"ts": [], "level_w": [], "low_w": [], "high_w": []})
-                    series["ts"].append(float(obj["ts"]))
-                    series["level_w"].append(level)
-                    series["low_w"].append(low)
-                    series["high_w"].append(high)
+                    for key, value in zip(series, (float(obj["ts"]), level, low, high), strict=True):
+                        series[key].append(value)
             summary_index += 1
     detections_off = {name: (why, n / max(summary_index, 1)) for name, (why, n) in off_counts.items()}
     return ReportData(
@@ -191,8 +187,7 @@ def _site_rack(summary: dict[str, Any]) -> dict[str, str]:
 
 
 def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> None:
-    """Tally the detections a summary says were off (``capabilities.detections``), keeping the
-    first reason given."""
+    """Tally the detections a summary says were off (``capabilities.detections``), first reason kept."""
     caps = payload.get("capabilities")
     detections = caps.get("detections") if isinstance(caps, dict) else None
     if not isinstance(detections, dict):
@@ -254,7 +249,7 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
     window_starts = np.array(data.windows["start"], dtype=float)
     window_gpu_kwh = np.zeros(len(window_starts))
     energy_by_stage: dict[str, float] = {}
-    first_day = {"facility_j": 0.0, "gpu_j": 0.0}
+    first_day_facility_j = first_day_gpu_j = 0.0
     holder = FacilityHold()
     reader = open_trace(trace_path, strict=False)
     if not data.meta:  # a report without summaries: the trace's metadata names the rack
@@ -288,14 +283,13 @@ def load_trace_series(trace_path: Path, data: ReportData) -> TraceSeries:
             np.add.at(window_gpu_kwh, widx[gpu_known], (gpu_w * dt)[gpu_known] / J_PER_KWH)
         day = chunk.ts < axis.start + 86400
         both = day & known & np.isfinite(gpu_w)
-        first_day["facility_j"] += float((facility_w * dt)[both].sum())
-        first_day["gpu_j"] += float((gpu_w * dt)[both].sum())
+        first_day_facility_j += float((facility_w * dt)[both].sum())
+        first_day_gpu_j += float((gpu_w * dt)[both].sum())
     empty = fcount == 0
-    fmin[empty] = np.nan
-    fmax[empty] = np.nan
+    fmin[empty] = fmax[empty] = np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         fmean = np.where(empty, np.nan, fsum / np.maximum(fcount, 1))
-    ratio = first_day["facility_j"] / first_day["gpu_j"] if first_day["gpu_j"] > 0 else None
+    ratio = first_day_facility_j / first_day_gpu_j if first_day_gpu_j > 0 else None
     return TraceSeries(fmin, fmax, fmean, energy_by_stage, window_gpu_kwh, ratio)
 
 
@@ -308,11 +302,8 @@ def _gpu_total(chunk: TraceChunk) -> np.ndarray:
 
 
 class FacilityHold:
-    """Facility power per trace-format.md: Σ PDU + Σ share × CRAC, each held ≤ 3× its interval.
-
-    The engine computes the same quantity inside its fixed-memory frame assembly; this is the
-    report's own small streaming version because the page wants every bucket's min and max.
-    """
+    """Facility power per trace-format.md: Σ PDU + Σ share × CRAC, each held ≤ 3× its interval (the
+    engine's is inside its frame assembly; the page wants every bucket's min and max)."""
 
     def __init__(self) -> None:
         self.last_value: dict[str, float] = {}

@@ -1,8 +1,5 @@
-"""Turn ``ReportData`` into one self-contained HTML page (uPlot and the data inlined).
-
-The page makes no network request: the charting library (uPlot, MIT, vendored in ``vendor/``),
-its CSS, the data and the script are all inside the file.
-"""
+"""Turn ``ReportData`` into one self-contained HTML page that makes no network request: uPlot (MIT,
+vendored in ``vendor/``), its CSS, the data and the script are all inlined."""
 
 from __future__ import annotations
 
@@ -28,12 +25,8 @@ from agent.report.playbook import playbook_sections
 from agent.trace.model import J_PER_KWH
 
 STAGE_COLOURS = {
-    "idle": "#9e9e9e",
-    "data_load": "#f2b134",
-    "forward_backward": "#2e7d32",
-    "grad_sync": "#1e88e5",
-    "checkpoint": "#8e24aa",
-    "eval": "#00acc1",
+    "idle": "#9e9e9e", "data_load": "#f2b134", "forward_backward": "#2e7d32", "grad_sync": "#1e88e5",
+    "checkpoint": "#8e24aa", "eval": "#00acc1",
 }
 EXTRA_COLOURS = ["#e64a19", "#6d4c41", "#5c6bc0", "#c0ca33", "#d81b60", "#00897b", "#546e7a", "#fb8c00"]
 
@@ -57,25 +50,17 @@ NON_COMPUTE_DEFINITION = (
 def page_title(data: ReportData, fallback: str) -> str:
     """``site / rack`` from the summaries or the trace metadata; the file name only if neither says."""
     site, rack = data.meta.get("site"), data.meta.get("rack")
-    if site and rack:
-        return f"rackwatt report: {site} / {rack}"
-    return f"rackwatt report: {fallback}"
+    return f"rackwatt report: {site} / {rack}" if site and rack else f"rackwatt report: {fallback}"
 
 
 def robust_range(
-    series: list[np.ndarray],
-    x: list[np.ndarray],
-    floor: float | None = 0.0,
-    min_margin: float = 1.0,
+    series: list[np.ndarray], x: list[np.ndarray], floor: float | None = 0.0, min_margin: float = 1.0,
     percentiles: tuple[float, float] = AXIS_PERCENTILES,
 ) -> dict[str, Any] | None:
-    """The power axis from robust percentiles of every plotted value, and the points beyond it.
-
-    ``series[i]`` is drawn at ``x[i]``; returns ``min``/``max`` of the axis and, for the values
-    outside it, their times and the extreme value, so the page can mark them as clipped. The axis
-    does not go below ``floor`` (power: 0 W) unless the data does; ``min_margin`` is in the
-    data's unit (1 W; 0.5 % for a deviation, so a flat line is not drawn on the frame).
-    """
+    """The axis from robust percentiles of every plotted value (``series[i]`` drawn at ``x[i]``), and the
+    times and extremes of the values beyond it, for the page to mark as clipped. The axis does not go
+    below ``floor`` unless the data does; ``min_margin`` is in the data's unit (1 W; 0.5 % for a
+    deviation, so a flat line is not drawn on the frame)."""
     finite = [v[np.isfinite(v)] for v in series]
     values = np.concatenate(finite) if finite else np.array([])
     if values.size == 0:
@@ -91,14 +76,8 @@ def robust_range(
         with np.errstate(invalid="ignore"):
             above.update(float(t) for t in x_i[values_i > axis_max])
             below.update(float(t) for t in x_i[values_i < axis_min])
-    return {
-        "min": axis_min,
-        "max": axis_max,
-        "clipped_above": sorted(above),
-        "clipped_below": sorted(below),
-        "peak": float(values.max()),
-        "trough": float(values.min()),
-    }
+    return {"min": axis_min, "max": axis_max, "clipped_above": sorted(above), "clipped_below": sorted(below),
+            "peak": float(values.max()), "trough": float(values.min())}
 
 
 def drift_periods(events: list[dict[str, Any]], end: float) -> list[dict[str, Any]]:
@@ -167,11 +146,8 @@ def _percentiles(errors: np.ndarray) -> dict[str, float | None]:
     if errors.size == 0:
         return {"p50": None, "p95": None, "max": None}
     absolute = np.abs(errors)
-    return {
-        "p50": float(np.percentile(absolute, 50)),
-        "p95": float(np.percentile(absolute, 95)),
-        "max": float(absolute.max()),
-    }
+    p50, p95 = (float(p) for p in np.percentile(absolute, [50, 95]))
+    return {"p50": p50, "p95": p95, "max": float(absolute.max())}
 
 
 def _histogram(errors: np.ndarray, edges: np.ndarray) -> list[int]:
@@ -217,20 +193,14 @@ def build_payload(data: ReportData) -> dict[str, Any]:
     table = []
     for i, stage in enumerate(data.stages):
         entry = per_stage.get(stage, {}) if isinstance(per_stage, dict) else {}
-        table.append(
-            {
-                "stage": stage,
-                "time_h": float(stage_time[i]) / 3600.0,
-                "energy_kwh": energy.get(stage),
-                "energy_share": (energy.get(stage, 0.0) / total_energy) if total_energy else None,
-                "level_w": entry.get("level_w"),
-                "band_w": entry.get("band_w"),
-                "lag_s": entry.get("lag_s", lag.get("tau_s")),
-                "dead_s": entry.get("dead_s", lag.get("dead_s")),
-                "facility_gpu_ratio": entry.get("facility_gpu_ratio", entry.get("ratio")),
-                "samples": entry.get("samples"),
-            }
-        )
+        table.append({
+            "stage": stage, "time_h": float(stage_time[i]) / 3600.0, "energy_kwh": energy.get(stage),
+            "energy_share": (energy.get(stage, 0.0) / total_energy) if total_energy else None,
+            "level_w": entry.get("level_w"), "band_w": entry.get("band_w"),
+            "lag_s": entry.get("lag_s", lag.get("tau_s")), "dead_s": entry.get("dead_s", lag.get("dead_s")),
+            "facility_gpu_ratio": entry.get("facility_gpu_ratio", entry.get("ratio")),
+            "samples": entry.get("samples"),
+        })
     payload: dict[str, Any] = {
         "version": __version__,
         "range": [data.axis.start, data.axis.end],
@@ -246,12 +216,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             **{f"{energy}_w": _mean_w(w, energy) for energy in WINDOW_ENERGIES},
             "deviation_pct": _deviation_pct(w["measured_kwh"], w["predicted_kwh"]),
         },
-        "envelope": None
-        if data.trace is None
-        else {
-            "x": data.axis.centers(),
-            "min": data.trace.facility_min_w,
-            "max": data.trace.facility_max_w,
+        "envelope": None if data.trace is None else {
+            "x": data.axis.centers(), "min": data.trace.facility_min_w, "max": data.trace.facility_max_w,
             "mean": data.trace.facility_mean_w,
         },
         "power_axis": _power_axis(data),
@@ -269,15 +235,10 @@ def build_payload(data: ReportData) -> dict[str, Any]:
             "static_ratio": data.trace.static_pue_ratio if data.trace else None,
         },
         "events": [
-            {
-                "ts": e.get("ts"),
-                "state": e.get("state"),
-                "cause": e.get("cause"),
-                "stage": e.get("stage"),
-                "deviation_pct": e.get("deviation_pct"),
-                "explanation": (e.get("detail") or {}).get("explanation", ""),
-                "since": (e.get("detail") or {}).get("since"),
-            }
+            {"ts": e.get("ts"), "state": e.get("state"), "cause": e.get("cause"), "stage": e.get("stage"),
+             "deviation_pct": e.get("deviation_pct"),
+             "explanation": (e.get("detail") or {}).get("explanation", ""),
+             "since": (e.get("detail") or {}).get("since")}
             for e in data.events
         ],
         "detections_off": [

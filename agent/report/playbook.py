@@ -1,11 +1,8 @@
 """The drift playbook's per-cause sections, as HTML to embed in the report page.
 
-Why embedded: a report is mailed, archived and opened far from the repository, so a link to
-``docs/drift-playbook.md`` is dead next to it. The playbook ships as package data
-(``agent/report/drift-playbook.md``, a copy of ``docs/drift-playbook.md`` that a test keeps
-identical) and each event's cause gets its section inlined. Only the little Markdown the
-playbook uses is rendered (paragraphs, numbered and bulleted lists, bold, code); links become
-their text, since their targets are not in the page.
+Why embedded: a report is mailed and archived far from the repository, where a link to the docs is
+dead. The playbook ships as package data (a copy of ``docs/drift-playbook.md`` a test keeps
+identical); only the little Markdown it uses is rendered, and links become their text.
 """
 
 from __future__ import annotations

@@ -54,10 +54,6 @@ class CoolingState:
     heat_history_w: np.ndarray  # last dead_s seconds of heat load (dead-time buffer)
 
 
-def initial_cooling_state(c: CoolingParams, heat_w: float) -> CoolingState:
-    return CoolingState(removed_w=heat_w, heat_history_w=np.full(int(c.dead_s), heat_w))
-
-
 def removal(c: CoolingParams, heat_w: np.ndarray, state: CoolingState) -> tuple[np.ndarray, CoolingState]:
     """Heat removed per second for heat load ``heat_w``: dead time, then first-order lag."""
     delayed, history = delay(heat_w, state.heat_history_w)
@@ -79,23 +75,17 @@ def cop(
     return cop
 
 
-def fan_pct(c: CoolingParams, part_load: np.ndarray) -> np.ndarray:
-    """Unit fan speed: variable-speed fans track the heat removed."""
-    return np.clip(c.fan_min_pct + (100.0 - c.fan_min_pct) * part_load, c.fan_min_pct, 100.0)
-
-
 def unit_signals(
     c: CoolingParams, removed_w: np.ndarray, supply_c: np.ndarray, setpoint_c: np.ndarray,
     outdoor_c: np.ndarray, degradation: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Clean cooling-unit signals for heat removal ``removed_w``."""
     plr = removed_w / c.capacity_w
-    fan = fan_pct(c, plr)
+    fan = np.clip(c.fan_min_pct + (100.0 - c.fan_min_pct) * plr, c.fan_min_pct, 100.0)  # tracks the heat
     cop_now = cop(c, supply_c, outdoor_c, plr, degradation)
-    power = removed_w / cop_now + c.fan_max_w * (fan / 100.0) ** 3
     airflow = c.airflow_kg_s * fan / 100.0
     return {
-        "power_w": power,
+        "power_w": removed_w / cop_now + c.fan_max_w * (fan / 100.0) ** 3,
         "supply_temp_c": supply_c,
         "return_temp_c": supply_c + removed_w / (airflow * AIR_CP_J_PER_KG_K),
         "setpoint_c": setpoint_c,

@@ -1,12 +1,8 @@
 """Injected faults with ground truth: what each one changes, when, and how hard.
 
-A fault is a time envelope (0 before the start, ramping or stepping to 1, back to 0 after an
-optional end) times a magnitude. The physics applies each envelope to exactly the quantity its
-cause changes, so every other signal stays what it would have been without the fault (the
-random streams do not depend on faults).
-
-``cause`` uses the engine's attribution names (DESIGN.md): ``cooling``, ``power_chain``,
-``thermal``, ``gpu_hardware``; ``component`` the ``agent.engine.components.COMPONENTS`` entry
+A fault is a time envelope (0 → step or ramp to 1 → 0 after an optional end) times a magnitude,
+applied by the physics to exactly the quantity its cause changes. ``cause`` uses the engine's
+attribution names (DESIGN.md); ``component`` the ``agent.engine.components.COMPONENTS`` entry
 whose residual moves.
 """
 
@@ -48,11 +44,8 @@ DEFAULT_TARGETS = {"power_chain": "b", "hotspot": "top"}
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """One fault: ``kind`` from FAULT_KINDS; times in hours from the trace start.
-
-    ``magnitude_pct``/``shape`` None take the kind's default. ``ramp_h`` is the duration of a
-    gradual ramp. ``target`` names the feed (power_chain) or inlet position (hotspot).
-    """
+    """One fault: ``kind`` from FAULT_KINDS; times in hours from the trace start; ``magnitude_pct``/``shape``
+    None take the kind's default; ``target`` names the feed (power_chain) or inlet position (hotspot)."""
 
     kind: str
     start_h: float = 24.0
@@ -105,20 +98,13 @@ class FaultSpec:
         cause, component, mechanism, _, _, meaning = FAULT_KINDS[self.kind]
         gradual = self.resolved_shape == "gradual"
         return {
-            "kind": self.kind,
-            "cause": cause,
-            "component": component,
-            "mechanism": mechanism,
-            "is_fault": True,
-            "start_ts": t0 + self.start_h * 3600.0,
+            "kind": self.kind, "cause": cause, "component": component, "mechanism": mechanism,
+            "is_fault": True, "start_ts": t0 + self.start_h * 3600.0,
             "full_ts": t0 + self.start_h * 3600.0 + (self.ramp_h * 3600.0 if gradual else 0),
             "end_ts": None if self.end_h is None else t0 + self.end_h * 3600.0,
-            "start_h": self.start_h,
-            "magnitude_pct": round(self.magnitude * 100.0, 6),
-            "magnitude_meaning": meaning,
-            "shape": self.resolved_shape,
-            "ramp_h": self.ramp_h if gradual else 0.0,
-            "target": self.resolved_target,
+            "start_h": self.start_h, "magnitude_pct": round(self.magnitude * 100.0, 6),
+            "magnitude_meaning": meaning, "shape": self.resolved_shape,
+            "ramp_h": self.ramp_h if gradual else 0.0, "target": self.resolved_target,
         }
 
 

@@ -1,15 +1,9 @@
-"""Several jobs side by side on one rack: which nodes run which workload, and which nodes are drained.
+"""Several jobs side by side on one rack (node groups, each with its own ``WorkloadPlan``), and drains.
 
-Why: real racks are multi-tenant (two jobs on four nodes each) and lose nodes to maintenance
-(a node drained and powered down for hours while its job goes on, slower, on the rest). The
-twin models this as node groups, each with its own ``WorkloadPlan`` and so its own stage
-timeline, plus drains that power a node off. ``RackWorkload`` turns them into per-node
-arrays for the physics, and into the one rack-wide label view the trace's ``stage``/``job``/
-``work_rate`` columns can carry (the trace format has no per-node stage column: see
-docs/twin.md); the per-node truth goes to truth.json only.
-
-A scenario without groups is one group of every node running ``scenario.plan`` with the
-timeline drawn from the stream it always used, so single-job traces stay bit for bit the same.
+Real racks are multi-tenant and lose nodes to maintenance (drained and powered down for hours
+while the job goes on, slower, on the rest). ``RackWorkload`` gives the physics per-node arrays
+and the trace the one rack-wide label view its ``stage``/``job``/``work_rate`` columns can carry
+(the per-node truth goes to truth.json only). Without groups, every node runs ``scenario.plan``.
 """
 
 from __future__ import annotations
@@ -66,13 +60,8 @@ class RackWorkload:
     """Per-node stage truth and the rack-wide label view, for ``[s0, s1)`` slices of seconds."""
 
     def __init__(
-        self,
-        plan: WorkloadPlan,
-        groups: tuple[NodeGroup, ...],
-        drains: tuple[Drain, ...],
-        nodes: int,
-        total_s: int,
-        seed: int,
+        self, plan: WorkloadPlan, groups: tuple[NodeGroup, ...], drains: tuple[Drain, ...], nodes: int,
+        total_s: int, seed: int,
     ) -> None:
         check_layout(nodes, groups, drains, plan)
         self.groups = groups or (NodeGroup(tuple(range(nodes)), plan),)
@@ -128,19 +117,14 @@ class RackWorkload:
         return {name: np.stack(column(name), axis=1)[:, self.group_of_node] for name in names}
 
     def live_fraction(self, s0: int, s1: int) -> np.ndarray:
-        """(seconds × groups) share of each group's nodes that are powered: its throughput scale.
-
-        A data-parallel job that loses a node keeps each remaining rank's load and loses that
-        node's share of the throughput.
-        """
+        """(seconds × groups) share of each group's nodes that are powered: its throughput scale (a
+        data-parallel job that loses a node keeps each rank's load and loses that node's share)."""
         on = self.powered(s0, s1)
         return np.stack([on[:, list(g.nodes)].mean(axis=1) for g in self.groups], axis=1)
 
     def _label_view(self) -> Timeline:
-        """The one stage/job per second a trace row can carry: the job on the most powered nodes.
-
-        Ties go to the group listed first. Rows where only idle groups remain show idle.
-        """
+        """The one stage/job per second a trace row can carry: the job on the most powered nodes (ties:
+        the group listed first; only idle groups left: idle)."""
         total = self.total_s
         counts = np.stack([np.full(total, len(g.nodes), dtype=np.float64) for g in self.groups], axis=1)
         for d in self.drains:
@@ -181,7 +165,3 @@ class RackWorkload:
             out.append(stage_runs(np.where(off, -1, stage), np.where(off, -1, job), ids, t0))
         return out
 
-
-def nominal_rates(jobs: list[dict[str, Any]]) -> np.ndarray:
-    """Nominal work_rate per rack-wide job index, with a NaN slot for index -1 (no job)."""
-    return np.array([j["work_rate_nominal"] for j in jobs] + [math.nan])

@@ -1,9 +1,7 @@
 """First-order lag and dead time, vectorised and exact for a 1-s step.
 
-``y[n] = a·y[n-1] + (1-a)·x[n]`` with ``a = exp(-dt/τ)`` is the exact discretisation of
-``τ·dy/dt = x − y`` when the input is constant over each step. Instead of a Python loop it is
-evaluated in closed form with a scaled cumulative sum, in sub-blocks short enough that the
-scale factor ``a**-n`` never overflows.
+``y[n] = a·y[n-1] + (1-a)·x[n]``, ``a = exp(-dt/τ)``, exact for ``τ·dy/dt = x − y`` with the input held
+over each step, evaluated as a scaled cumulative sum in blocks short enough that ``a**-n`` never overflows.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ def first_order_lag(x: np.ndarray, tau_s: float, y0: np.ndarray | float, dt_s: f
 
 def delay(x: np.ndarray, history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Shift ``x`` later by ``len(history)`` steps; returns (delayed x, new history)."""
-    d = history.shape[0]
-    if d == 0:
+    if history.shape[0] == 0:
         return x.copy(), history
     joined = np.concatenate((history, x), axis=0)
     return joined[: x.shape[0]], joined[x.shape[0] :].copy()

@@ -47,9 +47,7 @@ DENSE = JobProfile(
     util_pct=(0.0, 12.0, 98.0, 55.0, 6.0, 82.0),
     mem_util_pct=(0.0, 8.0, 45.0, 30.0, 15.0, 35.0),
     node_extra_w=(0.0, 700.0, 350.0, 450.0, 550.0, 300.0),
-    fb_s=(6.0, 9.0),
-    grad_sync_s=(1.0, 3.0),
-    work_rate=1024.0,
+    fb_s=(6.0, 9.0), grad_sync_s=(1.0, 3.0), work_rate=1024.0,
 )
 MOE = JobProfile(
     name="moe",
@@ -57,9 +55,7 @@ MOE = JobProfile(
     util_pct=(0.0, 12.0, 92.0, 62.0, 6.0, 75.0),
     mem_util_pct=(0.0, 8.0, 58.0, 40.0, 15.0, 45.0),
     node_extra_w=(0.0, 700.0, 380.0, 550.0, 550.0, 320.0),
-    fb_s=(5.0, 8.0),
-    grad_sync_s=(2.0, 4.0),  # all-to-all expert routing: longer, busier communication
-    work_rate=1536.0,
+    fb_s=(5.0, 8.0), grad_sync_s=(2.0, 4.0), work_rate=1536.0,  # all-to-all routing: longer, busier grad_sync
 )
 FINETUNE = JobProfile(
     name="finetune",
@@ -67,9 +63,7 @@ FINETUNE = JobProfile(
     util_pct=(0.0, 15.0, 90.0, 50.0, 6.0, 75.0),
     mem_util_pct=(0.0, 8.0, 35.0, 25.0, 15.0, 30.0),
     node_extra_w=(0.0, 600.0, 300.0, 400.0, 500.0, 280.0),
-    fb_s=(2.0, 4.0),
-    grad_sync_s=(1.0, 2.0),
-    work_rate=640.0,
+    fb_s=(2.0, 4.0), grad_sync_s=(1.0, 2.0), work_rate=640.0,
 )
 # lag_steps: dense levels, one clean level per block, no step-level alternation
 STEP_LOAD = replace(DENSE, name="step_load", fb_s=(3600.0, 3600.0), grad_sync_s=(0.0, 0.0))

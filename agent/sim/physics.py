@@ -1,11 +1,8 @@
-"""The rack's physics for one chunk of seconds: GPUs → nodes → PSUs → PDU feeds → heat → cooling.
+"""The rack's physics: GPUs → nodes → PSUs → PDU feeds → heat → cooling, clean (unsampled) values.
 
-``RackPhysics.step(s0, s1)`` computes the clean (true, unsampled) value of every signal for
-seconds ``[s0, s1)`` from the scenario start, vectorised over time and GPUs, and carries the
-lag states (GPU heat sinks, server fans, cooling unit, energy counters) to the next chunk.
-Chunks must be consecutive. Random draws come from streams keyed by (seed, chunk, purpose) and
-never depend on faults, so a run with a fault differs from the run without it only where the
-fault's cause acts. ``agent.sim.sampling`` turns these clean values into device readings.
+``RackPhysics.step(s0, s1)`` is vectorised over time and GPUs and carries the lag states to the
+next (consecutive) chunk. Random draws come from streams keyed by (seed, chunk, purpose) and never
+depend on faults, so a fault changes only what its cause acts on.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import numpy as np
 
 from agent.sim import cooling as cool
 from agent.sim.faults import combined, driver_resets_s
-from agent.sim.jobs import RackWorkload, nominal_rates
+from agent.sim.jobs import RackWorkload
 from agent.sim.lag import first_order_lag
 from agent.sim.params import CHECKPOINT, EVAL, FORWARD_BACKWARD, GRAD_SYNC, IDLE, INLET_POSITIONS
 from agent.sim.scenarios import Scenario
@@ -71,10 +68,8 @@ class RackConstants:
 
 
 def rack_constants(scenario: Scenario) -> RackConstants:
-    rp = scenario.rack
+    rp, g, nodes = scenario.rack, scenario.rack.gpus, scenario.rack.nodes
     rng = np.random.default_rng([scenario.seed, 0, 99])
-    g = rp.gpus
-    nodes = rp.nodes
     node_of_gpu = np.arange(g) // rp.node.gpus_per_node
     return RackConstants(
         gpu_unit=1.0 + rp.gpu.unit_spread * rng.standard_normal(g),
@@ -86,11 +81,8 @@ def rack_constants(scenario: Scenario) -> RackConstants:
         feed_a_share=rp.node.feed_a_share + rp.node.feed_imbalance * rng.standard_normal(nodes),
         gpu_energy0_j=rng.uniform(1e8, 2e9, g).round(),
         pdu_energy0_kwh=rng.uniform(*rp.pdu.energy_start_kwh, len(rp.pdu_ids)),
-        phases=(
-            float(rng.uniform(0, 2 * math.pi)),
-            float(rng.uniform(0, 2 * math.pi)),
-            float(rng.uniform(0, 2 * math.pi)),
-        ),
+        phases=(float(rng.uniform(0, 2 * math.pi)), float(rng.uniform(0, 2 * math.pi)),
+                float(rng.uniform(0, 2 * math.pi))),
     )
 
 
@@ -116,17 +108,13 @@ class RackPhysics:
         self.timeline = self.workload.timeline  # rack-wide label view (a single job: its one timeline)
         self.k = rack_constants(scenario)
         # The first GPU of each group's first node is its rank 0 (the one that writes a rank-0 checkpoint).
-        first_node = [min(g.nodes) for g in self.workload.groups]
         self.rank0_gpu = np.zeros(self.rp.gpus, dtype=bool)
-        for n in first_node:
-            self.rank0_gpu[int(np.flatnonzero(self.k.node_of_gpu == n)[0])] = True
+        for g in self.workload.groups:
+            self.rank0_gpu[int(np.flatnonzero(self.k.node_of_gpu == min(g.nodes))[0])] = True
         self.env = cool.Environment(self.rp.cooling, self.k.phases, scenario.environment_swing)
         self.psu = psu_loss_coefficients(self.rp.node.psu_curve)
-        self._tables()
-        self._job_nominal = nominal_rates(self.workload.jobs)
-        self.state = self._initial_state()
-
-    def _tables(self) -> None:
+        # nominal work_rate per rack-wide job index, with a NaN slot for index -1 (no job)
+        self._job_nominal = np.array([j["work_rate_nominal"] for j in self.workload.jobs] + [math.nan])
         gp = self.rp.gpu
         table = profile_table(self.scenario.plan)  # (profiles × stages) tables, indexed by code
         self.power_level = np.array([p.power_frac for p in table], dtype=np.float64) * gp.tdp_w
@@ -138,23 +126,20 @@ class RackPhysics:
         self.rank0_writes = np.array([p.checkpoint_writers == "rank0" for p in table])
         self.spin_w = np.array([p.spin_power_frac * gp.tdp_w for p in table])
         self.spin_util = np.array([p.spin_util_pct for p in table])
-
-    def _initial_state(self) -> PhysicsState:
-        g, nodes = self.rp.gpus, self.rp.nodes
-        idle_dc = self.k.node_gpu_count * self.rp.gpu.idle_w + self.rp.node.base_w
+        # start from an idle rack in equilibrium
+        idle_dc = self.k.node_gpu_count * gp.idle_w + self.rp.node.base_w
         rack_w = float(idle_dc.sum()) / 0.9
-        heat = rack_w + float(self.env.other_racks_w(np.array([self.scenario.start_ts]))[0])
-        return PhysicsState(
-            gpu_heat_w=np.full(g, self.rp.gpu.idle_w),
-            fan_frac=np.full(nodes, self.rp.node.fan_base_frac),
-            cooling=cool.initial_cooling_state(self.rp.cooling, heat),
+        heat = rack_w + float(self.env.other_racks_w(np.array([scenario.start_ts]))[0])
+        self.state = PhysicsState(
+            gpu_heat_w=np.full(self.rp.gpus, gp.idle_w),
+            fan_frac=np.full(self.rp.nodes, self.rp.node.fan_base_frac),
+            cooling=cool.CoolingState(heat, np.full(int(self.rp.cooling.dead_s), heat)),
             gpu_energy_j=self.k.gpu_energy0_j.copy(),
             pdu_energy_kwh=self.k.pdu_energy0_kwh.copy(),
         )
 
     def _noise(self, s0: int, n: int, stream: int, *width: int) -> np.ndarray:
-        """Standard-normal draws of ``stream`` for seconds [s0, s0 + n): drawn for the whole hour and
-        sliced, so a chunk split into steps sees the same numbers."""
+        """Normal draws for seconds [s0, s0 + n), drawn for the whole hour and sliced (any split: same)."""
         chunk, off = divmod(s0, CHUNK_S)
         rng = np.random.default_rng([self.scenario.seed, chunk + 1, stream])
         return rng.standard_normal((CHUNK_S, *width))[off : off + n]
@@ -162,9 +147,7 @@ class RackPhysics:
     def step(self, s0: int, s1: int) -> dict[str, np.ndarray]:
         """Clean signals for seconds [s0, s1); s0 must continue the previous step."""
         if s0 != self.state.next_s:
-            raise ValueError(
-                f"physics chunks must be consecutive: expected start {self.state.next_s}, got {s0}"
-            )
+            raise ValueError(f"physics chunks must be consecutive: expected {self.state.next_s}, got {s0}")
         if s0 // CHUNK_S != (s1 - 1) // CHUNK_S:
             raise ValueError("a physics step must stay within one hour-long chunk")
         t = np.arange(s0, s1, dtype=np.float64)
@@ -215,9 +198,8 @@ class RackPhysics:
         mem = mem_g + 0.4 * np.sqrt(mem_g) * util_noise[:, g:]
         out["gpu_util_pct"] = np.clip(np.round(util), 0, 100)
         out["gpu_mem_util_pct"] = np.clip(np.round(mem), 0, 100)
-        clock = gp.clock_max_mhz - gp.clock_throttle_mhz_per_w * np.maximum(
-            power - gp.clock_throttle_knee_w, 0
-        )
+        over_knee_w = np.maximum(power - gp.clock_throttle_knee_w, 0)
+        clock = gp.clock_max_mhz - gp.clock_throttle_mhz_per_w * over_knee_w
         clock = np.where(stage_g == IDLE, gp.clock_idle_mhz, np.round(clock / 15.0) * 15.0)
         out["gpu_sm_clock_mhz"] = clock
         heat = first_order_lag(power, gp.temp_tau_s, self.state.gpu_heat_w)
@@ -248,12 +230,10 @@ class RackPhysics:
     def _per_gpu(
         self, stage: np.ndarray, prof: np.ndarray, variant: np.ndarray, level: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-GPU power level, utilisation and memory utilisation (rows × GPUs) before noise.
+        """Per-GPU power level, utilisation and memory utilisation before noise (all rows × GPUs).
 
-        Every GPU shows its node's stage level, except where a job kind has a per-rank signature:
-        a checkpoint written by rank 0 (the first GPU of the job's first node) while every other
-        rank spins in a collective, and a collective stall (``V_SPIN``) in which every rank spins.
-        All arguments are (rows × GPUs).
+        Every GPU shows its node's stage level, except a rank-0 checkpoint (the other ranks spin in a
+        collective) and a collective stall (``V_SPIN``: every rank spins).
         """
         level_g = level.copy()
         util_g = self.util_level[prof, stage]
@@ -296,16 +276,12 @@ class RackPhysics:
         rack_kw_guess = dc_no_fan.sum(axis=1) / 1000.0
         node_airflow = rp.nodes * NODE_AIRFLOW_KG_S * TYPICAL_FAN_FRAC
         exhaust_rise = 1000.0 * rack_kw_guess / (node_airflow * cool.AIR_CP_J_PER_KG_K)
-        inlets: dict[str, np.ndarray] = {}
-        for pos in INLET_POSITIONS:
-            recirc = combined(faults, "hotspot", t, target=pos)
-            inlets[pos] = (
-                supply
-                + dict(ip.offsets_k).get(pos, 1.0)
-                + ip.rack_heat_gain_k_per_kw * rack_kw_guess
-                + recirc * exhaust_rise
-            )
-        out["inlet_c"] = np.stack([inlets[p] for p in INLET_POSITIONS], axis=1)
+        offsets = dict(ip.offsets_k)
+        out["inlet_c"] = np.stack([
+            supply + offsets.get(pos, 1.0) + ip.rack_heat_gain_k_per_kw * rack_kw_guess
+            + combined(faults, "hotspot", t, target=pos) * exhaust_rise
+            for pos in INLET_POSITIONS
+        ], axis=1)
         heights = np.array([INLET_HEIGHTS[p] for p in INLET_POSITIONS])
         order = np.argsort(heights)
         node_inlet = np.empty((n, rp.nodes))
@@ -343,8 +319,7 @@ class RackPhysics:
         unit = cool.unit_signals(c, removed, supply, setpoint, outdoor, combined(faults, "cooling", t))
         unit["power_w"] = unit["power_w"] + c.noise_w * crac_noise[:, 1]
         unit["cooling_w"] = unit["cooling_w"] * (1.0 + 0.01 * crac_noise[:, 2])
-        for name, values in unit.items():
-            out[f"crac_{name}"] = values
+        out.update({f"crac_{name}": values for name, values in unit.items()})
         out["crac_outdoor_temp_c"] = outdoor + c.outdoor_probe_offset_k  # the unit's outdoor probe
         out["heat_load_w"] = heat
         out["other_racks_w"] = other

@@ -1,23 +1,14 @@
 """Randomised racks: every seed draws a different plausible rack, its instrumentation and its jobs.
 
-Why: a detector tuned on one rack learns that rack. Here the hardware (1–8 nodes of 4–8 GPUs,
-GPU TDP 300–1200 W with per-model stage power fractions, PSUs, fans, recirculation, cooling
-lag and COP), the instrumentation (sampling rates, missing optional signals, missed polls,
-outages, counter wraps, coarse BMS readings) and the workload (job kinds with per-job stage
-signatures, including those recorded on real racks: a checkpoint written by one rank while the
-others spin in a collective, a start-up with contexts up and utilisation 0, checkpoints every
-few steps with 1–3 s training bursts between them, collective stalls) are all drawn from wide
-ranges. docs/twin.md lists every range and where it comes from.
-
-Families: ``single`` (one job kind per rack, restarts), ``churn`` (short jobs of mixed kinds,
-preemptions, long idles, jobs that report no labels). Development seeds are 0–999; benches
-report on seeds from 10 000 (``REPORT_SEED_BASE``).
+Why: a detector tuned on one rack learns that rack. Hardware, instrumentation and workload (with
+the per-rank signatures recorded on real racks) are drawn from wide ranges; docs/twin.md lists
+every range and where it comes from. Development seeds are 0–999; benches report on seeds from
+10 000 (``REPORT_SEED_BASE``).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 
@@ -73,21 +64,13 @@ def random_scenario(seed: int, family: str = "single", days: float = 0.5, hints:
 
 
 def random_multijob_scenario(
-    seed: int,
-    days: float = 0.5,
-    hints: bool = True,
-    *,
-    nodes: int | None = None,
-    per_node: int | None = None,
-    jobs: int | None = None,
-    drain: bool | None = None,
+    seed: int, days: float = 0.5, hints: bool = True, *, nodes: int | None = None,
+    per_node: int | None = None, jobs: int | None = None, drain: bool | None = None,
 ) -> Scenario:
-    """A randomised rack whose node groups run their own jobs side by side (``multijob``).
+    """A randomised rack whose node groups run their own jobs side by side (``multijob``, no faults).
 
-    ``nodes``, ``per_node``, ``jobs`` (node groups) and ``drain`` (one node powered down for 1–6 h
-    while its group goes on with the rest) fix the layout; left out, the seed draws them. Groups
-    are contiguous and as even as the node count allows (8 nodes, 2 jobs: 4 + 4), the way a
-    scheduler packs jobs onto neighbouring nodes. No faults: the family is about the layout.
+    ``nodes``, ``per_node``, ``jobs`` (groups) and ``drain`` (one node down for 1–6 h) fix the layout,
+    else the seed draws it; groups are contiguous and even (8 nodes, 2 jobs: 4 + 4), as a scheduler packs.
     """
     if not 0 < days <= 400:
         raise ValueError(f"days must be in (0, 400], got {days}")
@@ -136,8 +119,7 @@ def random_rack(
     gpu = GpuParams(
         tdp_w=tdp,
         idle_w=tdp * _u(rng, 0.07, 0.14),  # H100 65/700 W, A100 55/400 W, B200 ~140/1000 W
-        unit_spread=_u(rng, 0.01, 0.05),
-        noise_frac=_u(rng, 0.01, 0.04),
+        unit_spread=_u(rng, 0.01, 0.05), noise_frac=_u(rng, 0.01, 0.04),
         r_th_k_per_w=_u(rng, 40.0, 60.0) / tdp,  # die 40–60 K over inlet at TDP
         clock_throttle_knee_w=0.85 * tdp,
     )
@@ -149,43 +131,28 @@ def random_rack(
         gpus_per_node=per_node,
         base_w=per_node * _u(rng, 60.0, 180.0),
         fan_max_w=per_node * _u(rng, 80.0, 250.0),
-        fan_base_frac=_u(rng, 0.2, 0.35),
-        fan_load_gain=_u(rng, 0.35, 0.7),
-        fan_inlet_gain_per_k=_u(rng, 0.02, 0.06),
-        fan_inlet_ref_c=_u(rng, 23.0, 27.0),
+        fan_base_frac=_u(rng, 0.2, 0.35), fan_load_gain=_u(rng, 0.35, 0.7),
+        fan_inlet_gain_per_k=_u(rng, 0.02, 0.06), fan_inlet_ref_c=_u(rng, 23.0, 27.0),
         fan_tau_s=_u(rng, 5.0, 40.0),
-        psu_count=psu_count,
-        psu_rating_w=node_peak_w / (psu_count * load_at_peak),
-        psu_curve=(
-            (0.1, peak_eff - _u(rng, 0.03, 0.08)),
-            (0.5, peak_eff),
-            (1.0, peak_eff - _u(rng, 0.02, 0.05)),
-        ),
+        psu_count=psu_count, psu_rating_w=node_peak_w / (psu_count * load_at_peak),
+        psu_curve=((0.1, peak_eff - _u(rng, 0.03, 0.08)), (0.5, peak_eff),
+                   (1.0, peak_eff - _u(rng, 0.02, 0.05))),
         feed_imbalance=_u(rng, 0.0, 0.05),
     )
     wrap = float(rng.choice([0.0, 0.0, 0.0, 10000.0, 100000.0]))
-    pdu = PduParams(
-        voltage_v=float(rng.choice([208.0, 230.0, 240.0])),
-        energy_wrap_kwh=wrap,
-        energy_start_kwh=(wrap - 40.0, wrap - 1.0) if wrap else (20000.0, 45000.0),
-    )
+    pdu = PduParams(voltage_v=float(rng.choice([208.0, 230.0, 240.0])), energy_wrap_kwh=wrap,
+                    energy_start_kwh=(wrap - 40.0, wrap - 1.0) if wrap else (20000.0, 45000.0))
     share = _u(rng, 0.1, 1.0)
     rack_heat_w = nodes * node_peak_w * 0.6
     cooling = CoolingParams(
         share=share,
         capacity_w=max(30000.0, _u(rng, 1.3, 2.0) * rack_heat_w / share),
-        tau_s=_u(rng, 60.0, 900.0),
-        dead_s=int(rng.integers(0, 241)),
-        setpoint_c=_u(rng, 18.0, 25.0),
-        carnot_fraction=_u(rng, 0.2, 0.45),
-        part_load_best=_u(rng, 0.6, 0.9),
-        part_load_penalty=_u(rng, 0.2, 0.6),
-        other_racks_w=rack_heat_w * _u(rng, 0.5, 1.2) * (1.0 / share - 1.0),
-        other_swing=_u(rng, 0.0, 0.3),
-        outdoor_mean_c=_u(rng, 0.0, 30.0),
-        outdoor_daily_amp_c=_u(rng, 1.0, 10.0),
-        outdoor_sensor=bool(rng.random() < 0.5),
-        noise_w=_u(rng, 50.0, 400.0),
+        tau_s=_u(rng, 60.0, 900.0), dead_s=int(rng.integers(0, 241)),
+        setpoint_c=_u(rng, 18.0, 25.0), carnot_fraction=_u(rng, 0.2, 0.45),
+        part_load_best=_u(rng, 0.6, 0.9), part_load_penalty=_u(rng, 0.2, 0.6),
+        other_racks_w=rack_heat_w * _u(rng, 0.5, 1.2) * (1.0 / share - 1.0), other_swing=_u(rng, 0.0, 0.3),
+        outdoor_mean_c=_u(rng, 0.0, 30.0), outdoor_daily_amp_c=_u(rng, 1.0, 10.0),
+        outdoor_sensor=bool(rng.random() < 0.5), noise_w=_u(rng, 50.0, 400.0),
     )
     inlet = InletParams(
         offsets_k=(("top", _u(rng, 0.5, 4.0)), ("mid", _u(rng, 0.2, 2.0)), ("bottom", _u(rng, 0.0, 1.0))),
@@ -194,22 +161,14 @@ def random_rack(
     omit = tuple(s for s in OPTIONAL_SIGNALS if rng.random() < _MISSING_PROB)
     coarse = rng.random() < 0.3  # a BMS gateway: 100 W and 1 °C steps
     bms = (("crac.power_w", -2), ("crac.supply_temp_c", 0), ("crac.return_temp_c", 0))
+    pdu_s, crac_s, inlet_s = int(rng.integers(1, 31)), int(rng.integers(5, 61)), int(rng.integers(5, 61))
     sampling = SamplingParams(
-        pdu_interval_s=int(rng.integers(1, 31)),
-        pdu_b_offset_s=0,
-        crac_interval_s=int(rng.integers(5, 61)),
-        inlet_interval_s=int(rng.integers(5, 61)),
-        miss_prob=_u(rng, 0.0, 0.03),
-        glitch_prob=_u(rng, 0.0, 1e-4),
-        outage_per_h=_u(rng, 0.0, 0.1),
-        omit=omit,
-        resolution=bms if coarse else (),
-    )
-    sampling = replace(
-        sampling,
-        pdu_b_offset_s=int(rng.integers(0, sampling.pdu_interval_s)),
-        crac_offset_s=int(rng.integers(0, sampling.crac_interval_s)),
-        inlet_offset_s=int(rng.integers(0, sampling.inlet_interval_s)),
+        pdu_interval_s=pdu_s, crac_interval_s=crac_s, inlet_interval_s=inlet_s,
+        miss_prob=_u(rng, 0.0, 0.03), glitch_prob=_u(rng, 0.0, 1e-4), outage_per_h=_u(rng, 0.0, 0.1),
+        omit=omit, resolution=bms if coarse else (),
+        # each device's phase within its interval (drawn after the rates)
+        pdu_b_offset_s=int(rng.integers(0, pdu_s)), crac_offset_s=int(rng.integers(0, crac_s)),
+        inlet_offset_s=int(rng.integers(0, inlet_s)),
     )
     return RackParams(
         gpus=nodes * per_node, gpu=gpu, node=node, pdu=pdu, cooling=cooling, inlet=inlet, sampling=sampling
@@ -253,14 +212,10 @@ def random_job_kinds(rng: np.random.Generator, gpu: GpuParams) -> tuple[JobProfi
             JobProfile(
                 name=f"r_{name}",
                 power_frac=(idle, load, fb, gs, writer, fb if name == "inference" else ev),
-                util_pct=(
-                    0.0, _u(rng, 0.0, 3.0), _u(rng, 90.0, 100.0), _u(rng, 60.0, 100.0), _u(rng, 1.0, 5.0),
-                    _u(rng, 70.0, 98.0),
-                ),
-                mem_util_pct=(
-                    0.0, _u(rng, 0.0, 2.0), mem, mem * _u(rng, 0.3, 0.7), _u(rng, 5.0, 25.0),
-                    mem * _u(rng, 0.6, 0.9),
-                ),
+                util_pct=(0.0, _u(rng, 0.0, 3.0), _u(rng, 90.0, 100.0), _u(rng, 60.0, 100.0),
+                          _u(rng, 1.0, 5.0), _u(rng, 70.0, 98.0)),
+                mem_util_pct=(0.0, _u(rng, 0.0, 2.0), mem, mem * _u(rng, 0.3, 0.7), _u(rng, 5.0, 25.0),
+                              mem * _u(rng, 0.6, 0.9)),
                 node_extra_w=tuple(gpu.tdp_w * x for x in extra),
                 fb_s=(1.0, 2.0) if frequent else (a, a + _u(rng, 0.5, 3.0)),
                 grad_sync_s=(1.0, 1.0) if frequent else (g, g + _u(rng, 0.0, 1.5)),
@@ -279,9 +234,7 @@ def random_job_kinds(rng: np.random.Generator, gpu: GpuParams) -> tuple[JobProfi
 
 
 def random_plan(
-    rng: np.random.Generator,
-    family: str,
-    kinds: tuple[JobProfile, ...],
+    rng: np.random.Generator, family: str, kinds: tuple[JobProfile, ...],
     maintenance: tuple[tuple[float, float], ...],
 ) -> WorkloadPlan:
     """The workload: which kinds run, how long jobs and gaps last, how often they checkpoint."""
@@ -319,10 +272,8 @@ def random_plan(
 def random_faults(
     rng: np.random.Generator, hours: float
 ) -> tuple[tuple[FaultSpec, ...], tuple[tuple[float, float], ...]]:
-    """0–2 faults of any kind, steps or ramps; one in three is repaired and followed by another.
-
-    A GPU driver update comes with its maintenance: the rack is drained for 15–40 min around it.
-    """
+    """0–2 faults of any kind, steps or ramps; one in three is repaired and followed by another. A GPU
+    driver update comes with its maintenance: the rack is drained for 15–40 min around it."""
     faults: list[FaultSpec] = []
     maintenance: list[tuple[float, float]] = []
     kinds = list(FAULT_KINDS)

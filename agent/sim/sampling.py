@@ -1,11 +1,9 @@
 """Turn the twin's clean signals into what the devices report: rates, misses, glitches, resolution.
 
-NVML is read every second, each PDU feed every 5 s (feed b 3 s after feed a), the cooling unit
-every 10 s and the inlet probes every 10 s; a cell between samples is NaN ("not sampled"). A
-poll is occasionally missed (the whole device's cells of that row are NaN), a network device
-now and then stops answering for minutes (an outage: its cells stay NaN), and rarely a cell
-carries a glitch: a sentinel (-1, 0xFFFF = 65535) or a spike (3–10× the value). Values are
-rounded to each device's resolution so a written and re-read trace equals the chunk.
+Each device is read at its own interval and phase (``SamplingParams``); a cell between samples,
+in a missed poll or in an outage is NaN ("not sampled"); rarely a cell carries a glitch: a
+sentinel (-1, 0xFFFF = 65535) or a spike (3–10×). Values are rounded to each device's resolution
+so a written and re-read trace equals the chunk.
 """
 
 from __future__ import annotations
@@ -36,35 +34,23 @@ RESOLUTION: dict[str, dict[str, int]] = {
 }
 
 
-def crac_fields(rack: RackParams) -> tuple[str, ...]:
-    """The cooling unit's columns: the outdoor air temperature only where the unit has a probe."""
-    return (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS
-
-
 def omitted(name: str, omit: tuple[str, ...]) -> bool:
     """Whether column ``name`` is one the rack lacks: ``omit`` holds device kinds ("inlet"),
     ``kind.field`` pairs ("crac.cooling_w", "pdu.energy_kwh") or plain columns ("work_rate")."""
-    if not omit:
-        return False
     parts = name.split(".")
     return name in omit or parts[0] in omit or f"{parts[0]}.{parts[-1]}" in omit
 
 
-def _device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
+def device_columns(rack: RackParams) -> Iterator[tuple[str, str, int | None]]:
     """(column, key of the clean values, index on its device axis or None) in header order."""
     for i in range(rack.gpus):
         yield from ((f"gpu.{i}.{f}", f"gpu_{f}", i) for f in GPU_FIELDS)
     for j, p in enumerate(rack.pdu_ids):
         yield from ((f"pdu.{p}.{f}", f"pdu_{f}", j) for f in PDU_FIELDS)
-    yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac_fields(rack))
+    crac = (*CRAC_FIELDS, "outdoor_temp_c") if rack.cooling.outdoor_sensor else CRAC_FIELDS  # a probe?
+    yield from ((f"crac.{rack.cooling.crac_id}.{f}", f"crac_{f}", None) for f in crac)
     for j, pos in enumerate(INLET_POSITIONS):
         yield f"inlet.{pos}.temp_c", "inlet_c", j
-
-
-def trace_columns(rack: RackParams) -> list[str]:
-    """The header of a twin trace, in order."""
-    cols = ["ts", "stage", "job", "work_rate", *(name for name, _, _ in _device_columns(rack))]
-    return [c for c in cols if not omitted(c, rack.sampling.omit)]
 
 
 def places_of(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> int:
@@ -77,20 +63,10 @@ def places_of(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> int:
     return RESOLUTION[parts[0]][parts[-1]]
 
 
-def column_decimals(columns: list[str], overrides: tuple[tuple[str, int], ...] = ()) -> dict[str, int]:
-    """Per-column resolution for the trace writer (matches what ``to_chunk`` rounds to)."""
-    out: dict[str, int] = {"work_rate": 1}
-    for name in columns:
-        parts = name.split(".")
-        if len(parts) == 3 and parts[0] in RESOLUTION and parts[2] in RESOLUTION[parts[0]]:
-            out[name] = places_of(name, overrides)
-    return out
-
-
 def device_clean_values(clean: dict[str, np.ndarray], rack: RackParams) -> dict[str, np.ndarray]:
     """Canonical column name → clean per-second values (no sampling, no rounding)."""
     cols: dict[str, np.ndarray] = {"work_rate": clean["work_rate"]}
-    for name, key, index in _device_columns(rack):
+    for name, key, index in device_columns(rack):
         cols[name] = clean[key] if index is None else clean[key][:, index]
     return cols
 

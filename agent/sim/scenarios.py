@@ -62,24 +62,16 @@ class Scenario:
     def meta(self) -> TraceMeta:
         """Metadata lines of this scenario's trace (rack, site, crac share, 1-s tick)."""
         c = self.rack.cooling
-        return TraceMeta(
-            rack=self.rack_name,
-            site=self.site,
-            crac_shares={c.crac_id: c.share},
-            interval_s=1.0,
-            extra={"source": "rackwatt-sim", "scenario": self.name, "seed": str(self.seed)},
-        )
+        return TraceMeta(self.rack_name, self.site, {c.crac_id: c.share}, interval_s=1.0,
+                         extra={"source": "rackwatt-sim", "scenario": self.name, "seed": str(self.seed)})
 
     def describe(self) -> dict[str, Any]:
-        return {
+        """truth.json ``scenario``; node groups and drains only where the rack has them."""
+        out: dict[str, Any] = {
             "name": self.name, "description": SCENARIOS.get(self.name, ""), "days": self.days,
             "seed": self.seed, "gpus": self.gpus, "nodes": self.rack.nodes, "hints": self.hints,
             "start_ts": self.start_ts, "end_ts": self.start_ts + self.total_s,
-        } | self._layout()
-
-    def _layout(self) -> dict[str, Any]:
-        """Node groups and drains, only where the rack has them (single-job truth stays as it was)."""
-        out: dict[str, Any] = {}
+        }
         if self.groups:
             out["node_groups"] = [list(g.nodes) for g in self.groups]
         if self.drains:
@@ -108,52 +100,33 @@ def _plan_and_faults(name: str, hours: float) -> tuple[WorkloadPlan, tuple[Fault
         return WorkloadPlan(kind="lag_steps"), ()
     if name == "mixed":
         h = hours
-        faults = (
+        plan = replace(_tide_plan(), workload_change_h=round(0.5 * h, 3), preempt_prob=0.15,
+                       long_idle_prob=0.1)
+        return plan, (
             FaultSpec("hotspot", start_h=0.15 * h, end_h=0.3 * h, ramp_h=max(0.25, 0.05 * h)),
             FaultSpec("setpoint", start_h=0.35 * h, end_h=0.45 * h),
             FaultSpec("power_chain", start_h=0.6 * h, end_h=0.7 * h),
             FaultSpec("gpu_ageing", start_h=0.75 * h, ramp_h=max(0.5, 0.2 * h)),
         )
-        plan = replace(
-            _tide_plan(), workload_change_h=round(0.5 * h, 3), preempt_prob=0.15, long_idle_prob=0.1
-        )
-        return plan, faults
     raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
 
 
 def _tide_plan() -> WorkloadPlan:
-    return WorkloadPlan(
-        profiles=("dense", "moe", "finetune"),
-        job_h=(0.3, 4.0),
-        idle_gap_min=(2.0, 45.0),
-        long_idle_prob=0.25,
-        long_idle_h=(1.0, 6.0),
-        preempt_prob=0.3,
-    )
+    return WorkloadPlan(profiles=("dense", "moe", "finetune"), job_h=(0.3, 4.0), idle_gap_min=(2.0, 45.0),
+                        long_idle_prob=0.25, long_idle_h=(1.0, 6.0), preempt_prob=0.3)
 
 
 def make_scenario(
-    name: str,
-    days: float = 3.0,
-    seed: int = 0,
-    gpus: int = 16,
-    hints: bool = True,
-    fault: FaultSpec | None = None,
-    *,
-    fault_magnitude_pct: float | None = None,
-    fault_shape: str | None = None,
-    fault_start_h: float | None = None,
-    crac_share: float | None = None,
-    start_ts: float = DEFAULT_START_TS,
-    outdoor_sensor: bool = True,
+    name: str, days: float = 3.0, seed: int = 0, gpus: int = 16, hints: bool = True,
+    fault: FaultSpec | None = None, *, fault_magnitude_pct: float | None = None,
+    fault_shape: str | None = None, fault_start_h: float | None = None, crac_share: float | None = None,
+    start_ts: float = DEFAULT_START_TS, outdoor_sensor: bool = True,
 ) -> Scenario:
     """Build a named scenario.
 
-    ``fault`` replaces the scenario's faults with that one (any scenario, e.g. steady + a fault).
-    ``fault_magnitude_pct``/``fault_shape``/``fault_start_h`` override every fault's value.
-    ``start_ts`` (Unix seconds) places the run in time, e.g. ``time.time()`` for a live demo; the
-    outdoor cycle follows the time of day. ``outdoor_sensor=False`` leaves out the cooling unit's
-    outdoor air temperature column (many units have no such probe).
+    ``fault`` replaces the scenario's faults (e.g. steady + a fault); ``fault_*`` override every
+    fault's value. ``start_ts`` (Unix seconds) places the run in time: the outdoor cycle follows the
+    time of day. ``outdoor_sensor=False`` leaves out the cooling unit's outdoor air temperature.
     """
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: expected one of {', '.join(SCENARIOS)}")

@@ -1,11 +1,8 @@
 """The training-job stage generator: which stage the rack is in, second by second.
 
-It walks time job by job: an idle gap, a job start (initial data_load), training steps
-(forward_backward then grad_sync, seconds each), data-load stalls, periodic evals and
-checkpoints (minutes, every 30–90 min), then a final checkpoint — or an abrupt end when the job
-is preempted. A ``WorkloadPlan`` says how long jobs and gaps last, which job kinds run, and when
-a convergence plateau or a workload change happens. The result is per-second arrays (cheap: one
-byte per second for the stage) plus the job list for the ground truth.
+Job by job: an idle gap, initial data_load, training steps (forward_backward then grad_sync),
+data-load stalls, periodic evals and checkpoints, then a final checkpoint (none when preempted).
+A ``WorkloadPlan`` sets durations, job kinds, a convergence plateau or a workload change.
 """
 
 from __future__ import annotations
@@ -82,9 +79,6 @@ class Timeline:
     labelled: np.ndarray  # bool per second: the job reports its stage
     jobs: list[dict[str, Any]] = field(default_factory=list)
     plateau_ranges: list[tuple[int, int]] = field(default_factory=list)
-
-    def job_ids(self) -> list[str]:
-        return [str(j["id"]) for j in self.jobs]
 
 
 class _Builder:

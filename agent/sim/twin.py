@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from agent.sim.params import STAGES
 from agent.sim.physics import CHUNK_S, RackPhysics
-from agent.sim.sampling import DRIVER_GAP_S, Sampler, column_decimals, device_clean_values, trace_columns
+from agent.sim.sampling import DRIVER_GAP_S, Sampler, device_clean_values, device_columns, omitted, places_of
 from agent.sim.scenarios import Scenario
 from agent.sim.stages import stage_runs
 from agent.trace.model import TraceChunk, TraceMeta
@@ -22,12 +23,14 @@ def trace_meta(scenario: Scenario) -> TraceMeta:
 
 def columns(scenario: Scenario) -> list[str]:
     """The trace header, in order."""
-    return trace_columns(scenario.rack)
+    cols = ["ts", "stage", "job", "work_rate", *(name for name, _, _ in device_columns(scenario.rack))]
+    return [c for c in cols if not omitted(c, scenario.rack.sampling.omit)]
 
 
 def decimals(scenario: Scenario) -> dict[str, int]:
-    """Per-column resolution to hand to ``TraceWriter``."""
-    return column_decimals(columns(scenario), scenario.rack.sampling.resolution)
+    """Per-column resolution to hand to ``TraceWriter``: what the sampler rounds each device column to."""
+    overrides = scenario.rack.sampling.resolution
+    return {"work_rate": 1} | {name: places_of(name, overrides) for name in columns(scenario) if "." in name}
 
 
 def simulate(scenario: Scenario, chunk_s: int = CHUNK_S) -> Iterator[TraceChunk]:
@@ -91,30 +94,21 @@ def scenario_truth(scenario: Scenario) -> dict[str, Any]:
         "scenario": scenario.describe(),
         "meta": {"rack": scenario.rack_name, "site": scenario.site, f"crac.{c.crac_id}.share": c.share,
                  "interval_s": 1},
-        "model": {
-            "cooling_tau_s": c.tau_s,
-            "cooling_dead_s": c.dead_s,
-            "setpoint_c": c.setpoint_c,
-            "gpu_tdp_w": scenario.rack.gpu.tdp_w,
-            "gpu_idle_w": scenario.rack.gpu.idle_w,
-            "psu_curve": [list(p) for p in scenario.rack.node.psu_curve],
-        },
+        "model": {"cooling_tau_s": c.tau_s, "cooling_dead_s": c.dead_s, "setpoint_c": c.setpoint_c,
+                  "gpu_tdp_w": scenario.rack.gpu.tdp_w, "gpu_idle_w": scenario.rack.gpu.idle_w,
+                  "psu_curve": [list(p) for p in scenario.rack.node.psu_curve]},
         "faults": [f.truth(t0) for f in scenario.faults],
         "workload_changes": changes,
         "jobs": jobs,
         "device_outages": outages,
         "stage_segments_columns": ["start_ts", "end_ts", "stage", "job"],
-        "stage_segments": stage_runs(tl.stage, tl.job, tl.job_ids(), t0),
+        "stage_segments": stage_runs(tl.stage, tl.job, physics.workload.job_ids(), t0),
     }
 
 
 class RackTwin:
-    """The twin stepped in time, for fake devices serving instantaneous values (live demo).
-
-    ``advance_to(ts)`` moves the twin forward to absolute time ``ts`` (Unix seconds, never
-    backwards); ``device_values()`` returns the clean instantaneous values at the current second,
-    grouped by device. Values follow the same physics and random streams as ``simulate``.
-    """
+    """The twin stepped forward in time (``advance_to``, Unix seconds) for fake devices serving clean
+    instantaneous values (live demo); same physics and random streams as ``simulate``."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
@@ -132,9 +126,8 @@ class RackTwin:
         if s < self._s:
             raise ValueError(f"the twin cannot go back in time (at {self.ts}, asked for {ts})")
         if s >= self.scenario.total_s:
-            raise ValueError(
-                f"{ts} is past the end of the scenario ({self.scenario.start_ts + self.scenario.total_s})"
-            )
+            end = self.scenario.start_ts + self.scenario.total_s
+            raise ValueError(f"{ts} is past the end of the scenario ({end})")
         self._s = s
 
     def _values_now(self) -> dict[str, float]:
@@ -148,21 +141,14 @@ class RackTwin:
             end = min(self.scenario.total_s, hour_start + CHUNK_S)
             clean = self._physics.step(hour_start, end)
             self._hour = device_clean_values(clean, self.scenario.rack) | {
-                "stage": clean["stage"].astype(np.float64),
-                "job": clean["job"].astype(np.float64),
-            }
+                "stage": clean["stage"].astype(np.float64), "job": clean["job"].astype(np.float64)}
             self._hour_start = hour_start
         i = self._s - self._hour_start
         return {name: float(col[i]) for name, col in self._hour.items()}
 
     def device_values(self) -> dict[str, dict[str, float]]:
-        """Device → {field: value} at the current second.
-
-        Keys: ``gpu.<i>`` (power_w, energy_j, util_pct, mem_util_pct, temp_c, sm_clock_mhz),
-        ``pdu.<id>`` (power_w, energy_kwh, voltage_v, current_a, pf), ``crac.<id>`` (power_w,
-        supply_temp_c, return_temp_c, setpoint_c, fan_pct, cooling_w), ``inlet`` (top/mid/bottom
-        temp_c as ``<pos>.temp_c``) and ``job`` (stage, job, work_rate; NaN work_rate = no job).
-        """
+        """Device (``gpu.<i>``, ``pdu.<id>``, ``crac.<id>``, ``inlet``: ``<pos>.temp_c``, ``job``: work_rate,
+        stage_code, job_index; NaN work_rate = no job) → {field: value} at the current second."""
         flat = self._values_now()
         out: dict[str, dict[str, float]] = {}
         for name, value in flat.items():
@@ -196,8 +182,6 @@ class RackTwin:
 
     def stage(self) -> tuple[str, str]:
         """(stage label, job id) at the current second — what a training job would hint."""
-        from agent.sim.params import STAGES
-
         flat = self._values_now()
         j = int(flat["job"])
         ids = self._physics.workload.job_ids()

@@ -17,10 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 # Codes are byte - 48 (mod 256): "0"–"9" → 0–9; the others below.
-_DOT = (ord(".") - 48) % 256
-_MINUS = (ord("-") - 48) % 256
-_COMMA = (ord(",") - 48) % 256
-_NEWLINE = (ord("\n") - 48) % 256
+_DOT, _MINUS, _COMMA, _NEWLINE = ((ord(char) - 48) % 256 for char in ".-,\n")
 MAX_FAST_WIDTH = 24
 _MAX_DIGITS = 15
 _POW10 = 10.0 ** np.arange(MAX_FAST_WIDTH + 1)

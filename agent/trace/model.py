@@ -12,12 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 CANONICAL_STAGES: tuple[str, ...] = (
-    "idle",
-    "data_load",
-    "forward_backward",
-    "grad_sync",
-    "checkpoint",
-    "eval",
+    "idle", "data_load", "forward_backward", "grad_sync", "checkpoint", "eval"
 )
 TEXT_COLUMNS: tuple[str, ...] = ("stage", "job")
 J_PER_KWH = 3.6e6  # energy columns and payloads are in kWh; NVML, Prometheus and Sparkplug count J
@@ -52,12 +47,9 @@ class TraceMeta:
 
 @dataclass
 class TraceChunk:
-    """Consecutive rows of a trace.
-
-    ``numeric`` maps each numeric column name (``work_rate``, ``gpu.0.power_w``, …) to a float64
-    array of len(ts). ``stage`` and ``job`` are object arrays of ``str`` where ``""`` means no label.
-    ``first_line`` is the file line number of the chunk's first row (for messages), 0 if unknown.
-    """
+    """Consecutive rows of a trace: ``numeric`` column name → float64 array of len(ts); ``stage`` and
+    ``job`` object arrays of ``str`` (``""``: no label); ``first_line``: file line of the first row, 0 if
+    unknown."""
 
     ts: np.ndarray
     numeric: dict[str, np.ndarray]
@@ -84,8 +76,7 @@ class TraceChunk:
 
     @staticmethod
     def concat(chunks: list[TraceChunk]) -> TraceChunk:
-        """All rows of ``chunks`` in order; a column missing from a chunk is NaN there (not sampled).
-        Columns keep their first-seen order."""
+        """All rows of ``chunks`` in order; a column missing from a chunk is NaN there (first-seen order)."""
         names: dict[str, None] = {}
         for chunk in chunks:
             names.update(dict.fromkeys(chunk.numeric))

@@ -1,16 +1,10 @@
-"""Streaming trace reader (``docs/spec/trace-format.md``): a CSV file → ``TraceChunk``s of rows.
+"""Streaming trace reader (``docs/spec/trace-format.md``, whose rules it enforces): CSV → ``TraceChunk``s.
 
-``open_trace(path)`` reads the ``# key=value`` metadata and the header at once (so a bad header
-fails early); iterating the reader then yields chunks of ``chunk_rows`` rows, each parsed in
-bulk (``agent.trace.cells``) so the whole file is never in memory and no Python object is made
-per numeric cell. Iterating again re-reads the file from the first data row.
-
-Rules: the header must name ``ts``; ``stage`` and ``job`` are text, every other column (known or
-not) is numeric; an empty cell or ``nan`` is NaN; ``ts`` is present and strictly increasing.
-Cells are not quoted (the writer never needs quotes). Any violation raises ``TraceFormatError``
-naming the file line and the reason. With ``strict=False`` rows whose ``ts`` does not increase
-(a logger's duplicated or reordered rows) are passed on as they are: the engine's ``RowTimes``
-drops and counts them, so one hiccup does not cost the whole replay.
+``open_trace(path)`` reads the metadata and header at once (a bad header fails early); iterating
+yields chunks of ``chunk_rows`` rows, parsed in bulk (``agent.trace.cells``), and re-reads the file
+on each iteration. A violation raises ``TraceFormatError`` naming the file line. With
+``strict=False`` rows whose ``ts`` does not increase are passed on: the engine's ``RowTimes`` drops
+and counts them, so one logger hiccup does not cost the whole replay.
 """
 
 from __future__ import annotations
@@ -42,13 +36,8 @@ class TraceFormatError(ValueError):
         super().__init__(f"{self.path}: line {line}: {reason}")
 
 
-def open_trace(path: Path | str, chunk_rows: int = 65536, strict: bool = True) -> TraceReader:
-    """A reader over ``path``: ``.meta``, ``.columns``, and iteration yielding ``TraceChunk``s."""
-    return TraceReader(path, chunk_rows, strict)
-
-
 class TraceReader:
-    """Metadata and header of a trace, and an iterator over its data in chunks."""
+    """A reader over ``path``: ``.meta``, ``.columns``, and iteration yielding ``TraceChunk``s."""
 
     def __init__(self, path: Path | str, chunk_rows: int = 65536, strict: bool = True) -> None:
         if chunk_rows < 1:
@@ -176,9 +165,7 @@ class TraceReader:
                 texts[name].append(labels)
             last_ts = float(columns[self._ts_index, hi - 1])
         empty = np.full(rows, "", dtype=object)
-        joined = {
-            name: np.concatenate(parts) if len(parts) > 1 else parts[0] for name, parts in texts.items()
-        }
+        joined = {name: np.concatenate(p) if len(p) > 1 else p[0] for name, p in texts.items()}
         return TraceChunk(
             ts=columns[self._ts_index],
             numeric={name: columns[j] for name, j in self._numeric_index.items()},
@@ -201,9 +188,7 @@ class TraceReader:
         ncols = len(self.columns)
         classes = classify(block)
         ends = delimiters(classes)
-        starts = np.empty_like(ends)
-        starts[0] = 0
-        starts[1:] = ends[:-1] + 1
+        starts = np.concatenate(([0], ends[:-1] + 1))
         lengths = ends - starts
         self._check_field_counts(block, ends, ncols, first_line, last_ts)
         rows = line_count
@@ -288,7 +273,7 @@ class TraceReader:
             if cell in cache:
                 number = cache[cell]
             else:
-                number = cache[cell] = _number_bytes(cell)
+                number = cache[cell] = _number(cell)
             if number is None:
                 row, col = divmod(index, ncols)
                 shown = cell.decode("utf-8", errors="replace")
@@ -317,20 +302,12 @@ class TraceReader:
         )
 
 
-def _number(text: str) -> float | None:
+def _number(value: str | bytes) -> float | None:
     """A decimal number as the trace format allows it (``nan`` included), or None."""
-    if "_" in text:
-        return None
     try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _number_bytes(cell: bytes) -> float | None:
-    try:
-        return _number(cell.decode("ascii"))
-    except UnicodeDecodeError:
+        text = value.decode("ascii") if isinstance(value, bytes) else value
+        return None if "_" in text else float(text)
+    except ValueError:  # UnicodeDecodeError included
         return None
 
 
@@ -340,3 +317,6 @@ def _is_utf8(cell: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+open_trace = TraceReader  # the entry point callers and docs name

@@ -1,15 +1,11 @@
 """Streaming trace CSV writer (``docs/spec/trace-format.md``), used by ``rackwatt sim`` and ``record``.
 
-It writes the ``# key=value`` metadata lines, one header row, then each ``TraceChunk`` as it
-comes, so nothing needs the whole trace in memory. NaN (and ±inf) cells are written empty
-("not sampled"), never as zero. Numbers are rounded to a per-column resolution and written
-compactly (``64.2`` not ``64.20000001``, ``700`` not ``700.0``).
-
-Speed matters (a 3-day 16-GPU trace is ~30 M cells): each chunk is rounded with numpy, then
-formatted as a whole: every column becomes a fixed-width byte matrix (digits computed with
-integer arithmetic, leading/trailing zeros and empty cells as pad bytes), the matrices are
-stacked with commas and newlines, and the pad bytes are dropped in one pass. A column holding a
-value with more than 15 significant digits is written with Python's shortest exact ``repr``.
+NaN (and ±inf) cells are written empty ("not sampled"), never as zero; numbers are rounded to a
+per-column resolution and written compactly (``64.2``, ``700``). Speed matters (a 3-day 16-GPU
+trace is ~30 M cells): every column of a chunk becomes a fixed-width byte matrix (integer digit
+arithmetic, pad bytes for leading/trailing zeros and empty cells), the matrices are stacked with
+commas and newlines and the pad bytes dropped in one pass. Beyond 15 significant digits a column
+is written with Python's shortest exact ``repr``.
 """
 
 from __future__ import annotations
@@ -70,20 +66,12 @@ def meta_lines(meta: TraceMeta) -> list[str]:
 
 
 class TraceWriter:
-    """Write a trace CSV chunk by chunk.
-
-    ``columns`` is the full header in order and must start with ``ts``; ``stage`` and ``job`` are
-    taken from the chunk's text arrays, every other column from ``chunk.numeric`` (a column the
-    chunk lacks is written empty). Use as a context manager or call ``close()``.
-    """
+    """Write a trace CSV chunk by chunk: ``columns`` is the header, starting with ``ts``; a numeric column
+    the chunk lacks is written empty. Use as a context manager or call ``close()``."""
 
     def __init__(
-        self,
-        path: str | Path,
-        meta: TraceMeta,
-        columns: Iterable[str],
-        decimals: Mapping[str, int] | None = None,
-        flush_interval_s: float | None = 5.0,
+        self, path: str | Path, meta: TraceMeta, columns: Iterable[str],
+        decimals: Mapping[str, int] | None = None, flush_interval_s: float | None = 5.0,
     ) -> None:
         self.path = Path(path)
         self.flush_interval_s = flush_interval_s  # live recording: at most this much is lost on a crash
@@ -188,13 +176,9 @@ def _check_text(values: np.ndarray, name: str, path: Path, n: int) -> None:
 
 def _column_block(values: np.ndarray, places: int) -> np.ndarray:
     block = _number_block(values, places)
-    return _repr_block(values) if block is None else block
-
-
-def _repr_block(values: np.ndarray) -> np.ndarray:
-    """Values beyond 15 significant digits: Python's shortest exact repr (``1e+16``), NaN empty."""
-    cells = ["" if math.isnan(v) else repr(v).removesuffix(".0") for v in values.tolist()]
-    return _strings_block(cells)
+    if block is None:  # beyond 15 significant digits: Python's shortest exact repr (``1e+16``), NaN empty
+        return _strings_block(["" if math.isnan(v) else repr(v).removesuffix(".0") for v in values.tolist()])
+    return block
 
 
 def _strings_block(cells: list[str]) -> np.ndarray:
@@ -204,12 +188,9 @@ def _strings_block(cells: list[str]) -> np.ndarray:
 
 
 def _number_block(values: np.ndarray, places: int) -> np.ndarray | None:
-    """Rounded values as an (n, width) byte matrix: sign, integer digits, point, fraction digits.
-
-    Leading zeros, trailing fraction zeros, a point with no fraction after it, and every byte of
-    a NaN cell are pad bytes, so ``700.0`` → ``700``, ``64.20`` → ``64.2``, NaN → empty. Returns
-    None when a value has more than 15 significant digits at this resolution.
-    """
+    """Rounded values as an (n, width) byte matrix (sign, digits, point, fraction) whose leading zeros,
+    trailing fraction zeros, bare point and NaN cells are pad bytes (``700.0`` → ``700``, NaN → empty);
+    None when a value has more than 15 significant digits at this resolution."""
     d = max(places, 0)
     finite = np.isfinite(values)
     magnitude = np.rint(np.abs(np.where(finite, values, 0.0)) * 10.0**d)

@@ -1,17 +1,10 @@
 """Fake GPUs at the ``pynvml`` function boundary, for the demo and for tests on machines without GPUs.
 
-``FakeNvml(values_fn)`` replaces the ``pynvml`` functions the driver calls with fakes serving
-``values_fn()`` → ``{gpu_index: {"power_w": …, "util_pct": …, "mem_util_pct": …, "temp_c": …,
-"sm_clock_mhz": …, "power_limit_w": …}}`` (the twin's GPU values). The total-energy counter (mJ)
-integrates ``power_w`` over ``clock()`` unless the values carry ``energy_j`` themselves.
-
-Error injection, as real NVML reports it (``pynvml.NVMLError(code)`` subclasses):
-``init_error`` (12 library not found, 9 driver not loaded), ``lost`` (GPU indices that raise 15),
-``unsupported`` (function names, or "POWER_INSTANT", that raise/return 3), ``failures``
-(``(gpu or None, function name) → code``), ``reset_counter(gpu)`` (driver reload).
-
-    with FakeNvml(lambda: {0: {"power_w": 650.0}}).installed():
-        ...  # code calling pynvml.nvmlInit() etc. sees the fakes
+``FakeNvml(values_fn).installed()`` serves ``values_fn()`` → ``{gpu_index: {"power_w": …, …}}`` (the
+twin's GPU values); the energy counter (mJ) integrates ``power_w`` unless the values carry
+``energy_j``. Errors as real NVML reports them: ``init_error`` (12 library not found, 9 driver not
+loaded), ``lost`` (GPUs raising 15), ``unsupported`` (function names, or "POWER_INSTANT": 3),
+``failures`` (``(gpu or None, function name) → code``), ``reset_counter(gpu)`` (driver reload).
 """
 
 from __future__ import annotations
@@ -32,8 +25,6 @@ DEFAULT_GPU = {  # an H100 SXM in a training step
     "power_w": 650.0, "util_pct": 97.0, "mem_util_pct": 41.0, "temp_c": 63.0, "sm_clock_mhz": 1755.0,
     "power_limit_w": 700.0,
 }
-
-
 CALL_LOG_LEN = 1000  # a few poll cycles of every call a test looks at, for up to 64 GPUs
 
 
@@ -46,10 +37,7 @@ class FakeNvml:
     """A set of fake NVML functions over live values, with injectable faults."""
 
     def __init__(
-        self,
-        values_fn: Callable[[], GpuValues] | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
+        self, values_fn: Callable[[], GpuValues] | None = None, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.values_fn = values_fn or (lambda: {0: DEFAULT_GPU, 1: DEFAULT_GPU})
         self.clock = clock
@@ -71,16 +59,13 @@ class FakeNvml:
         self._advance(gpu)
         self._energy_offset_mj[gpu] = self._energy_offset_mj.get(gpu, 0.0) + self._counter_mj(gpu)
 
-    def functions(self) -> dict[str, Callable[..., Any]]:
-        """Every fake, under its ``pynvml`` name (the methods named ``nvml…`` below)."""
-        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("nvml")}
-
     @contextmanager
     def installed(self) -> Iterator[FakeNvml]:
-        """Patch ``pynvml`` while the block runs (pytest's monkeypatch works the same way)."""
+        """Patch every ``pynvml`` function faked below (the ``nvml…`` methods) while the block runs."""
         with ExitStack() as stack:
-            for name, fake in self.functions().items():
-                stack.enter_context(mock.patch.object(pynvml, name, fake))
+            for name in dir(type(self)):
+                if name.startswith("nvml"):
+                    stack.enter_context(mock.patch.object(pynvml, name, getattr(self, name)))
             yield self
 
     # -- helpers -------------------------------------------------------------------------------
@@ -166,10 +151,8 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> SimpleNamespace:
         self._enter("nvmlDeviceGetUtilizationRates", handle.index)
-        return SimpleNamespace(
-            gpu=round(self._value(handle.index, "util_pct")),
-            memory=round(self._value(handle.index, "mem_util_pct")),
-        )
+        gpu, memory = self._value(handle.index, "util_pct"), self._value(handle.index, "mem_util_pct")
+        return SimpleNamespace(gpu=round(gpu), memory=round(memory))
 
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperature", handle.index)

@@ -1,13 +1,9 @@
 """A demo / test cooling unit: a pymodbus server on loopback serving one profile's register image.
 
-Values come live from ``values_fn()`` (canonical values keyed by point signal, e.g.
-``{"supply_temp_c": 18.5, "fan_pct": 62.0}``), encoded per the profile at the moment each request
-is answered; a signal that is absent (or ``None``) is served as the point's sentinel. Only the
-profile's registers exist: any other address answers "illegal data address" (exception 2), like
-a real unit. Every request is recorded (``requests``: function code, address, count), which is
-how tests prove the driver only ever reads. Faults can be injected: ``busy_next`` (exception 6
-for the next N requests), ``exceptions`` (signal → exception code for any request touching it),
-``omit`` (signals whose registers do not exist).
+``values_fn()`` (``{"supply_temp_c": 18.5, …}``; absent or None: the point's sentinel) is encoded
+per the profile when each request is answered; any other address answers exception 2, like a real
+unit. ``requests`` records every request (how tests prove the driver only reads). Faults:
+``busy_next`` (exception 6 for the next N requests), ``exceptions`` (signal → code), ``omit``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""A live SNMP rack PDU on loopback, for the demo, the footprint bench and end-to-end tests.
+"""A live SNMP rack PDU on loopback (GET, GETNEXT, GETBULK; no SET), for the demo, benches and tests.
 
-A pysnmp command responder (GET, GETNEXT, GETBULK; no SET) on 127.0.0.1 that answers with one
-vendor's OIDs, encoded the way that vendor's firmware does (units, scaling, table layout), from
-``values_fn()`` → ``{"power_w": …, "energy_kwh": …, "voltage_v": …, "current_a": …, "pf": …}``.
-The encoders below are written from the vendor MIBs, independently of the driver's profiles, so
-the real driver decodes them through the real profile. ``render(vendor, values)`` also produces
-``.snmprec`` text for snmpsim. v2c community and, optionally, one SNMPv3 user (authPriv SHA/AES).
-
-Run standalone: ``python -m agent.sim.devices.snmp_agent --vendor apc_rpdu2 --port 16161``.
+It serves ``values_fn()`` (power_w, energy_kwh, voltage_v, current_a, pf) as one vendor's firmware
+encodes them; the encoders are written from the vendor MIBs, independently of the driver's
+profiles. v2c and, optionally, one SNMPv3 user (authPriv SHA/AES). Standalone:
+``python -m agent.sim.devices.snmp_agent --vendor apc_rpdu2 --port 16161``.
 """
 
 from __future__ import annotations
@@ -60,10 +56,8 @@ def _share(values: Mapping[str, float | None], units: int) -> dict[str, float | 
 
 
 def _apc(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
-    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a.
-
-    ``units`` > 1 is a Network Port Sharing chain: one device row and one phase row per unit.
-    """
+    """APC rPDU2 (PowerNet-MIB): device kW in hundredths, kWh in tenths, phase A in tenths, -1 = n/a;
+    ``units`` > 1: a Network Port Sharing chain, one device and one phase row per unit."""
     each = _share(values, units)
 
     def enc(name: str, per_unit: float) -> int:
@@ -103,21 +97,14 @@ def _apc(values: Mapping[str, float | None], outlets: int, units: int = 1) -> di
 
 
 def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -> dict[Oid, Cell]:
-    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table.
-
-    ``units`` > 1 is a cascade: inlet sensors of pduId 1…units.
-    """
+    """Raritan PDU2-MIB: Unsigned32 values, each divided by 10^digits from the configuration table;
+    ``units`` > 1: a cascade, inlet sensors of pduId 1…units."""
     each = _share(values, units)
     cells = _system("PX3-5493U-K2 rackwatt-sim", RARITAN)
     inlet_cfg, inlet_val = (*RARITAN, 3, 3, 4, 1), (*RARITAN, 5, 2, 3, 1)
     # sensor type → (signal, decimal digits, multiplier to the sensor unit)
-    sensors = {
-        1: ("current_a", 3, 1.0),
-        4: ("voltage_v", 0, 1.0),
-        5: ("power_w", 0, 1.0),
-        7: ("pf", 2, 1.0),
-        8: ("energy_kwh", 0, 1000.0),
-    }
+    sensors = {1: ("current_a", 3, 1.0), 4: ("voltage_v", 0, 1.0), 5: ("power_w", 0, 1.0), 7: ("pf", 2, 1.0),
+               8: ("energy_kwh", 0, 1000.0)}
     for pdu in range(1, units + 1):
         cells[(*RARITAN, 3, 2, 2, 1, 2, pdu)] = (2, 1)  # inletCount
         cells[(*RARITAN, 3, 2, 2, 1, 4, pdu)] = (2, outlets)  # outletCount
@@ -137,8 +124,7 @@ def _raritan(values: Mapping[str, float | None], outlets: int, units: int = 1) -
 
 
 ENCODERS: dict[str, Callable[[Mapping[str, float | None], int, int], dict[Oid, Cell]]] = {
-    "apc_rpdu2": _apc,
-    "raritan_pdu2": _raritan,
+    "apc_rpdu2": _apc, "raritan_pdu2": _raritan
 }
 
 
@@ -275,13 +261,8 @@ def demo_values(base_w: float = 1200.0, swing_w: float = 300.0, period_s: float 
         power = base_w + swing_w * math.sin(2 * math.pi * now / period_s)
         state["kwh"] += power * (now - state["t"]) / J_PER_KWH
         state["t"] = now
-        return {
-            "power_w": power,
-            "energy_kwh": state["kwh"],
-            "voltage_v": 230.0,
-            "current_a": power / (230.0 * 0.95),
-            "pf": 0.95,
-        }
+        return {"power_w": power, "energy_kwh": state["kwh"], "voltage_v": 230.0,
+                "current_a": power / (230.0 * 0.95), "pf": 0.95}
 
     return values
 
