@@ -1,8 +1,5 @@
-"""Cumulative energy counters as resettable gauges: deltas with reset and wrap detection.
-
-Devices keep energy in counters that restart on reboot, driver reload or a manual reset, and
-wrap at their register width. A counter that goes backwards is a reset (or a wrap), never
-negative energy.
+"""Cumulative energy counters as resettable gauges: a counter that goes backwards is a reset (reboot,
+driver reload) or a wrap at its register width, never negative energy.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Which driver polls which configured device: an explicit table, no import side effects.
 
-``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]``, one for NVML
-when ``[nvml] enabled`` (the default), one per ``[[dcgm]]`` GPU node and one per ``[[node]]``.
-Driver packages are imported only here and only when a device needs them, so a host without SNMP
-devices never loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
-secret) becomes an ``UnavailableDriver`` whose every poll reports why: one bad device never
-stops the others.
+Driver packages are imported only when a device needs them (a host without SNMP devices never loads
+pysnmp). A device whose driver cannot be built becomes an ``UnavailableDriver`` whose every poll
+reports why: one bad device never stops the others.
 """
 
 from __future__ import annotations

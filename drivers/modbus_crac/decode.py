@@ -1,11 +1,9 @@
 """Register words ⇄ engineering values for one cooling-unit point, and unit conversion.
 
-Modbus puts each 16-bit word big-endian on the wire; 32-bit values span two words whose order
-varies by vendor (``word_order``: "big" = most-significant word first, APC/Schneider; "little" =
-word-swapped, e.g. Liebert DCD "(sw)" floats). Sentinels are compared on the raw bit pattern
-(0x7FFF, 0x8000, 0xFFFF, …) before scaling, and become ``None`` (missing), never 0.
-
-``encode_value`` is the exact inverse; the demo Modbus server uses it to serve register images.
+32-bit values span two words whose order varies by vendor (``word_order``: "big" = most-significant
+word first, APC/Schneider; "little" = word-swapped, e.g. Liebert DCD "(sw)" floats). Sentinels are
+compared on the raw bit pattern before scaling and become ``None`` (missing), never 0.
+``encode_value`` is the exact inverse (the demo Modbus server serves register images with it).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """``NvmlGpuDriver``: the host's GPUs through NVML, as one device ``nvml`` with ``gpu.<i>.*`` signals.
 
-Capabilities are probed once per GPU and cached (the zeus pattern): the total-energy counter
-(Volta+) is preferred and made reset-safe with ``CounterDelta`` — ``energy_j`` never steps back
-when the driver reloads; where the counter is NOT_SUPPORTED, power is integrated over time
-instead and ``energy_j`` is flagged estimated. Power prefers the POWER_INSTANT field and falls
-back to ``nvmlDeviceGetPowerUsage``.
-
-Errors: NVML library or driver missing → ``ok=False`` with a clear message, no signals, init
-retried next poll; GPU lost → that GPU's signals missing, ``ok=False``, handle re-acquired next
-poll; NOT_SUPPORTED → that signal absent (not an error); other per-call errors → that signal
-missing, named in ``error`` (``ok`` stays True). All NVML calls run in a daemon worker thread
-with a deadline: a hung driver (a GPU in a bad state can stall NVML for seconds or forever) fails
-the poll with a clear message and never blocks the event loop or the process's exit.
+Capabilities are probed once per GPU and cached: POWER_INSTANT else GetPowerUsage; the energy
+counter made reset-safe, else integrated power flagged estimated (README.md says what each error
+does). All NVML calls run in a daemon worker thread with a deadline: a GPU in a bad state can stall
+NVML for seconds or forever, and must never block the event loop or the process's exit.
 """
 
 from __future__ import annotations

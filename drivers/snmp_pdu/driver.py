@@ -1,10 +1,8 @@
 """The SNMP PDU driver: one configured PDU (or daisy-chain) polled into canonical ``pdu.<id>.*`` signals.
 
-First poll: pick the profile (``auto`` → by sysObjectID), walk each table once with GETBULK to
-find units/inlets/phases, read their static meta columns (decimal digits, types), and plan the
-exact OIDs. Every later poll is one batched GET of those OIDs. A poll never raises: failures become
-``PollResult(ok=False, error=...)`` naming the PDU, and its deadline bounds it, so one dead PDU
-never holds up the others (each driver is polled in its own task).
+First poll: choose the profile, walk its tables once and plan the exact OIDs; every later poll is
+one batched GET of them (README.md, "How a poll works"). A poll never raises, and its deadline
+bounds it, so one dead PDU never holds up the others.
 """
 
 from __future__ import annotations
