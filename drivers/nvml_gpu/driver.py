@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from drivers.base import PollResult
-from drivers.counters import EnergyTotal
+from drivers.counters import EnergyTotal, PowerIntegral
 from drivers.nvml_gpu import nvml_calls as nvml
 from drivers.nvml_gpu.config import NvmlSection
 from drivers.nvml_gpu.nvml_calls import NvmlFailure
@@ -71,13 +71,12 @@ class GpuState:
     """What this driver learned and keeps about one GPU between polls."""
 
     index: int
+    integral: PowerIntegral  # where there is no energy counter (monotonic s)
     handle: Any = None
     counter: EnergyTotal = field(default_factory=EnergyTotal)
-    energy_j: float | None = None  # the counter's total, or integrated power where there is none
     energy_from_counter: bool | None = None  # None: not probed yet
     power_instant: bool | None = None
     unsupported: set[str] = field(default_factory=set)
-    last_power: tuple[float, float] | None = None  # (monotonic s, W) for integration
 
 
 class NvmlGpuDriver:
@@ -87,7 +86,7 @@ class NvmlGpuDriver:
         self.cfg = cfg
         self.device = DEVICE
         self.interval_s = cfg.interval_s
-        self.max_integration_gap_s = max(3 * cfg.interval_s, 5.0)
+        self.max_gap_s = max(3 * cfg.interval_s, 5.0)  # longest gap power is integrated across
         self._clock = clock
         self._initialised = False
         self._gpus: dict[int, GpuState] = {}
@@ -163,12 +162,12 @@ class NvmlGpuDriver:
                     ok = False
                     problems.append(f"gpu {index}: not present (this host has {count} GPUs)")
                     continue
-                state = self._gpus.setdefault(index, GpuState(index))
+                state = self._gpus.setdefault(index, GpuState(index, PowerIntegral(self.max_gap_s)))
                 try:
                     values, soft_problems, guessed = self._read_gpu(state)
                 except GpuLost as exc:
                     state.handle = None
-                    state.last_power = None
+                    state.integral.restart()
                     ok = False
                     problems.append(f"gpu {index}: {exc}")
                     continue
@@ -251,27 +250,19 @@ class NvmlGpuDriver:
             raw_j = optional("energy_j", lambda: nvml.total_energy_j(gpu))
             if raw_j is not None:
                 state.energy_from_counter = True
-                state.energy_j, reset = state.counter.update(float(raw_j))
+                energy_j, reset = state.counter.update(float(raw_j))
                 if reset:
                     log.warning("nvml: gpu %d: energy counter went back (driver reload?); continuing",
                                 state.index)
-                return state.energy_j, False
+                return energy_j, False
             if "energy_j" not in state.unsupported:
                 return None, False  # a transient error: try the counter again next poll
             state.energy_from_counter = False
             log.info("nvml: gpu %d: no energy counter; integrating power (estimated)", state.index)
         if power_w is None:
-            state.last_power = None  # no power now: no estimate this poll, restart integration next
+            state.integral.restart()  # no power now: no estimate this poll, restart integration next
             return None, False
-        if state.energy_j is None:
-            state.energy_j = 0.0
-        elif state.last_power is not None:
-            then, previous_w = state.last_power
-            gap_s = now - then
-            if 0 < gap_s <= self.max_integration_gap_s:
-                state.energy_j += (previous_w + power_w) / 2.0 * gap_s
-        state.last_power = (now, power_w)
-        return state.energy_j, True
+        return state.integral.add(now, power_w), True
 
     @staticmethod
     def _checked(read: Callable[[], Any]) -> Any:
