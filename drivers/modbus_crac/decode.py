@@ -11,7 +11,10 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # profiles imports this module
+    from drivers.modbus_crac.profiles import Point
 
 TYPE_WIDTH = {"u16": 1, "s16": 1, "u32": 2, "s32": 2, "f32": 2}
 STRUCT_FORMAT = {"u16": ">H", "s16": ">h", "u32": ">I", "s32": ">i", "f32": ">f"}  # the bits as a number
@@ -28,9 +31,8 @@ DEFAULT_SENTINELS: dict[str, frozenset[int]] = {
     "f32": frozenset(),
 }
 
-# unit written in a profile → (canonical signal suffix it may feed, function to canonical units)
+# unit written in a profile → (canonical signal suffix it may feed, multiplier, offset)
 _UNITS: dict[str, tuple[str, float, float]] = {
-    # unit: (suffix, multiplier, offset) applied as (value + offset) * multiplier
     "W": ("_w", 1.0, 0.0),
     "kW": ("_w", 1000.0, 0.0),
     "degC": ("_c", 1.0, 0.0),
@@ -38,21 +40,6 @@ _UNITS: dict[str, tuple[str, float, float]] = {
     "%": ("_pct", 1.0, 0.0),
 }
 _UNIT_ALIASES = {"°C": "degC", "C": "degC", "°F": "degF", "F": "degF", "pct": "%", "%RH": "%"}
-
-
-class PointLike(Protocol):
-    """What decoding needs of a point (``profiles.Point`` has it; read-only)."""
-
-    @property
-    def type(self) -> str: ...
-    @property
-    def word_order(self) -> str: ...
-    @property
-    def scale(self) -> float: ...
-    @property
-    def unit(self) -> str: ...
-    @property
-    def sentinels(self) -> frozenset[int]: ...
 
 
 def canonical_unit(unit: str) -> str:
@@ -74,20 +61,10 @@ def unit_problem(signal: str, unit: str) -> str | None:
     return None
 
 
-def to_canonical(value: float, unit: str) -> float:
+def _conversion(unit: str) -> tuple[float, float]:
+    """(multiplier, offset) from ``unit`` to canonical units: (value + offset) × multiplier."""
     unit = canonical_unit(unit)
-    if unit == "":
-        return value
-    _, multiplier, offset = _UNITS[unit]
-    return (value + offset) * multiplier
-
-
-def from_canonical(value: float, unit: str) -> float:
-    unit = canonical_unit(unit)
-    if unit == "":
-        return value
-    _, multiplier, offset = _UNITS[unit]
-    return value / multiplier - offset
+    return (1.0, 0.0) if unit == "" else _UNITS[unit][1:]
 
 
 def words_to_raw(words: Sequence[int], type_: str, word_order: str) -> int:
@@ -118,7 +95,7 @@ def number_to_raw(number: float, type_: str) -> int:
     return int.from_bytes(packed, "big")
 
 
-def decode_value(point: PointLike, words: Sequence[int]) -> float | None:
+def decode_value(point: Point, words: Sequence[int]) -> float | None:
     """The point's canonical value from its registers, or None for a sentinel / non-finite value."""
     raw = words_to_raw(words, point.type, point.word_order)
     if raw in point.sentinels:
@@ -127,15 +104,17 @@ def decode_value(point: PointLike, words: Sequence[int]) -> float | None:
     if not math.isfinite(number):
         return None
     # round away float noise from scale/unit arithmetic (22.000000000000007 °C); far below resolution
-    return round(to_canonical(number * point.scale, point.unit), 6)
+    multiplier, offset = _conversion(point.unit)
+    return round((number * point.scale + offset) * multiplier, 6)
 
 
-def encode_value(point: PointLike, value: float | None) -> list[int]:
+def encode_value(point: Point, value: float | None) -> list[int]:
     """Registers that decode to ``value``; ``None`` encodes the point's first sentinel (or NaN)."""
     if value is None:
         if point.type == "f32":
             return raw_to_words(number_to_raw(math.nan, "f32"), point.type, point.word_order)
         sentinel = min(point.sentinels) if point.sentinels else 0
         return raw_to_words(sentinel, point.type, point.word_order)
-    number = from_canonical(value, point.unit) / point.scale
+    multiplier, offset = _conversion(point.unit)
+    number = (value / multiplier - offset) / point.scale
     return raw_to_words(number_to_raw(number, point.type), point.type, point.word_order)
