@@ -20,7 +20,7 @@ from agent.trace.model import J_PER_KWH
 from drivers.base import PollResult
 from drivers.counters import CounterDelta, PowerIntegral
 
-from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v2c_auth, v3_auth
+from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v3_auth
 from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_by_index, keep_row, prune
 from .profile import (
     PROFILE_DIR,
@@ -234,7 +234,7 @@ class SnmpPduDriver:
         else:
             if cfg.community_file is None:
                 raise SnmpError('version = "2c" needs community_file')
-            auth = v2c_auth(read_secret(cfg.community_file))
+            auth = CommunityData(read_secret(cfg.community_file), mpModel=1)  # mpModel 1: SNMPv2c
         if self._engine is None:
             self._engine = _acquire_loop_engine()
             self._uses_loop_engine = True
