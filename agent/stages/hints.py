@@ -197,13 +197,5 @@ def encode_hint(
     node: str | None = None,
 ) -> bytes:
     """The datagram for a hint (what the client and ``rackwatt stage`` send)."""
-    obj: dict[str, Any] = {"stage": stage}
-    if node is not None:
-        obj["node"] = node
-    if job is not None:
-        obj["job"] = job
-    if work_rate is not None:
-        obj["work_rate"] = work_rate
-    if ts is not None:
-        obj["ts"] = ts
-    return json.dumps(obj, separators=(",", ":")).encode()
+    obj = {"stage": stage, "node": node, "job": job, "work_rate": work_rate, "ts": ts}
+    return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()

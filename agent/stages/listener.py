@@ -178,15 +178,12 @@ def bind_unix_datagram(path: Path) -> socket.socket:
 
 
 def _socket_alive(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    else:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
         return True
-    finally:
-        probe.close()
 
 
 def command_policy(stages: StagesSection) -> CommandPolicy:
