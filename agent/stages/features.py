@@ -215,10 +215,11 @@ class FeatureExtractor:
                 noise = self._noise_w(power) / np.maximum(train - floor, 1.0)
                 feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0], noise)
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
-                # only rows that work: a job's first rows after its start-up or a stall must not
-                # read the low stage's utilisation as the job's
+                # what the job holds (a rolling median), from rows that work only: a job's first rows
+                # after its start-up or a stall must not read the low stage's utilisation as the job's
                 with np.errstate(invalid="ignore"):
-                    held_util = self._held_util(np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan))
+                    working_util = np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan)
+                held_util, self._recent_util = _rolling_median(self._recent_util, working_util)
                 feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
         return feats
 
@@ -282,12 +283,6 @@ class FeatureExtractor:
         train = np.where(stepped, step_hi, np.where(flat_trainer, job_hi, unproven))
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
         return _JobRows(train, proof, busy, visible_ts, start_w, start)
-
-    def _held_util(self, med_util: np.ndarray) -> np.ndarray:
-        """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
-        across chunks; NaN rows left out): what the job holds, not one sample's noise."""
-        medians, self._recent_util = _rolling_median(self._recent_util, med_util)
-        return medians
 
     def _noise_w(self, power: np.ndarray) -> np.ndarray:
         """Per row, the sample noise (σ, W) of the node's median GPU power, from its own GPUs.
