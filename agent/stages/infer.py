@@ -86,10 +86,8 @@ class StageInferrer:
         """``gpus``: infer from these GPU indices only (one node, one job); None = the whole rack."""
         self.dwell_s = dwell_s
         self.margin = margin  # squared-z distance by which a new stage must win on two rows
-        # … or on one row: nearer by 15 is about four prior spreads on one feature (√15), far past
-        # what sample noise moves a row (1–4 % per GPU, a tenth of a spread), while a row that
-        # straddles a change lands between the two levels and wins by less. A step between a
-        # busy and a low stage (a 3-s checkpoint after a step, a stall's end) is followed at once.
+        # … or on one row: 15 is about four prior spreads (√15), far past what sample noise moves a
+        # row, while a row straddling a change lands between the levels and wins by less
         self.strong_margin = strong_margin
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w, gpus=gpus)
         self._stages: list[str] = list(PRIOR_CENTROIDS)  # prototype slots
@@ -384,9 +382,7 @@ class StageInferrer:
             if k > a and code >= 0 and cur is not None and slow is None:
                 gap = dist[a:k, cur] - dist[a:k, code]
                 decisive = gap > self.margin
-                # two decisive rows in a row (one may be the previous chunk's last), or one
-                # overwhelming row: a borderline outlier never flips the segment, while a clear
-                # step (idle → training, a stall's end) is followed at once
+                # two decisive rows in a row (one may be the previous chunk's last), or one overwhelming
                 confirmed = (decisive & np.concatenate(([self._decisive_last], decisive[:-1]))) | (
                     gap > self.strong_margin
                 )
