@@ -33,14 +33,7 @@ COMMANDS = frozenset({"accept"})
 CAUSES = frozenset({"cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown"})
 
 DROP_REASONS: tuple[str, ...] = (
-    "too_large",
-    "malformed",
-    "unknown_field",
-    "bad_label",
-    "bad_value",
-    "bad_ts",
-    "stale",
-    "flood",
+    "too_large", "malformed", "unknown_field", "bad_label", "bad_value", "bad_ts", "stale", "flood",
     "unauthorized",  # a command from a transport or sender that may not give commands
     "unknown_node",  # a hint for a node the rack's configuration does not list
 )

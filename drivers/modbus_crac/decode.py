@@ -24,20 +24,14 @@ WORD_ORDERS = ("big", "little")
 # the conventional Modbus "no value" patterns; a cooling unit's temperatures, percentages and
 # kW never legitimately reach them. f32 NaN/inf is always missing.
 DEFAULT_SENTINELS: dict[str, frozenset[int]] = {
-    "u16": frozenset({0xFFFF}),
-    "s16": frozenset({0x7FFF, 0x8000}),
-    "u32": frozenset({0xFFFFFFFF}),
-    "s32": frozenset({0x7FFFFFFF, 0x80000000}),
-    "f32": frozenset(),
+    "u16": frozenset({0xFFFF}), "s16": frozenset({0x7FFF, 0x8000}), "u32": frozenset({0xFFFFFFFF}),
+    "s32": frozenset({0x7FFFFFFF, 0x80000000}), "f32": frozenset(),
 }
 
 # unit written in a profile → (canonical signal suffix it may feed, multiplier, offset)
 _UNITS: dict[str, tuple[str, float, float]] = {
-    "W": ("_w", 1.0, 0.0),
-    "kW": ("_w", 1000.0, 0.0),
-    "degC": ("_c", 1.0, 0.0),
-    "degF": ("_c", 5.0 / 9.0, -32.0),
-    "%": ("_pct", 1.0, 0.0),
+    "W": ("_w", 1.0, 0.0), "kW": ("_w", 1000.0, 0.0), "%": ("_pct", 1.0, 0.0),
+    "degC": ("_c", 1.0, 0.0), "degF": ("_c", 5.0 / 9.0, -32.0),
 }
 _UNIT_ALIASES = {"°C": "degC", "C": "degC", "°F": "degF", "F": "degF", "pct": "%", "%RH": "%"}
 

@@ -25,14 +25,9 @@ from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
 log = logging.getLogger(__name__)
 
 EXCEPTION_NAMES = {
-    1: "illegal function",
-    2: "illegal data address",
-    3: "illegal data value",
-    4: "device failure",
-    5: "acknowledge (busy)",
-    6: "device busy",
-    10: "gateway path unavailable",
-    11: "gateway target did not respond",
+    1: "illegal function", 2: "illegal data address", 3: "illegal data value", 4: "device failure",
+    5: "acknowledge (busy)", 6: "device busy",
+    10: "gateway path unavailable", 11: "gateway target did not respond",
 }
 ABSENT_CODES = frozenset({2, 3})  # the unit does not have this register
 BUSY_CODES = frozenset({5, 6})  # try again later

@@ -14,10 +14,8 @@ from pymodbus.framer import FramerType
 
 # function code → (client method, most items one request may ask for)
 READ_FUNCTIONS: dict[int, tuple[str, int]] = {
-    1: ("read_coils", 2000),
-    2: ("read_discrete_inputs", 2000),
-    3: ("read_holding_registers", 125),
-    4: ("read_input_registers", 125),
+    1: ("read_coils", 2000), 2: ("read_discrete_inputs", 2000),
+    3: ("read_holding_registers", 125), 4: ("read_input_registers", 125),
 }
 FRAMERS = {"socket": FramerType.SOCKET, "rtu": FramerType.RTU}
 

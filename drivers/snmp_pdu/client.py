@@ -23,24 +23,16 @@ Oid = tuple[int, ...]
 Value = int | float | str | Oid | None
 
 AUTH_PROTOCOLS: dict[str, Any] = {
-    "none": _auth.USM_AUTH_NONE,
-    "MD5": _auth.USM_AUTH_HMAC96_MD5,
-    "SHA": _auth.USM_AUTH_HMAC96_SHA,
-    "SHA224": _auth.USM_AUTH_HMAC128_SHA224,
-    "SHA256": _auth.USM_AUTH_HMAC192_SHA256,
-    "SHA384": _auth.USM_AUTH_HMAC256_SHA384,
-    "SHA512": _auth.USM_AUTH_HMAC384_SHA512,
+    "none": _auth.USM_AUTH_NONE, "MD5": _auth.USM_AUTH_HMAC96_MD5, "SHA": _auth.USM_AUTH_HMAC96_SHA,
+    "SHA224": _auth.USM_AUTH_HMAC128_SHA224, "SHA256": _auth.USM_AUTH_HMAC192_SHA256,
+    "SHA384": _auth.USM_AUTH_HMAC256_SHA384, "SHA512": _auth.USM_AUTH_HMAC384_SHA512,
 }
 PRIV_PROTOCOLS: dict[str, Any] = {
-    "none": _auth.USM_PRIV_NONE,
-    "DES": _auth.USM_PRIV_CBC56_DES,
-    "3DES": _auth.USM_PRIV_CBC168_3DES,
-    "AES": _auth.USM_PRIV_CFB128_AES,
-    "AES128": _auth.USM_PRIV_CFB128_AES,
-    "AES192": _auth.USM_PRIV_CFB192_AES,
-    "AES256": _auth.USM_PRIV_CFB256_AES,
-    "AES192C": _auth.USM_PRIV_CFB192_AES_BLUMENTHAL,  # Cisco-style key extension
-    "AES256C": _auth.USM_PRIV_CFB256_AES_BLUMENTHAL,
+    "none": _auth.USM_PRIV_NONE, "DES": _auth.USM_PRIV_CBC56_DES, "3DES": _auth.USM_PRIV_CBC168_3DES,
+    "AES": _auth.USM_PRIV_CFB128_AES, "AES128": _auth.USM_PRIV_CFB128_AES,
+    "AES192": _auth.USM_PRIV_CFB192_AES, "AES256": _auth.USM_PRIV_CFB256_AES,
+    # Cisco-style key extension
+    "AES192C": _auth.USM_PRIV_CFB192_AES_BLUMENTHAL, "AES256C": _auth.USM_PRIV_CFB256_AES_BLUMENTHAL,
 }
 TOO_BIG = 1  # SNMP errorStatus tooBig: the response would not fit one message
 MAX_OIDS_PER_GET = 24  # a request of this many numeric varbinds fits any agent's message size
