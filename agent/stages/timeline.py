@@ -102,10 +102,9 @@ class NodeTimelines:
         """After a reload: the same rack timeline and the rings of nodes still listed; new nodes
         start empty, nodes no longer listed are dropped (their hints would now be refused)."""
         out = NodeTimelines(self.rack, nodes)
-        for node in out.nodes:
-            if node in self.nodes:
-                out.nodes[node] = self.nodes[node]
-        out.set_ttl(self.rack.ttl_s)
+        for node in out.nodes.keys() & self.nodes.keys():
+            out.nodes[node] = self.nodes[node]
+            out.nodes[node].ttl_s = self.rack.ttl_s  # the rack's may have changed with the reload
         return out
 
     def knows(self, node: str) -> bool:
@@ -114,10 +113,6 @@ class NodeTimelines:
     def apply(self, hint: Hint) -> None:
         """A node hint to its node's ring, any other to the rack's (callers check ``knows`` first)."""
         (self.nodes[hint.node] if hint.node is not None else self.rack).apply(hint)
-
-    def set_ttl(self, ttl_s: float) -> None:
-        for timeline in (self.rack, *self.nodes.values()):
-            timeline.ttl_s = ttl_s
 
     def labels_at(self, node: str, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(stage, job) per row from ``node``'s own fresh hints ("" where it has none: the rack-wide
