@@ -7,6 +7,7 @@ source would be a reflector). Answering reads the engine's ledger only: microsec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -79,17 +80,7 @@ def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
     found = ledger.interval(query.t0, t1, job=query.job, cooling_measured=_cooling_measured(engine))
     until = ledger.accounted_until
     reply["accounted_until"] = until
-    reply["energy"] = {
-        "t0": found.t0,
-        "t1": found.t1,
-        "job": found.job,
-        "it_j": found.it_j,
-        "cooling_j": found.cooling_j,
-        "facility_j": found.facility_j,
-        "gpu_j": found.gpu_j,
-        "why": found.why,
-        "pending": until is None or until < t1,
-    }
+    reply["energy"] = {**dataclasses.asdict(found), "pending": until is None or until < t1}
     return reply
 
 
