@@ -26,7 +26,6 @@ from drivers.nvml_gpu.nvml_calls import NvmlFailure
 
 log = logging.getLogger(__name__)
 
-DEVICE = "nvml"
 INIT_MESSAGES = {
     nvml.LIBRARY_NOT_FOUND: "NVML library not found (no NVIDIA driver?)",
     nvml.DRIVER_NOT_LOADED: "NVIDIA driver not loaded (NVML error 9)",
@@ -84,7 +83,7 @@ class NvmlGpuDriver:
 
     def __init__(self, cfg: NvmlSection, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
-        self.device = DEVICE
+        self.device = "nvml"
         self.interval_s = cfg.interval_s
         self.max_gap_s = max(3 * cfg.interval_s, 5.0)  # longest gap power is integrated across
         self._clock = clock

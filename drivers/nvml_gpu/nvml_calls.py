@@ -29,7 +29,6 @@ class NvmlFailure(Exception):
         super().__init__(f"{call}: {text} (NVML error {code})")
         self.code = code
         self.call = call
-        self.text = text
 
 
 def _call(name: str, fn: Callable[..., T], *args: Any) -> T:
