@@ -11,10 +11,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # profiles imports this module
-    from drivers.modbus_crac.profiles import Point
+from typing import Protocol
 
 TYPE_WIDTH = {"u16": 1, "s16": 1, "u32": 2, "s32": 2, "f32": 2}
 STRUCT_FORMAT = {"u16": ">H", "s16": ">h", "u32": ">I", "s32": ">i", "f32": ">f"}  # the bits as a number
@@ -34,6 +31,21 @@ _UNITS: dict[str, tuple[str, float, float]] = {
     "degC": ("_c", 1.0, 0.0), "degF": ("_c", 5.0 / 9.0, -32.0),
 }
 _UNIT_ALIASES = {"°C": "degC", "C": "degC", "°F": "degF", "F": "degF", "pct": "%", "%RH": "%"}
+
+
+class PointLike(Protocol):
+    """What decoding needs of a point (``profiles.Point``, which imports this module, has it)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def word_order(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def sentinels(self) -> frozenset[int]: ...
 
 
 def canonical_unit(unit: str) -> str:
@@ -89,7 +101,7 @@ def number_to_raw(number: float, type_: str) -> int:
     return int.from_bytes(packed, "big")
 
 
-def decode_value(point: Point, words: Sequence[int]) -> float | None:
+def decode_value(point: PointLike, words: Sequence[int]) -> float | None:
     """The point's canonical value from its registers, or None for a sentinel / non-finite value."""
     raw = words_to_raw(words, point.type, point.word_order)
     if raw in point.sentinels:
@@ -102,7 +114,7 @@ def decode_value(point: Point, words: Sequence[int]) -> float | None:
     return round((number * point.scale + offset) * multiplier, 6)
 
 
-def encode_value(point: Point, value: float | None) -> list[int]:
+def encode_value(point: PointLike, value: float | None) -> list[int]:
     """Registers that decode to ``value``; ``None`` encodes the point's first sentinel (or NaN)."""
     if value is None:
         if point.type == "f32":
