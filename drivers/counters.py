@@ -1,8 +1,5 @@
-"""Cumulative energy counters as resettable gauges: deltas with reset and wrap detection.
-
-Devices keep energy in counters that restart on reboot, driver reload or a manual reset, and
-wrap at their register width. A counter that goes backwards is a reset (or a wrap), never
-negative energy.
+"""Cumulative energy counters as resettable gauges: a counter that goes backwards is a reset (reboot,
+driver reload) or a wrap at its register width, never negative energy.
 """
 
 from __future__ import annotations
@@ -53,3 +50,24 @@ class EnergyTotal:
         increment = self.delta.update(raw)
         self.total = raw if self.total is None else self.total + (increment or 0.0)
         return self.total, self.delta.resets > resets
+
+
+@dataclass
+class PowerIntegral:
+    """Energy (J) as trapezoids of power over time, for devices without an energy counter (an
+    estimate); a gap over ``max_gap_s``, or one after ``restart()``, is not bridged."""
+
+    max_gap_s: float
+    total_j: float | None = None
+    last: tuple[float, float] | None = None  # (s, W) of the previous reading
+
+    def add(self, ts: float, power_w: float) -> float:
+        if self.total_j is None:
+            self.total_j = 0.0
+        elif self.last is not None and 0 < ts - self.last[0] <= self.max_gap_s:
+            self.total_j += (self.last[1] + power_w) / 2.0 * (ts - self.last[0])
+        self.last = (ts, power_w)
+        return self.total_j
+
+    def restart(self) -> None:
+        self.last = None

@@ -1,11 +1,8 @@
 """Which driver polls which configured device: an explicit table, no import side effects.
 
-``build_drivers(config)`` returns one driver per ``[[pdu]]`` and ``[[crac]]``, one for NVML
-when ``[nvml] enabled`` (the default), one per ``[[dcgm]]`` GPU node and one per ``[[node]]``.
-Driver packages are imported only here and only when a device needs them, so a host without SNMP
-devices never loads pysnmp. A device whose driver cannot be built (package missing, bad profile, unreadable
-secret) becomes an ``UnavailableDriver`` whose every poll reports why: one bad device never
-stops the others.
+Driver packages are imported only when a device needs them (a host without SNMP devices never loads
+pysnmp). A device whose driver cannot be built becomes an ``UnavailableDriver`` whose every poll
+reports why: one bad device never stops the others.
 """
 
 from __future__ import annotations
@@ -108,36 +105,29 @@ def build_drivers(config: DeviceSections, clock: Callable[[], float] = time.time
     return drivers
 
 
-class _GpuRanges:
-    """The rack-wide ``gpu.<i>`` ranges of the GPU nodes ([[dcgm]], then [[node]]), in configuration
-    order: a node without ``first_gpu`` starts right after the previous node, and a node whose range
-    overlaps another's is refused (two GPUs on one ``gpu.<i>`` would be added together)."""
-
-    def __init__(self) -> None:
-        self.taken: dict[int, str] = {}
-        self.next_gpu = 0
-
-    def claim(self, owner: str, first_gpu: int | None, count: int) -> tuple[int, str | None]:
-        """(first index, None) for this node's range, or (first, why it is refused)."""
-        first = first_gpu if first_gpu is not None else self.next_gpu
-        span = range(first, first + count)
-        clash = sorted({self.taken[i] for i in span if i in self.taken})
-        if clash:
-            return first, (f"GPUs gpu.{span.start}..gpu.{span.stop - 1} overlap node(s) {', '.join(clash)}; "
-                           "set first_gpu so that the nodes' ranges do not overlap")
-        self.taken.update(dict.fromkeys(span, owner))
-        self.next_gpu = span.stop
-        return first, None
-
-
 def _placed_gpu_nodes(
     config: DeviceSections,
 ) -> list[tuple[DcgmSection | NodeSection, int, str | None]]:
-    """(node, first rack-wide GPU index, why it is refused or None) for every GPU node, in the one
-    order the ranges are placed in: [[dcgm]], then [[node]]."""
-    ranges = _GpuRanges()
+    """(node, first rack-wide GPU index, why it is refused or None) for every GPU node, [[dcgm]] then
+    [[node]]: a node without ``first_gpu`` starts right after the previous one, and a node whose
+    range overlaps another's is refused (two GPUs on one ``gpu.<i>`` would be added together)."""
+    taken: dict[int, str] = {}
+    next_gpu = 0
+    placed: list[tuple[DcgmSection | NodeSection, int, str | None]] = []
     nodes: list[DcgmSection | NodeSection] = [*config.dcgms, *config.nodes]
-    return [(node, *ranges.claim(node.id, node.first_gpu, node.gpu_count)) for node in nodes]
+    for node in nodes:
+        first = node.first_gpu if node.first_gpu is not None else next_gpu
+        span = range(first, first + node.gpu_count)
+        clash = ", ".join(sorted({taken[i] for i in span if i in taken}))
+        refused = None
+        if clash:
+            refused = (f"GPUs gpu.{span.start}..gpu.{span.stop - 1} overlap node(s) {clash}; "
+                       "set first_gpu so that the nodes' ranges do not overlap")
+        else:
+            taken.update(dict.fromkeys(span, node.id))
+            next_gpu = span.stop
+        placed.append((node, first, refused))
+    return placed
 
 
 def gpu_nodes(config: DeviceSections) -> tuple[tuple[str, tuple[int, ...]], ...]:

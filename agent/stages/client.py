@@ -1,8 +1,5 @@
-"""The stage client's old import path: ``agent.stages.client`` *is* ``rackwatt_client.stage_hints``.
-
-The client's one owner is the ``rackwatt_client`` package (packaging/client/, its own stdlib-only
-wheel for training environments; the agent ships it too). Existing users of this name get the
-very same module object, so state, monkeypatching and ``__file__`` are the owner's.
+"""``agent.stages.client`` *is* ``rackwatt_client.stage_hints`` (packaging/client/, the one owner):
+the very same module object, so state, monkeypatching and ``__file__`` are the owner's.
 """
 
 from __future__ import annotations

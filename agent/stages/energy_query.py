@@ -1,18 +1,13 @@
 """The energy query on the stage socket: a job asks what the rack agent accounted for its window.
 
-The wire format is the client's (``rackwatt_client.rack_query``, its one owner): a request names
-``t0``/``t1`` on the agent's clock (omitted ``t1``: now) and optionally a ``job``; the reply carries
-the agent's ``now`` and, for a window, ``energy`` from the engine's ``EnergyLedger``. Only the Unix
-socket answers: a reply goes to the sender's autobound address, and the kernel says who asked
-(UDP carries no identity, and a reply to a forged source would be a reflector). Anyone who may
-write to the socket may ask: the figures are the rack's energy, which the agent also publishes.
-
-Parsing is strict and cheap like the hints' (``HintError`` with a counter reason); answering reads
-the ledger only, so a query costs a few microseconds of the agent's event loop.
+The wire format is the client's (``rackwatt_client.rack_query``). Only the Unix socket answers: the
+reply goes to the sender's autobound address and the kernel says who asked (a UDP reply to a forged
+source would be a reflector). Answering reads the engine's ledger only: microseconds of the loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -85,17 +80,7 @@ def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
     found = ledger.interval(query.t0, t1, job=query.job, cooling_measured=_cooling_measured(engine))
     until = ledger.accounted_until
     reply["accounted_until"] = until
-    reply["energy"] = {
-        "t0": found.t0,
-        "t1": found.t1,
-        "job": found.job,
-        "it_j": found.it_j,
-        "cooling_j": found.cooling_j,
-        "facility_j": found.facility_j,
-        "gpu_j": found.gpu_j,
-        "why": found.why,
-        "pending": until is None or until < t1,
-    }
+    reply["energy"] = {**dataclasses.asdict(found), "pending": until is None or until < t1}
     return reply
 
 

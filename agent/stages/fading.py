@@ -1,6 +1,5 @@
-"""A running maximum (or minimum) whose old values fade toward the present: a reference level
-that follows the hardware and the job without storing history (one carried value and its time).
-"""
+"""A fading running extreme: a reference level that follows the hardware and the job with one
+carried value and its time instead of stored history."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Per-row stage features from a trace chunk, vectorised, with last values held across chunks.
 
-What it is: the bridge from raw telemetry columns to the few scale-free numbers the stage
-classifier looks at. GPUs are sampled every second and PDUs every few seconds, with empty cells
-between, so every column is held at its last sample (for at most ``max_hold_s``) — across chunk
-boundaries too, so a live chunk of one row sees the same features as a replay chunk of thousands.
-
-What it is not: a classifier (see ``infer``). Memory is fixed: one carried value per column.
+GPUs are sampled every second and PDUs every few seconds, with empty cells between, so every
+column is held at its last sample (for at most ``max_hold_s``), across chunk boundaries too: a live
+chunk of one row sees the same features as a replay chunk of thousands. Not a classifier (``infer``).
 """
 
 from __future__ import annotations
@@ -21,25 +18,8 @@ from agent.stages.job_scope import UNPROVEN_TRAINING_S, JobScope, carried_state,
 from agent.stages.steps import LOW_LEVEL, STEP_MEMORY_S, SWING_ROWS, StepWatch
 from agent.trace.model import TraceChunk
 
-# Feature order of the matrix returned by FeatureExtractor.extract. Every feature is scale-free,
-# so what is learned on one GPU model carries over to another:
-# - level: median GPU power placed between the rack's idle floor (0) and its job's training level (1);
-# - lift: log of median GPU power over the idle floor (contexts up, spinning ranks: low but not idle);
-# - util: median NVML utilisation, 0–1;
-# - copy: median memory utilisation minus median utilisation: memory busy while the SMs are not
-#   is a copy (a checkpoint reading GPU memory out); computing stages read memory to compute;
-# - writer: one or a few GPUs nearly unused while most are busy (a rank writing a checkpoint while
-#   the others spin in a collective), 1 or 0;
-# - node_frac: node (PDU minus GPU) power placed in its learned range;
-# - swing, step_pos: the forward/backward ↔ grad_sync alternation and where the row sits in it;
-# - alternating: whether the alternation was seen within the last ALT_S seconds;
-# - unstepped: the alternation was seen within STEP_MEMORY_S but not within ALT_S, and the GPUs
-#   went straight on without a low spell: a job that trains in visible steps is evaluating; or
-#   busy and flat in a job that has shown no sign of training (see _untrained);
-# - over_start: log of median GPU power over the job's own start-up power (contexts up, nothing
-#   running), 0 at or below it: a data stall leaves the GPUs as the start-up did, while a rank
-#   writing a checkpoint or spinning in a collective draws more (H100: 115 W start-up, 145 W
-#   writing, 155 W spinning).
+# Columns of FeatureExtractor.extract's matrix, each scale-free so what is learned on one GPU model
+# carries over to another; docs/stage-hints.md ("Inference when no hint is fresh") says what each is.
 FEATURES: tuple[str, ...] = (
     "level", "lift", "util", "copy", "writer", "node_frac", "swing", "step_pos", "alternating", "unstepped",
     "over_start",
@@ -72,14 +52,11 @@ IDLE_LIFT = 0.5 * float(np.log(1.4))
 # Memory busy while the SMs are idle is a copy (a checkpoint reading GPU memory out). NVML's
 # percentages are integers and a data stall reads 0–3 % on both: 4 points is above that rounding.
 COPY_MIN = 0.04
-# A training step keeps a kernel resident on every GPU nearly all the time (NVML utilisation is
-# the share of the sample period with a kernel running: 97–100 % on recordings of dense training,
-# 90 % and more on any job whose step keeps the SMs fed). Forward passes that wait on requests or
-# batching leave gaps. A flat busy job whose utilisation holds below SATURATED_UTIL is not in a
-# training step: three points under that floor, several widths of the smoothed utilisation's
-# noise (NVML's integer percent, 2–5 points per GPU, under one point for the median of the node's
-# GPUs over UTIL_SMOOTH_ROWS rows). One-sided: full utilisation is no proof of training (serving
-# can saturate too, and spinning ranks read 100 %).
+# A training step keeps a kernel resident on every GPU nearly all the time (97–100 % NVML
+# utilisation on recordings of dense training, ≥ 90 % on any job whose step keeps the SMs fed);
+# forward passes that wait on requests leave gaps. Three points under that floor is several widths
+# of the smoothed utilisation's noise (under one point for the median over UTIL_SMOOTH_ROWS rows).
+# One-sided: full utilisation is no proof of training (serving can saturate, spinning reads 100 %).
 SATURATED_UTIL = 0.87
 UTIL_SMOOTH_ROWS = SWING_ROWS  # rows of the node's median utilisation the test above looks at
 # How a row's job has proved to be training (features._training_level)
@@ -238,24 +215,21 @@ class FeatureExtractor:
                 noise = self._noise_w(power) / np.maximum(train - floor, 1.0)
                 feats[:, 6], feats[:, 7] = self.steps.swing(feats[:, 0], noise)
                 feats[:, 8], feats[:, 9] = self.steps.alternating(ts, feats[:, 6], feats[:, 0])
-                # only rows that work: a job's first rows after its start-up or a stall must not
-                # read the low stage's utilisation as the job's
+                # what the job holds (a rolling median), from rows that work only: a job's first rows
+                # after its start-up or a stall must not read the low stage's utilisation as the job's
                 with np.errstate(invalid="ignore"):
-                    held_util = self._held_util(np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan))
+                    working_util = np.where(feats[:, 0] >= LOW_LEVEL, med_util, np.nan)
+                held_util, self._recent_util = _rolling_median(self._recent_util, working_util)
                 feats[:, 9] = np.maximum(feats[:, 9], self._untrained(ts, feats, job, held_util))
         return feats
 
     def _references(
         self, ts: np.ndarray, mean_w: np.ndarray, util: np.ndarray, limit_w: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Idle floor and training level per row, in W, both learned from the rack itself.
-
-        Floor: a slowly forgetting minimum of the median GPU power over rows with no utilisation;
-        training level: a forgetting maximum over busy rows (2-h half-life of busy time, so it
-        follows the job and survives idle gaps). Utilisation only gates what may teach each
-        reference. Until one of them has been seen it is inferred from the other
-        (``TRAIN_OVER_IDLE``) or from the power limit.
-        """
+        """Idle floor and training level per row, in W, both learned from the rack itself: a slowly
+        forgetting minimum over idle rows, and a maximum over busy rows forgetting over busy time
+        (it follows the job and survives idle gaps). Until one is seen it comes from the other
+        (``TRAIN_OVER_IDLE``) or from the power limit."""
         unknown_util = np.isnan(util)
         low = np.where(unknown_util | (util <= _IDLE_UTIL), mean_w, np.nan)
         busy = np.where(unknown_util | (util >= _BUSY_UTIL), mean_w, np.nan)
@@ -289,17 +263,10 @@ class FeatureExtractor:
         peak_w: np.ndarray,
         floor: np.ndarray,
     ) -> _JobRows:
-        """Per row, what its job has shown (``_JobRows``), above all the training level (W) the
-        row is placed against:
-
-        - The job steps visibly (a clear alternation since it started, within STEP_MEMORY_S):
-          the high side of its steps.
-        - It has written a checkpoint (so it trains) but shows no step: it trains in steps
-          shorter than a sample, and its highest busy level is its training level.
-        - It has shown neither (a start-up, forward passes, training not yet proven): the level
-          this node's GPUs draw in jobs that did prove to be training; the learned peak until
-          one has.
-        """
+        """Per row, what its job has shown, above all the training level (W) the row is placed
+        against: the high side of its steps if it steps visibly; its highest busy level if it has
+        checkpointed but shows no step (steps shorter than a sample); else the node's proven
+        training level (the learned peak until a job has proved to train)."""
         unknown_util = np.isnan(util)
         idle = (lift < IDLE_LIFT) & (unknown_util | (util <= _IDLE_UTIL))
         busy = unknown_util | (util >= _BUSY_UTIL)
@@ -317,21 +284,13 @@ class FeatureExtractor:
         proof = np.where(stepped, PROOF_STEPS, np.where(flat_trainer, PROOF_CHECKPOINT, PROOF_NONE))
         return _JobRows(train, proof, busy, visible_ts, start_w, start)
 
-    def _held_util(self, med_util: np.ndarray) -> np.ndarray:
-        """The node's median utilisation as a rolling median of UTIL_SMOOTH_ROWS rows (carried
-        across chunks; NaN rows left out): what the job holds, not one sample's noise."""
-        medians, self._recent_util = _rolling_median(self._recent_util, med_util)
-        return medians
-
     def _noise_w(self, power: np.ndarray) -> np.ndarray:
         """Per row, the sample noise (σ, W) of the node's median GPU power, from its own GPUs.
 
-        What every GPU of a node does together from one row to the next is the job's (a step, a
-        stage change); what each does apart from the others is its reading's noise. The spread
-        across GPUs of their row-to-row changes (unbiased variance, /2 for a difference of two
-        samples) gives one GPU's σ, and the median of G GPUs has about 1.25 σ/√G (an
-        overestimate for a few GPUs, the safe side); a rolling median over SWING_ROWS rows
-        steadies it, so one GPU's own step (a writer starting) does not. NaN with a single GPU.
+        What the GPUs do together from row to row is the job's; what each does apart is noise. The
+        spread across GPUs of their row-to-row changes (/2 for a difference of two samples) gives
+        one GPU's σ; the median of G GPUs has about 1.25 σ/√G (high for a few GPUs, the safe side),
+        steadied by a rolling median over SWING_ROWS rows. NaN with a single GPU.
         """
         same_gpus = self._last_power.shape == (power.shape[1],)
         prev = self._last_power if same_gpus else np.full(power.shape[1], np.nan)
@@ -351,18 +310,9 @@ class FeatureExtractor:
         self, ts: np.ndarray, feats: np.ndarray, job: _JobRows, held_util: np.ndarray
     ) -> np.ndarray:
         """Per row (1/0): busy and flat in a job that has shown no sign of training, on a node
-        whose training jobs show their steps, or with utilisation held below a training step's
-        (SATURATED_UTIL).
-
-        How this node's training looks at this sampling rate is learned from the jobs that proved
-        to train: if they step visibly, a busy job with neither a step nor a checkpoint runs
-        forward passes only (serving, offline inference), and reads as eval; if one trained flat
-        within the last day (steps shorter than a sample, proven by its checkpoints), such a job
-        may be training too, and only its level against the training level tells. Before either
-        habit is known (a node whose first job serves), only what a training step cannot show
-        tells: utilisation held below a step's saturation, or a job busy for longer than any
-        training job goes without writing a checkpoint (UNPROVEN_TRAINING_S), on a node that has
-        not seen a job train flat within the day.
+        whose training jobs show their steps (no job trained flat within a day), or with
+        utilisation held below SATURATED_UTIL, or busy for longer than UNPROVEN_TRAINING_S on a
+        node with no flat trainer within the day: forward passes only (docs/stage-hints.md).
         """
         level, flat = feats[:, 0], feats[:, 8] == 0.0
         with np.errstate(invalid="ignore"):
@@ -377,10 +327,7 @@ class FeatureExtractor:
 
     def _node_frac(self, ts: np.ndarray, node_w: np.ndarray) -> np.ndarray:
         """Node (PDU minus GPU) power placed in its learned range: 0 at the low end, 1 at the high.
-
-        The range follows a rolling median, so the moments when a PDU sample lags a GPU step
-        (feeds are read every few seconds, GPUs every second) do not stretch it.
-        """
+        The range follows a rolling median, so a PDU sample lagging a GPU step does not stretch it."""
         smooth, self._recent_node = _rolling_median(self._recent_node, node_w)
         lo = decaying_extreme(ts, smooth, self._node_lo_w, self._node_ts, _NODE_HALFLIFE_S, upper=False)
         hi = decaying_extreme(ts, smooth, self._node_hi_w, self._node_ts, _NODE_HALFLIFE_S, upper=True)
@@ -394,12 +341,12 @@ class FeatureExtractor:
         return frac
 
     def state(self) -> dict[str, float]:
-        return {**carried_state(self), **self.steps.state(), **self.job.state()}
+        return {**carried_state(self), **carried_state(self.steps), **carried_state(self.job)}
 
     def load(self, state: dict[str, float]) -> None:
-        load_carried(self, state)
-        self.steps.load(state)
-        self.job.load(state)
+        """Keys missing (a state saved before a part existed) restore that part's defaults."""
+        for part in (self, self.steps, self.job):
+            load_carried(part, state)
 
 
 def _rolling_median(ring: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,8 @@
-"""Parsing of stage-hint and command datagrams: one small JSON object per datagram.
+"""Parsing of stage-hint and command datagrams: one small JSON object each (docs/stage-hints.md).
 
-A hint says which stage the training job is in:
-``{"stage": "checkpoint", "job": "llama-70b-r3", "work_rate": 1834.5, "ts": 1764400000.1}``
-(``job``, ``work_rate``, ``ts`` and ``node`` optional). ``node`` names the GPU node the stage is
-for (its ``[[node]]``/``[[dcgm]]`` id): racks whose nodes run different jobs send one hint per node;
-a hint without it is for the whole rack. A command asks the agent to do something:
-``{"command": "accept", "cause": "cooling"}`` (sent by ``rackwatt accept``).
-
-Everything is checked strictly and cheaply (bounded size first, then JSON, then fields) because
-these bytes come from any local process. A bad datagram raises ``HintError`` whose ``reason`` is a
-short counter key (``malformed``, ``unknown_field``, ``bad_label`` …) and whose message says what
-was wrong. This module does no I/O and keeps no state; see ``intake`` for counting and limits.
+These bytes come from any local process, so everything is checked strictly and cheaply (size,
+then JSON, then fields). A bad datagram raises ``HintError`` whose ``reason`` is a counter key
+(``DROP_REASONS``) and whose message says what was wrong. No I/O, no state: see ``intake``.
 """
 
 from __future__ import annotations
@@ -34,24 +26,14 @@ MIN_TS = 946684800.0  # 2000-01-01: anything earlier is a clock that was never s
 MAX_FUTURE_S = 60.0  # a ts further ahead of the agent's clock than this is rejected
 
 JOB_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]*\Z")
-# A hint's node id is checked by the rack configuration's own rule (agent.node.config.NODE_ID);
-# whether the rack has such a node is the intake's question (it knows the config).
 
 HINT_FIELDS = frozenset({"stage", "job", "work_rate", "ts", "node"})
 COMMAND_FIELDS = frozenset({"command", "cause", "stage", "ts"})
 COMMANDS = frozenset({"accept"})
 CAUSES = frozenset({"cooling", "power_chain", "thermal", "gpu_hardware", "workload", "unknown"})
 
-# Every reason a datagram can be dropped for; the counters in ``intake`` use these keys.
 DROP_REASONS: tuple[str, ...] = (
-    "too_large",
-    "malformed",
-    "unknown_field",
-    "bad_label",
-    "bad_value",
-    "bad_ts",
-    "stale",
-    "flood",
+    "too_large", "malformed", "unknown_field", "bad_label", "bad_value", "bad_ts", "stale", "flood",
     "unauthorized",  # a command from a transport or sender that may not give commands
     "unknown_node",  # a hint for a node the rack's configuration does not list
 )
@@ -208,13 +190,5 @@ def encode_hint(
     node: str | None = None,
 ) -> bytes:
     """The datagram for a hint (what the client and ``rackwatt stage`` send)."""
-    obj: dict[str, Any] = {"stage": stage}
-    if node is not None:
-        obj["node"] = node
-    if job is not None:
-        obj["job"] = job
-    if work_rate is not None:
-        obj["work_rate"] = work_rate
-    if ts is not None:
-        obj["ts"] = ts
-    return json.dumps(obj, separators=(",", ":")).encode()
+    obj = {"stage": stage, "node": node, "job": job, "work_rate": work_rate, "ts": ts}
+    return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()

@@ -1,17 +1,9 @@
 """Online, fixed-memory inference of the training stage from telemetry, for rows with no label.
 
-What it is: a nearest-centroid classifier over a handful of scale-free features
-(``features.FEATURES``: GPU power as a fraction of its limit or learned peak, utilisation,
-memory utilisation, spread across GPUs, node power placed in its learned range, and the
-forward/backward ↔ grad_sync alternation), followed by a causal hysteresis filter so segments
-do not flicker. Centroids start from physics priors (so
-it works with no label ever seen) and move toward per-stage means learned from hinted rows.
-
-What it is not: a stage timeline (``timeline``) or the engine. The engine calls
-``StageInferrer.infer_chunk`` from ``Engine.process`` with the chunk and the hint labels it has;
-hinted rows are returned unchanged (hints win) and teach the centroids.
-
-Memory is fixed: a (stages × features) table of means and variances and a few carried scalars.
+A nearest-centroid classifier over the scale-free ``features.FEATURES``, followed by a causal
+hysteresis filter so segments do not flicker. Centroids start from physics priors (it works with
+no label ever seen) and move toward per-stage means learned from hinted rows, which are returned
+unchanged (hints win). Memory: a (stages × features) table of means and variances, a few scalars.
 """
 
 from __future__ import annotations
@@ -24,32 +16,15 @@ from agent.stages.features import FEATURES, N_FEATURES, FeatureExtractor
 from agent.stages.steps import ALT_S, SWING_ROWS
 from agent.trace.model import TraceChunk
 
-# Physics priors in feature space (level, lift, util, copy, writer, node_frac, swing,
-# step_pos, alternating, unstepped, over_start); NaN = no opinion. A stage may have more than one signature (a
-# prototype "<stage>~<variant>"), as real racks show:
-# - idle: at the floor, nothing running.
-# - data_load: contexts up and clocks held but no kernel running (utilisation 0, H100 ~115 W
-#   against 65 W idle: lift ≈ log 1.7), the node's CPUs and storage busy.
-# - forward_backward: the job's training level, with or without a visible step alternation (at
-#   1-s sampling a step of tenths of a second reads flat), but not a job that stepped visibly
-#   minutes ago and no longer does (unstepped); grad_sync: the low half of the alternation.
-# - grad_sync~stall: a collective stall, every rank spinning in NCCL: 100 % utilisation at a
-#   little above idle power (H100 ~155 W).
-# - checkpoint: every rank copies its shard out (memory busy, SMs idle: copy > 0), where a data
-#   stall or a start-up leaves memory as idle as the SMs; checkpoint~spin: one
-#   rank writes while the others spin in a collective: the writer flag.
-# - over_start: only data_load has an opinion (at its job's start-up power, 0): a data stall
-#   leaves the GPUs as the start-up did, so a row well above it is something else (writing,
-#   spinning), while one at it may still be a checkpoint that copies at idle clocks.
-# - eval: forward passes only, steady below the training level (no swing); the last minute's
-#   alternation is no evidence against it, since an eval starts where training stops.
-# - eval~serve: busy and flat with no sign of training in its job (unstepped): forward passes of
-#   another model, which may draw more than a lighter job trained before it on the same GPUs,
-#   so no opinion on the level.
+# Physics priors in feature space (the order of FEATURES); NaN = no opinion. A stage may have more
+# than one signature (a prototype "<stage>~<variant>"); docs/stage-hints.md says what each shows.
+# data_load: contexts up, no kernel (H100 ~115 W against 65 W idle: lift ≈ log 1.7); grad_sync~stall:
+# every rank spinning in NCCL (100 % utilisation a little above idle, ~155 W); eval~serve: another
+# model's forward passes may draw more than a lighter job trained before: no opinion on the level.
 # The low stages have no opinion on the alternation: checkpoints every step or two and input
 # stalls alternate with 1–3 s training bursts, and the low side of that is not grad_sync.
-# Utilisation has a wide scale: on its own it tells a spinning rank from a computing one no
-# better than power does, so it only separates signatures that power leaves alike.
+# Utilisation has a wide scale: alone it tells a spinning rank from a computing one no better than
+# power does, so it only separates signatures that power leaves alike.
 _NAN = float("nan")
 PRIOR_CENTROIDS: dict[str, tuple[float, ...]] = {
     "idle": (0.00, 0.00, 0.00, 0.00, 0.0, 0.15, _NAN, _NAN, _NAN, _NAN, _NAN),
@@ -111,10 +86,8 @@ class StageInferrer:
         """``gpus``: infer from these GPU indices only (one node, one job); None = the whole rack."""
         self.dwell_s = dwell_s
         self.margin = margin  # squared-z distance by which a new stage must win on two rows
-        # … or on one row: nearer by 15 is about four prior spreads on one feature (√15), far past
-        # what sample noise moves a row (1–4 % per GPU, a tenth of a spread), while a row that
-        # straddles a change lands between the two levels and wins by less. A step between a
-        # busy and a low stage (a 3-s checkpoint after a step, a stall's end) is followed at once.
+        # … or on one row: 15 is about four prior spreads (√15), far past what sample noise moves a
+        # row, while a row straddling a change lands between the levels and wins by less
         self.strong_margin = strong_margin
         self.features = FeatureExtractor(max_hold_s=max_hold_s, power_ref_w=power_ref_w, gpus=gpus)
         self._stages: list[str] = list(PRIOR_CENTROIDS)  # prototype slots
@@ -212,15 +185,13 @@ class StageInferrer:
     def _learn_all_hinted(self, chunk: TraceChunk, hint_stage: np.ndarray) -> None:
         """Learn from a chunk whose every row is labelled, on contiguous sample blocks.
 
-        Why: features cost most of the inferrer's time and nothing needs inferring here; a
-        replay chunk of tens of thousands of hinted rows teaches the centroids as well from a
-        part of its rows. Blocks are contiguous (the alternation and node-power features look at
-        consecutive rows): ``STEADY_BLOCK_ROWS`` at the start of every run of a steady stage
-        (data_load, eval, checkpoint …: rare, and where the node-power range is learned), one every
-        ``LEARN_EVERY_ROWS`` rows through training, and one ending at the chunk's end (so the
-        extractor's carried values are those of the chunk's end). The first ``LOOKBACK_ROWS`` rows
-        of a block, whose look-back reaches into skipped rows, teach nothing. Each learned row
-        of a stage counts for that stage's rows in the chunk. Small chunks are learned whole.
+        Features cost most of the inferrer's time, and a replay chunk of tens of thousands of
+        hinted rows teaches as well from a part of them. Blocks (contiguous: the alternation and
+        node-power features look at consecutive rows): ``STEADY_BLOCK_ROWS`` at the start of every
+        run of a steady stage (rare, and where the node-power range is learned), one every
+        ``LEARN_EVERY_ROWS`` rows, and one ending at the chunk's end (so the carried values are the
+        end's). A block's first ``LOOKBACK_ROWS`` rows teach nothing; each learned row counts for
+        its stage's rows in the chunk. Small chunks are learned whole.
         """
         n = len(chunk)
         if n < LEARN_EVERY_ROWS:
@@ -261,11 +232,8 @@ class StageInferrer:
             self._learn(feats[mask], learned[mask], weight=weight)
 
     def _learn(self, feats: np.ndarray, labels: np.ndarray, weight: float = 1.0) -> None:
-        """Per-stage running mean and variance of the features (EWMA with a floor rate).
-
-        ``weight``: how many rows each given row stands for (sampled learning), so the blend of
-        priors and learned means moves as it would with every row.
-        """
+        """Per-stage running mean and variance of the features; ``weight``: how many rows each
+        given row stands for (sampled learning)."""
         for stage in set(labels.tolist()):
             rows_all = feats[labels == stage]
             for slot, rows in self._by_variant(str(stage), rows_all):
@@ -306,12 +274,9 @@ class StageInferrer:
         self._count[slot] += rows.shape[0] * weight
 
     def _effective(self) -> tuple[np.ndarray, np.ndarray]:
-        """Centroids and scales: priors for canonical stages, blended toward learned values.
-
-        A NaN centroid component means "no opinion" (e.g. step position outside training); for a
-        canonical stage it stays so after learning, since the prior's reason (a lag, a stage's
-        first seconds) does not go away.
-        """
+        """Centroids and scales: priors for canonical stages, blended toward learned values. A
+        prior's "no opinion" (NaN) stays so after learning: its reason (a lag, a stage's first
+        seconds) does not go away."""
         k = len(self._stages)
         mean = self._mean[:k].copy()
         scale = np.sqrt(np.maximum(self._var[:k], 0.0))
@@ -376,12 +341,9 @@ class StageInferrer:
         self, ts: np.ndarray, raw: np.ndarray, dist: np.ndarray, hint_stage: np.ndarray, hinted: np.ndarray
     ) -> np.ndarray:
         """Causal hysteresis: switch to a new stage when it is decisively nearer than the current
-        one (by ``margin``) on two consecutive rows, or after it stayed the nearest for
-        ``dwell_s``; a borderline or lone outlier row never flips the segment.
-        forward_backward ↔ grad_sync switch at once (training steps alternate within seconds).
-
-        Works over runs of equal raw labels, so its cost grows with the number of changes, not
-        rows. Hinted rows reset the filter to the hinted stage.
+        one (by ``margin``) on two consecutive rows (or by ``strong_margin`` on one), or after it
+        stayed the nearest for ``dwell_s``; forward_backward ↔ grad_sync switch at once. Works
+        over runs of equal raw labels (cost grows with changes, not rows); hinted rows reset it.
         """
         n = raw.shape[0]
         out = np.empty(n, dtype=object)
@@ -420,9 +382,7 @@ class StageInferrer:
             if k > a and code >= 0 and cur is not None and slow is None:
                 gap = dist[a:k, cur] - dist[a:k, code]
                 decisive = gap > self.margin
-                # two decisive rows in a row (one may be the previous chunk's last), or one
-                # overwhelming row: a borderline outlier never flips the segment, while a clear
-                # step (idle → training, a stall's end) is followed at once
+                # two decisive rows in a row (one may be the previous chunk's last), or one overwhelming
                 confirmed = (decisive & np.concatenate(([self._decisive_last], decisive[:-1]))) | (
                     gap > self.strong_margin
                 )

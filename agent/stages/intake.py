@@ -1,21 +1,11 @@
 """Where every hint datagram enters, whatever its transport: rate limit, parse, count, apply.
 
-The Unix-socket and UDP endpoints (``listener``) and the MQTT subscription of the live agent all
-call ``HintIntake.receive(data, source, sender)``. It never raises: a bad or excess datagram is
-dropped and counted under its reason (``counters``, shown in the status and summary). The rate
-limit comes first so a flood costs one dictionary lookup per datagram, never a JSON parse.
-
-Fixed memory: at most ``max_senders`` token buckets (least recently seen evicted) plus a global
-bucket, so a flood from many ports cannot grow the table. Buckets are per sender: a Unix peer by
-its kernel-verified uid and pid, a UDP peer by address, so one local flooder only spends its own
-allowance (and at most that share of the global one).
-
-A hint that names a ``node`` goes to that node's timeline (``timeline.NodeTimelines``); a node the
-rack's configuration does not list is dropped as ``unknown_node``, with the known ones in the message.
-
-Commands (``accept``) change what the engine reports, so they are taken only from the Unix socket
-and only from a sender the ``CommandPolicy`` permits; any other is dropped as ``unauthorized``.
-(``cmd/accept`` over MQTT is a separate path, guarded by the broker's ACL.)
+``HintIntake.receive`` never raises: a bad or excess datagram is dropped and counted under its
+reason. The rate limit comes first, so a flood costs a dictionary lookup per datagram, never a
+JSON parse. Fixed memory: at most ``max_senders`` per-sender token buckets (least recently seen
+evicted) plus a global one, so one local flooder only spends its own allowance. Commands are taken
+only from the Unix socket and a sender the ``CommandPolicy`` permits (``cmd/accept`` over MQTT is
+a separate path, guarded by the broker's ACL).
 """
 
 from __future__ import annotations
@@ -73,7 +63,6 @@ class HintIntake:
         if rate_limit_per_s <= 0:
             raise ValueError(f"stages.rate_limit_per_s must be > 0, got {rate_limit_per_s}")
         self.timeline = timeline
-        # per-node timelines around the same rack-wide one; none given: the rack lists no nodes
         self.nodes = nodes if nodes is not None else NodeTimelines(timeline)
         self.rate_limit_per_s = rate_limit_per_s
         self.on_command = on_command
@@ -130,20 +119,15 @@ class HintIntake:
             self._drop("too_large", f"{key}: datagram of {len(data)} bytes")
             return False
         try:
-            query = parse_query(data)
-        except HintError as exc:
-            self._drop(exc.reason, f"{key}: {exc}")
-            return False
-        if query is not None:
-            return self._answer(query, key, source, peer, reply)
-        try:
-            message = parse_datagram(data, source, now)
+            message = parse_query(data) or parse_datagram(data, source, now)
         except HintError as exc:
             self._drop(exc.reason, f"{key}: {exc}")
             return False
         except Exception as exc:  # parsing must never take the agent down
             self._drop("malformed", f"{key}: {type(exc).__name__}: {exc}")
             return False
+        if isinstance(message, Query):
+            return self._answer(message, key, source, peer, reply)
         if isinstance(message, Command):
             if source != "unix" or not self.command_policy.permits(peer):
                 who = f"uid {peer.uid}" if peer is not None else f"{source} sender {sender or '?'}"

@@ -1,21 +1,13 @@
 """What the GPUs of one node have shown since their current job started: the job's own evidence.
 
-What it is: the per-job memory the feature extractor places a busy row against. A job starts
-where the GPUs leave their idle floor (contexts come up) and ends when they return to it; within
-a job, a data stall or a checkpoint keeps the contexts up, so power never falls back to idle.
-Over the job it carries whether the job has proven to be training — by a checkpoint (optimiser
-state written out: only training keeps any) — and the highest busy power the job has drawn. Over
-jobs it carries the node's proven training level: the most its GPUs have drawn in jobs that
-showed they train (a clear step alternation or a checkpoint).
+A job starts where the GPUs leave their idle floor and ends when they return to it (a data stall
+or a checkpoint keeps the contexts up). Per job: whether it has checkpointed (only training keeps
+optimiser state) and its highest busy power; over jobs: the node's proven training level.
 
-Why: a busy, flat row alone cannot tell forward passes from training whose steps are shorter
-than the sample (an 8B GPT on H100s reads flat at 1 s). What tells them apart is the job: a job
-that checkpoints trains, and its flat level is its training level; a job that has shown no sign
-of training is placed against the level this node's GPUs draw when they do train — forward
-passes with no backward pass draw clearly less than that.
-
-What it is not: a classifier, or a job-id tracker (the scheduler's job ids are not in the GPU
-telemetry). Memory is fixed: a handful of carried scalars.
+Why: a busy, flat row alone cannot tell forward passes from training whose steps are shorter than
+the sample (an 8B GPT on H100s reads flat at 1 s). A job that checkpoints trains, and its flat
+level is its training level; a job with no sign of training is placed against the level this
+node's GPUs draw when they do train. Not a job-id tracker (job ids are not in GPU telemetry).
 """
 
 from __future__ import annotations
@@ -72,11 +64,7 @@ class JobScope:
         ckpt_like: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per row: job start ts, whether the job has checkpointed, the job's highest busy power,
-        and its start-up power (contexts up, nothing running: the floor of its low stages).
-
-        ``idle``: the row is at the idle floor (no job); ``busy``: the row may teach the job's
-        level (utilisation high); ``ckpt_like``: the row shows a checkpoint's signature.
-        """
+        and its start-up power (contexts up, nothing running: the floor of its low stages)."""
         start = last_true_ts(ts, idle, self._job_start_ts)
         run = run_length(ckpt_like, self._ckpt_run)
         ckpt = last_true_ts(ts, run >= CKPT_PROOF_ROWS, self._ckpt_ts)
@@ -114,13 +102,6 @@ class JobScope:
         self._step_seen_ts = float(seen[-1]) if seen.size else self._step_seen_ts
         no_flat = ts - flat > HABIT_MEMORY_S
         return np.isfinite(seen) & no_flat, no_flat
-
-    def state(self) -> dict[str, float]:
-        return carried_state(self)
-
-    def load(self, state: dict[str, float]) -> None:
-        """Restore from ``state``; keys missing (a state saved before job scope) start afresh."""
-        load_carried(self, state)
 
 
 def _job_extreme(

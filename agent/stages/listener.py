@@ -1,14 +1,11 @@
 """The stage-hint sockets: a Unix datagram socket path and UDP on 127.0.0.1.
 
-Each datagram goes to ``HintIntake.receive`` (rate limit, parse, count, apply) together with who
-sent it: on the Unix socket the kernel-verified pid/uid/gid (``SO_PASSCRED``, see ``peers``),
-which keys the sender's rate bucket and decides whether it may send commands; on UDP only the
-address (hints only: a command over UDP is refused and counted). The UDP socket asks the kernel
-for its receive-queue drop counter (``SO_RXQ_OVFL``), shown as ``kernel_drops_udp`` in
-``status.hints``. Reads are bounded per readiness callback and the intake does bounded work per
-datagram (a bucket lookup, at most 1 KiB of JSON), so a flood interleaves with the agent's other
-tasks instead of stalling them. The Unix socket is created with mode 0660 (group-writable: put
-training users in the agent's group); a stale socket file left by a crash is replaced.
+Each datagram goes to ``HintIntake.receive`` with who sent it: on the Unix socket the kernel's
+pid/uid/gid (``peers``), on UDP only the address (hints only). The UDP socket reports the kernel's
+receive-queue drops (``SO_RXQ_OVFL``, ``kernel_drops_udp`` in ``status.hints``). Reads are bounded
+per readiness callback, so a flood interleaves with the agent's other tasks instead of stalling
+them. The Unix socket is mode 0660 (put training users in the agent's group); a stale socket file
+left by a crash is replaced.
 """
 
 from __future__ import annotations
@@ -19,15 +16,14 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent.config.model import StagesSection
-from agent.stages.hints import MAX_DATAGRAM_BYTES, Command
+from agent.stages.hints import MAX_DATAGRAM_BYTES
 from agent.stages.intake import HintIntake
 from agent.stages.peers import SO_RXQ_OVFL, CommandPolicy, ancillary_space, parse_ancillary
-from agent.stages.timeline import NodeTimelines, StageTimeline
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +61,18 @@ class _DatagramReader:
             except Exception:  # the intake never raises; belt and braces for the event loop
                 log.exception("stage hint listener: unexpected error")
 
-
     def _reply_to(self, addr: Any) -> Callable[[bytes], None] | None:
         """Sends a reply to a bound Unix sender (energy queries); None where there is no address."""
         if self.source != "unix" or not addr:
             return None
-        return lambda data: self._send_reply(data, addr)
 
-    def _send_reply(self, data: bytes, addr: Any) -> None:
-        try:
-            self.sock.sendto(data, addr)
-        except OSError as exc:  # the asker is gone, or its queue is full: it times out on its side
-            log.debug("stage hint listener: reply to %r not sent: %s", addr, exc)
+        def send(data: bytes) -> None:
+            try:
+                self.sock.sendto(data, addr)
+            except OSError as exc:  # the asker is gone, or its queue is full: it times out on its side
+                log.debug("stage hint listener: reply to %r not sent: %s", addr, exc)
+
+        return send
 
 
 def _sender_key(addr: Any) -> str:
@@ -182,15 +178,12 @@ def bind_unix_datagram(path: Path) -> socket.socket:
 
 
 def _socket_alive(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    else:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
         return True
-    finally:
-        probe.close()
 
 
 def command_policy(stages: StagesSection) -> CommandPolicy:
@@ -201,24 +194,3 @@ def command_policy(stages: StagesSection) -> CommandPolicy:
         policy = CommandPolicy.from_config(stages.command_uids, [])
         log.error("%s; commands are taken only from %s", exc, policy.describe())
         return policy
-
-
-def build_stage_input(
-    stages: StagesSection, on_command: Callable[[Command], None] | None = None, nodes: Iterable[str] = ()
-) -> tuple[StageTimeline, HintIntake, HintListener]:
-    """The timeline, intake and listener the live agent needs, from the ``[stages]`` config;
-    ``nodes``: the rack's GPU node ids, which hints may name (``intake.nodes``).
-
-    The live loop starts the listener, feeds MQTT hint payloads to ``intake.receive(payload,
-    "mqtt", client_id)``, asks ``timeline.current(ts)`` each tick and shows ``intake.counters``.
-    """
-    timeline = StageTimeline(ttl_s=stages.hint_ttl_s)
-    intake = HintIntake(
-        timeline,
-        rate_limit_per_s=stages.rate_limit_per_s,
-        on_command=on_command,
-        command_policy=command_policy(stages),
-        nodes=NodeTimelines(timeline, nodes),
-    )
-    listener = HintListener(intake, stages.socket_path, stages.udp_port)
-    return timeline, intake, listener

@@ -1,14 +1,9 @@
 """Who sent a hint datagram, and whether that sender may give the agent commands.
 
-A Unix datagram socket with ``SO_PASSCRED`` set gets the sender's kernel-verified pid, uid and gid
-with every datagram (``SCM_CREDENTIALS``; the datagram counterpart of ``SO_PEERCRED``, which only
-works on connected sockets and would say nothing about an unbound sender). A process cannot lie
-about them: the kernel fills them in unless the sender is root or has CAP_SETUID/CAP_SETGID.
-UDP on loopback carries no identity at all, which is why commands are refused there.
-
-``CommandPolicy`` is the one rule for commands (``accept``): a permitted uid, or membership (primary
-or supplementary) in a permitted group. Default: root, the agent's own user and the agent's own
-group, i.e. exactly those who could also edit its state or stop it.
+With ``SO_PASSCRED`` a Unix datagram socket gets the sender's kernel-verified pid/uid/gid with every
+datagram (``SCM_CREDENTIALS``; ``SO_PEERCRED`` only works on connected sockets). UDP on loopback
+carries no identity, which is why commands are refused there. ``CommandPolicy``: a permitted uid,
+or membership in a permitted group; by default root, the agent's own user and its own group.
 """
 
 from __future__ import annotations
@@ -70,10 +65,7 @@ class CommandPolicy:
 
     @classmethod
     def from_config(cls, uids: Iterable[int] | None, groups: Iterable[str] | None) -> CommandPolicy:
-        """``None`` → the defaults (root and the agent's own user; the agent's own group).
-
-        A group is a name or a number; an unknown name raises ValueError naming it.
-        """
+        """``None`` → the defaults; a group is a name or a number (unknown name: ValueError)."""
         uid_set = {0, os.geteuid()} if uids is None else set(uids)
         gid_set: set[int] = set()
         for group in (str(os.getegid()),) if groups is None else groups:

@@ -1,9 +1,7 @@
-"""One datagram to the local agent's stage-hint endpoint, for the command-line tools.
+"""One datagram to the local agent's stage-hint endpoint, for ``rackwatt stage`` and ``accept``.
 
-``rackwatt stage`` (hints) and ``rackwatt accept`` (commands) both talk to the agent this way.
-Each function returns "" on success, or why the datagram was not delivered; neither raises.
-(The training-job client, ``agent.stages.client``, has its own stdlib-only copy: it must stay a
-single file a training script can vendor.)
+Each function returns "" on success, or why the datagram was not delivered; neither raises. (The
+training-job client keeps its own stdlib-only copy: it must stay one file a script can vendor.)
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The training step as the median GPU power of one node shows it, across chunks.
 
-What it is: the detectors the feature extractor asks about a job's steps. A training step
-alternates forward/backward (high) and grad_sync (lower) every few seconds: ``swing`` gives the
-range of that alternation over the last SWING_ROWS rows and where a row sits in it;
-``alternating`` when it was last seen (and whether the GPUs went straight on since, an eval);
-``step_high`` the high side of the latest clear, periodic alternation: the job's own training
-level.
-
-What it is not: a classifier (``infer``), or the job's memory (``job_scope``). Memory is fixed:
-two short rings and four carried scalars.
+A step alternates forward/backward (high) and grad_sync (lower) every few seconds: ``swing`` gives
+that alternation's range and where a row sits in it, ``alternating`` when it was last seen (and
+whether the GPUs went straight on since: an eval), ``step_high`` the high side of the latest clear,
+periodic alternation: the job's own training level. Memory: two short rings, four scalars.
 """
 
 from __future__ import annotations
@@ -18,32 +13,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.stages.job_scope import carried_state, last_true_ts, load_carried
+from agent.stages.job_scope import last_true_ts
 
 SWING_ROWS = 15  # rows (≈ seconds) over which the forward/backward ↔ grad_sync alternation is seen
 _MID_ROWS = 3  # consecutive mid-range rows that end an alternation
 _SWING_MIN = 0.08  # below this range of level there is no alternation to place a row in
 # … nor below this many widths of the level's own sample noise (features._noise_w): the range of
-# SWING_ROWS samples of white noise passes 5.5 widths once in 100 windows and 7 once in 10 000
-# (the estimate errs high for a few GPUs, the safe side). A step's communication draws 45–80 %
-# of its compute (a swing of 0.2–0.55 of the training level), far above the noise of a node's
-# median (1–4 % per GPU, a fraction of that for the median).
+# SWING_ROWS samples of white noise passes 5.5 widths once in 100 windows and 7 once in 10 000,
+# while a step's communication draws 45–80 % of its compute (a swing of 0.2–0.55 of the level).
 SWING_NOISE_WIDTHS = 7.0
 ALT_S = 30.0  # a training step lasts seconds (≤ ~15 s): twice that without alternation is no step
 LOW_LEVEL = 0.3  # below a third of the training level: no stage computes (idle, loading, writing, spinning)
 STEP_MEMORY_S = 1800.0  # evals and stalls last minutes: a job stepping half an hour ago is this job
-# A visible step alternation is the job's own training level: its high side is what this job
-# draws computing, whatever job ran before. Only a clear alternation teaches it: the high side
-# ALT_RATIO × the low side at least. Communication phases draw 45–80 % of the compute phase
-# (DESIGN.md: about half), while the median GPU power of a steady stage wanders by its noise
-# only (1–4 % per GPU, less for the median of several): 20 % is many noise widths and well
-# inside the step's ratio.
+# A clear alternation (its high side is the job's own training level): high side ≥ ALT_RATIO × low
+# side (communication draws 45–80 % of compute; a steady stage's median wanders by 1–4 % noise),
+# ALT_SIDE_ROWS rows on each side (a glitch is one sample; each phase lasts a second or more), and
+# periodic: ALT_CROSSINGS midpoint crossings (two cycles) within STEP_ROWS rows, so one low spell
+# between two busy levels is none. Two steps of up to ~15 s at 1-s sampling fit in STEP_ROWS.
 ALT_RATIO = 1.2
-# … with ALT_SIDE_ROWS rows on each side of it (a glitch or a lone borderline row is one sample,
-# each phase of a step lasts a second or more), and periodic: ALT_CROSSINGS midpoint crossings
-# (two full cycles) within STEP_ROWS rows, so one low spell between two different busy levels
-# (grad_sync, a checkpoint, then an eval) is no alternation. Steps last up to ~15 s at 1-s
-# sampling (ALT_S), so two of them fit in STEP_ROWS.
 ALT_SIDE_ROWS = 2
 ALT_CROSSINGS = 4
 STEP_ROWS = 40
@@ -79,20 +66,12 @@ class StepWatch:
     def step_high(
         self, ts: np.ndarray, mean_w: np.ndarray, floor: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row: the high side (W) of the latest clear step alternation, held for
+        """Per row: the highest row (W) of the latest clear step alternation, held for
         STEP_MEMORY_S, and when it was seen (NaN before any or after that); and the row's ts
-        where the alternation's low side is a working level (a step's communication, above
-        LOW_LEVEL), NaN elsewhere: training bursts between checkpoints or stalls alternate
-        too, but with a low side that computes nothing, and show no step of the job.
-
-        A window of STEP_ROWS rows alternates clearly when the series crosses its midpoint
-        ``ALT_CROSSINGS`` times, ``ALT_SIDE_ROWS`` rows lie on each side of it, and the mean of
-        its upper half is ``ALT_RATIO`` × that of its lower half or more; its highest row is
-        then the training level (as the learned peak, a maximum). The value is held until the
-        next clear alternation (a new job's steps replace the last job's level at once), so an
-        eval or a stall is placed against the training level of the job that was stepping just
-        before it; a busy spell with no step for longer than an eval or a stall lasts
-        (STEP_MEMORY_S) is another job, with no step level known.
+        where the alternation's low side is a working level (above LOW_LEVEL), NaN elsewhere:
+        training bursts between checkpoints or stalls alternate too, with a low side that
+        computes nothing. Held until the next clear alternation, so an eval or a stall is placed
+        against the level of the job that stepped just before it.
         """
         series = np.concatenate((self._recent_w, mean_w))
         self._recent_w = series[-STEP_ROWS:].copy()
@@ -123,17 +102,11 @@ class StepWatch:
         return np.where(recent, held, np.nan), held_ts, visible
 
     def swing(self, frac: np.ndarray, noise: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Range of an alternating level over the previous SWING_ROWS rows, and where this
-        row sits in it (0 low, 1 high).
-
-        A training step alternates forward/backward (high) and grad_sync (lower) every few
-        seconds: a wide range that the series crosses at least twice marks training, and the
-        position tells the two apart regardless of the job's absolute levels. A steady stage
-        (eval, checkpoint …) has no alternation, and a row that leaves the range (a stall, the
-        end of training) or a third row in a row halfway between the levels (eval) is a
-        departure: no alternation for it either. ``noise``: the level's sample noise per row
-        (σ, level units; NaN or None where unknown): a range within SWING_NOISE_WIDTHS of it is
-        noise, not an alternation.
+        """Range of an alternating level over the previous SWING_ROWS rows (crossed at least
+        twice), and where this row sits in it (0 low, 1 high), whatever the job's absolute levels.
+        A row that leaves the range (a stall) or a third row in a row halfway between the levels
+        (eval) is a departure: no alternation for it. ``noise``: the level's sample noise per row
+        (σ; NaN or None where unknown): a range within SWING_NOISE_WIDTHS of it is no alternation.
         """
         series = np.concatenate((self._recent, frac))
         self._recent = series[-SWING_ROWS:].copy()
@@ -155,9 +128,3 @@ class StepWatch:
             pos = np.clip((frac - lo) / (hi - lo), 0.0, 1.0)
         pos = np.where(swing >= _SWING_MIN, pos, np.nan)
         return swing, pos
-
-    def state(self) -> dict[str, float]:
-        return carried_state(self)
-
-    def load(self, state: dict[str, float]) -> None:
-        load_carried(self, state)

@@ -1,18 +1,10 @@
 """The stage timeline: which stage the job last reported, as of a given time, with expiry.
 
-Every hint source (Unix socket, UDP, MQTT, ``rackwatt stage``, the client) ends in
-``StageTimeline.apply``; the live loop asks ``current(ts)`` once per tick. A hint holds until the
-next one or until it is older than ``ttl_s``; then the stage is unknown (``stage == ""``, source
-``"expired"``) and the engine infers it from telemetry. When hints return, they win.
-
-Per node: a hint that names its ``node`` goes to that node's own ring (``NodeTimelines``); a
-node's fresh hint wins over a rack-wide one for that node, and a rack-wide hint (no ``node``) holds
-for every node as before. The engine asks ``NodeTimelines.labels_at(node, ts)`` for the rows it
-classifies (``agent.engine.job_energy``).
-
-Fixed memory: a ring of the last ``capacity`` hints per timeline, kept in time order so a hint that
-arrives slightly late (MQTT, a busy sender) still lands at its own time; one timeline per node the
-rack's configuration lists (the intake refuses any other node).
+Every hint source ends in ``apply``; a hint holds until the next one or until it is older than
+``ttl_s``, then the stage is unknown (``""``) and the engine infers it. A hint naming a ``node`` goes
+to that node's own ring (``NodeTimelines``) and wins there over a rack-wide one. Fixed memory: a
+ring of the last ``capacity`` hints per timeline, kept in time order so a late hint (MQTT, a busy
+sender) still lands at its own time.
 """
 
 from __future__ import annotations
@@ -60,16 +52,12 @@ class StageTimeline:
             del self._ts[0]
             del self._hints[0]
 
-    def latest(self, ts: float) -> Hint | None:
-        """The last hint at or before ts (fresh or not)."""
-        i = bisect.bisect_right(self._ts, ts)
-        return self._hints[i - 1] if i else None
-
     def current(self, ts: float) -> StageNow:
         """The stage at ts: the last hint at or before ts if younger than ttl_s, else unknown."""
-        hint = self.latest(ts)
-        if hint is None:
+        i = bisect.bisect_right(self._ts, ts)
+        if not i:
             return StageNow(UNKNOWN, None, math.nan, "none")
+        hint = self._hints[i - 1]
         if ts - hint.ts > self.ttl_s:
             if not self._last_answer_expired:
                 self.expired += 1
@@ -102,11 +90,7 @@ def no_labels(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class NodeTimelines:
-    """The rack-wide timeline plus one per known node; routes each hint by its ``node``.
-
-    ``rack`` is the timeline every consumer had before nodes (``current(ts)``, the status); node
-    hints never enter it, so a rack-wide reader sees only rack-wide hints.
-    """
+    """The rack-wide timeline (``rack``: rack-wide hints only) plus one per known node."""
 
     def __init__(self, rack: StageTimeline, nodes: Iterable[str] = ()) -> None:
         self.rack = rack
@@ -118,10 +102,9 @@ class NodeTimelines:
         """After a reload: the same rack timeline and the rings of nodes still listed; new nodes
         start empty, nodes no longer listed are dropped (their hints would now be refused)."""
         out = NodeTimelines(self.rack, nodes)
-        for node in out.nodes:
-            if node in self.nodes:
-                out.nodes[node] = self.nodes[node]
-        out.set_ttl(self.rack.ttl_s)
+        for node in out.nodes.keys() & self.nodes.keys():
+            out.nodes[node] = self.nodes[node]
+            out.nodes[node].ttl_s = self.rack.ttl_s  # the rack's may have changed with the reload
         return out
 
     def knows(self, node: str) -> bool:
@@ -130,10 +113,6 @@ class NodeTimelines:
     def apply(self, hint: Hint) -> None:
         """A node hint to its node's ring, any other to the rack's (callers check ``knows`` first)."""
         (self.nodes[hint.node] if hint.node is not None else self.rack).apply(hint)
-
-    def set_ttl(self, ttl_s: float) -> None:
-        for timeline in (self.rack, *self.nodes.values()):
-            timeline.ttl_s = ttl_s
 
     def labels_at(self, node: str, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(stage, job) per row from ``node``'s own fresh hints ("" where it has none: the rack-wide

@@ -1,5 +1,3 @@
-"""GPU nodes' NVIDIA dcgm-exporter, scraped over HTTP. See README.md.
-
-Import ``drivers.dcgm_exporter.driver`` for the driver; this package itself stays light so that
-loading the configuration does not import the metrics parser.
+"""GPU nodes' NVIDIA dcgm-exporter, scraped over HTTP. See README.md. Import ``.driver``: this package
+itself stays light, so loading the configuration does not import the metrics parser.
 """

@@ -1,18 +1,9 @@
 """``DcgmExporterDriver``: one GPU node's dcgm-exporter, scraped over HTTP, as ``gpu.<i>.*`` signals.
 
-Many clusters already run NVIDIA's dcgm-exporter on every GPU node; the rack agent then needs no
-code on the nodes. Each ``[[dcgm]]`` node is its own device (``dcgm.<node>``) with its own
-deadline, so a node that is down or slow marks only its own GPUs missing.
-
-Rack-wide numbering: node ``k`` owns ``gpu.<first_gpu>`` … ``gpu.<first_gpu + gpu_count - 1>``,
-in the order of the exporter's ``gpu`` label. A GPU that disappears leaves its index missing
-(the others keep theirs); a node showing more GPUs than configured reports the extra ones as an
-error instead of shifting the next node's numbers.
-
-Energy: ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ since the driver loaded) is made reset-safe
-as in the NVML driver: a GPU driver reload restarts the count, ``energy_j`` keeps rising, and the
-number of resets seen is reported as ``gpu.<i>.energy_resets`` so the engine can tell a reload
-(a change of operating point, not a fault) from drift.
+Each ``[[dcgm]]`` node is its own device (``dcgm.<node>``) with its own deadline, so a node that is
+down marks only its own GPUs missing. Node ``k`` owns ``gpu.<first_gpu>`` … ``gpu.<first_gpu +
+gpu_count - 1>`` by the exporter's ``gpu`` label: extra GPUs are an error, never a shift of the next
+node's numbers. Energy is made reset-safe as in the NVML driver (``gpu.<i>.energy_resets``).
 """
 
 from __future__ import annotations

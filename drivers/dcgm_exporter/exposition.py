@@ -1,19 +1,9 @@
 """dcgm-exporter's Prometheus text exposition → one reading per physical GPU.
 
-Parsed with ``prometheus_client``'s own text parser (the library the Prometheus project keeps
-for this format) rather than by hand: label escaping, HELP/TYPE lines and exponents are its job.
-It names a counter's samples ``<name>_total`` even where the exporter wrote the bare name, so
-fields are looked up by family name.
-
-What real exporters do that this module handles:
-- MIG: a GPU split into instances appears once per instance (labels ``GPU_I_ID`` and
-  ``GPU_I_PROFILE``) with the same device-level power, energy and temperature. Device fields are
-  taken once per ``UUID``, preferring the series without an instance label.
-- Kubernetes: ``pod``/``namespace``/``container`` labels are attached; they do not change the GPU.
-- Blank values: DCGM reports "no value" as sentinels (``DCGM_INT32_BLANK`` 0x7ffffff0,
-  ``DCGM_INT64_BLANK`` 0x7ffffffffffffff0, ``DCGM_FP64_BLANK`` 2**47 and the values just above
-  them; see dcgm_structs.h). A reading at or above the sentinel of its type is absent, never a
-  number.
+Parsed with ``prometheus_client``'s own text parser. Real exporters' quirks (README.md, Signals):
+MIG repeats device fields once per instance (taken once per ``UUID``, preferring the series without
+an instance label); DCGM's "no value" sentinels (``DCGM_*_BLANK``, dcgm_structs.h) and above are
+absent, never a number.
 """
 
 from __future__ import annotations

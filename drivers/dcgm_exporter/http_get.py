@@ -104,15 +104,11 @@ async def _get(
             raise HttpError(f"HTTP {status}" + (" (check username/password_file)" if status == 401 else ""))
         if headers.get("transfer-encoding", "").lower() == "chunked":
             raise HttpError("chunked answer to an HTTP/1.0 request (not a metrics endpoint?)")
-        body = await reader.read(max_body_bytes + 1)
-        while len(body) <= max_body_bytes:
-            more = await reader.read(max_body_bytes + 1 - len(body))
-            if not more:
-                break
-            body += more
-        if len(body) > max_body_bytes:
-            raise HttpError(f"answer larger than {max_body_bytes} bytes")
-        return body
+        try:
+            await reader.readexactly(max_body_bytes + 1)
+        except asyncio.IncompleteReadError as exc:  # the server closed the connection: the whole body
+            return exc.partial
+        raise HttpError(f"answer larger than {max_body_bytes} bytes")
     finally:
         writer.close()
         with contextlib.suppress(OSError, ssl.SSLError):

@@ -1,11 +1,9 @@
 """Register words ⇄ engineering values for one cooling-unit point, and unit conversion.
 
-Modbus puts each 16-bit word big-endian on the wire; 32-bit values span two words whose order
-varies by vendor (``word_order``: "big" = most-significant word first, APC/Schneider; "little" =
-word-swapped, e.g. Liebert DCD "(sw)" floats). Sentinels are compared on the raw bit pattern
-(0x7FFF, 0x8000, 0xFFFF, …) before scaling, and become ``None`` (missing), never 0.
-
-``encode_value`` is the exact inverse; the demo Modbus server uses it to serve register images.
+32-bit values span two words whose order varies by vendor (``word_order``: "big" = most-significant
+word first, APC/Schneider; "little" = word-swapped, e.g. Liebert DCD "(sw)" floats). Sentinels are
+compared on the raw bit pattern before scaling and become ``None`` (missing), never 0.
+``encode_value`` is the exact inverse (the demo Modbus server serves register images with it).
 """
 
 from __future__ import annotations
@@ -23,27 +21,20 @@ WORD_ORDERS = ("big", "little")
 # the conventional Modbus "no value" patterns; a cooling unit's temperatures, percentages and
 # kW never legitimately reach them. f32 NaN/inf is always missing.
 DEFAULT_SENTINELS: dict[str, frozenset[int]] = {
-    "u16": frozenset({0xFFFF}),
-    "s16": frozenset({0x7FFF, 0x8000}),
-    "u32": frozenset({0xFFFFFFFF}),
-    "s32": frozenset({0x7FFFFFFF, 0x80000000}),
-    "f32": frozenset(),
+    "u16": frozenset({0xFFFF}), "s16": frozenset({0x7FFF, 0x8000}), "u32": frozenset({0xFFFFFFFF}),
+    "s32": frozenset({0x7FFFFFFF, 0x80000000}), "f32": frozenset(),
 }
 
-# unit written in a profile → (canonical signal suffix it may feed, function to canonical units)
+# unit written in a profile → (canonical signal suffix it may feed, multiplier, offset)
 _UNITS: dict[str, tuple[str, float, float]] = {
-    # unit: (suffix, multiplier, offset) applied as (value + offset) * multiplier
-    "W": ("_w", 1.0, 0.0),
-    "kW": ("_w", 1000.0, 0.0),
-    "degC": ("_c", 1.0, 0.0),
-    "degF": ("_c", 5.0 / 9.0, -32.0),
-    "%": ("_pct", 1.0, 0.0),
+    "W": ("_w", 1.0, 0.0), "kW": ("_w", 1000.0, 0.0), "%": ("_pct", 1.0, 0.0),
+    "degC": ("_c", 1.0, 0.0), "degF": ("_c", 5.0 / 9.0, -32.0),
 }
 _UNIT_ALIASES = {"°C": "degC", "C": "degC", "°F": "degF", "F": "degF", "pct": "%", "%RH": "%"}
 
 
 class PointLike(Protocol):
-    """What decoding needs of a point (``profiles.Point`` has it; read-only)."""
+    """What decoding needs of a point (``profiles.Point``, which imports this module, has it)."""
 
     @property
     def type(self) -> str: ...
@@ -76,20 +67,10 @@ def unit_problem(signal: str, unit: str) -> str | None:
     return None
 
 
-def to_canonical(value: float, unit: str) -> float:
+def _conversion(unit: str) -> tuple[float, float]:
+    """(multiplier, offset) from ``unit`` to canonical units: (value + offset) × multiplier."""
     unit = canonical_unit(unit)
-    if unit == "":
-        return value
-    _, multiplier, offset = _UNITS[unit]
-    return (value + offset) * multiplier
-
-
-def from_canonical(value: float, unit: str) -> float:
-    unit = canonical_unit(unit)
-    if unit == "":
-        return value
-    _, multiplier, offset = _UNITS[unit]
-    return value / multiplier - offset
+    return (1.0, 0.0) if unit == "" else _UNITS[unit][1:]
 
 
 def words_to_raw(words: Sequence[int], type_: str, word_order: str) -> int:
@@ -129,7 +110,8 @@ def decode_value(point: PointLike, words: Sequence[int]) -> float | None:
     if not math.isfinite(number):
         return None
     # round away float noise from scale/unit arithmetic (22.000000000000007 °C); far below resolution
-    return round(to_canonical(number * point.scale, point.unit), 6)
+    multiplier, offset = _conversion(point.unit)
+    return round((number * point.scale + offset) * multiplier, 6)
 
 
 def encode_value(point: PointLike, value: float | None) -> list[int]:
@@ -139,5 +121,6 @@ def encode_value(point: PointLike, value: float | None) -> list[int]:
             return raw_to_words(number_to_raw(math.nan, "f32"), point.type, point.word_order)
         sentinel = min(point.sentinels) if point.sentinels else 0
         return raw_to_words(sentinel, point.type, point.word_order)
-    number = from_canonical(value, point.unit) / point.scale
+    multiplier, offset = _conversion(point.unit)
+    number = (value / multiplier - offset) / point.scale
     return raw_to_words(number_to_raw(number, point.type), point.type, point.word_order)

@@ -1,25 +1,9 @@
 """``CracModbusDriver``: one cooling unit over Modbus TCP (or RTU through a TCP gateway), read-only.
 
-``__init__`` validates and plans with no I/O (profile + configured registers → batched requests);
-``poll`` reads each batch once and never raises. What can go wrong, and what happens:
-
-* "illegal address" (exception 2/3) on a batch while other requests of the poll answer: split it
-  into one request per point; a point the unit still rejects is *absent* (optional registers such
-  as Liebert "Instantaneous Power"): its signal is missing and it is probed again on a doubling
-  backoff, 1, 2, 4 … polls, capped at ``reprobe_after_polls`` (see ``AbsentPoint``).
-* "illegal address" on *every* request of a poll: the unit is not serving its map right now
-  (restarting, a gateway in front of a booting unit). Nothing is marked absent or re-planned and
-  every point is asked again at the next poll, so its data is back within one poll interval of
-  the unit answering normally again.
-* "busy" / "acknowledge" (exception 6/5): retry the request once after ``busy_retry_s``; if still
-  busy, that batch's signals are missing this poll and the poll goes on.
-* other exceptions (4 device failure, …): that batch's signals missing, noted in ``error``.
-* no answer, refused connection, gateway target not responding (0x0B): the poll fails
-  (``ok=False``); the connection is dropped and re-opened at the next poll.
-* sentinel or non-finite values: that signal missing, never 0.
-
-When no ``power_w`` point answered, power is estimated (``estimate.py``) and listed in
-``PollResult.estimated``.
+``__init__`` validates and plans with no I/O; ``poll`` reads each batch once and never raises.
+README.md ("What happens when") says what each Modbus answer does. The pitfall: "illegal address" on
+*every* request of a poll is a unit not serving its map right now (restarting), not absent points,
+so nothing is marked absent and every point is asked again at the next poll.
 """
 
 from __future__ import annotations
@@ -41,14 +25,9 @@ from drivers.modbus_crac.readonly import FRAMERS, ReadOnlyModbus
 log = logging.getLogger(__name__)
 
 EXCEPTION_NAMES = {
-    1: "illegal function",
-    2: "illegal data address",
-    3: "illegal data value",
-    4: "device failure",
-    5: "acknowledge (busy)",
-    6: "device busy",
-    10: "gateway path unavailable",
-    11: "gateway target did not respond",
+    1: "illegal function", 2: "illegal data address", 3: "illegal data value", 4: "device failure",
+    5: "acknowledge (busy)", 6: "device busy",
+    10: "gateway path unavailable", 11: "gateway target did not respond",
 }
 ABSENT_CODES = frozenset({2, 3})  # the unit does not have this register
 BUSY_CODES = frozenset({5, 6})  # try again later

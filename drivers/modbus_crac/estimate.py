@@ -1,20 +1,13 @@
-"""Electrical power of a cooling unit that reports none, from what it does report.
-
-Most units expose no electrical power register (PROTOCOLS.md §3.5), so the agent estimates it
-(§3.6) and flags the signal as estimated:
+"""Electrical power of a cooling unit that reports none, from what it does report (PROTOCOLS.md §3.6).
 
     fans:        P_fan  = rated_fan_power_w × max((fan_pct/100)³, 0.10)      (0 when fan_pct = 0)
-    compressor:  P_comp = rated_compressor_power_w × compressor_pct/100     if both are known,
-                 else cooling_w / COP                                        (COP from the profile,
-                                                                              default 3.5)
-                 none for chilled-water units (cooling_kind = "chilled_water" in the [[crac]]
-                 table or the profile)
+    compressor:  P_comp = rated_compressor_power_w × compressor_pct/100 if both are known,
+                 else cooling_w / COP; none for chilled-water units
 
 The exponent 3 is the fan affinity law (EC fans measure 2.5–3); the 10 % floor is the electronics
 and bearing load of a running fan. COP 3.5 is the middle of the 3–4 full-load range for DX units;
-the real InRow DX walk (10.8 kW cooling, 1.44 kW compressor at part load) shows part-load COP can
-be far higher, so the compressor term errs high at part load. Without any term the estimate is
-``None`` and the signal stays missing.
+part-load COP can be far higher (a real InRow DX: 10.8 kW cooling for 1.44 kW compressor), so the
+compressor term errs high at part load. Without any term the signal stays missing.
 """
 
 from __future__ import annotations

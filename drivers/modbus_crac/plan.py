@@ -1,9 +1,5 @@
-"""Group a cooling unit's points into as few read requests as the protocol allows.
-
-Points of one table whose registers touch (or are at most ``bridge_gap`` registers apart) share a
-request of at most ``max_registers`` (Modbus allows 125). A batch that the unit rejects with
-"illegal address" is split into one request per point, so one missing register costs only its
-own signal.
+"""Group a cooling unit's points into as few read requests as the protocol allows: points of one
+table at most ``bridge_gap`` registers apart share a request of at most ``max_registers``.
 """
 
 from __future__ import annotations

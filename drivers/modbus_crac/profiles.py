@@ -1,11 +1,6 @@
-"""Cooling-unit register maps as data: vendor profiles (JSON files in ``profiles/``) plus the
-site's own ``[[crac.registers]]``, validated into ``Point`` objects before any I/O.
-
-A profile is the whole vendor knowledge: addresses, tables, types, word order, scale, unit,
-sentinels and where each fact came from (``source``). The driver has no ``if vendor ==`` branch.
-Registers from the configuration override a profile point of the same signal, so a site can add
-a point its firmware has (or fix an address) without a code change; with ``profile = "generic"``
-they are the whole map.
+"""Cooling-unit register maps as data: vendor profiles (``profiles/*.json``) plus the site's own
+``[[crac.registers]]``, validated into ``Point`` objects before any I/O. Configured registers
+override a profile point of the same signal (with ``profile = "generic"`` they are the whole map).
 """
 
 from __future__ import annotations

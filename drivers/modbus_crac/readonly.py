@@ -1,10 +1,8 @@
 """The one place the Modbus driver talks to a unit: read function codes only.
 
-The agent must never change a cooling unit (DESIGN.md: "Modbus read function codes only").
-``ReadOnlyModbus`` owns the pymodbus client and exposes nothing but ``read``; any function code
-other than 1-4 is refused here, before a byte is sent, with ``WriteRefused``. No other module in
-``drivers/modbus_crac`` holds the client (a test checks the source), so this is the only path to
-the wire.
+The agent must never change a cooling unit (DESIGN.md). ``ReadOnlyModbus`` owns the pymodbus client
+and exposes only ``read``; any function code but 1-4 raises ``WriteRefused`` before a byte is sent.
+No other module here holds the client (a test checks the source).
 """
 
 from __future__ import annotations
@@ -16,10 +14,8 @@ from pymodbus.framer import FramerType
 
 # function code → (client method, most items one request may ask for)
 READ_FUNCTIONS: dict[int, tuple[str, int]] = {
-    1: ("read_coils", 2000),
-    2: ("read_discrete_inputs", 2000),
-    3: ("read_holding_registers", 125),
-    4: ("read_input_registers", 125),
+    1: ("read_coils", 2000), 2: ("read_discrete_inputs", 2000),
+    3: ("read_holding_registers", 125), 4: ("read_input_registers", 125),
 }
 FRAMERS = {"socket": FramerType.SOCKET, "rtu": FramerType.RTU}
 

@@ -1,17 +1,9 @@
 """``NvmlGpuDriver``: the host's GPUs through NVML, as one device ``nvml`` with ``gpu.<i>.*`` signals.
 
-Capabilities are probed once per GPU and cached (the zeus pattern): the total-energy counter
-(Volta+) is preferred and made reset-safe with ``CounterDelta`` — ``energy_j`` never steps back
-when the driver reloads; where the counter is NOT_SUPPORTED, power is integrated over time
-instead and ``energy_j`` is flagged estimated. Power prefers the POWER_INSTANT field and falls
-back to ``nvmlDeviceGetPowerUsage``.
-
-Errors: NVML library or driver missing → ``ok=False`` with a clear message, no signals, init
-retried next poll; GPU lost → that GPU's signals missing, ``ok=False``, handle re-acquired next
-poll; NOT_SUPPORTED → that signal absent (not an error); other per-call errors → that signal
-missing, named in ``error`` (``ok`` stays True). All NVML calls run in a daemon worker thread
-with a deadline: a hung driver (a GPU in a bad state can stall NVML for seconds or forever) fails
-the poll with a clear message and never blocks the event loop or the process's exit.
+Capabilities are probed once per GPU and cached: POWER_INSTANT else GetPowerUsage; the energy
+counter made reset-safe, else integrated power flagged estimated (README.md says what each error
+does). All NVML calls run in a daemon worker thread with a deadline: a GPU in a bad state can stall
+NVML for seconds or forever, and must never block the event loop or the process's exit.
 """
 
 from __future__ import annotations
@@ -27,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from drivers.base import PollResult
-from drivers.counters import EnergyTotal
+from drivers.counters import EnergyTotal, PowerIntegral
 from drivers.nvml_gpu import nvml_calls as nvml
 from drivers.nvml_gpu.config import NvmlSection
 from drivers.nvml_gpu.nvml_calls import NvmlFailure
 
 log = logging.getLogger(__name__)
 
-DEVICE = "nvml"
 INIT_MESSAGES = {
     nvml.LIBRARY_NOT_FOUND: "NVML library not found (no NVIDIA driver?)",
     nvml.DRIVER_NOT_LOADED: "NVIDIA driver not loaded (NVML error 9)",
@@ -79,13 +70,12 @@ class GpuState:
     """What this driver learned and keeps about one GPU between polls."""
 
     index: int
+    integral: PowerIntegral  # where there is no energy counter (monotonic s)
     handle: Any = None
     counter: EnergyTotal = field(default_factory=EnergyTotal)
-    energy_j: float | None = None  # the counter's total, or integrated power where there is none
     energy_from_counter: bool | None = None  # None: not probed yet
     power_instant: bool | None = None
     unsupported: set[str] = field(default_factory=set)
-    last_power: tuple[float, float] | None = None  # (monotonic s, W) for integration
 
 
 class NvmlGpuDriver:
@@ -93,9 +83,9 @@ class NvmlGpuDriver:
 
     def __init__(self, cfg: NvmlSection, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
-        self.device = DEVICE
+        self.device = "nvml"
         self.interval_s = cfg.interval_s
-        self.max_integration_gap_s = max(3 * cfg.interval_s, 5.0)
+        self.max_gap_s = max(3 * cfg.interval_s, 5.0)  # longest gap power is integrated across
         self._clock = clock
         self._initialised = False
         self._gpus: dict[int, GpuState] = {}
@@ -171,12 +161,12 @@ class NvmlGpuDriver:
                     ok = False
                     problems.append(f"gpu {index}: not present (this host has {count} GPUs)")
                     continue
-                state = self._gpus.setdefault(index, GpuState(index))
+                state = self._gpus.setdefault(index, GpuState(index, PowerIntegral(self.max_gap_s)))
                 try:
                     values, soft_problems, guessed = self._read_gpu(state)
                 except GpuLost as exc:
                     state.handle = None
-                    state.last_power = None
+                    state.integral.restart()
                     ok = False
                     problems.append(f"gpu {index}: {exc}")
                     continue
@@ -259,27 +249,19 @@ class NvmlGpuDriver:
             raw_j = optional("energy_j", lambda: nvml.total_energy_j(gpu))
             if raw_j is not None:
                 state.energy_from_counter = True
-                state.energy_j, reset = state.counter.update(float(raw_j))
+                energy_j, reset = state.counter.update(float(raw_j))
                 if reset:
                     log.warning("nvml: gpu %d: energy counter went back (driver reload?); continuing",
                                 state.index)
-                return state.energy_j, False
+                return energy_j, False
             if "energy_j" not in state.unsupported:
                 return None, False  # a transient error: try the counter again next poll
             state.energy_from_counter = False
             log.info("nvml: gpu %d: no energy counter; integrating power (estimated)", state.index)
         if power_w is None:
-            state.last_power = None  # no power now: no estimate this poll, restart integration next
+            state.integral.restart()  # no power now: no estimate this poll, restart integration next
             return None, False
-        if state.energy_j is None:
-            state.energy_j = 0.0
-        elif state.last_power is not None:
-            then, previous_w = state.last_power
-            gap_s = now - then
-            if 0 < gap_s <= self.max_integration_gap_s:
-                state.energy_j += (previous_w + power_w) / 2.0 * gap_s
-        state.last_power = (now, power_w)
-        return state.energy_j, True
+        return state.integral.add(now, power_w), True
 
     @staticmethod
     def _checked(read: Callable[[], Any]) -> Any:

@@ -1,8 +1,7 @@
 """The only module that touches ``pynvml``: thin blocking wrappers in SI units.
 
-Every call goes through ``pynvml.<function>`` (never ``from pynvml import …``) so a fake can
-patch the module's functions. NVML errors become ``NvmlFailure(code, call)``; the driver decides
-what each code means. These calls block: run them off the event loop (``asyncio.to_thread``).
+Calls go through ``pynvml.<function>`` (never ``from pynvml import …``) so a fake can patch them.
+NVML errors become ``NvmlFailure(code, call)``; the driver decides what each code means.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ class NvmlFailure(Exception):
         super().__init__(f"{call}: {text} (NVML error {code})")
         self.code = code
         self.call = call
-        self.text = text
 
 
 def _call(name: str, fn: Callable[..., T], *args: Any) -> T:

@@ -1,9 +1,6 @@
-"""``SnmpCracDriver``: one cooling unit over SNMP, configured as ``[[crac]] protocol = "snmp"``.
-
-Everything SNMP (sessions, sysObjectID matching, probing, table walks, scaling, sentinels) is the
-SNMP PDU driver's, unchanged: this class only points it at ``snmp_crac/profiles``, names the device
-``crac.<id>``, and, where the unit reports no electrical power, adds the cooling-unit power estimate
-of ``drivers.modbus_crac.estimate`` (flagged as estimated), exactly as the Modbus driver does.
+"""``SnmpCracDriver``: one cooling unit over SNMP (``[[crac]] protocol = "snmp"``) on the SNMP PDU
+driver, pointed at ``snmp_crac/profiles`` and named ``crac.<id>``; where the unit reports no
+electrical power, it adds the Modbus driver's estimate (``drivers.modbus_crac.estimate``).
 """
 
 from __future__ import annotations

@@ -23,26 +23,19 @@ Oid = tuple[int, ...]
 Value = int | float | str | Oid | None
 
 AUTH_PROTOCOLS: dict[str, Any] = {
-    "none": _auth.USM_AUTH_NONE,
-    "MD5": _auth.USM_AUTH_HMAC96_MD5,
-    "SHA": _auth.USM_AUTH_HMAC96_SHA,
-    "SHA224": _auth.USM_AUTH_HMAC128_SHA224,
-    "SHA256": _auth.USM_AUTH_HMAC192_SHA256,
-    "SHA384": _auth.USM_AUTH_HMAC256_SHA384,
-    "SHA512": _auth.USM_AUTH_HMAC384_SHA512,
+    "none": _auth.USM_AUTH_NONE, "MD5": _auth.USM_AUTH_HMAC96_MD5, "SHA": _auth.USM_AUTH_HMAC96_SHA,
+    "SHA224": _auth.USM_AUTH_HMAC128_SHA224, "SHA256": _auth.USM_AUTH_HMAC192_SHA256,
+    "SHA384": _auth.USM_AUTH_HMAC256_SHA384, "SHA512": _auth.USM_AUTH_HMAC384_SHA512,
 }
 PRIV_PROTOCOLS: dict[str, Any] = {
-    "none": _auth.USM_PRIV_NONE,
-    "DES": _auth.USM_PRIV_CBC56_DES,
-    "3DES": _auth.USM_PRIV_CBC168_3DES,
-    "AES": _auth.USM_PRIV_CFB128_AES,
-    "AES128": _auth.USM_PRIV_CFB128_AES,
-    "AES192": _auth.USM_PRIV_CFB192_AES,
-    "AES256": _auth.USM_PRIV_CFB256_AES,
-    "AES192C": _auth.USM_PRIV_CFB192_AES_BLUMENTHAL,  # Cisco-style key extension
-    "AES256C": _auth.USM_PRIV_CFB256_AES_BLUMENTHAL,
+    "none": _auth.USM_PRIV_NONE, "DES": _auth.USM_PRIV_CBC56_DES, "3DES": _auth.USM_PRIV_CBC168_3DES,
+    "AES": _auth.USM_PRIV_CFB128_AES, "AES128": _auth.USM_PRIV_CFB128_AES,
+    "AES192": _auth.USM_PRIV_CFB192_AES, "AES256": _auth.USM_PRIV_CFB256_AES,
+    # Cisco-style key extension
+    "AES192C": _auth.USM_PRIV_CFB192_AES_BLUMENTHAL, "AES256C": _auth.USM_PRIV_CFB256_AES_BLUMENTHAL,
 }
 TOO_BIG = 1  # SNMP errorStatus tooBig: the response would not fit one message
+MAX_OIDS_PER_GET = 24  # a request of this many numeric varbinds fits any agent's message size
 _LCD = CommandGeneratorLcdConfigurator()
 _GET = cmdgen.GetCommandGenerator()
 _BULK = cmdgen.BulkCommandGeneratorSingleRun()
@@ -60,12 +53,8 @@ def protocol(table: dict[str, Any], name: str, what: str) -> Any:
     raise SnmpError(f"unknown {what} protocol {name!r}; known: {', '.join(table)}")
 
 
-def v2c_auth(community: str) -> CommunityData:
-    return CommunityData(community, mpModel=1)
-
-
-def v3_auth(user: str, auth_key: str | None, priv_key: str | None,
-            auth_protocol: str = "SHA", priv_protocol: str = "AES") -> UsmUserData:
+def v3_auth(user: str, auth_key: str | None, priv_key: str | None, auth_protocol: str,
+            priv_protocol: str) -> UsmUserData:
     """USM credentials; no auth key → noAuthNoPriv, no priv key → authNoPriv."""
     if auth_key is None:
         return UsmUserData(user)
@@ -110,20 +99,15 @@ class SnmpSession:
     """
 
     def __init__(self, engine: SnmpEngine, auth: CommunityData | UsmUserData, host: str, port: int,
-                 timeout_s: float, retries: int, context: str = "", max_oids_per_get: int = 24) -> None:
+                 timeout_s: float, retries: int, context: str = "") -> None:
         self.engine = engine
         self.auth = auth
         self.address = (host, port)
         self.timeout_s = timeout_s
         self.retries = retries
         self.context = context.encode()
-        self.max_oids_per_get = max_oids_per_get
         self._target: UdpTransportTarget | None = None
         self.requests = 0  # sent request PDUs, for the bench and health
-
-    @property
-    def tries(self) -> int:
-        return self.retries + 1
 
     async def _transport(self) -> UdpTransportTarget:
         if self._target is None:
@@ -171,15 +155,14 @@ class SnmpSession:
         err_ind, err_stat, err_idx, answer = await future
         if err_ind:
             msg = _describe(err_ind)
-            raise SnmpError(f"{msg} after {self.tries} tries" if msg == "timeout" else msg)
+            raise SnmpError(f"{msg} after {self.retries + 1} tries" if msg == "timeout" else msg)
         return err_stat, err_idx, answer
 
     async def get(self, oids: Sequence[Oid]) -> list[Value]:
         """Values of exactly these OIDs, in order; batched so each request stays small."""
         values: list[Value] = []
-        step = max(1, self.max_oids_per_get)
-        for start in range(0, len(oids), step):
-            values.extend(await self._get_batch(oids[start:start + step]))
+        for start in range(0, len(oids), MAX_OIDS_PER_GET):
+            values.extend(await self._get_batch(oids[start:start + MAX_OIDS_PER_GET]))
         return values
 
     async def has_rows(self, column: Oid) -> bool:

@@ -1,10 +1,8 @@
 """The SNMP PDU driver: one configured PDU (or daisy-chain) polled into canonical ``pdu.<id>.*`` signals.
 
-First poll: pick the profile (``auto`` → by sysObjectID), walk each table once with GETBULK to
-find units/inlets/phases, read their static meta columns (decimal digits, types), and plan the
-exact OIDs. Every later poll is one batched GET of those OIDs. A poll never raises: failures become
-``PollResult(ok=False, error=...)`` naming the PDU, and its deadline bounds it, so one dead PDU
-never holds up the others (each driver is polled in its own task).
+First poll: choose the profile, walk its tables once and plan the exact OIDs; every later poll is
+one batched GET of them (README.md, "How a poll works"). A poll never raises, and its deadline
+bounds it, so one dead PDU never holds up the others.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ from pysnmp.hlapi.v3arch.asyncio import CommunityData, SnmpEngine, UsmUserData
 from agent.config.secrets import read_secret
 from agent.trace.model import J_PER_KWH
 from drivers.base import PollResult
-from drivers.counters import CounterDelta
+from drivers.counters import CounterDelta, PowerIntegral
 
-from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v2c_auth, v3_auth
+from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v3_auth
 from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_by_index, keep_row, prune
 from .profile import (
     PROFILE_DIR,
@@ -90,8 +88,8 @@ class SnmpPduDriver:
         self._discovered_at = 0.0  # time.monotonic() of the last table walk
         self._answered: set[tuple[int, ...]] = set()  # OIDs that gave a value since that walk
         self._counters: dict[tuple[int, ...], CounterDelta] = {}
-        self._energy_est_kwh: float | None = None
-        self._last_power: tuple[float, float] | None = None  # (ts, W) for the estimated energy
+        # energy for MIBs without an energy counter (ENTITY-SENSOR-MIB); a longer gap is unknown power
+        self._integral = PowerIntegral(max_gap_s=3 * self.interval_s)
         self._rows: dict[str, int] = {}
         self.profile_reason: str | None = None  # how the profile was chosen, for poll --once and health
         self.polls = 0
@@ -236,7 +234,7 @@ class SnmpPduDriver:
         else:
             if cfg.community_file is None:
                 raise SnmpError('version = "2c" needs community_file')
-            auth = v2c_auth(read_secret(cfg.community_file))
+            auth = CommunityData(read_secret(cfg.community_file), mpModel=1)  # mpModel 1: SNMPv2c
         if self._engine is None:
             self._engine = _acquire_loop_engine()
             self._uses_loop_engine = True
@@ -371,28 +369,15 @@ class SnmpPduDriver:
             self.last_error = f"{self.where}: power {power:g} W outside 0..{limit:g} W, dropped"
             power = None
         if self._profile.integrate_energy and "energy_kwh" not in totals:
-            energy = self._integrate(ts, power)
-            if energy is not None:
-                totals["energy_kwh"] = energy
+            if power is not None:
+                self._integral.add(ts, power)
+            if self._integral.total_j is not None:
+                totals["energy_kwh"] = self._integral.total_j / J_PER_KWH
                 estimated.add("energy_kwh")
         signals = {f"{prefix}.{name}": value for name, value in totals.items()}
         if self.detail:
             signals.update({f"{prefix}.{name}": value for name, value in decoded.per_row.items()})
         return signals, {f"{prefix}.{name}" for name in estimated}
-
-    def _integrate(self, ts: float, power_w: float | None) -> float | None:
-        """Energy from power × time for MIBs without an energy counter (ENTITY-SENSOR-MIB)."""
-        if power_w is None:
-            return self._energy_est_kwh
-        if self._energy_est_kwh is None:
-            self._energy_est_kwh = 0.0
-        elif self._last_power is not None:
-            last_ts, last_w = self._last_power
-            dt = ts - last_ts
-            if 0 < dt <= 3 * self.interval_s:  # across a longer gap the power is unknown: skip it
-                self._energy_est_kwh += (last_w + power_w) / 2 * dt / J_PER_KWH
-        self._last_power = (ts, power_w)
-        return self._energy_est_kwh
 
 
 # One engine per running event loop (pysnmp binds its transports to the loop that created them).

@@ -8,13 +8,27 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 from agent.config.model import StagesSection
-from agent.stages.listener import bind_unix_datagram, build_stage_input
+from agent.stages.hints import Command
+from agent.stages.intake import HintIntake
+from agent.stages.listener import HintListener, bind_unix_datagram, command_policy
+from agent.stages.timeline import NodeTimelines, StageTimeline
 from tests.conftest import free_port
+
+
+def build_stage_input(
+    stages: StagesSection, on_command: Callable[[Command], None] | None = None, nodes: Iterable[str] = ()
+) -> tuple[StageTimeline, HintIntake, HintListener]:
+    """The timeline, intake and listener from a ``[stages]`` section, wired as the live agent does."""
+    timeline = StageTimeline(ttl_s=stages.hint_ttl_s)
+    intake = HintIntake(timeline, rate_limit_per_s=stages.rate_limit_per_s, on_command=on_command,
+                        command_policy=command_policy(stages), nodes=NodeTimelines(timeline, nodes))
+    return timeline, intake, HintListener(intake, stages.socket_path, stages.udp_port)
 
 
 async def _drained(intake, quiet_s: float = 0.3, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]

@@ -14,10 +14,9 @@ import pytest
 from agent.config.model import StagesSection
 from agent.stages.hints import DROP_REASONS, Hint, HintError, encode_hint, parse_hint
 from agent.stages.intake import HintIntake
-from agent.stages.listener import build_stage_input
 from agent.stages.timeline import NodeTimelines, StageTimeline
 from tests.conftest import free_port
-from tests.stages.test_listener import _wait_for
+from tests.stages.test_listener import _wait_for, build_stage_input
 
 T0 = 1_764_400_000.0
 
