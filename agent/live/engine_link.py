@@ -77,7 +77,7 @@ class EngineLink:
         return dict(self.engine.baseline_payloads(ts))
 
     def capabilities(self) -> Payload | None:
-        """What the rack's data lets the engine do now (agent/engine/capabilities.py)."""
+        """What the rack's data lets the engine do now (agent/engine/outputs.py: capabilities)."""
         return self.engine.capabilities() if isinstance(self.engine, Engine) else None
 
     def use_node_hints(self, hints: NodeHints | None) -> None:
