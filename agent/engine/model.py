@@ -367,8 +367,8 @@ class ResponseModel:
         """Every piece of the model as named fixed-shape arrays (``load_arrays`` reads them back)."""
         out = {
             "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
-                                       float(self.scored), self.g_lo_w, self.g_hi_w, self.gpu_seen_ts,
-                                       self.bias_it, self.fan_lag.y]),
+                                       float(self.scored), self.g_lo_w, self.g_hi_w,
+                                       _never_nan(self.gpu_seen_ts), self.bias_it, self.fan_lag.y]),
             "last_g": self.last_g, "score": self.score, "bias_cool": self.bias_cool,
             "last_res": self.last_res,
         }
@@ -389,7 +389,8 @@ class ResponseModel:
         s = a["model_scalars"]
         self.scale_w, self.wr_scale, self.warm = float(s[0]), float(s[1]), bool(s[2])
         self.best, self.scored = int(s[3]), bool(s[4])
-        self.g_lo_w, self.g_hi_w, self.gpu_seen_ts = float(s[5]), float(s[6]), float(s[7])
+        self.g_lo_w, self.g_hi_w = float(s[5]), float(s[6])
+        self.gpu_seen_ts = float(s[7]) if math.isfinite(s[7]) else -math.inf  # NaN: no GPU sample yet
         self.bias_it, self.fan_lag.y = float(s[8]), float(s[9])
         for key in ("last_g", "score", "bias_cool", "last_res"):
             getattr(self, key)[...] = a[key]
@@ -506,3 +507,8 @@ def _with_rate_curve(a: dict[str, np.ndarray], prefix: str, p: int) -> dict[str,
     out[f"{prefix}_r"] = np.pad(a[f"{prefix}_r"], ((0, 0), (0, k)))
     out[f"{prefix}_R"] = np.pad(a[f"{prefix}_R"], ((0, 0), (0, k), (0, k)))
     return out
+
+
+def _never_nan(ts: float) -> float:
+    """A "never" time (-inf) saved as NaN, which the state's range check reads as unknown."""
+    return ts if math.isfinite(ts) else math.nan

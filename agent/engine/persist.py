@@ -167,7 +167,7 @@ def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     was off), bins laid out by ``signals.LEGACY_FIELDS`` (their field names were not saved)."""
     s = a["scalars"]
     out = dict(a)
-    gpu_seen = float(a["gpu_seen_ts"][0]) if "gpu_seen_ts" in a else -math.inf
+    gpu_seen = float(a["gpu_seen_ts"][0]) if "gpu_seen_ts" in a else math.nan  # NaN: never seen
     bias_it, fan_lag = float(a["bias_it"][0]), float(a["fan_lag"][0])
     out["model_scalars"] = np.array([s[2], s[3], s[5], s[8], s[9], s[16], s[17], gpu_seen, bias_it, fan_lag])
     out["rows_scalars"] = np.array(s[10:15])

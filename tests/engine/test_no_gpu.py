@@ -149,3 +149,14 @@ def test_pdu_and_crac_inside_a_window_do_not_move_its_prediction_without_gpus_or
     _, earlier = run_engine(synth.scale_facility_inside(unlabelled_pdu_only, before, target["start"], 1.4))
     w = next(x for x in windows(earlier) if x["start"] == target["start"])
     assert w["predicted_kwh"] > 1.05 * target["predicted_kwh"]
+
+
+def test_a_rack_without_gpus_restarts_from_its_saved_state(pdu_only_run) -> None:
+    """A PDU-only engine never saw a GPU sample: its saved state must load (it was refused as
+    out of range, so every restart of such a rack began cold) and carry on where it stopped."""
+    engine, _ = pdu_only_run
+    restored = Engine.load_state(engine.save_state(), engine.config, engine.rack,
+                                 site=engine.site, rack_name=engine.rack_name)
+    assert restored.window_idx == engine.window_idx and restored.model.warm == engine.model.warm
+    assert restored.model.gpu_seen_ts == -np.inf
+    assert restored.save_state() == engine.save_state()
