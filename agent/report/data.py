@@ -142,8 +142,8 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
         if kind == "segment":
             label = str(obj["stage"])
             if label not in stages:
-                if len(stages) >= stage_time.shape[1]:
-                    label = "other" if "other" in stages else label
+                if len(stages) >= stage_time.shape[1] - 1:  # the last column is kept for "other"
+                    label = "other"
                 if label not in stages:
                     stages.append(label)
             _add_segment(axis, stage_time, inferred_time, float(obj["start"]), float(obj["end"]),

@@ -165,3 +165,19 @@ def test_deviation_shows_the_step_unclipped(tmp_path: Path) -> None:
     deviation = [v for v in payload["windows"]["deviation_pct"] if v is not None]
     assert max(deviation) == pytest.approx(6.0, abs=1e-3)
     assert payload["deviation_axis"]["max"] > 6.0 and payload["deviation_axis"]["min"] <= -1.0
+
+
+def test_stage_labels_beyond_the_table_are_pooled_as_other(tmp_path: Path) -> None:
+    """A trace with more distinct stage labels than the page has colours: the extra ones are
+    shown as "other" (the page was refused with an index error once the table was full)."""
+    report = tmp_path / "r.jsonl"
+    synthetic_report(report, hours=4)
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    start = min(float(o["start"]) for o in lines if o["type"] == "segment")
+    extra = [{"type": "segment", "stage": f"custom_{i:02d}", "start": start + 60.0 * i,
+              "end": start + 60.0 * i + 30.0, "source": "label"} for i in range(20)]
+    report.write_text("".join(json.dumps(o) + "\n" for o in [*lines, *extra]))
+    data = load_report(report, buckets=300)
+    assert len(data.stages) == len(set(data.stages)) <= 14
+    assert data.stages[-1] == "other" and "custom_00" in data.stages and "custom_19" not in data.stages
+    render_html(report, None, tmp_path / "r.html")
