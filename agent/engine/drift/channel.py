@@ -31,7 +31,6 @@ from agent.engine.drift.estimators import (
 
 # Modes of a channel.
 WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
-MODE_NAMES = ("warming", "normal", "suspected", "active", "grace")
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,9 @@
 """Streaming statistics the drift detector is built from, each a small class with fixed state.
 
-Why small parts (river style, ../shared/STYLE.md): the detector's arithmetic used to be spread
-over the channel, the monitor and the context as loose floats; as classes each one is tested
-alone, documented by a doctest, and persisted by one ``state()`` / ``from_state()`` pair.
-Conventions: ``update(...)`` returns ``self``; values are read-only properties that are ``None``
-before any data; all mutable state is a handful of floats or preallocated numpy arrays created in
-``_reset()`` — nothing grows with uptime. Constructor arguments are stored under their own names
-and are part of ``state()``, so ``Cls.from_state(x.state())`` rebuilds an equal estimator.
-
-Warm start: every exponentially weighted (EW) mean here uses ``alpha = max(1/(n+1), ln 2/halflife)``:
-the plain mean of the first samples, then an EW mean with the given half-life (in updates).
-√(π/2) ≈ 1.2533 turns a mean absolute deviation into a Gaussian σ.
+River style (../shared/STYLE.md): ``update(...)`` returns ``self``; values are read-only properties,
+``None`` before data; mutable state is created in ``_reset()`` and never grows with uptime;
+``Cls.from_state(x.state())`` rebuilds an equal estimator (constructor arguments included).
+Every EW mean warm-starts with ``alpha = max(1/(n+1), ln 2/halflife)`` (``ew_alpha``).
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ def finite_or_none(value: float) -> float | None:
 
 
 def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
-    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str),
-    each read from the attribute ``prefix + name``."""
+    """JSON-safe snapshot of ``obj``'s attributes ``prefix + name`` (NaN as None, arrays as lists)."""
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(obj, prefix + name)
@@ -54,8 +46,8 @@ def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[
 def load_fields(
     obj: object, data: dict[str, Any], names: tuple[str, ...], where: str, prefix: str = ""
 ) -> None:
-    """Load ``fields_state`` output into ``obj`` (attribute ``prefix + name``); each field keeps its
-    type and shape, and a wrong one raises ``ValueError`` naming ``where`` and the field."""
+    """Load ``fields_state`` output into ``obj``; a wrong type or shape raises ``ValueError`` naming
+    ``where`` and the field."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: state must be a mapping")
     for name in names:

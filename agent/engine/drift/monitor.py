@@ -23,7 +23,6 @@ from agent.engine.drift.attribution import CAUSES, attribute, costs, saving
 from agent.engine.drift.changepoint import ChangePointJudge
 from agent.engine.drift.channel import (
     ACTIVE,
-    GRACE,
     SUSPECTED,
     ChannelParams,
     ResidualChannel,
@@ -346,7 +345,7 @@ class DriftMonitor:
         if tr.kind == "onset":
             return self._onset(name, tr, sample)
         if tr.kind == "cleared":
-            return self._channel_cleared(name, tr, sample, accepted_by="")
+            return self._channel_cleared(name, tr, sample)
         return []
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
@@ -403,9 +402,7 @@ class DriftMonitor:
             return False
         return abs(deviation) <= max(abs(gpu.active_deviation), abs(incident.deviation))
 
-    def _channel_cleared(
-        self, name: str, tr: Transition, sample: ComponentSample, accepted_by: str
-    ) -> list[dict[str, object]]:
+    def _channel_cleared(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         for cause, incident in list(self.incidents.items()):
             if name not in incident.channels:
                 continue
@@ -683,10 +680,6 @@ class DriftMonitor:
         events = self.accept(cause_or_component, ts)
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
-
-    @property
-    def in_grace(self) -> frozenset[str]:
-        return frozenset(name for name, ch in self.channels.items() if ch.mode == GRACE)
 
     @property
     def active(self) -> frozenset[str]:
