@@ -1,27 +1,12 @@
 """The change-point judge: everything that moves a residual and is *not* a fault.
 
-Why one judge: a job change, a restart of the same job, a GPU stack restart (energy counters
-reset) and a measured control-input step (the cooling unit's setpoint) all move some residual
-at a known moment for a known reason. Each needs the same three decisions, and the monitor asks
-them here, of one object, instead of special-casing each reason:
-
-- **hold**: while the judge is still deciding (a new job's work rate not yet known), the
-  components it concerns neither learn nor are judged (``holds``);
-- **same work or new work**: after a job change, the same work (a restart: typical work rate
-  within ``tuning.SAME_WORK_RATE_FRAC``) keeps every baseline; new work re-learns
-  (``job_changed`` / ``decide``);
-- **how much changed**: how far the engine's model is behind after a change, in σ of its own
-  residual (``catch_up``): a re-learn runs only while it is behind, at a pace set by how far;
-- **re-tune a residual whose model changed inputs** (``residual_model_changed``: a cooling unit's
-  outdoor temperature appeared or was lost) and re-centre it while the restarted model settles;
-- **judge the step against "before"**: after a change point whose cause is measured, the
-  residual is compared with its level just before it — the GPU level before a counter reset
-  (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
-  before a setpoint step (``input_step``: a smaller effect suffices, the cause being measured).
-
-Onsets soon after a change point name it (``revise``) and carry it as evidence (``evidence``).
-The parts live in their own small modules: ``same_work.py``, ``counter_reset.py``,
-``input_step.py``, ``catch_up.py``. Fixed state: theirs.
+A job change, a restart of the same job, a GPU stack restart (counters reset), a measured
+setpoint step and a cooling model gaining or losing an input all move a residual at a known
+moment for a known reason. The monitor asks one object the same decisions for each: whether to
+hold (``holds``), same work or new work (``job_changed`` / ``decide``), how far the model is behind
+(``catch_up``: a re-learn runs only while it is behind), re-tuning a residual whose model changed
+inputs (``residual_model_changed``), and judging a measured step against "before" (``counter_reset``,
+``input_step``). Onsets soon after a change point name it (``revise``, ``evidence``).
 """
 
 from __future__ import annotations

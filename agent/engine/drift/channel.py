@@ -1,14 +1,11 @@
 """One residual stream's sustained-deviation detector (robust location/scale + two-sided CUSUM).
 
-Why this shape: a component residual (measured − expected, in % of expected, or °C for the inlet
-spread) is noisy, autocorrelated over minutes and slightly biased per stage. So each bin's
-residual is first centred on a slow, robust, per-stage location; bins are averaged into blocks of
-a few minutes; each block mean is standardised by a robust block scale inflated for the blocks'
-own autocorrelation; a two-sided CUSUM on those z-scores confirms a sustained shift. While a shift
-is suspected or active the location and scale stop learning, so the detector never adapts to the
-fault it is watching. The state is a fixed set of floats plus one small array per stage slot.
-
-This module knows nothing about causes or events: ``DriftMonitor`` maps transitions to events.
+Why this shape: a residual (% of expected, or °C for the inlet spread) is noisy, autocorrelated
+over minutes and biased per stage. So each bin is centred on a slow robust per-stage location,
+averaged into blocks of a few minutes, standardised by a robust block scale inflated for the
+blocks' autocorrelation, and a two-sided CUSUM confirms a sustained shift. While a shift is
+suspected or active, location and scale stop learning, so the detector never adapts to the fault
+it watches. No causes or events here: ``DriftMonitor`` maps transitions to events.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Secondary evidence for attribution: slow references and fast levels of the rack's other signals.
 
-Why: a residual tells *that* a component moved; what moved with it tells *why*. A cooling
-residual with the setpoint lower than its reference is a setpoint change; an IT residual with
-the inlet temperatures up is a hot spot driving the server fans; a GPU residual with the
-work rate changed too is a new workload, not ageing. Each signal keeps a slow reference (frozen
-while any component is held, so it remembers "before") and a fast level ("now"). Fixed size:
-a few floats per signal, per stage slot for the stage-dependent ones (see estimators.py).
+Why: a residual tells *that* a component moved; what moved with it tells *why* (a lower setpoint,
+inlets up from a hot spot, a changed work rate). Each signal keeps a slow reference, frozen while
+any component is held so it remembers "before", and a fast level ("now").
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """The cooling unit's own efficiency model: its power for the heat it is removing right now.
 
-Why the drift detector keeps one: the engine's cooling expectation is driven by this rack's heat
-only (load side, as the report's window predictions must be), but a shared cooling unit's power
-also follows the other racks' heat, which this rack cannot see; its residual swings by several %
-for reasons that are not drift. "Cooling uses more power for the same heat" is a property of
-the unit: power against the load the unit is carrying. That load is read from the unit itself —
-its delivered cooling (``cooling_load_w``) when it reports one, else its fan speed (variable-speed
-fans track the load). COP also follows the outdoor air at the condenser: when the unit reports it
-(``outdoor_c``), log power ≈ a + b·log load + c·(log load)² + d·log(T + 10 K): compressor
-power for the same heat follows the temperature lift (Carnot), which follows the outdoor air, and
-the weather is explained — a slow coil or COP loss then stands out even when it creeps as fast
-as the weather moves. Without it, daily harmonics stand in for the outdoor cycle and the
-day-to-day weather stays unexplained (the cooling channel then follows it, see monitor.py).
-Fitted by exponentially weighted recursive least squares, predicted before it learns each bin,
-and not learning at all while the cooling component is held — so a setpoint change or a
-degraded coil shows as a sustained residual instead of being absorbed. Fixed size: two
-6-vectors and a 6×6 matrix.
+Why: the engine's cooling expectation follows this rack's heat only, but a shared unit's power
+also follows other racks' heat, swinging its residual by several % without drift. "More power for
+the same heat" is judged against the load the unit reports (``cooling_load_w``, else its fan
+speed). With the outdoor air (``outdoor_c``), log power ≈ a + b·log load + c·(log load)² +
+d·log(T + 10 K) (Carnot: the lift follows the outdoor air), so the weather is explained and a
+creeping coil or COP loss stands out; without it daily harmonics stand in and the cooling channel
+follows the day-to-day weather. EW recursive least squares, predicted before it learns each bin,
+not learning while the cooling component is held (so a fault is not absorbed).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """``DriftMonitor``: per-component residual detectors → drift events, held and re-learning sets.
 
-The engine calls ``observe(sample)`` once per bin with a ``ComponentSample`` and then reads
-``held`` (components whose baseline must not learn now) and ``relearn`` (components to re-learn
-fast: a new workload, or a deviation the operator accepted). Events are report ``event`` dicts
-(docs/spec/report-format.md). Operators accept a new normal with ``accept(...)``; an incident
-left unacknowledged for ``accept_after_h`` is accepted automatically, with an event saying so.
-
-Lag is not drift: residuals against the engine's lag model skip bins the engine flags
-``transient`` (the facility still settling after a stage or load change); the other residuals
-compare quantities that move together within a bin, so a lag cannot move them.
+Per bin the engine calls ``observe(sample)`` and reads ``held`` (must not learn now) and
+``relearn`` (re-learn fast). ``accept(...)`` takes a new normal; an incident unacknowledged for
+``accept_after_h`` is accepted automatically. Lag is not drift: the cooling residual against the
+engine's lag model skips ``transient`` bins; the others compare quantities that move together
+within a bin.
 """
 
 from __future__ import annotations

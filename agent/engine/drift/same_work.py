@@ -1,32 +1,18 @@
 """Is the work after a job change the same as before it? (``SameWorkCheck``, part of the change-point judge)
 
-Why: a weeks-long training run is restarted many times — a node fails, the scheduler preempts
-it, it resumes from a checkpoint under a new job id. A restart of the same job changes nothing
-the baselines know. Re-learning at every new job id would give any fault that starts near a
-restart (a driver update in the maintenance window, a PSU that fails on the power-up) two hours
-in which it is learned as "the new job's profile". Issue 4 defines a workload change as a new
-job type, stage mix or per-stage GPU profile; a restart is none of these.
+Why: a long training run restarts under new job ids (node failure, preemption, resume from a
+checkpoint); re-learning at each would teach the baselines any fault that starts near a restart
+(a driver update in the maintenance window) as "the new job's profile". Issue 4: a workload
+change is a new job type, stage mix or per-stage GPU profile; a restart is none of these.
 
-So a new job id opens a short check. The new job's typical work rate, in the stage where the
-old job spent most of its rated time (``forward_backward`` on a training rack), is compared
-with the old job's:
-
-- within ``tuning.SAME_WORK_RATE_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
-  the detectors go on judging against what they knew.
-- otherwise, or when no comparable rate shows within ``tuning.DECIDE_WITHIN_S``: a workload change, which
-  re-learns as before.
-
-A job that reports no work rate (most do not: the scheduler names the job, nothing names its
-throughput) is judged by its GPU signature instead, as an unlabelled rack's resumed work is: its
-GPU power level and memory utilisation in the previous job's main stage, each within
-``tuning.SAME_WORK_POWER_FRAC``. Before, every restart of such a job re-learned, and a driver update
-or an ageing GPU at the restart was learned as the new run's profile.
-
-The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
-a bad driver) but not the job's own throughput, while the throughput of two different models
-differs by far more than 15 %, and two runs of one model by little. While the check runs
-(typically a few minutes: the job's initial data load and its first five training bins) the
-monitor neither learns nor judges the GPU and IT sides. Fixed state: a few floats.
+The new job's typical work rate in the old job's main rated stage is compared with the old one's:
+within ``tuning.SAME_WORK_RATE_FRAC`` it is the same work (nothing re-learns); otherwise, or with no
+comparable rate within ``tuning.DECIDE_WITHIN_S``, a workload change. The work rate decides, not
+GPU power: a bad driver moves the power by ~10 % but not the throughput, while two models'
+throughputs differ by far more than 15 %. A job without a work rate (most) is judged by its GPU
+signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation in
+the previous job's main stage, each within ``tuning.SAME_WORK_POWER_FRAC``. While the check runs
+(a few minutes) the GPU and IT sides neither learn nor are judged.
 """
 
 from __future__ import annotations
