@@ -200,10 +200,6 @@ class ResidualChannel:
         """Mean block deviation since the larger CUSUM side last left zero (signed; 0 when calm)."""
         return self.detector.deviation
 
-    def recent_z(self) -> float:
-        """Mean standardised block deviation since the larger CUSUM side last left zero (signed)."""
-        return self.detector.z
-
     @property
     def active_deviation(self) -> float:
         """The confirmed shift as it is now (a ramp keeps growing after its onset); 0 unless active."""
@@ -293,7 +289,7 @@ class ResidualChannel:
         if p.trend_halflife_bins <= 0 and dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
             dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
             # (not for a trend-following level: there a creeping shift is weather until it is fast)
-        z = self.recent_z()
+        z = self.detector.z
         if self.mode == NORMAL and s >= p.suspect_frac * h:
             self.mode = SUSPECTED
             self.suspect_ts = ts
@@ -303,15 +299,7 @@ class ResidualChannel:
         if dev * self.absorbed > 0:
             dev += self.absorbed  # the same way as what lapsed suspicions adopted: one creeping shift
         if s >= h and abs(dev) >= p.min_effect and ts - since >= p.min_evidence_s:
-            self.absorbed = 0.0
-            self.mode = ACTIVE
-            self.onset_ts = ts
-            self.onset_dev = dev
-            self.onset_z = z
-            self.dev_fast = dev
-            self.clear_count = 0.0
-            self.last_since = since
-            return Transition("onset", ts, dev, z, since)
+            return self._confirm(ts, dev, z, since)
         if s < p.release_frac * h:
             self.mode = NORMAL
             self.detector.clear()
@@ -338,7 +326,7 @@ class ResidualChannel:
         z_back = min(max(z_back, -p.z_clip), p.z_clip)
         self.clear_count = max(0.0, self.clear_count + z_back - p.k)
         if self.clear_count >= p.clear_frac * p.threshold_h:
-            return self.clear(ts, reason="cleared")
+            return self.clear(ts)
         return None
 
     def force_onset(
@@ -355,13 +343,17 @@ class ResidualChannel:
         self.levels.set_level(slot, level)
         self.reference.forget(level)
         self.trend = 0.0
+        return self._confirm(ts, deviation, z, since_ts)
+
+    def _confirm(self, ts: float, dev: float, z: float, since: float) -> Transition:
+        """ACTIVE from ``ts`` with a shift of ``dev`` (``z``) whose evidence began at ``since``."""
         self.mode = ACTIVE
         self.absorbed = 0.0
-        self.onset_ts, self.onset_dev, self.onset_z = ts, deviation, z
-        self.dev_fast = deviation
+        self.onset_ts, self.onset_dev, self.onset_z = ts, dev, z
+        self.dev_fast = dev
         self.clear_count = 0.0
-        self.last_since = since_ts
-        return Transition("onset", ts, deviation, z, since_ts)
+        self.last_since = since
+        return Transition("onset", ts, dev, z, since)
 
     def pin(self, levels: dict[int, float], scales: np.ndarray) -> None:
         """End a grace now and judge from here on against known levels (a change point whose
@@ -378,21 +370,17 @@ class ResidualChannel:
                 self.levels.forget(s)
         self.mode = NORMAL if self.n_blocks >= p.warm_blocks else WARMING
         self.grace_until = math.nan
-        self.detector.clear()
-        self.block_sum = self.block_z = self.block_n = 0.0
-        self.clear_count = 0.0
         self.trend = 0.0
-        self.absorbed = 0.0
-        self.reference.forget()
+        self._restart_judging()
 
-    def clear(self, ts: float, reason: str = "cleared") -> Transition:
+    def clear(self, ts: float) -> Transition:
         """Leave ACTIVE/SUSPECTED: learning resumes from the current location."""
         dev = self.dev_fast
         since = self.last_since
         self.mode = NORMAL if self.n_blocks >= self._params.warm_blocks else WARMING
         self.detector.clear()
         self.clear_count = 0.0
-        return Transition(reason, ts, dev, 0.0, since)
+        return Transition("cleared", ts, dev, 0.0, since)
 
     def start_grace(self, until_ts: float) -> None:
         """Stop detecting and re-centre until ``until_ts`` (accepted new normal, new workload): every
@@ -400,9 +388,13 @@ class ResidualChannel:
         not judged against their old location either."""
         self.mode = GRACE
         self.levels.forget()
-        self.reference.forget()
         self.grace_until = until_ts
-        self.absorbed = 0.0  # a known change point: its new normal is not a creeping shift
+        self._restart_judging()
+
+    def _restart_judging(self) -> None:
+        """A known change point: no evidence, partial block, past reference or creeping shift carried."""
+        self.reference.forget()
+        self.absorbed = 0.0
         self.detector.clear()
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0

@@ -106,9 +106,7 @@ class CounterResetPoint:
             rated = np.isfinite(self.prev_rate) & (np.nan_to_num(self.prev_rate) > 0)
             share = np.where(rated, ctx.mix_slow, -1.0)
             self.kind_slot = float(np.argmax(share)) if rated.any() else -1.0
-        self.rate_sum[:] = 0.0
-        self.rate_n[:] = 0.0
-        self.rate_max[:] = 0.0
+        self.rate_sum[:] = self.rate_n[:] = self.rate_max[:] = 0.0
         self.job_change_ts = ts
         self.different_kind = False
         if self.recent(ts, T.RESET_GROUP_S):
@@ -157,10 +155,7 @@ class CounterResetPoint:
         if not (in_workload and channel.mode == GRACE) or ts - self.reload_ts > T.DECIDE_WITHIN_S:
             self.phase = IDLE  # the re-learn ended (or nothing comparable came): nothing to pin
             return
-        levels: dict[int, float] = {}
-        for s in range(len(STAGE_SLOTS)):
-            if math.isfinite(self.own_level[s]):
-                levels[s] = float(self.own_level[s])
+        levels = {s: float(level) for s, level in enumerate(self.own_level) if math.isfinite(level)}
         same, known = self._same_kind()
         if levels:
             self.pinned_from = "own"  # judged within the new job: its kind does not matter
