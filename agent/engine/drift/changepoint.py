@@ -18,8 +18,8 @@ from agent.engine.drift.catch_up import ModelCatchUp
 from agent.engine.drift.channel import ChannelParams, ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
-from agent.engine.drift.input_step import InputShift, InputStep
-from agent.engine.drift.same_work import SAME, SameWorkCheck, WorkVerdict, name_restart, restart_evidence
+from agent.engine.drift.input_step import InputStep
+from agent.engine.drift.same_work import SameWorkCheck, name_restart, restart_evidence
 
 # Onsets of these causes soon after a same-work restart name it: a fault that starts at a restart
 # (a PSU failing on the power-up) is judged against the previous run's baseline, and says so.
@@ -43,21 +43,6 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and (not self.work.by_power or self.work.labelled)
 
-    @property
-    def blocks_gpu_relearn(self) -> bool:
-        """A GPU step at a counter reset is being judged against the level before it."""
-        return self.resets.blocks_relearn
-
-    @property
-    def input_pending(self) -> bool:
-        """A control-input step is being judged: the residual it moves must not be learned."""
-        return self.input.pending
-
-    @property
-    def input_before(self) -> float:
-        """The judged residual's level before the control input moved."""
-        return self.input.before_pct
-
     # ------------------------------------------------------------------------------ updating
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
                    settled: bool = True) -> None:
@@ -66,21 +51,6 @@ class ChangePointJudge:
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
         self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
-
-    def work_resumed(self, ts: float) -> None:
-        """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
-        known; judged by the GPU power level against the work just before (same work: nothing
-        happens; new work: re-learn, also when the previous change is still being re-learned)."""
-        self.work.start_by_power(ts)
-
-    def model_behind(self, component: str) -> bool:
-        """The engine's model of ``component`` is off by more than its noise (``catch_up``): a
-        re-learn it was given goes on; one that is back within the noise is over."""
-        return self.catch_up.behind(component)
-
-    def relearn_halflife_s(self, component: str) -> float:
-        """How fast ``component``'s model re-learns now, from how far behind it is (NaN: the default)."""
-        return self.catch_up.halflife_s(component)
 
     def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
                                settle_s: float) -> None:
@@ -91,10 +61,6 @@ class ChangePointJudge:
         channel.params = params
         channel.start_grace(ts + settle_s)
 
-    def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
-        """The control input's value and the residual it drives; a confirmed step when there is one."""
-        return self.input.update(input_value, residual, ts)
-
     def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
         """A new job id at ``ts``; True while the judge decides whether it is the same work (the
         caller holds), False when it is new work now (re-learning already, or nothing to compare)."""
@@ -104,19 +70,6 @@ class ChangePointJudge:
         if relearning:
             self.work.cancel()
         return checking
-
-    def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
-        """The verdict on a pending job change once known (``is_same`` tells which)."""
-        return self.work.decide(ts, ctx)
-
-    @staticmethod
-    def is_same(verdict: WorkVerdict) -> bool:
-        return verdict.kind == SAME
-
-    def workload_starts(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
-        """A workload re-learn not opened by a job change starts now (a shift found by attribution):
-        remember the GPU levels before it, for a counter reset that may follow."""
-        self.resets.on_workload_start(ts, gpu, ctx)
 
     # ------------------------------------------------------------------------------ naming
     def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:

@@ -29,7 +29,7 @@ from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
-from agent.engine.drift.same_work import WorkVerdict
+from agent.engine.drift.same_work import SAME, WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
@@ -170,14 +170,14 @@ class DriftMonitor:
         ts = self._last_ts
         out = frozenset(c for c, until in self._relearn_until.items()
                         if math.isfinite(ts) and ts < until
-                        and (c not in PACED_COMPONENTS or self.changes.model_behind(c)))
-        return out - {"gpu"} if self.changes.blocks_gpu_relearn else out  # a reset is judged
+                        and (c not in PACED_COMPONENTS or self.changes.catch_up.behind(c)))
+        return out - {"gpu"} if self.changes.resets.blocks_relearn else out  # a reset is judged
 
     @property
     def relearn_halflife_h(self) -> dict[str, float]:
         """Per component in ``relearn``: the forgetting half-life (h) its re-learn needs now, from
         how far its model is behind (the farther, the faster; absent: the model's default)."""
-        out = {c: self.changes.relearn_halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
+        out = {c: self.changes.catch_up.halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
         return {c: h for c, h in out.items() if math.isfinite(h)}
 
     @property
@@ -202,7 +202,7 @@ class DriftMonitor:
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
         elif self.context.resumed:
-            self.changes.work_resumed(ts)
+            self.changes.work.start_by_power(ts)
             self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
@@ -237,7 +237,7 @@ class DriftMonitor:
             self.adopted["cooling"] = self.adopted.get("cooling", 0) + 1
             return []
         tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
-                                 self.changes.input_before, 0)
+                                 self.changes.input.before_pct, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
                                              "cooling", {"cooling"}, self.context.job)
         evidence = self._evidence("cooling", "cooling", tr)
@@ -267,13 +267,13 @@ class DriftMonitor:
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
         learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
-        learn = learn and not self.changes.input_pending  # never absorb a setpoint move being judged
+        learn = learn and not self.changes.input.pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
             outdoor_c=float(sample.outdoor_c))
         self._follow_cooling_model(float(sample.ts))
         judged = unit if self.cooling_model.source else math.nan
-        self._input_shift = self.changes.input_step(float(sample.setpoint_c), judged, float(sample.ts))
+        self._input_shift = self.changes.input.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
         elif sample.transient:
@@ -437,7 +437,7 @@ class DriftMonitor:
             faulty |= {"it"}
         components = tuple(c for c in changed if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
-            self.changes.workload_starts(ts, self.channels["gpu"], self.context)
+            self.changes.resets.on_workload_start(ts, self.channels["gpu"], self.context)
         self._start_relearn(tuple(c for c in components if c not in LEVEL_COMPONENTS), ts)
         if any(c in LEVEL_COMPONENTS for c in components):
             self.work_changed_ts = job_change_ts if at_job_change else ts
@@ -473,10 +473,10 @@ class DriftMonitor:
     def _judge_job_change(self, sample: ComponentSample) -> list[dict[str, object]]:
         """Once the new job's kind is known: a same-kind restart keeps every baseline (only the
         work-rate reference moves to the new run); a different kind re-learns."""
-        verdict = self.changes.decide(float(sample.ts), self.context)
+        verdict = self.changes.work.decide(float(sample.ts), self.context)
         if verdict is None:
             return []
-        if self.changes.is_same(verdict):
+        if verdict.kind == SAME:
             self.job_started_ts = math.nan  # the same work: the previous run's levels are its own
             self.context.rebase_work_rates()
             return []
