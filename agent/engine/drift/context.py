@@ -122,10 +122,6 @@ class SignalContext:
             return 100.0 * moved / abs(ref)
         return math.nan
 
-    def mix_distance(self) -> float:
-        """Half the L1 distance between the recent and the long-run stage mix (0 … 1)."""
-        return self.mix.distance
-
     def resync(self) -> None:
         """Adopt the current levels as the new reference (after a workload change or an accept)."""
         for level in (*self.levels.values(), *self.work_rate):

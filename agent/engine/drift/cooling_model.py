@@ -173,16 +173,13 @@ class CoolingUnitModel:
         }
 
     def restore(self, data: dict[str, object]) -> None:
-        theta, gram, moment = data.get("theta"), data.get("gram"), data.get("moment")
-        if not isinstance(theta, list) or len(theta) != N_FEATURES:
-            raise ValueError(f"drift cooling model: theta must be a list of {N_FEATURES}")
-        if not isinstance(gram, list) or len(gram) != N_FEATURES * N_FEATURES:
-            raise ValueError(f"drift cooling model: gram must be a list of {N_FEATURES * N_FEATURES}")
-        if not isinstance(moment, list) or len(moment) != N_FEATURES:
-            raise ValueError(f"drift cooling model: moment must be a list of {N_FEATURES}")
-        self.theta = np.array(theta, dtype=float)
-        self.gram = np.array(gram, dtype=float).reshape(N_FEATURES, N_FEATURES)
-        self.moment = np.array(moment, dtype=float)
+        for key, size in (("theta", N_FEATURES), ("gram", N_FEATURES * N_FEATURES), ("moment", N_FEATURES)):
+            value = data.get(key)
+            if not isinstance(value, list) or len(value) != size:
+                raise ValueError(f"drift cooling model: {key} must be a list of {size}")
+        self.theta = np.array(data["theta"], dtype=float)
+        self.gram = np.array(data["gram"], dtype=float).reshape(N_FEATURES, N_FEATURES)
+        self.moment = np.array(data["moment"], dtype=float)
         self.n = float(data.get("n") or 0.0)  # type: ignore[arg-type]
         for key in ("power_scale", "load_scale"):
             value = data.get(key)

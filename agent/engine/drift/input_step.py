@@ -20,12 +20,9 @@ from agent.engine.drift.estimators import MAD_TO_SIGMA, ew_alpha, fields_state, 
 
 @dataclass(frozen=True)
 class InputShift:
-    """A confirmed setpoint-driven cooling shift: residual change (%) and the move's details."""
+    """A confirmed setpoint-driven cooling shift: residual change (%) since the move began."""
 
     deviation_pct: float
-    z: float
-    from_c: float
-    to_c: float
     since_ts: float
 
 
@@ -120,7 +117,7 @@ class InputStep:
         if change * expected_sign >= 0 or abs(change) < T.INPUT_MIN_EFFECT_PCT or abs(z) < T.INPUT_Z:
             return None
         self.done = True
-        return InputShift(change, z, self.base_c, setpoint_c, self.start_ts)
+        return InputShift(change, self.start_ts)
 
     def _rest(self, setpoint_c: float, residual_pct: float) -> None:
         alpha = ew_alpha(self.n_base, self._rest_halflife)

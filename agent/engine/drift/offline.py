@@ -29,15 +29,15 @@ def _find_drift(node: Any, depth: int = 0) -> dict[str, Any] | None:
     if isinstance(node, dict):
         if node.keys() >= DRIFT_KEYS and isinstance(node.get("channels"), dict):
             return node
-        for value in node.values():
-            found = _find_drift(value, depth + 1)
-            if found is not None:
-                return found
+        children = list(node.values())
     elif isinstance(node, list):
-        for value in node[:64]:
-            found = _find_drift(value, depth + 1)
-            if found is not None:
-                return found
+        children = node[:64]
+    else:
+        return None
+    for value in children:
+        found = _find_drift(value, depth + 1)
+        if found is not None:
+            return found
     return None
 
 
