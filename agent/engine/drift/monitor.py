@@ -33,13 +33,9 @@ from agent.engine.drift.same_work import SAME, WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
-# Older layouts whose numbers no longer map: the drift monitor re-warms (as on a fresh install;
-# about a day) while the rest of the engine state loads as usual.
-RE_WARM_VERSIONS = frozenset({1})
+RE_WARM_VERSIONS = frozenset({1})  # layouts that no longer map: the monitor re-warms (about a day)
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-# Component names have one owner (agent/engine/components.py): a channel per component, and the
-# engine learns the first three.
-CHANNELS: tuple[str, ...] = COMPONENTS
+CHANNELS: tuple[str, ...] = COMPONENTS  # one channel per component (agent/engine/components.py)
 LEARNING_COMPONENTS: tuple[str, ...] = LEARNED
 # Which engine components must stop learning while a channel is suspected or active.
 HOLDS: dict[str, frozenset[str]] = {
@@ -49,17 +45,14 @@ HOLDS: dict[str, frozenset[str]] = {
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
-# Components whose re-learn is paced by how far their model is behind (``catch_up``): those whose
-# detector judges its own per-stage level, not the engine model's residual (the GPU channel). A
-# channel judged on the model's residual (IT) re-centres during its grace; a model that stopped
-# re-learning before that grace ends keeps adapting slowly after it, and the residual then moves
-# under a re-centred detector (fixed twin bench, plateau: a false power_chain onset; dev seed 2
-# churn: P95 2.75 % against 2.67 %). Those re-learn for their whole bounded period.
+# Components whose re-learn is paced by how far their model is behind (``catch_up``): only those whose
+# detector judges its own per-stage level (GPU). Pacing IT, judged on the model's residual, let the
+# model keep adapting after its detector re-centred (fixed twin bench, plateau: a false power_chain
+# onset; dev seed 2 churn: P95 2.75 % against 2.67 %).
 PACED_COMPONENTS = frozenset({"gpu"})
-# Components a new job changes in part only (its nodes' load per stage): the engine measures the
-# job's own level from the change point on (``work_changed_ts``, model.JobLevel) instead of
-# forgetting the whole model fast for a bounded time: the IT side, whose GPU curve (PSUs, fans)
-# is the rack's, not the job's. Their detectors still re-centre for the bounded period.
+# Components a new job changes in part only: the engine measures the job's own level from the change
+# (``work_changed_ts``, model.JobLevel) instead of forgetting fast; the IT side's GPU curve (PSUs,
+# fans) is the rack's, not the job's. Their detectors still re-centre for the bounded period.
 LEVEL_COMPONENTS = frozenset({"it"})
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
@@ -86,8 +79,7 @@ class Incident:
 
 
 def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[str, ChannelParams]:
-    """Per-channel tuning (the cooling channel as without an outdoor temperature); every CUSUM
-    threshold comes from the configured false-alarm target."""
+    """Per-channel tuning (cooling as without outdoor air), thresholds from the false-alarm target."""
     probe = params_for("it", 1.0, bin_s, len(STAGE_SLOTS))
     block_s = probe.block_bins * bin_s
     n_detectors = 2 * len(CHANNELS)
@@ -96,9 +88,8 @@ def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[s
 
 
 def explained_cooling_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
-    """The cooling channel's tuning once its unit model has every driver measured (the unit
-    reports its outdoor air temperature): the level is slow like the other channels' and a
-    creeping coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
+    """The cooling channel's tuning once the unit reports its outdoor air: a slow level, so a creeping
+    coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
     h = channel_params(config, bin_s, margin)["cooling"].threshold_h
     return params_for("cooling", h, bin_s, len(STAGE_SLOTS), drivers_measured=True)
 
@@ -153,8 +144,8 @@ class DriftMonitor:
 
     @property
     def work_change(self) -> tuple[float, float, float]:
-        """(last new-work change point, end of its bounded re-learn, start of a job whose kind is
-        still being judged): what the engine's job level (model.JobLevel) learns from and when."""
+        """(last new-work change point, end of its re-learn, start of a job whose kind is being judged)
+        for the engine's job level (model.JobLevel)."""
         return self.work_changed_ts, self.work_changed_ts + self.relearn_s, self.job_started_ts
 
     @property
@@ -164,9 +155,8 @@ class DriftMonitor:
 
     @property
     def relearn(self) -> frozenset[str]:
-        """Engine components to re-learn fast now (new workload, accepted new normal): within
-        their bounded re-learn and only while their model is still behind, off by more than its
-        noise (``changepoint``: a change within the noise re-learns nothing)."""
+        """Engine components to re-learn fast now (new workload, accepted new normal): within their
+        bounded re-learn and, if paced, only while their model is behind by more than its noise."""
         ts = self._last_ts
         out = frozenset(c for c, until in self._relearn_until.items()
                         if math.isfinite(ts) and ts < until
@@ -175,8 +165,7 @@ class DriftMonitor:
 
     @property
     def relearn_halflife_h(self) -> dict[str, float]:
-        """Per component in ``relearn``: the forgetting half-life (h) its re-learn needs now, from
-        how far its model is behind (the farther, the faster; absent: the model's default)."""
+        """Per paced component in ``relearn``: the forgetting half-life (h) for how far it is behind."""
         out = {c: self.changes.catch_up.halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
         return {c: h for c, h in out.items() if math.isfinite(h)}
 
@@ -417,17 +406,11 @@ class DriftMonitor:
     ) -> tuple[str, ...]:
         """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
 
-        A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
-        hot spot, and re-learning it now would teach the baseline the fault (it stays held until
-        the fault clears or is accepted). So does an IT side whose deviation was already building
-        before the job changed (the server load a job adds is small next to the GPUs'; the GPU
-        side re-learns regardless: its profile is the job's).
-
-        ``job_change_ts``: the job change this re-learn follows, once its kind check has decided
-        (the previous job's levels and rates were taken at the change itself); NaN for a
-        workload shift found by attribution. ``changed``: the components the change is known to
-        move (an unlabelled rack's new work, found from its GPU level alone, moves the GPU side:
-        the IT side goes on with its job level, which a guess does not restart)."""
+        A component with a confirmed fault keeps it (a new job does not mend a PSU; re-learning
+        would teach the baseline the fault), and so does an IT deviation already building before
+        the job changed. ``job_change_ts``: the job change this follows once its kind check decided
+        (NaN: a workload shift found by attribution). ``changed``: the components the change is
+        known to move (a guessed new job on an unlabelled rack: the GPU side only)."""
         at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
         it = self.channels["it"]
