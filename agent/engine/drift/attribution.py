@@ -59,13 +59,8 @@ def _channel_moving(channel: ResidualChannel) -> bool:
 
 
 def attribute(
-    component: str,
-    deviation: float,
-    channels: dict[str, ResidualChannel],
-    ctx: SignalContext,
-    ts: float,
-    gpu_known: bool,
-    since_ts: float = math.nan,
+    component: str, deviation: float, channels: dict[str, ResidualChannel], ctx: SignalContext, ts: float,
+    gpu_known: bool, since_ts: float = math.nan,
 ) -> Attribution:
     """Name the cause of a shift just confirmed on ``component`` (deviation signed, its unit);
     ``since_ts``: when its evidence began (a shift that began before a job change is not it)."""

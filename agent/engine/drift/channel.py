@@ -191,11 +191,6 @@ class ResidualChannel:
         value = self.noise.value
         return math.nan if value is None else value
 
-    @property
-    def vif(self) -> float:
-        """Variance inflation of a sum of correlated block z-scores: (1 + ρ) / (1 − ρ)."""
-        return self.noise.vif
-
     def recent_deviation(self) -> float:
         """Mean block deviation since the larger CUSUM side last left zero (signed; 0 when calm)."""
         return self.detector.deviation
@@ -272,7 +267,7 @@ class ResidualChannel:
                 self.mode = NORMAL
                 return Transition("ready", ts, 0.0, 0.0, ts)
             return None
-        z = mean_z / (self.noise.floored * math.sqrt(self.vif))
+        z = mean_z / (self.noise.floored * math.sqrt(self.noise.vif))
         zc = min(max(z, -p.z_clip), p.z_clip)
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
@@ -339,7 +334,7 @@ class ResidualChannel:
         bin_scale = max(bin_scale if bin_scale is not None else p.min_bin_scale, p.min_bin_scale)
         block_scale = self.noise.value
         z = deviation / bin_scale / (max(block_scale if block_scale is not None else 1.0,
-                                         p.min_block_scale) * math.sqrt(self.vif))
+                                         p.min_block_scale) * math.sqrt(self.noise.vif))
         self.levels.set_level(slot, level)
         self.reference.forget(level)
         self.trend = 0.0

@@ -418,20 +418,19 @@ class TwoSidedCusum(Estimator):
     @property
     def deviation(self) -> float:
         """Mean deviation since the larger side left zero (signed; 0 when both are zero)."""
-        if self._up == 0.0 and self._dn == 0.0:
-            return 0.0
-        if self._up >= self._dn:
-            return self._sum_up / self._n_up if self._n_up else 0.0
-        return -(self._sum_dn / self._n_dn) if self._n_dn else 0.0
+        return self._mean_since(self._sum_up, self._sum_dn)
 
     @property
     def z(self) -> float:
         """Mean z-score since the larger side left zero (signed; 0 when both are zero)."""
+        return self._mean_since(self._zsum_up, self._zsum_dn)
+
+    def _mean_since(self, sum_up: float, sum_dn: float) -> float:
         if self._up == 0.0 and self._dn == 0.0:
             return 0.0
         if self._up >= self._dn:
-            return self._zsum_up / self._n_up if self._n_up else 0.0
-        return -(self._zsum_dn / self._n_dn) if self._n_dn else 0.0
+            return sum_up / self._n_up if self._n_up else 0.0
+        return -(sum_dn / self._n_dn) if self._n_dn else 0.0
 
 
 class DelayedReference(Estimator):

@@ -24,15 +24,8 @@ CONTEXT_UNITS = {"setpoint_c": "°C", "inlet_mean_c": "°C", "inlet_spread_c": "
 
 
 def drift_event(
-    ts: float,
-    state: str,
-    cause: str,
-    stage: str,
-    deviation_pct: float | None,
-    component: str,
-    since_ts: float,
-    evidence: list[dict[str, object]],
-    explanation: str,
+    ts: float, state: str, cause: str, stage: str, deviation_pct: float | None, component: str,
+    since_ts: float, evidence: list[dict[str, object]], explanation: str,
     extra: dict[str, object] | None = None,
 ) -> dict[str, object]:
     """One ``event`` line; ``detail`` always has component, since, evidence, explanation, playbook."""

@@ -27,6 +27,7 @@ from agent.engine.drift.channel import (
 )
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
+from agent.engine.drift.estimators import finite_or_none
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
 from agent.engine.drift.same_work import SAME, WorkVerdict
@@ -222,9 +223,7 @@ class DriftMonitor:
         if channel.mode == ACTIVE or "cooling" in self.incidents:
             return []  # the channel found it by itself (its explanation names the setpoint too)
         if not costs("cooling", shift.deviation_pct):  # a raised setpoint saves energy: a new normal
-            channel.start_grace(float(sample.ts) + channel.params.block_bins * self.bin_s)
-            self.adopted["cooling"] = self.adopted.get("cooling", 0) + 1
-            return []
+            return self._adopt("cooling", float(sample.ts))
         tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
                                  self.changes.input.before_pct, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
@@ -343,7 +342,7 @@ class DriftMonitor:
         if not costs(verdict.cause, tr.deviation):
             verdict = saving(name, tr.deviation)
             if not verdict.cause:
-                return self._adopt(name, tr)
+                return self._adopt(name, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -351,16 +350,8 @@ class DriftMonitor:
             else:
                 incident.channels.add(name)
             return []
-        incident = Incident(
-            cause=verdict.cause,
-            stage=sample.stage,
-            onset_ts=tr.ts,
-            since_ts=tr.since_ts,
-            deviation=tr.deviation,
-            component=name,
-            channels={name},
-            job=self.context.job,
-        )
+        incident = Incident(verdict.cause, sample.stage, tr.ts, tr.since_ts, tr.deviation, name, {name},
+                            self.context.job)
         self.incidents[verdict.cause] = incident
         evidence = self._evidence(name, verdict.cause, tr)
         if verdict.cause == "workload":
@@ -370,10 +361,10 @@ class DriftMonitor:
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
 
-    def _adopt(self, name: str, tr: Transition) -> list[dict[str, object]]:
+    def _adopt(self, name: str, ts: float) -> list[dict[str, object]]:
         """A shift that saves energy on a fault channel: no event; the channel re-centres on the new
         level at once (its stage slots re-warm from their next bins), counted in ``status``."""
-        self.channels[name].start_grace(tr.ts + self.channels[name].params.block_bins * self.bin_s)
+        self.channels[name].start_grace(ts + self.channels[name].params.block_bins * self.bin_s)
         self.adopted[name] = self.adopted.get(name, 0) + 1
         return []
 
@@ -543,10 +534,9 @@ class DriftMonitor:
             if cause == "workload" and not incident.channels:
                 continue  # a job change needs no acceptance: it is re-learned anyway
             del self.incidents[cause]
-            names = set(incident.channels)
-            self._grace(names, ts)
-            after = f"automatically after {self.config.accept_after_h:g} h"
-            who = "by the operator" if by == "operator" else after
+            self._grace(set(incident.channels), ts)
+            after_h = self.config.accept_after_h  # (None: auto-accept off; an operator may still accept)
+            who = "by the operator" if by == "operator" else f"automatically after {after_h:g} h"
             what = cause.replace("_", " ")
             text = f"The {what} deviation was accepted as the new normal ({who}); re-learning."
             events.append(drift_event(ts, "cleared", cause, incident.stage, None, incident.component,
@@ -595,10 +585,10 @@ class DriftMonitor:
                 for i in self.incidents.values()
             ],
             "relearn_until": dict(self._relearn_until),
-            "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
-            "work_changed_ts": None if not math.isfinite(self.work_changed_ts) else self.work_changed_ts,
-            "job_started_ts": None if not math.isfinite(self.job_started_ts) else self.job_started_ts,
-            "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
+            "workload_until": finite_or_none(self._workload_until),
+            "work_changed_ts": finite_or_none(self.work_changed_ts),
+            "job_started_ts": finite_or_none(self.job_started_ts),
+            "last_ts": finite_or_none(self._last_ts),
             "pending_events": self._pending[-MAX_PENDING:],
         }
 
@@ -617,16 +607,12 @@ class DriftMonitor:
             assert isinstance(channels, dict)
             for name, ch in self.channels.items():
                 ch.restore(channels[name])
-            context = state["context"]
-            assert isinstance(context, dict)
-            self.context.restore(context)
-            cooling = state["cooling_model"]
-            assert isinstance(cooling, dict)
-            self.cooling_model.restore(cooling)
+            for key, part in (("context", self.context), ("cooling_model", self.cooling_model),
+                              ("changes", self.changes)):
+                value = state[key]
+                assert isinstance(value, dict)
+                part.restore(value)
             self.channels["cooling"].params = self._cooling_params()
-            changes = state["changes"]
-            assert isinstance(changes, dict)
-            self.changes.restore(changes)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:
@@ -638,14 +624,10 @@ class DriftMonitor:
             relearn = state.get("relearn_until") or {}
             assert isinstance(relearn, dict)
             self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
-            until = state.get("workload_until")
-            self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
-            changed = state.get("work_changed_ts")  # (absent in a state from before it: none yet)
-            self.work_changed_ts = float(changed) if isinstance(changed, (int, float)) else math.nan
-            started = state.get("job_started_ts")
-            self.job_started_ts = float(started) if isinstance(started, (int, float)) else math.nan
-            last = state.get("last_ts")
-            self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
+            self._workload_until = _number(state.get("workload_until"))
+            self.work_changed_ts = _number(state.get("work_changed_ts"))
+            self.job_started_ts = _number(state.get("job_started_ts"))
+            self._last_ts = _number(state.get("last_ts"))
             pending = state.get("pending_events") or []
             assert isinstance(pending, list)
             self._pending = [e for e in pending if isinstance(e, dict)][-MAX_PENDING:]
@@ -663,6 +645,11 @@ class DriftMonitor:
     @property
     def active(self) -> frozenset[str]:
         return frozenset(name for name, ch in self.channels.items() if ch.mode == ACTIVE)
+
+
+def _number(value: object) -> float:
+    """A saved timestamp, NaN when absent (none yet, or a state from before it)."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:

@@ -295,5 +295,5 @@ def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
 
 
-def _float(value: object, default: float = math.nan) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
