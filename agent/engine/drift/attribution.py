@@ -150,10 +150,8 @@ def attribute(
 
 
 def _new_work_by_power(ctx: SignalContext, deviation: float) -> bool:
-    """Without a work rate the GPU residual cannot tell new work from new hardware by the work
-    done, only by the size of the step: a driver or firmware change adds a few % for the same
-    work (``SAME_WORK_POWER_FRAC``, the level within which an unlabelled rack's resumed work is
-    the same work), so a larger GPU step is new work by the same rule."""
+    """Without a work rate only the step's size tells new work from new hardware: a driver change adds
+    a few % (``SAME_WORK_POWER_FRAC``, as for resumed work), so a larger GPU step is new work."""
     return not ctx.rated and abs(deviation) > 100.0 * T.SAME_WORK_POWER_FRAC
 
 

@@ -54,10 +54,8 @@ class ChangePointJudge:
 
     def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
                                settle_s: float) -> None:
-        """The model a channel's residual is taken against gained or lost an input (a cooling
-        unit's outdoor temperature appeared or was lost, so its model restarted): a change point
-        with a measured cause. The channel takes the tuning of the residual the new model leaves
-        (its estimators keep their data) and re-centres until that model has settled."""
+        """The channel's residual model gained or lost an input (a cooling unit's outdoor temperature):
+        the channel takes the new tuning and re-centres until the restarted model settles."""
         channel.params = params
         channel.start_grace(ts + settle_s)
 

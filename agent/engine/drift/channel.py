@@ -65,10 +65,8 @@ class ChannelParams:
 
 def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, drivers_measured: bool = True
                ) -> ChannelParams:
-    """``name``'s tuning (it, cooling, gpu, thermal) at drift bins of ``bin_s`` seconds; the
-    cooling channel whose unit model lacks a driver (``drivers_measured`` False: no outdoor
-    temperature, so its efficiency wanders with the weather) follows a local trend, judged
-    against its level an hour before (tuning.py: BLIND_COOLING_*)."""
+    """``name``'s tuning at drift bins of ``bin_s`` s; cooling without an outdoor temperature
+    (``drivers_measured`` False) follows a local trend, judged against its level an hour before."""
     block_bins = T.whole_bins(T.BLOCK_S, bin_s)
     block_s = block_bins * bin_s
     params = ChannelParams(
@@ -118,10 +116,8 @@ _SCALARS = (
 
 class ResidualChannel:
     """Sustained-shift detector for one residual; ``add(...)`` per bin, read ``mode``/``held``.
-
-    Built from the estimators in ``estimators.py``: a per-stage robust location and noise
-    (``levels``), the block z-scores' scale and autocorrelation (``noise``), a two-sided CUSUM
-    (``detector``) and, for a trend-following level, a delayed reference (``reference``)."""
+    Its estimators: per-stage ``levels``, block z ``noise``, a two-sided CUSUM ``detector`` and, for
+    a trend-following level, a delayed ``reference``."""
 
     def __init__(self, name: str, params: ChannelParams) -> None:
         self.name = name
@@ -300,12 +296,10 @@ class ResidualChannel:
             self.detector.clear()
             return Transition("release", ts, dev, z, since)
         if ts - self.suspect_ts > p.max_suspect_s:
-            # Sustained but smaller than min_effect: not worth an alarm, so it becomes the normal
-            # (the location re-centres quickly) instead of holding learning forever. What it
-            # adopts is remembered (``absorbed``), fading as the slow location would have followed
-            # it: a ramp that keeps creeping the same way is judged on all it moved, not cut into
-            # sub-threshold pieces each adopted in turn. (A trend-following level follows the
-            # weather by design: there a lapse is the weather's and is not carried.)
+            # Sustained but below min_effect: it becomes the normal instead of holding learning
+            # forever. What it adopts is remembered (``absorbed``, fading at the slow level's pace), so
+            # a creeping ramp is judged on all it moved, not adopted in sub-threshold pieces (not for a
+            # trend-following level: there a lapse is the weather's).
             carried = self.dev_fast if p.trend_halflife_bins <= 0 else 0.0
             self.start_grace(ts + p.max_suspect_s / 3.0)
             self.absorbed = self.absorbed + carried if carried * self.absorbed >= 0 else carried
@@ -351,10 +345,8 @@ class ResidualChannel:
         return Transition("onset", ts, dev, z, since)
 
     def pin(self, levels: dict[int, float], scales: np.ndarray) -> None:
-        """End a grace now and judge from here on against known levels (a change point whose
-        "before" is known): each slot in ``levels`` is pinned to that level with a full
-        half-life's weight (it moves at the slow everyday rate) and its settled noise
-        (``scales``, where known); other slots re-warm from the bins that follow."""
+        """End a grace and judge against known levels (a change point whose "before" is known): slots
+        in ``levels`` are pinned with a half-life's weight and their settled noise; others re-warm."""
         p = self._params
         weight = max(p.loc_halflife_bins / LN2, float(p.slot_warm_bins))
         for s in range(p.n_slots):

@@ -37,9 +37,6 @@ class SignalContext:
         self.warm_bins = T.whole_bins(T.STAGE_WARM_S, bin_s)
         self.levels = {name: ReferenceLevel(fast, ref) for name in SCALAR_SIGNALS}
         self.work_rate = [ReferenceLevel(follow, ref) for _ in STAGE_SLOTS]
-        # Typical work rate per stage: the rate most bins run at, learned from in-band bins only,
-        # so bins cut short by stalls or stage changes (lower rates) do not drag it down; when most
-        # recent bins run elsewhere (a new job) it re-acquires from the fast level.
         self.rates = TypicalRate(len(STAGE_SLOTS), follow, T.RATE_BAND_FRAC, T.RATE_REACQUIRE_FRAC,
                                  T.RATE_FIRST_BINS)
         self.mix = StageMix(len(STAGE_SLOTS), T.bins(T.LEVEL_HALFLIFE_S, bin_s),

@@ -46,12 +46,9 @@ WEATHER_PRIOR_THETA = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
 
 
 def _features(load: float, ts: float, outdoor_c: float = math.nan) -> np.ndarray:
-    """log power ≈ a + b·log load + weather terms: COP is a product of a part-load factor and a
-    weather factor, so their logs add; a power law extrapolates sanely outside the recent range.
-    The weather terms are the log of the temperature lift when the outdoor temperature is known
-    (its known curvature extrapolates to a hotter day than any seen so far; a free quadratic did
-    not), with a part-load curvature term, else daily harmonics; unused slots are zero (their
-    coefficients stay at the ridge prior)."""
+    """log power ≈ a + b·log load + weather terms (COP = part-load × weather factor, so logs add): the
+    log temperature lift and a part-load curvature with the outdoor temperature (a free quadratic
+    extrapolated hotter days badly), else daily harmonics; unused slots stay at the ridge prior."""
     if math.isfinite(outdoor_c):
         log_load = math.log(load)
         lift = math.log(max(outdoor_c + LIFT_OFFSET_K, 2.0) / (20.0 + LIFT_OFFSET_K))

@@ -242,14 +242,8 @@ class DriftMonitor:
         return [e for e in evidence if e.get("signal") not in named] + points
 
     def _residuals(self, sample: ComponentSample) -> dict[str, float]:
-        """This bin's residual per channel (NaN = no evidence in this bin).
-
-        IT, GPU and inlet spread compare quantities that move together within a bin (PDU with GPU
-        load, GPU power with work rate, inlet sensors with each other), so settling bins count.
-        The cooling side uses the unit's own model (power for the load it carries now) when the
-        unit reports its load or fan speed; otherwise the engine's lag-model expectation, which
-        is meaningless while the facility is settling, so ``transient`` bins are skipped.
-        """
+        """This bin's residual per channel (NaN: no evidence). Cooling uses the unit's own model when
+        the unit reports its load or fan speed, else the engine's lag model (``transient`` bins skipped)."""
         out = residuals(sample)
         out["gpu"] = self._gpu_residual(sample)
         # The unit model learns only from calm data: never from a shift being accumulated.
@@ -299,13 +293,10 @@ class DriftMonitor:
             self.changes.residual_model_changed(channel, wanted, ts, RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
-        """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
-        usual work rate only: "more power for the same stage and work rate". Judged this way rather
-        than against the engine's work-rate model so that the model's own wobble is not evidence.
-
-        When the job reports a work rate, only stages that do work are judged: a data-load or
-        checkpoint bin's power depends on how much training it happens to contain (a job's initial
-        load drew 40–60 % less than the stalls the level was learned from), not on the GPUs."""
+        """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
+        model, whose wobble is no evidence), from bins at the stage's usual work rate only. With a work
+        rate, a data-load bin's power depends on how much training it holds (a job's initial load drew
+        40–60 % less than the stalls learned), not on the GPUs."""
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         value = 100.0 * math.log(sample.gpu_w / 1000.0)
@@ -313,9 +304,7 @@ class DriftMonitor:
             return value  # no work rate at all: GPU power per stage is all there is
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
-        # The rate most recent bins run at: robust to stall-shortened bins (a mean is not: it sat
-        # ~2 % under the full-rate bins and the 3 % gate then dropped many of them), and it
-        # follows a new job within about half an hour.
+        # Not a mean: it sat ~2 % under full-rate bins and the 3 % gate then dropped many of them.
         usual = self.context.typical_rate(slot)
         if not (math.isfinite(rate) and rate > 0 and math.isfinite(usual) and usual > 0):
             return math.nan
@@ -516,11 +505,8 @@ class DriftMonitor:
     def accept(
         self, cause_or_component: str | None, ts: float, by: str = "operator"
     ) -> list[dict[str, object]]:
-        """Accept the current deviation(s) as the new normal: ``all`` (or None), a cause or a component.
-
-        Held components are released and re-learn fast; each accepted incident gets a
-        ``cleared`` event with ``detail.accepted = true``. Unknown names raise ``ValueError``.
-        """
+        """Accept the current deviation(s) as the new normal: ``all`` (or None), a cause or a component;
+        each accepted incident gets a ``cleared`` event with ``detail.accepted``."""
         key = "all" if cause_or_component is None else cause_or_component.strip().lower()
         if key not in ("all", *CAUSES, *CHANNELS):
             raise ValueError(

@@ -123,10 +123,8 @@ class SameWorkCheck:
         return True
 
     def start_by_power(self, ts: float) -> bool:
-        """Open a check at ``ts`` for an unlabelled rack whose GPUs resumed work after idling: the
-        work is compared with the work just before the idle by its GPU power level in the first
-        stage the new work fills; False when no stage's level is known yet (nothing to compare:
-        nothing happens)."""
+        """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
+        before the idle; False when no stage's level is known yet (nothing happens)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
             self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
             return True
@@ -184,12 +182,9 @@ class SameWorkCheck:
         return self.last
 
     def _decide_by_power(self, ts: float) -> WorkVerdict | None:
-        """Same work unless the GPU power level or the GPU memory utilisation in the compared
-        stage moved by more than ``SAME_WORK_POWER_FRAC`` (a new job: the same work reproduces its
-        signature, while a driver update moves the power by 4–6 % and leaves the work's memory
-        traffic). No comparable bins within the limit: for resumed work the same work (nothing known
-        changed), for a new job id a new job (as when no comparable rate shows). A same-work verdict
-        on resumed work is not named in later onsets (nothing said a job restarted)."""
+        """Same work unless GPU power or memory utilisation moved by more than ``SAME_WORK_POWER_FRAC``
+        (a driver update moves the power 4–6 %, not the memory traffic). Nothing comparable in time:
+        resumed work is the same, a new job id a new job. Same resumed work is not named in onsets."""
         full = np.flatnonzero(self.first_n >= self.first.shape[2])  # the first stage the new work filled
         ratios = [math.nan] * len(SIGNATURE)
         if full.size:
