@@ -1,12 +1,11 @@
 """The change-point judge: everything that moves a residual and is *not* a fault.
 
-A job change, a restart of the same job, a GPU stack restart (counters reset), a measured
-setpoint step and a cooling model gaining or losing an input all move a residual at a known
-moment for a known reason. The monitor asks one object the same decisions for each: whether to
-hold (``holds``), same work or new work (``job_changed`` / ``decide``), how far the model is behind
-(``catch_up``: a re-learn runs only while it is behind), re-tuning a residual whose model changed
-inputs (``residual_model_changed``), and judging a measured step against "before" (``counter_reset``,
-``input_step``). Onsets soon after a change point name it (``revise``, ``evidence``).
+A job change, a restart of the same job, a GPU stack restart (counters reset) and a measured
+setpoint step all move a residual at a known moment for a known reason. The monitor asks its
+parts: whether to hold (``holds``), same work or new work (``job_changed``, ``work.decide``), how far
+the model is behind (``catch_up``: a re-learn runs only while it is behind), and a measured step
+judged against "before" (``resets``, ``input``). Onsets soon after a change point name it
+(``revise``, ``evidence``). (A cooling model gaining or losing an input: monitor._follow_cooling_model.)
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.catch_up import ModelCatchUp
-from agent.engine.drift.channel import ChannelParams, ResidualChannel
+from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
 from agent.engine.drift.input_step import InputStep
@@ -51,13 +50,6 @@ class ChangePointJudge:
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
         self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
-
-    def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
-                               settle_s: float) -> None:
-        """The channel's residual model gained or lost an input (a cooling unit's outdoor temperature):
-        the channel takes the new tuning and re-centres until the restarted model settles."""
-        channel.params = params
-        channel.start_grace(ts + settle_s)
 
     def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
         """A new job id at ``ts``; True while the judge decides whether it is the same work (the

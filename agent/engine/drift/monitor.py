@@ -79,39 +79,28 @@ class Incident:
     job: str = ""
 
 
-def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[str, ChannelParams]:
+def channel_params(config: EngineSection, bin_s: float) -> dict[str, ChannelParams]:
     """Per-channel tuning (cooling as without outdoor air), thresholds from the false-alarm target."""
     probe = params_for("it", 1.0, bin_s, len(STAGE_SLOTS))
     block_s = probe.block_bins * bin_s
     n_detectors = 2 * len(CHANNELS)
-    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, margin)
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, T.FALSE_ALARM_MARGIN)
     return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), drivers_measured=False) for name in CHANNELS}
-
-
-def explained_cooling_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
-    """The cooling channel's tuning once the unit reports its outdoor air: a slow level, so a creeping
-    coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
-    h = channel_params(config, bin_s, margin)["cooling"].threshold_h
-    return params_for("cooling", h, bin_s, len(STAGE_SLOTS), drivers_measured=True)
 
 
 class DriftMonitor:
     """Sustained-deviation detection and cause attribution over ``ComponentSample`` bins."""
 
-    def __init__(
-        self,
-        config: EngineSection | None = None,
-        bin_s: float = 60.0,
-        margin: float = T.FALSE_ALARM_MARGIN,
-        relearn_h: float = T.RELEARN_S / 3600.0,
-        grace_h: float = T.ACCEPT_GRACE_S / 3600.0,
-    ) -> None:
+    def __init__(self, config: EngineSection | None = None, bin_s: float = 60.0) -> None:
         self.config = config or EngineSection()
         self.bin_s = bin_s
-        self.relearn_s = relearn_h * 3600.0
-        self.grace_s = grace_h * 3600.0
-        self._params = channel_params(self.config, bin_s, margin)
-        self._cooling_explained_params = explained_cooling_params(self.config, bin_s, margin)
+        self.relearn_s = T.RELEARN_S
+        self.grace_s = T.ACCEPT_GRACE_S
+        self._params = channel_params(self.config, bin_s)
+        # Once the unit reports its outdoor air, a slow cooling level: a creeping coil or COP loss
+        # accumulates in the CUSUM instead of being followed as weather.
+        h, slots = self._params["cooling"].threshold_h, len(STAGE_SLOTS)
+        self._cooling_explained_params = params_for("cooling", h, bin_s, slots, drivers_measured=True)
         self._reset()
 
     def _reset(self) -> None:
@@ -169,10 +158,6 @@ class DriftMonitor:
         """Per paced component in ``relearn``: the forgetting half-life (h) for how far it is behind."""
         out = {c: self.changes.catch_up.halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
         return {c: h for c, h in out.items() if math.isfinite(h)}
-
-    @property
-    def threshold_h(self) -> float:
-        return self._params["it"].threshold_h
 
     def status(self) -> dict[str, object]:
         """Compact per-channel view for summaries and debugging."""
@@ -285,12 +270,13 @@ class DriftMonitor:
         return self._cooling_explained_params if explained else self._params["cooling"]
 
     def _follow_cooling_model(self, ts: float) -> None:
-        """The unit model gained (or lost) an input: a change point for the judge (the channel
-        takes the tuning of its new residual and re-centres until the restarted model settles)."""
+        """The unit model gained (or lost) an input: a change point with a measured cause; the channel
+        takes the tuning of its new residual and re-centres until the restarted model settles."""
         channel = self.channels["cooling"]
         wanted = self._cooling_params()
         if channel.params is not wanted:
-            self.changes.residual_model_changed(channel, wanted, ts, RESTART_WARM_S + T.COOLING_SETTLE_S)
+            channel.params = wanted
+            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
@@ -627,11 +613,6 @@ class DriftMonitor:
         events = self.accept(cause_or_component, ts)
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
-
-    @property
-    def active(self) -> frozenset[str]:
-        return frozenset(name for name, ch in self.channels.items() if ch.mode == ACTIVE)
-
 
 def _number(value: object) -> float:
     """A saved timestamp, NaN when absent (none yet, or a state from before it)."""
