@@ -33,12 +33,11 @@ WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
 @dataclass(frozen=True)
 class ChannelParams:
     """Tuning of one channel in the estimators' own counts (bins, blocks): built from the
-    seconds and noise units of ``tuning.py`` by ``params_for``."""
+    seconds and noise units of ``tuning.py`` by ``params_for``. What every channel shares (the
+    CUSUM's k, clip and fractions of h, the evidence span) is read from ``tuning.py`` directly."""
 
     n_slots: int
     threshold_h: float  # CUSUM decision threshold (from the false-alarm target)
-    k: float  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
-    z_clip: float  # one block can add at most z_clip − k to a CUSUM; one bin's z is clipped to it
     block_bins: int  # bins averaged per block
     warm_blocks: int  # blocks of learning before detection starts
     slot_warm_bins: int  # bins a stage slot needs before its residuals count
@@ -48,13 +47,7 @@ class ChannelParams:
     min_bin_scale: float  # floor on a stage's bin noise (unit of the residual)
     min_block_scale: float  # floor on the block z scale
     min_effect: float  # a confirmed shift must be at least this large (unit of the residual)
-    min_evidence_s: float  # … and its evidence must span at least this long (no blips)
-    suspect_frac: float  # CUSUM ≥ this × h → suspected (learning held)
-    calm_frac: float  # noise scales learn only while the CUSUM is below this × h
-    release_frac: float  # suspected and CUSUM < this × h → back to normal
     max_suspect_s: float  # suspicion that never confirms is dropped after this
-    clear_frac: float  # a reverse CUSUM past this × h, testing "back below half the onset
-    # deviation" against "still at the onset deviation", clears an active shift
     grace_loc_halflife_bins: float  # fast re-centring while in grace
     frozen_trend_halflife_bins: float  # while held, the extrapolated trend fades out
     trend_halflife_bins: float = 0.0  # > 0: the location also follows a local trend (Holt), for
@@ -70,16 +63,14 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, driver
     block_bins = T.whole_bins(T.BLOCK_S, bin_s)
     block_s = block_bins * bin_s
     params = ChannelParams(
-        n_slots=n_slots, threshold_h=threshold_h, k=T.CUSUM_K, z_clip=T.Z_CLIP, block_bins=block_bins,
+        n_slots=n_slots, threshold_h=threshold_h, block_bins=block_bins,
         warm_blocks=max(1, round(T.DETECT_AFTER_S / block_s)),
         slot_warm_bins=T.whole_bins(T.STAGE_WARM_S, bin_s),
         loc_halflife_bins=T.bins(T.LEVEL_HALFLIFE_S, bin_s),
         bin_scale_halflife_bins=T.bins(T.NOISE_HALFLIFE_S, bin_s),
         scale_halflife_blocks=T.NOISE_HALFLIFE_S / block_s,
         min_bin_scale=T.MIN_BIN_NOISE[name], min_block_scale=T.MIN_BLOCK_SCALE,
-        min_effect=T.MIN_EFFECT[name], min_evidence_s=T.MIN_EVIDENCE_S,
-        suspect_frac=T.SUSPECT_FRAC, calm_frac=T.CALM_FRAC, release_frac=T.RELEASE_FRAC,
-        max_suspect_s=T.MAX_SUSPECT_S, clear_frac=T.CLEAR_FRAC,
+        min_effect=T.MIN_EFFECT[name], max_suspect_s=T.MAX_SUSPECT_S,
         grace_loc_halflife_bins=T.bins(T.FOLLOW_HALFLIFE_S, bin_s),
         frozen_trend_halflife_bins=T.bins(T.HELD_TREND_HALFLIFE_S, bin_s),
     )
@@ -112,6 +103,7 @@ _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
     "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend", "absorbed",
 )  # fmt: skip
+_PARTS = ("levels", "noise", "detector", "reference")  # its estimators, each with its own state
 
 
 class ResidualChannel:
@@ -136,15 +128,13 @@ class ResidualChannel:
         self.levels.scale_halflife = params.bin_scale_halflife_bins
         self.levels.min_scale, self.levels.warm = params.min_bin_scale, params.slot_warm_bins
         self.noise.halflife, self.noise.min_scale = params.scale_halflife_blocks, params.min_block_scale
-        self.noise.z_clip = params.z_clip
-        self.detector.k = params.k
 
     def _reset(self) -> None:
         p = self._params
         self.levels = StageLocation(p.n_slots, p.loc_halflife_bins, p.bin_scale_halflife_bins,
                                     p.min_bin_scale, p.slot_warm_bins)
-        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, p.z_clip, T.MAX_RHO)
-        self.detector = TwoSidedCusum(p.k)
+        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, T.Z_CLIP, T.MAX_RHO)
+        self.detector = TwoSidedCusum(T.CUSUM_K)
         self.reference = DelayedReference(p.reference_delay_bins)
         self.mode = WARMING
         self.n_blocks = 0.0
@@ -205,7 +195,7 @@ class ResidualChannel:
     def _calm(self) -> bool:
         """Noise may learn: not normal yet, or normal with the CUSUM well below its threshold."""
         p = self._params
-        return self.mode != NORMAL or self.cusum < p.calm_frac * p.threshold_h
+        return self.mode != NORMAL or self.cusum < T.CALM_FRAC * p.threshold_h
 
     # ----------------------------------------------------------------------------- updating
     def add(self, residual: float, slot: int, ts: float) -> Transition | None:
@@ -242,7 +232,7 @@ class ResidualChannel:
         dev = residual - reference
         bin_z = dev / max(scale if scale is not None else p.min_bin_scale, p.min_bin_scale)
         self.block_sum += dev
-        self.block_z += min(max(bin_z, -p.z_clip), p.z_clip)
+        self.block_z += min(max(bin_z, -T.Z_CLIP), T.Z_CLIP)
         self.block_n += 1.0
         if self.block_n < p.block_bins:
             return None
@@ -264,7 +254,7 @@ class ResidualChannel:
                 return Transition("ready", ts, 0.0, 0.0, ts)
             return None
         z = mean_z / (self.noise.floored * math.sqrt(self.noise.vif))
-        zc = min(max(z, -p.z_clip), p.z_clip)
+        zc = min(max(z, -T.Z_CLIP), T.Z_CLIP)
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
@@ -281,7 +271,7 @@ class ResidualChannel:
             dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
             # (not for a trend-following level: there a creeping shift is weather until it is fast)
         z = self.detector.z
-        if self.mode == NORMAL and s >= p.suspect_frac * h:
+        if self.mode == NORMAL and s >= T.SUSPECT_FRAC * h:
             self.mode = SUSPECTED
             self.suspect_ts = ts
             return Transition("suspect", ts, dev, z, since)
@@ -289,9 +279,9 @@ class ResidualChannel:
             return None
         if dev * self.absorbed > 0:
             dev += self.absorbed  # the same way as what lapsed suspicions adopted: one creeping shift
-        if s >= h and abs(dev) >= p.min_effect and ts - since >= p.min_evidence_s:
+        if s >= h and abs(dev) >= p.min_effect and ts - since >= T.MIN_EVIDENCE_S:
             return self._confirm(ts, dev, z, since)
-        if s < p.release_frac * h:
+        if s < T.RELEASE_FRAC * h:
             self.mode = NORMAL
             self.detector.clear()
             return Transition("release", ts, dev, z, since)
@@ -311,10 +301,10 @@ class ResidualChannel:
         self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)
         sign = 1.0 if self.onset_z >= 0 else -1.0
         # Reverse CUSUM ("clear_count"): evidence that the deviation fell below half its onset size.
-        z_back = 0.5 * min(abs(self.onset_z), p.z_clip) - sign * zc
-        z_back = min(max(z_back, -p.z_clip), p.z_clip)
-        self.clear_count = max(0.0, self.clear_count + z_back - p.k)
-        if self.clear_count >= p.clear_frac * p.threshold_h:
+        z_back = 0.5 * min(abs(self.onset_z), T.Z_CLIP) - sign * zc
+        z_back = min(max(z_back, -T.Z_CLIP), T.Z_CLIP)
+        self.clear_count = max(0.0, self.clear_count + z_back - T.CUSUM_K)
+        if self.clear_count >= T.CLEAR_FRAC * p.threshold_h:
             return self.clear(ts)
         return None
 
@@ -389,19 +379,15 @@ class ResidualChannel:
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
-        out: dict[str, object] = fields_state(self, _SCALARS)
-        out["levels"] = self.levels.state()
-        out["noise"] = self.noise.state()
-        out["detector"] = self.detector.state()
-        out["reference"] = self.reference.state()
-        return out
+        parts = {key: getattr(self, key).state() for key in _PARTS}
+        return {**fields_state(self, _SCALARS), **parts}
 
     def restore(self, data: dict[str, object]) -> None:
         self._reset()
         load_fields(self, data, _SCALARS, f"drift channel {self.name!r}")
         if not math.isfinite(self.absorbed):
             self.absorbed = 0.0  # a state saved before lapses were remembered
-        for key in ("levels", "noise", "detector", "reference"):
+        for key in _PARTS:
             part = data.get(key)
             if not isinstance(part, dict):
                 raise ValueError(f"drift channel {self.name!r}: {key} missing")

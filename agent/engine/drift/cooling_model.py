@@ -23,19 +23,15 @@ N_FEATURES = 6
 # Time constants (fit half-lives, warm-up, learning delay): tuning.py UNIT_*, in seconds.
 LIFT_OFFSET_K = 10.0  # temperature lift ≈ outdoor + this (condenser approach − evaporator margin)
 WEATHER = 10.0  # added to ``source`` when the outdoor temperature is a regressor
-# With the weather explained, the model learns each bin only UNIT_LEARN_DELAY_S later, so a fault
-# creeping in over hours is judged against a model that has not seen it; a bin is learned only
-# if the cooling channel was calm when it came and still is when it leaves the queue. While it
-# warms up nothing is judged, so it learns at once (a warm-up the delay made 6 h longer left faults
-# of the first day unseen).
-RESTART_WARM_S = T.UNIT_WARM_S  # from a restart to the first residual (warming up, it learns at once)
-# Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free. The load
-# slope's prior (power ∝ load) weighs one sample: it decides only while the load has not moved.
-# Real units are not proportional (cubic fans, part-load COP: the twin's churn racks fit a slope
-# of 1.4); a prior of 20 samples held it near 1 along the slope/curvature direction the data
-# barely separates, and on dev seeds 0–29 the unit's 30-min residual P95 on churning racks rose
-# from 1.7 to 2.2 % (weather measured) and 6.6 to 7.5 % (weather-blind) — noise that hid
-# 20 % COP steps (bench/drift.py --randomized, dev churn seeds 19 and 27).
+# With the weather explained, each bin is learned UNIT_LEARN_DELAY_S later, and only if the channel
+# was calm then and still is, so a fault creeping in over hours meets a model that has not seen it.
+# Warming up (nothing judged) it learns at once: the delay made warm-up 6 h longer, hiding day-1 faults.
+RESTART_WARM_S = T.UNIT_WARM_S  # from a restart to the first residual
+# Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free. The load slope's
+# prior (power ∝ load) weighs one sample, deciding only while the load has not moved: real units are not
+# proportional (the twin's churn racks fit 1.4), and a 20-sample prior raised the unit's 30-min residual
+# P95 on dev seeds 0–29 from 1.7 to 2.2 % (weather measured) and 6.6 to 7.5 % (weather-blind), noise
+# that hid 20 % COP steps (bench/drift.py --randomized, dev churn seeds 19 and 27).
 RIDGE = np.array([0.0, 1.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
 # With the outdoor temperature: power ∝ lift (Carnot) is the prior for the lift term.

@@ -81,10 +81,9 @@ class Incident:
 
 def channel_params(config: EngineSection, bin_s: float) -> dict[str, ChannelParams]:
     """Per-channel tuning (cooling as without outdoor air), thresholds from the false-alarm target."""
-    probe = params_for("it", 1.0, bin_s, len(STAGE_SLOTS))
-    block_s = probe.block_bins * bin_s
-    n_detectors = 2 * len(CHANNELS)
-    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, T.FALSE_ALARM_MARGIN)
+    block_s = T.whole_bins(T.BLOCK_S, bin_s) * bin_s
+    detectors = 2 * len(CHANNELS)  # two-sided CUSUMs
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, detectors, T.CUSUM_K, T.FALSE_ALARM_MARGIN)
     return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), drivers_measured=False) for name in CHANNELS}
 
 
@@ -233,7 +232,7 @@ class DriftMonitor:
         out["gpu"] = self._gpu_residual(sample)
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
-        learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
+        learn = not cooling.held and cooling.cusum < T.CALM_FRAC * cooling.params.threshold_h
         learn = learn and not self.changes.input.pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,

@@ -70,18 +70,16 @@ class SameWorkCheck:
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
         self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
-        # Without job labels or work rates the work's signature per stage is its GPU power level and
-        # its GPU memory utilisation (``SIGNATURE``, both in log-%, so one fraction judges both):
-        # the level before, and the median of each stage's first bins after the change.
+        # Without labels or work rates: the ``SIGNATURE`` per stage in log-% (one fraction judges
+        # both), the level before and the median of each stage's first bins after the change.
         n, f = len(STAGE_SLOTS), len(SIGNATURE)
         self.by_power = False
         self.labelled = False  # a by-power check opened by a job id (a job without a work rate)
         self.prev_levels = np.full((f, n), math.nan)
         self.first = np.full((f, n, T.RATE_FIRST_BINS), math.nan)
         self.first_n = np.zeros(n)
-        # The work just before: each stage's signature, an EW mean followed within
-        # FOLLOW_HALFLIFE_S (a job's own level, not the rack's day-long mix of jobs), with the
-        # number of bins it holds (a stage is comparable from RATE_FIRST_BINS bins on).
+        # The work just before: each stage's signature over FOLLOW_HALFLIFE_S (a job's own level, not
+        # the rack's day-long mix of jobs) and its bins (comparable from RATE_FIRST_BINS on).
         self._recent_halflife = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)
         self.recent = np.full((f, n), math.nan)
         self.recent_n = np.zeros((f, n))
