@@ -34,7 +34,6 @@ class ChangePointJudge:
         self.input = InputStep(bin_s)
         self.catch_up = ModelCatchUp(bin_s)
 
-    # ------------------------------------------------------------------------------ reading
     @property
     def holds(self) -> bool:
         """A new job's work is being judged: the GPU and IT sides neither learn nor are judged.
@@ -42,7 +41,6 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and (not self.work.by_power or self.work.labelled)
 
-    # ------------------------------------------------------------------------------ updating
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
                    settled: bool = True) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates);
@@ -61,7 +59,6 @@ class ChangePointJudge:
             self.work.cancel()
         return checking
 
-    # ------------------------------------------------------------------------------ naming
     def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:
         """Name a change point in an onset's verdict: a counter reset for a GPU shift, a setpoint
         move for a cooling shift, a same-work restart for a shift of a cause a restart can hide."""
@@ -97,7 +94,6 @@ class ChangePointJudge:
                     "before it."), evidence
         return " The GPU driver reloaded during the re-learn: the new profile includes it.", evidence
 
-    # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
         return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state(),
                 "catch_up": self.catch_up.state()}

@@ -621,10 +621,8 @@ class LevelInNoise(Estimator):
         """``learn_scale`` False: the level moves, its usual size does not (a change is under way)."""
         if not math.isfinite(x):
             return self
-        if math.isfinite(self._level):
-            self._level += LN2 / self.level_halflife * (x - self._level)
-        else:
-            self._level = x
+        level = self._level
+        self._level = level + LN2 / self.level_halflife * (x - level) if math.isfinite(level) else x
         size = abs(self._level)
         scale = self.scale
         if learn_scale and (scale is None or size <= self.z_clip * scale):
