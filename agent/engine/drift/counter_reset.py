@@ -168,9 +168,8 @@ class CounterResetPoint:
         else:
             self.pinned_from = "previous"
         if same:
-            for s in range(len(STAGE_SLOTS)):
-                if s not in levels and self._comparable(s):
-                    levels[s] = float(self.prev_level[s])
+            levels |= {s: float(self.prev_level[s]) for s in range(len(STAGE_SLOTS))
+                       if s not in levels and self._comparable(s)}
         channel.pin(levels, self.prev_noise)
         self.phase = JUDGING
 

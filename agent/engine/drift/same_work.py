@@ -51,11 +51,6 @@ class WorkVerdict:
         """The job change itself was inferred from telemetry (an unlabelled rack's resumed work)."""
         return self.by_power and not self.labelled
 
-    def moved_text(self) -> str:
-        """How the compared quantity moved, for onsets and evidence: "work rate +3.1 %"."""
-        what = "GPU power" if self.by_power else "work rate"
-        return f"{what} {100.0 * (self.rate_ratio - 1.0):+.1f} %"
-
     @property
     def moved_key(self) -> str:
         return "gpu_power_moved_pct" if self.by_power else "work_rate_moved_pct"
@@ -276,8 +271,9 @@ def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float
     """Say that the shift came soon after a restart judged to be the same kind of job: if the
     operator knows the new job is a different model, accepting it makes it the job's normal."""
     hours = (ts - restart.since_ts) / 3600.0
+    moved = f"{'GPU power' if restart.by_power else 'work rate'} {100.0 * (restart.rate_ratio - 1.0):+.1f} %"
     text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
-            f"{restart.previous_job!r} ({restart.moved_text()}), so it is "
+            f"{restart.previous_job!r} ({moved}), so it is "
             "judged against the same baseline; if it is a different model, accept this as its normal.")
     return Attribution(verdict.cause, text)
 
