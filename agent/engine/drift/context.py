@@ -48,11 +48,6 @@ class SignalContext:
         self.idle_bins = 0  # consecutive idle bins just before this one
         self.resumed = False  # this bin: an unlabelled rack's GPUs resumed work after idling
 
-    @property
-    def mix_slow(self) -> np.ndarray:
-        """Long-run share of time per stage slot."""
-        return self.mix.long_run
-
     def moved(self, name: str) -> float:
         """How far a context signal's fast level is from its reference (NaN until both are known)."""
         moved = self.levels[name].moved
@@ -95,12 +90,8 @@ class SignalContext:
         """A restart of the same kind of job: its own typical rates become the reference, so "the
         work rate moved" means moved within this run (not "runs 8 % faster than the last one")."""
         for slot, level in enumerate(self.work_rate):
-            typical = self.typical_rate(slot) if self.rate_settled(slot) else math.nan
+            typical = self.typical_rate(slot) if self.rates.settled(slot) else math.nan
             level.set_levels(typical, typical)
-
-    def rate_settled(self, slot: int) -> bool:
-        """The stage's typical rate is past its first bins (their median), so it can gate bins."""
-        return self.rates.settled(slot)
 
     def typical_rate(self, slot: int) -> float:
         """The work rate this stage's bins usually run at (NaN until seen)."""
@@ -110,7 +101,7 @@ class SignalContext:
     def work_rate_moved_pct(self) -> float:
         """Relative change of the work rate against its reference, in %, in the stage that carries
         most of the time and reports a work rate (NaN if none does)."""
-        order = np.argsort(-self.mix_slow)
+        order = np.argsort(-self.mix.long_run)
         for slot in order:
             level = self.work_rate[int(slot)]
             ref, moved = level.ref, level.moved

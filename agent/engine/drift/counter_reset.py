@@ -104,7 +104,7 @@ class CounterResetPoint:
                 self.prev_level[slot] = channel.location(slot) if ready else math.nan
                 self.prev_rate[slot] = ctx.typical_rate(slot) if ready else math.nan
             rated = np.isfinite(self.prev_rate) & (np.nan_to_num(self.prev_rate) > 0)
-            share = np.where(rated, ctx.mix_slow, -1.0)
+            share = np.where(rated, ctx.mix.long_run, -1.0)
             self.kind_slot = float(np.argmax(share)) if rated.any() else -1.0
         self.rate_sum[:] = self.rate_n[:] = self.rate_max[:] = 0.0
         self.job_change_ts = ts

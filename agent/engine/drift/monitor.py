@@ -191,9 +191,11 @@ class DriftMonitor:
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
             where = 0 if name == "cooling" and self.cooling_model.source else slot
-            transition = self.channels[name].add(residual, where, ts)
-            if transition is not None:
-                events += self._on_transition(name, transition, sample)
+            tr = self.channels[name].add(residual, where, ts)
+            if tr is not None and tr.kind == "onset":
+                events += self._onset(name, tr, sample)
+            elif tr is not None and tr.kind == "cleared":
+                events += self._channel_cleared(name, tr, sample)
         shift, self._input_shift = self._input_shift, None
         if shift is not None:
             events += self._input_onset(shift, sample)
@@ -293,18 +295,11 @@ class DriftMonitor:
         usual = self.context.typical_rate(slot)
         if not (math.isfinite(rate) and rate > 0 and math.isfinite(usual) and usual > 0):
             return math.nan
-        if not self.context.rate_settled(slot):
+        if not self.context.rates.settled(slot):
             return math.nan  # a new job's first bins in this stage: its usual rate is not known yet
         if abs(rate / usual - 1.0) > T.RATE_BAND_FRAC:
             return math.nan
         return value
-
-    def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
-        if tr.kind == "onset":
-            return self._onset(name, tr, sample)
-        if tr.kind == "cleared":
-            return self._channel_cleared(name, tr, sample)
-        return []
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if name == "it" and self._it_follows_gpu_incident(tr.deviation):

@@ -108,7 +108,7 @@ class SameWorkCheck:
         ready[IDLE_SLOT] = False
         if not ready.any():
             return False
-        slot = int(np.argmax(np.where(ready, ctx.mix_slow, -1.0)))
+        slot = int(np.argmax(np.where(ready, ctx.mix.long_run, -1.0)))
         levels = np.full_like(self.recent, math.nan)
         known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
         levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
@@ -163,7 +163,7 @@ class SameWorkCheck:
         if self.by_power:
             return self._decide_by_power(ts)
         ratio = math.nan
-        if ctx.rate_settled(self.slot):
+        if ctx.rates.settled(self.slot):
             ratio = ctx.typical_rate(self.slot) / self.prev_rate
             kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
@@ -261,10 +261,10 @@ _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recen
 def main_rated_slot(ctx: SignalContext) -> int:
     """The stage slot with most time among those whose typical work rate is settled and positive
     (-1 if none): where two jobs' throughputs are compared."""
-    rated = np.array([ctx.rate_settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
+    rated = np.array([ctx.rates.settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
     if not rated.any():
         return -1
-    return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
+    return int(np.argmax(np.where(rated, ctx.mix.long_run, -1.0)))
 
 
 def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float) -> Attribution:
