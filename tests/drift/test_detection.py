@@ -230,3 +230,14 @@ def test_gpu_power_down_for_the_same_stage_is_a_workload_change_not_a_fault() ->
     assert onsets(events) == []
     workload = [e for e in onsets(events, faults_only=False) if float(e["ts"]) >= T0 + FAULT_AT_S]  # type: ignore[arg-type]
     assert workload and "faults cost energy" in workload[0]["detail"]["explanation"]  # type: ignore[index]
+
+
+def test_operator_accept_without_auto_accept() -> None:
+    """``accept_after_h`` unset (no auto-accept): an operator's accept still clears the incident."""
+    from agent.engine.drift.monitor import Incident
+
+    monitor = DriftMonitor(EngineSection(accept_after_h=None))
+    monitor.incidents["cooling"] = Incident("cooling", "", 0.0, 0.0, 3.0, "cooling", {"cooling"})
+    (event,) = monitor.accept("cooling", 10.0)
+    assert event["detail"]["accepted_by"] == "operator"  # type: ignore[index]
+    assert "by the operator" in event["detail"]["explanation"]  # type: ignore[index]

@@ -59,13 +59,8 @@ def _channel_moving(channel: ResidualChannel) -> bool:
 
 
 def attribute(
-    component: str,
-    deviation: float,
-    channels: dict[str, ResidualChannel],
-    ctx: SignalContext,
-    ts: float,
-    gpu_known: bool,
-    since_ts: float = math.nan,
+    component: str, deviation: float, channels: dict[str, ResidualChannel], ctx: SignalContext, ts: float,
+    gpu_known: bool, since_ts: float = math.nan,
 ) -> Attribution:
     """Name the cause of a shift just confirmed on ``component`` (deviation signed, its unit);
     ``since_ts``: when its evidence began (a shift that began before a job change is not it)."""
@@ -94,9 +89,9 @@ def attribute(
         )
     if component == "it":
         gpu = channels.get("gpu")
+        reason = workload_reason(ctx, ts, since_ts=since_ts)
         if gpu is not None and _gpu_moved_with(gpu, deviation):
             # PDU and GPU moved together: the load changed, not the power chain.
-            reason = workload_reason(ctx, ts, since_ts=since_ts)
             if reason:
                 return Attribution(
                     "workload",
@@ -108,7 +103,6 @@ def attribute(
                 f"PDU power is {abs(deviation):.1f} % {up} because the GPUs draw more for the same work "
                 "rate and stage: ageing, firmware or driver change.",
             )
-        reason = workload_reason(ctx, ts, since_ts=since_ts)
         if reason:
             return Attribution(
                 "workload",
@@ -156,10 +150,8 @@ def attribute(
 
 
 def _new_work_by_power(ctx: SignalContext, deviation: float) -> bool:
-    """Without a work rate the GPU residual cannot tell new work from new hardware by the work
-    done, only by the size of the step: a driver or firmware change adds a few % for the same
-    work (``SAME_WORK_POWER_FRAC``, the level within which an unlabelled rack's resumed work is
-    the same work), so a larger GPU step is new work by the same rule."""
+    """Without a work rate only the step's size tells new work from new hardware: a driver change adds
+    a few % (``SAME_WORK_POWER_FRAC``, as for resumed work), so a larger GPU step is new work."""
     return not ctx.rated and abs(deviation) > 100.0 * T.SAME_WORK_POWER_FRAC
 
 
@@ -187,23 +179,17 @@ def _thermal_moved(channels: dict[str, ResidualChannel], ctx: SignalContext) -> 
     return math.isfinite(mean) and mean - max(setpoint, 0.0) >= T.INLET_MEAN_MOVED_C
 
 
-def workload_reason(
-    ctx: SignalContext, ts: float, recent_only: bool = False, since_ts: float = math.nan
-) -> str:
-    """A short phrase naming the workload evidence, or "" when there is none.
-
-    A job change or a workload shift in the last ``tuning.JOB_RECENT_S`` counts (the engine is still
-    re-learning) unless the shift's evidence began before it (``since_ts``), as does a moved work
-    rate or stage mix (``recent_only`` skips those two)."""
+def workload_reason(ctx: SignalContext, ts: float, since_ts: float = math.nan) -> str:
+    """A short phrase naming the workload evidence, or "" when there is none: a job change or a
+    workload shift in the last ``tuning.JOB_RECENT_S`` (the engine is still re-learning) unless the
+    shift's evidence began before it (``since_ts``), or a moved work rate or stage mix."""
     before_job = math.isfinite(since_ts) and since_ts < ctx.workload_ts
     if math.isfinite(ctx.workload_ts) and 0 <= ts - ctx.workload_ts <= T.JOB_RECENT_S and not before_job:
         return f"a workload change {(ts - ctx.workload_ts) / 3600:.1f} h ago (job {ctx.job or '?'})"
-    if recent_only:
-        return ""
     rate = ctx.work_rate_moved_pct()
     if math.isfinite(rate) and abs(rate) >= T.WORK_RATE_MOVED_PCT:
         return f"the work rate ({rate:+.1f} %)"
-    mix = ctx.mix_distance()
+    mix = ctx.mix.distance
     if mix >= T.MIX_MOVED:
         return f"the stage mix ({100 * mix:.0f} % of time moved between stages)"
     return ""

@@ -1,32 +1,17 @@
 """How far the engine's model is behind the rack after a change (``ModelCatchUp``, part of the judge).
 
-Why: a fixed two-hour re-learn after every new job kept the engine re-learning 40 % of the time
-on a churning rack, although most new jobs moved the baselines by little. The size of a change
-is what the model's own residual says: each learned component's residual (measured − expected,
-% of expected) is tracked as a recent level in units of its usual size (``LevelInNoise``).
-The level is an EW mean over ``tuning.MIN_EVIDENCE_S`` (15 min, the span a shift's evidence
-needs; about an engine window): a 1 % bias on the IT side hides in one bin's noise (≈ 1 %) but
-not in a quarter hour's, and it is window-scale bias that the healthy-window error accumulates
-(dev seed 2, churn without labels: a 3-min level stopped the IT re-learn early, P95 3.03 % vs
-2.67 % with the fixed re-learn; the 15-min level 2.75 %). The usual size is learned only where
-nothing just changed (outside the bounded re-learns).
+Why: a fixed two-hour re-learn after every new job kept a churning rack re-learning 40 % of the
+time, though most jobs moved the baselines little. Each learned component's residual is tracked
+as a recent level in units of its usual size (``LevelInNoise``), an EW mean over
+``tuning.MIN_EVIDENCE_S``: a 1 % IT bias hides in one bin's noise but not in 15 min's (dev seed 2,
+churn unlabelled: a 3-min level gave P95 3.03 %, 15 min 2.75 %, the fixed re-learn 2.67 %). The
+usual size learns only outside the bounded re-learns.
 
-- Within ``tuning.BEHIND_Z`` σ the model is not behind: nothing re-learns (a change within the noise
-  needs none). BEHIND_Z = 2 k, k the CUSUM reference (``tuning.CUSUM_K``): the shift a CUSUM
-  detects fastest (Page), and a level the everyday error passes in ≈ 5 % of bins only.
-- Beyond it, the model re-learns with the half-life that brings an error of ``z`` σ back to
-  k σ in ``tuning.FOLLOW_HALFLIFE_S`` (old data's weight must fall by z / k: half-life =
-  FOLLOW_HALFLIFE_S / log2(z / k)), with z capped at ``tuning.Z_CLIP`` (beyond it every change
-  is "all new"): 12 to 30 min at 2 k and beyond. Behind from 2 k until back within k: the gap
-  keeps the re-learn from flickering at its edge, and a re-learn that stopped at 2 k would leave
-  a bias of up to 2 σ to the slow everyday learning. As the new residuals come back, z falls,
-  the half-life grows, and the re-learn ends by itself once they are within k σ.
-
-The monitor paces only the components whose detector judges its own level (the GPU side,
-``monitor.PACED_COMPONENTS``); it still bounds a re-learn by ``tuning.RELEARN_S``, and a model that
-falls behind again within it (a stage the new job had not run yet) re-learns again. What the
-detectors do after a job change (re-centre for ``RELEARN_S``) is not paced: their per-stage
-levels need the new job's stages seen either way. Fixed state: a few floats per component.
+Within ``tuning.BEHIND_Z`` σ (2 k, the shift a CUSUM detects fastest) nothing re-learns. Beyond
+it the half-life brings an error of ``z`` σ back to k σ in ``tuning.FOLLOW_HALFLIFE_S``
+(FOLLOW_HALFLIFE_S / log2(z / k), z capped at ``tuning.Z_CLIP``), until back within k σ (the gap
+stops flicker and leaves no 2 σ bias). Only ``monitor.PACED_COMPONENTS`` are paced, still bounded
+by ``tuning.RELEARN_S``; the detectors' re-centring after a job change is not.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The change-point judge: everything that moves a residual and is *not* a fault.
 
-Why one judge: a job change, a restart of the same job, a GPU stack restart (energy counters
-reset) and a measured control-input step (the cooling unit's setpoint) all move some residual
-at a known moment for a known reason. Each needs the same three decisions, and the monitor asks
-them here, of one object, instead of special-casing each reason:
-
-- **hold**: while the judge is still deciding (a new job's work rate not yet known), the
-  components it concerns neither learn nor are judged (``holds``);
-- **same work or new work**: after a job change, the same work (a restart: typical work rate
-  within ``tuning.SAME_WORK_RATE_FRAC``) keeps every baseline; new work re-learns
-  (``job_changed`` / ``decide``);
-- **how much changed**: how far the engine's model is behind after a change, in σ of its own
-  residual (``catch_up``): a re-learn runs only while it is behind, at a pace set by how far;
-- **re-tune a residual whose model changed inputs** (``residual_model_changed``: a cooling unit's
-  outdoor temperature appeared or was lost) and re-centre it while the restarted model settles;
-- **judge the step against "before"**: after a change point whose cause is measured, the
-  residual is compared with its level just before it — the GPU level before a counter reset
-  (``counter_reset``: the channel is pinned, its fast re-learn blocked), the cooling residual
-  before a setpoint step (``input_step``: a smaller effect suffices, the cause being measured).
-
-Onsets soon after a change point name it (``revise``) and carry it as evidence (``evidence``).
-The parts live in their own small modules: ``same_work.py``, ``counter_reset.py``,
-``input_step.py``, ``catch_up.py``. Fixed state: theirs.
+A job change, a restart of the same job, a GPU stack restart (counters reset) and a measured
+setpoint step all move a residual at a known moment for a known reason. The monitor asks its
+parts: whether to hold (``holds``), same work or new work (``job_changed``, ``work.decide``), how far
+the model is behind (``catch_up``: a re-learn runs only while it is behind), and a measured step
+judged against "before" (``resets``, ``input``). Onsets soon after a change point name it
+(``revise``, ``evidence``). (A cooling model gaining or losing an input: monitor._follow_cooling_model.)
 """
 
 from __future__ import annotations
@@ -30,11 +14,11 @@ from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.catch_up import ModelCatchUp
-from agent.engine.drift.channel import ChannelParams, ResidualChannel
+from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
-from agent.engine.drift.input_step import InputShift, InputStep
-from agent.engine.drift.same_work import SAME, SameWorkCheck, WorkVerdict, name_restart, restart_evidence
+from agent.engine.drift.input_step import InputStep
+from agent.engine.drift.same_work import SameWorkCheck, name_restart, restart_evidence
 
 # Onsets of these causes soon after a same-work restart name it: a fault that starts at a restart
 # (a PSU failing on the power-up) is judged against the previous run's baseline, and says so.
@@ -50,7 +34,6 @@ class ChangePointJudge:
         self.input = InputStep(bin_s)
         self.catch_up = ModelCatchUp(bin_s)
 
-    # ------------------------------------------------------------------------------ reading
     @property
     def holds(self) -> bool:
         """A new job's work is being judged: the GPU and IT sides neither learn nor are judged.
@@ -58,22 +41,6 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and (not self.work.by_power or self.work.labelled)
 
-    @property
-    def blocks_gpu_relearn(self) -> bool:
-        """A GPU step at a counter reset is being judged against the level before it."""
-        return self.resets.blocks_relearn
-
-    @property
-    def input_pending(self) -> bool:
-        """A control-input step is being judged: the residual it moves must not be learned."""
-        return self.input.pending
-
-    @property
-    def input_before(self) -> float:
-        """The judged residual's level before the control input moved."""
-        return self.input.before_pct
-
-    # ------------------------------------------------------------------------------ updating
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
                    settled: bool = True) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates);
@@ -81,34 +48,6 @@ class ChangePointJudge:
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
         self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
-
-    def work_resumed(self, ts: float) -> None:
-        """An unlabelled rack's GPUs resumed work after idling: a job change is possible but not
-        known; judged by the GPU power level against the work just before (same work: nothing
-        happens; new work: re-learn, also when the previous change is still being re-learned)."""
-        self.work.start_by_power(ts)
-
-    def model_behind(self, component: str) -> bool:
-        """The engine's model of ``component`` is off by more than its noise (``catch_up``): a
-        re-learn it was given goes on; one that is back within the noise is over."""
-        return self.catch_up.behind(component)
-
-    def relearn_halflife_s(self, component: str) -> float:
-        """How fast ``component``'s model re-learns now, from how far behind it is (NaN: the default)."""
-        return self.catch_up.halflife_s(component)
-
-    def residual_model_changed(self, channel: ResidualChannel, params: ChannelParams, ts: float,
-                               settle_s: float) -> None:
-        """The model a channel's residual is taken against gained or lost an input (a cooling
-        unit's outdoor temperature appeared or was lost, so its model restarted): a change point
-        with a measured cause. The channel takes the tuning of the residual the new model leaves
-        (its estimators keep their data) and re-centres until that model has settled."""
-        channel.params = params
-        channel.start_grace(ts + settle_s)
-
-    def input_step(self, input_value: float, residual: float, ts: float) -> InputShift | None:
-        """The control input's value and the residual it drives; a confirmed step when there is one."""
-        return self.input.update(input_value, residual, ts)
 
     def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
         """A new job id at ``ts``; True while the judge decides whether it is the same work (the
@@ -120,20 +59,6 @@ class ChangePointJudge:
             self.work.cancel()
         return checking
 
-    def decide(self, ts: float, ctx: SignalContext) -> WorkVerdict | None:
-        """The verdict on a pending job change once known (``is_same`` tells which)."""
-        return self.work.decide(ts, ctx)
-
-    @staticmethod
-    def is_same(verdict: WorkVerdict) -> bool:
-        return verdict.kind == SAME
-
-    def workload_starts(self, ts: float, gpu: ResidualChannel, ctx: SignalContext) -> None:
-        """A workload re-learn not opened by a job change starts now (a shift found by attribution):
-        remember the GPU levels before it, for a counter reset that may follow."""
-        self.resets.on_workload_start(ts, gpu, ctx)
-
-    # ------------------------------------------------------------------------------ naming
     def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:
         """Name a change point in an onset's verdict: a counter reset for a GPU shift, a setpoint
         move for a cooling shift, a same-work restart for a shift of a cause a restart can hide."""
@@ -169,7 +94,6 @@ class ChangePointJudge:
                     "before it."), evidence
         return " The GPU driver reloaded during the re-learn: the new profile includes it.", evidence
 
-    # ------------------------------------------------------------------------------ state
     def state(self) -> dict[str, object]:
         return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state(),
                 "catch_up": self.catch_up.state()}

@@ -1,14 +1,11 @@
 """One residual stream's sustained-deviation detector (robust location/scale + two-sided CUSUM).
 
-Why this shape: a component residual (measured − expected, in % of expected, or °C for the inlet
-spread) is noisy, autocorrelated over minutes and slightly biased per stage. So each bin's
-residual is first centred on a slow, robust, per-stage location; bins are averaged into blocks of
-a few minutes; each block mean is standardised by a robust block scale inflated for the blocks'
-own autocorrelation; a two-sided CUSUM on those z-scores confirms a sustained shift. While a shift
-is suspected or active the location and scale stop learning, so the detector never adapts to the
-fault it is watching. The state is a fixed set of floats plus one small array per stage slot.
-
-This module knows nothing about causes or events: ``DriftMonitor`` maps transitions to events.
+Why this shape: a residual (% of expected, or °C for the inlet spread) is noisy, autocorrelated
+over minutes and biased per stage. So each bin is centred on a slow robust per-stage location,
+averaged into blocks of a few minutes, standardised by a robust block scale inflated for the
+blocks' autocorrelation, and a two-sided CUSUM confirms a sustained shift. While a shift is
+suspected or active, location and scale stop learning, so the detector never adapts to the fault
+it watches. No causes or events here: ``DriftMonitor`` maps transitions to events.
 """
 
 from __future__ import annotations
@@ -31,18 +28,16 @@ from agent.engine.drift.estimators import (
 
 # Modes of a channel.
 WARMING, NORMAL, SUSPECTED, ACTIVE, GRACE = 0, 1, 2, 3, 4
-MODE_NAMES = ("warming", "normal", "suspected", "active", "grace")
 
 
 @dataclass(frozen=True)
 class ChannelParams:
     """Tuning of one channel in the estimators' own counts (bins, blocks): built from the
-    seconds and noise units of ``tuning.py`` by ``params_for``."""
+    seconds and noise units of ``tuning.py`` by ``params_for``. What every channel shares (the
+    CUSUM's k, clip and fractions of h, the evidence span) is read from ``tuning.py`` directly."""
 
     n_slots: int
     threshold_h: float  # CUSUM decision threshold (from the false-alarm target)
-    k: float  # CUSUM reference value in sigma (detects shifts of ≳ 2k sigma fastest)
-    z_clip: float  # one block can add at most z_clip − k to a CUSUM; one bin's z is clipped to it
     block_bins: int  # bins averaged per block
     warm_blocks: int  # blocks of learning before detection starts
     slot_warm_bins: int  # bins a stage slot needs before its residuals count
@@ -52,13 +47,7 @@ class ChannelParams:
     min_bin_scale: float  # floor on a stage's bin noise (unit of the residual)
     min_block_scale: float  # floor on the block z scale
     min_effect: float  # a confirmed shift must be at least this large (unit of the residual)
-    min_evidence_s: float  # … and its evidence must span at least this long (no blips)
-    suspect_frac: float  # CUSUM ≥ this × h → suspected (learning held)
-    calm_frac: float  # noise scales learn only while the CUSUM is below this × h
-    release_frac: float  # suspected and CUSUM < this × h → back to normal
     max_suspect_s: float  # suspicion that never confirms is dropped after this
-    clear_frac: float  # a reverse CUSUM past this × h, testing "back below half the onset
-    # deviation" against "still at the onset deviation", clears an active shift
     grace_loc_halflife_bins: float  # fast re-centring while in grace
     frozen_trend_halflife_bins: float  # while held, the extrapolated trend fades out
     trend_halflife_bins: float = 0.0  # > 0: the location also follows a local trend (Holt), for
@@ -69,23 +58,19 @@ class ChannelParams:
 
 def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, drivers_measured: bool = True
                ) -> ChannelParams:
-    """``name``'s tuning (it, cooling, gpu, thermal) at drift bins of ``bin_s`` seconds; the
-    cooling channel whose unit model lacks a driver (``drivers_measured`` False: no outdoor
-    temperature, so its efficiency wanders with the weather) follows a local trend, judged
-    against its level an hour before (tuning.py: BLIND_COOLING_*)."""
+    """``name``'s tuning at drift bins of ``bin_s`` s; cooling without an outdoor temperature
+    (``drivers_measured`` False) follows a local trend, judged against its level an hour before."""
     block_bins = T.whole_bins(T.BLOCK_S, bin_s)
     block_s = block_bins * bin_s
     params = ChannelParams(
-        n_slots=n_slots, threshold_h=threshold_h, k=T.CUSUM_K, z_clip=T.Z_CLIP, block_bins=block_bins,
+        n_slots=n_slots, threshold_h=threshold_h, block_bins=block_bins,
         warm_blocks=max(1, round(T.DETECT_AFTER_S / block_s)),
         slot_warm_bins=T.whole_bins(T.STAGE_WARM_S, bin_s),
         loc_halflife_bins=T.bins(T.LEVEL_HALFLIFE_S, bin_s),
         bin_scale_halflife_bins=T.bins(T.NOISE_HALFLIFE_S, bin_s),
         scale_halflife_blocks=T.NOISE_HALFLIFE_S / block_s,
         min_bin_scale=T.MIN_BIN_NOISE[name], min_block_scale=T.MIN_BLOCK_SCALE,
-        min_effect=T.MIN_EFFECT[name], min_evidence_s=T.MIN_EVIDENCE_S,
-        suspect_frac=T.SUSPECT_FRAC, calm_frac=T.CALM_FRAC, release_frac=T.RELEASE_FRAC,
-        max_suspect_s=T.MAX_SUSPECT_S, clear_frac=T.CLEAR_FRAC,
+        min_effect=T.MIN_EFFECT[name], max_suspect_s=T.MAX_SUSPECT_S,
         grace_loc_halflife_bins=T.bins(T.FOLLOW_HALFLIFE_S, bin_s),
         frozen_trend_halflife_bins=T.bins(T.HELD_TREND_HALFLIFE_S, bin_s),
     )
@@ -118,14 +103,13 @@ _SCALARS = (
     "mode", "n_blocks", "block_sum", "block_z", "block_n", "suspect_ts", "onset_ts", "onset_dev",
     "onset_z", "dev_fast", "clear_count", "grace_until", "last_since", "last_ts", "trend", "absorbed",
 )  # fmt: skip
+_PARTS = ("levels", "noise", "detector", "reference")  # its estimators, each with its own state
 
 
 class ResidualChannel:
     """Sustained-shift detector for one residual; ``add(...)`` per bin, read ``mode``/``held``.
-
-    Built from the estimators in ``estimators.py``: a per-stage robust location and noise
-    (``levels``), the block z-scores' scale and autocorrelation (``noise``), a two-sided CUSUM
-    (``detector``) and, for a trend-following level, a delayed reference (``reference``)."""
+    Its estimators: per-stage ``levels``, block z ``noise``, a two-sided CUSUM ``detector`` and, for
+    a trend-following level, a delayed ``reference``."""
 
     def __init__(self, name: str, params: ChannelParams) -> None:
         self.name = name
@@ -144,15 +128,13 @@ class ResidualChannel:
         self.levels.scale_halflife = params.bin_scale_halflife_bins
         self.levels.min_scale, self.levels.warm = params.min_bin_scale, params.slot_warm_bins
         self.noise.halflife, self.noise.min_scale = params.scale_halflife_blocks, params.min_block_scale
-        self.noise.z_clip = params.z_clip
-        self.detector.k = params.k
 
     def _reset(self) -> None:
         p = self._params
         self.levels = StageLocation(p.n_slots, p.loc_halflife_bins, p.bin_scale_halflife_bins,
                                     p.min_bin_scale, p.slot_warm_bins)
-        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, p.z_clip, T.MAX_RHO)
-        self.detector = TwoSidedCusum(p.k)
+        self.noise = CorrelatedScale(p.scale_halflife_blocks, p.min_block_scale, T.Z_CLIP, T.MAX_RHO)
+        self.detector = TwoSidedCusum(T.CUSUM_K)
         self.reference = DelayedReference(p.reference_delay_bins)
         self.mode = WARMING
         self.n_blocks = 0.0
@@ -195,18 +177,9 @@ class ResidualChannel:
         value = self.noise.value
         return math.nan if value is None else value
 
-    @property
-    def vif(self) -> float:
-        """Variance inflation of a sum of correlated block z-scores: (1 + ρ) / (1 − ρ)."""
-        return self.noise.vif
-
     def recent_deviation(self) -> float:
         """Mean block deviation since the larger CUSUM side last left zero (signed; 0 when calm)."""
         return self.detector.deviation
-
-    def recent_z(self) -> float:
-        """Mean standardised block deviation since the larger CUSUM side last left zero (signed)."""
-        return self.detector.z
 
     @property
     def active_deviation(self) -> float:
@@ -222,7 +195,7 @@ class ResidualChannel:
     def _calm(self) -> bool:
         """Noise may learn: not normal yet, or normal with the CUSUM well below its threshold."""
         p = self._params
-        return self.mode != NORMAL or self.cusum < p.calm_frac * p.threshold_h
+        return self.mode != NORMAL or self.cusum < T.CALM_FRAC * p.threshold_h
 
     # ----------------------------------------------------------------------------- updating
     def add(self, residual: float, slot: int, ts: float) -> Transition | None:
@@ -259,7 +232,7 @@ class ResidualChannel:
         dev = residual - reference
         bin_z = dev / max(scale if scale is not None else p.min_bin_scale, p.min_bin_scale)
         self.block_sum += dev
-        self.block_z += min(max(bin_z, -p.z_clip), p.z_clip)
+        self.block_z += min(max(bin_z, -T.Z_CLIP), T.Z_CLIP)
         self.block_n += 1.0
         if self.block_n < p.block_bins:
             return None
@@ -280,8 +253,8 @@ class ResidualChannel:
                 self.mode = NORMAL
                 return Transition("ready", ts, 0.0, 0.0, ts)
             return None
-        z = mean_z / (self.noise.floored * math.sqrt(self.vif))
-        zc = min(max(z, -p.z_clip), p.z_clip)
+        z = mean_z / (self.noise.floored * math.sqrt(self.noise.vif))
+        zc = min(max(z, -T.Z_CLIP), T.Z_CLIP)
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:
             return self._active_block(dev, zc, ts)
@@ -297,8 +270,8 @@ class ResidualChannel:
         if p.trend_halflife_bins <= 0 and dev * self.dev_fast > 0 and abs(self.dev_fast) > abs(dev):
             dev = self.dev_fast  # a ramp: judge its size now, not its average since it began
             # (not for a trend-following level: there a creeping shift is weather until it is fast)
-        z = self.recent_z()
-        if self.mode == NORMAL and s >= p.suspect_frac * h:
+        z = self.detector.z
+        if self.mode == NORMAL and s >= T.SUSPECT_FRAC * h:
             self.mode = SUSPECTED
             self.suspect_ts = ts
             return Transition("suspect", ts, dev, z, since)
@@ -306,27 +279,17 @@ class ResidualChannel:
             return None
         if dev * self.absorbed > 0:
             dev += self.absorbed  # the same way as what lapsed suspicions adopted: one creeping shift
-        if s >= h and abs(dev) >= p.min_effect and ts - since >= p.min_evidence_s:
-            self.absorbed = 0.0
-            self.mode = ACTIVE
-            self.onset_ts = ts
-            self.onset_dev = dev
-            self.onset_z = z
-            self.dev_fast = dev
-            self.clear_count = 0.0
-            self.last_since = since
-            return Transition("onset", ts, dev, z, since)
-        if s < p.release_frac * h:
+        if s >= h and abs(dev) >= p.min_effect and ts - since >= T.MIN_EVIDENCE_S:
+            return self._confirm(ts, dev, z, since)
+        if s < T.RELEASE_FRAC * h:
             self.mode = NORMAL
             self.detector.clear()
             return Transition("release", ts, dev, z, since)
         if ts - self.suspect_ts > p.max_suspect_s:
-            # Sustained but smaller than min_effect: not worth an alarm, so it becomes the normal
-            # (the location re-centres quickly) instead of holding learning forever. What it
-            # adopts is remembered (``absorbed``), fading as the slow location would have followed
-            # it: a ramp that keeps creeping the same way is judged on all it moved, not cut into
-            # sub-threshold pieces each adopted in turn. (A trend-following level follows the
-            # weather by design: there a lapse is the weather's and is not carried.)
+            # Sustained but below min_effect: it becomes the normal instead of holding learning
+            # forever. What it adopts is remembered (``absorbed``, fading at the slow level's pace), so
+            # a creeping ramp is judged on all it moved, not adopted in sub-threshold pieces (not for a
+            # trend-following level: there a lapse is the weather's).
             carried = self.dev_fast if p.trend_halflife_bins <= 0 else 0.0
             self.start_grace(ts + p.max_suspect_s / 3.0)
             self.absorbed = self.absorbed + carried if carried * self.absorbed >= 0 else carried
@@ -338,11 +301,11 @@ class ResidualChannel:
         self.dev_fast += T.SHIFT_NOW_WEIGHT * (dev - self.dev_fast)
         sign = 1.0 if self.onset_z >= 0 else -1.0
         # Reverse CUSUM ("clear_count"): evidence that the deviation fell below half its onset size.
-        z_back = 0.5 * min(abs(self.onset_z), p.z_clip) - sign * zc
-        z_back = min(max(z_back, -p.z_clip), p.z_clip)
-        self.clear_count = max(0.0, self.clear_count + z_back - p.k)
-        if self.clear_count >= p.clear_frac * p.threshold_h:
-            return self.clear(ts, reason="cleared")
+        z_back = 0.5 * min(abs(self.onset_z), T.Z_CLIP) - sign * zc
+        z_back = min(max(z_back, -T.Z_CLIP), T.Z_CLIP)
+        self.clear_count = max(0.0, self.clear_count + z_back - T.CUSUM_K)
+        if self.clear_count >= T.CLEAR_FRAC * p.threshold_h:
+            return self.clear(ts)
         return None
 
     def force_onset(
@@ -355,23 +318,25 @@ class ResidualChannel:
         bin_scale = max(bin_scale if bin_scale is not None else p.min_bin_scale, p.min_bin_scale)
         block_scale = self.noise.value
         z = deviation / bin_scale / (max(block_scale if block_scale is not None else 1.0,
-                                         p.min_block_scale) * math.sqrt(self.vif))
+                                         p.min_block_scale) * math.sqrt(self.noise.vif))
         self.levels.set_level(slot, level)
         self.reference.forget(level)
         self.trend = 0.0
+        return self._confirm(ts, deviation, z, since_ts)
+
+    def _confirm(self, ts: float, dev: float, z: float, since: float) -> Transition:
+        """ACTIVE from ``ts`` with a shift of ``dev`` (``z``) whose evidence began at ``since``."""
         self.mode = ACTIVE
         self.absorbed = 0.0
-        self.onset_ts, self.onset_dev, self.onset_z = ts, deviation, z
-        self.dev_fast = deviation
+        self.onset_ts, self.onset_dev, self.onset_z = ts, dev, z
+        self.dev_fast = dev
         self.clear_count = 0.0
-        self.last_since = since_ts
-        return Transition("onset", ts, deviation, z, since_ts)
+        self.last_since = since
+        return Transition("onset", ts, dev, z, since)
 
     def pin(self, levels: dict[int, float], scales: np.ndarray) -> None:
-        """End a grace now and judge from here on against known levels (a change point whose
-        "before" is known): each slot in ``levels`` is pinned to that level with a full
-        half-life's weight (it moves at the slow everyday rate) and its settled noise
-        (``scales``, where known); other slots re-warm from the bins that follow."""
+        """End a grace and judge against known levels (a change point whose "before" is known): slots
+        in ``levels`` are pinned with a half-life's weight and their settled noise; others re-warm."""
         p = self._params
         weight = max(p.loc_halflife_bins / LN2, float(p.slot_warm_bins))
         for s in range(p.n_slots):
@@ -382,21 +347,17 @@ class ResidualChannel:
                 self.levels.forget(s)
         self.mode = NORMAL if self.n_blocks >= p.warm_blocks else WARMING
         self.grace_until = math.nan
-        self.detector.clear()
-        self.block_sum = self.block_z = self.block_n = 0.0
-        self.clear_count = 0.0
         self.trend = 0.0
-        self.absorbed = 0.0
-        self.reference.forget()
+        self._restart_judging()
 
-    def clear(self, ts: float, reason: str = "cleared") -> Transition:
+    def clear(self, ts: float) -> Transition:
         """Leave ACTIVE/SUSPECTED: learning resumes from the current location."""
         dev = self.dev_fast
         since = self.last_since
         self.mode = NORMAL if self.n_blocks >= self._params.warm_blocks else WARMING
         self.detector.clear()
         self.clear_count = 0.0
-        return Transition(reason, ts, dev, 0.0, since)
+        return Transition("cleared", ts, dev, 0.0, since)
 
     def start_grace(self, until_ts: float) -> None:
         """Stop detecting and re-centre until ``until_ts`` (accepted new normal, new workload): every
@@ -404,9 +365,13 @@ class ResidualChannel:
         not judged against their old location either."""
         self.mode = GRACE
         self.levels.forget()
-        self.reference.forget()
         self.grace_until = until_ts
-        self.absorbed = 0.0  # a known change point: its new normal is not a creeping shift
+        self._restart_judging()
+
+    def _restart_judging(self) -> None:
+        """A known change point: no evidence, partial block, past reference or creeping shift carried."""
+        self.reference.forget()
+        self.absorbed = 0.0
         self.detector.clear()
         self.block_sum = self.block_z = self.block_n = 0.0
         self.clear_count = 0.0
@@ -414,19 +379,15 @@ class ResidualChannel:
     # ----------------------------------------------------------------------------- persistence
     def state(self) -> dict[str, object]:
         """Fixed-size, JSON-safe snapshot."""
-        out: dict[str, object] = fields_state(self, _SCALARS)
-        out["levels"] = self.levels.state()
-        out["noise"] = self.noise.state()
-        out["detector"] = self.detector.state()
-        out["reference"] = self.reference.state()
-        return out
+        parts = {key: getattr(self, key).state() for key in _PARTS}
+        return {**fields_state(self, _SCALARS), **parts}
 
     def restore(self, data: dict[str, object]) -> None:
         self._reset()
         load_fields(self, data, _SCALARS, f"drift channel {self.name!r}")
         if not math.isfinite(self.absorbed):
             self.absorbed = 0.0  # a state saved before lapses were remembered
-        for key in ("levels", "noise", "detector", "reference"):
+        for key in _PARTS:
             part = data.get(key)
             if not isinstance(part, dict):
                 raise ValueError(f"drift channel {self.name!r}: {key} missing")

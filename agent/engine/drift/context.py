@@ -1,11 +1,8 @@
 """Secondary evidence for attribution: slow references and fast levels of the rack's other signals.
 
-Why: a residual tells *that* a component moved; what moved with it tells *why*. A cooling
-residual with the setpoint lower than its reference is a setpoint change; an IT residual with
-the inlet temperatures up is a hot spot driving the server fans; a GPU residual with the
-work rate changed too is a new workload, not ageing. Each signal keeps a slow reference (frozen
-while any component is held, so it remembers "before") and a fast level ("now"). Fixed size:
-a few floats per signal, per stage slot for the stage-dependent ones (see estimators.py).
+Why: a residual tells *that* a component moved; what moved with it tells *why* (a lower setpoint,
+inlets up from a hot spot, a changed work rate). Each signal keeps a slow reference, frozen while
+any component is held so it remembers "before", and a fast level ("now").
 """
 
 from __future__ import annotations
@@ -40,9 +37,6 @@ class SignalContext:
         self.warm_bins = T.whole_bins(T.STAGE_WARM_S, bin_s)
         self.levels = {name: ReferenceLevel(fast, ref) for name in SCALAR_SIGNALS}
         self.work_rate = [ReferenceLevel(follow, ref) for _ in STAGE_SLOTS]
-        # Typical work rate per stage: the rate most bins run at, learned from in-band bins only,
-        # so bins cut short by stalls or stage changes (lower rates) do not drag it down; when most
-        # recent bins run elsewhere (a new job) it re-acquires from the fast level.
         self.rates = TypicalRate(len(STAGE_SLOTS), follow, T.RATE_BAND_FRAC, T.RATE_REACQUIRE_FRAC,
                                  T.RATE_FIRST_BINS)
         self.mix = StageMix(len(STAGE_SLOTS), T.bins(T.LEVEL_HALFLIFE_S, bin_s),
@@ -53,11 +47,6 @@ class SignalContext:
         self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
         self.idle_bins = 0  # consecutive idle bins just before this one
         self.resumed = False  # this bin: an unlabelled rack's GPUs resumed work after idling
-
-    @property
-    def mix_slow(self) -> np.ndarray:
-        """Long-run share of time per stage slot."""
-        return self.mix.long_run
 
     def moved(self, name: str) -> float:
         """How far a context signal's fast level is from its reference (NaN until both are known)."""
@@ -101,12 +90,8 @@ class SignalContext:
         """A restart of the same kind of job: its own typical rates become the reference, so "the
         work rate moved" means moved within this run (not "runs 8 % faster than the last one")."""
         for slot, level in enumerate(self.work_rate):
-            typical = self.typical_rate(slot) if self.rate_settled(slot) else math.nan
+            typical = self.typical_rate(slot) if self.rates.settled(slot) else math.nan
             level.set_levels(typical, typical)
-
-    def rate_settled(self, slot: int) -> bool:
-        """The stage's typical rate is past its first bins (their median), so it can gate bins."""
-        return self.rates.settled(slot)
 
     def typical_rate(self, slot: int) -> float:
         """The work rate this stage's bins usually run at (NaN until seen)."""
@@ -116,7 +101,7 @@ class SignalContext:
     def work_rate_moved_pct(self) -> float:
         """Relative change of the work rate against its reference, in %, in the stage that carries
         most of the time and reports a work rate (NaN if none does)."""
-        order = np.argsort(-self.mix_slow)
+        order = np.argsort(-self.mix.long_run)
         for slot in order:
             level = self.work_rate[int(slot)]
             ref, moved = level.ref, level.moved
@@ -124,10 +109,6 @@ class SignalContext:
                 continue
             return 100.0 * moved / abs(ref)
         return math.nan
-
-    def mix_distance(self) -> float:
-        """Half the L1 distance between the recent and the long-run stage mix (0 … 1)."""
-        return self.mix.distance
 
     def resync(self) -> None:
         """Adopt the current levels as the new reference (after a workload change or an accept)."""

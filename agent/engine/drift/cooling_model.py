@@ -1,21 +1,13 @@
 """The cooling unit's own efficiency model: its power for the heat it is removing right now.
 
-Why the drift detector keeps one: the engine's cooling expectation is driven by this rack's heat
-only (load side, as the report's window predictions must be), but a shared cooling unit's power
-also follows the other racks' heat, which this rack cannot see; its residual swings by several %
-for reasons that are not drift. "Cooling uses more power for the same heat" is a property of
-the unit: power against the load the unit is carrying. That load is read from the unit itself —
-its delivered cooling (``cooling_load_w``) when it reports one, else its fan speed (variable-speed
-fans track the load). COP also follows the outdoor air at the condenser: when the unit reports it
-(``outdoor_c``), log power ≈ a + b·log load + c·(log load)² + d·log(T + 10 K): compressor
-power for the same heat follows the temperature lift (Carnot), which follows the outdoor air, and
-the weather is explained — a slow coil or COP loss then stands out even when it creeps as fast
-as the weather moves. Without it, daily harmonics stand in for the outdoor cycle and the
-day-to-day weather stays unexplained (the cooling channel then follows it, see monitor.py).
-Fitted by exponentially weighted recursive least squares, predicted before it learns each bin,
-and not learning at all while the cooling component is held — so a setpoint change or a
-degraded coil shows as a sustained residual instead of being absorbed. Fixed size: two
-6-vectors and a 6×6 matrix.
+Why: the engine's cooling expectation follows this rack's heat only, but a shared unit's power
+also follows other racks' heat, swinging its residual by several % without drift. "More power for
+the same heat" is judged against the load the unit reports (``cooling_load_w``, else its fan
+speed). With the outdoor air (``outdoor_c``), log power ≈ a + b·log load + c·(log load)² +
+d·log(T + 10 K) (Carnot: the lift follows the outdoor air), so the weather is explained and a
+creeping coil or COP loss stands out; without it daily harmonics stand in and the cooling channel
+follows the day-to-day weather. EW recursive least squares, predicted before it learns each bin,
+not learning while the cooling component is held (so a fault is not absorbed).
 """
 
 from __future__ import annotations
@@ -31,19 +23,15 @@ N_FEATURES = 6
 # Time constants (fit half-lives, warm-up, learning delay): tuning.py UNIT_*, in seconds.
 LIFT_OFFSET_K = 10.0  # temperature lift ≈ outdoor + this (condenser approach − evaporator margin)
 WEATHER = 10.0  # added to ``source`` when the outdoor temperature is a regressor
-# With the weather explained, the model learns each bin only UNIT_LEARN_DELAY_S later, so a fault
-# creeping in over hours is judged against a model that has not seen it; a bin is learned only
-# if the cooling channel was calm when it came and still is when it leaves the queue. While it
-# warms up nothing is judged, so it learns at once (a warm-up the delay made 6 h longer left faults
-# of the first day unseen).
-RESTART_WARM_S = T.UNIT_WARM_S  # from a restart to the first residual (warming up, it learns at once)
-# Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free. The load
-# slope's prior (power ∝ load) weighs one sample: it decides only while the load has not moved.
-# Real units are not proportional (cubic fans, part-load COP: the twin's churn racks fit a slope
-# of 1.4); a prior of 20 samples held it near 1 along the slope/curvature direction the data
-# barely separates, and on dev seeds 0–29 the unit's 30-min residual P95 on churning racks rose
-# from 1.7 to 2.2 % (weather measured) and 6.6 to 7.5 % (weather-blind) — noise that hid
-# 20 % COP steps (bench/drift.py --randomized, dev churn seeds 19 and 27).
+# With the weather explained, each bin is learned UNIT_LEARN_DELAY_S later, and only if the channel
+# was calm then and still is, so a fault creeping in over hours meets a model that has not seen it.
+# Warming up (nothing judged) it learns at once: the delay made warm-up 6 h longer, hiding day-1 faults.
+RESTART_WARM_S = T.UNIT_WARM_S  # from a restart to the first residual
+# Ridge (in equivalent samples) per feature towards PRIOR_THETA; the intercept is free. The load slope's
+# prior (power ∝ load) weighs one sample, deciding only while the load has not moved: real units are not
+# proportional (the twin's churn racks fit 1.4), and a 20-sample prior raised the unit's 30-min residual
+# P95 on dev seeds 0–29 from 1.7 to 2.2 % (weather measured) and 6.6 to 7.5 % (weather-blind), noise
+# that hid 20 % COP steps (bench/drift.py --randomized, dev churn seeds 19 and 27).
 RIDGE = np.array([0.0, 1.0, 5.0, 5.0, 5.0, 5.0])
 PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
 # With the outdoor temperature: power ∝ lift (Carnot) is the prior for the lift term.
@@ -54,12 +42,9 @@ WEATHER_PRIOR_THETA = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
 
 
 def _features(load: float, ts: float, outdoor_c: float = math.nan) -> np.ndarray:
-    """log power ≈ a + b·log load + weather terms: COP is a product of a part-load factor and a
-    weather factor, so their logs add; a power law extrapolates sanely outside the recent range.
-    The weather terms are the log of the temperature lift when the outdoor temperature is known
-    (its known curvature extrapolates to a hotter day than any seen so far; a free quadratic did
-    not), with a part-load curvature term, else daily harmonics; unused slots are zero (their
-    coefficients stay at the ridge prior)."""
+    """log power ≈ a + b·log load + weather terms (COP = part-load × weather factor, so logs add): the
+    log temperature lift and a part-load curvature with the outdoor temperature (a free quadratic
+    extrapolated hotter days badly), else daily harmonics; unused slots stay at the ridge prior."""
     if math.isfinite(outdoor_c):
         log_load = math.log(load)
         lift = math.log(max(outdoor_c + LIFT_OFFSET_K, 2.0) / (20.0 + LIFT_OFFSET_K))
@@ -181,16 +166,13 @@ class CoolingUnitModel:
         }
 
     def restore(self, data: dict[str, object]) -> None:
-        theta, gram, moment = data.get("theta"), data.get("gram"), data.get("moment")
-        if not isinstance(theta, list) or len(theta) != N_FEATURES:
-            raise ValueError(f"drift cooling model: theta must be a list of {N_FEATURES}")
-        if not isinstance(gram, list) or len(gram) != N_FEATURES * N_FEATURES:
-            raise ValueError(f"drift cooling model: gram must be a list of {N_FEATURES * N_FEATURES}")
-        if not isinstance(moment, list) or len(moment) != N_FEATURES:
-            raise ValueError(f"drift cooling model: moment must be a list of {N_FEATURES}")
-        self.theta = np.array(theta, dtype=float)
-        self.gram = np.array(gram, dtype=float).reshape(N_FEATURES, N_FEATURES)
-        self.moment = np.array(moment, dtype=float)
+        for key, size in (("theta", N_FEATURES), ("gram", N_FEATURES * N_FEATURES), ("moment", N_FEATURES)):
+            value = data.get(key)
+            if not isinstance(value, list) or len(value) != size:
+                raise ValueError(f"drift cooling model: {key} must be a list of {size}")
+        self.theta = np.array(data["theta"], dtype=float)
+        self.gram = np.array(data["gram"], dtype=float).reshape(N_FEATURES, N_FEATURES)
+        self.moment = np.array(data["moment"], dtype=float)
         self.n = float(data.get("n") or 0.0)  # type: ignore[arg-type]
         for key in ("power_scale", "load_scale"):
             value = data.get(key)

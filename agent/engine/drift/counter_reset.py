@@ -1,29 +1,16 @@
 """GPU energy counters that reset are a known change point for the GPU channel (``CounterResetPoint``,
 part of the change-point judge): the GPU stack restarted (a driver update or reload, a reboot).
 
-Why: a driver update resets the GPUs' energy counters (the engine counts them per bin,
-``ComponentSample.gpu_counter_resets``). Updates happen in maintenance windows, i.e. right around
-job restarts — exactly when the GPU channel is re-centring on the new job (workload grace) and
-would absorb a power step at the reload as "the new job's profile". So a reload during a
-workload re-learn ends the re-centring and pins the GPU channel's per-stage level to what the
-GPU drew just before the reload:
-
-- a stage the new job already ran (≥ ``tuning.RESET_GROUP_S`` of judged bins since the job change) keeps
-  the new job's own level, learned since the job change;
-- a stage the new job had not run yet uses the previous job's level, but only when the new job
-  looks like the same kind (its work rate in that stage within ``PINNED_RATE_FRAC`` of the old
-  job's typical rate); a different kind of job stays a workload re-learn (the reload is named in
-  the workload event's evidence);
-- other stages re-learn from the bins after the reload.
-
-While the reload is being decided and judged, the GPU baseline must not re-learn fast
-(``blocks_relearn``), and a GPU onset is a ``gpu_hardware`` shift "since the GPU driver reloaded",
-not a workload change. A reset without a job change needs nothing special (the channel judges
-against its long-learned level), but an onset within ``tuning.RESET_NAMED_S`` names the reload too. A reset
-with no power change is harmless: the pinned level is simply right.
-
-Channel levels are read and pinned through ``ResidualChannel.levels`` and ``pin``, so the
-channel needs no knowledge of drivers. Fixed state: a few floats per stage slot.
+Why: driver updates happen in maintenance windows, right around job restarts, exactly when the
+GPU channel re-centres on the new job and would absorb a power step at the reload as "the new
+job's profile". So a reload during a workload re-learn ends the re-centring and pins each stage's
+level to what the GPU drew before the reload: the new job's own level for a stage it already ran
+(≥ ``tuning.RESET_GROUP_S``), else the previous job's level if the new job looks like the same kind
+(work rate within ``PINNED_RATE_FRAC``); a different kind of job stays a workload re-learn (the
+reload named in its evidence). While the reload is judged the GPU baseline must not re-learn fast
+(``blocks_relearn``), and a GPU onset is a ``gpu_hardware`` shift "since the GPU driver reloaded".
+Without a job change nothing special is needed, but an onset within ``tuning.RESET_NAMED_S`` names
+the reload too.
 """
 
 from __future__ import annotations
@@ -117,11 +104,9 @@ class CounterResetPoint:
                 self.prev_level[slot] = channel.location(slot) if ready else math.nan
                 self.prev_rate[slot] = ctx.typical_rate(slot) if ready else math.nan
             rated = np.isfinite(self.prev_rate) & (np.nan_to_num(self.prev_rate) > 0)
-            share = np.where(rated, ctx.mix_slow, -1.0)
+            share = np.where(rated, ctx.mix.long_run, -1.0)
             self.kind_slot = float(np.argmax(share)) if rated.any() else -1.0
-        self.rate_sum[:] = 0.0
-        self.rate_n[:] = 0.0
-        self.rate_max[:] = 0.0
+        self.rate_sum[:] = self.rate_n[:] = self.rate_max[:] = 0.0
         self.job_change_ts = ts
         self.different_kind = False
         if self.recent(ts, T.RESET_GROUP_S):
@@ -170,10 +155,7 @@ class CounterResetPoint:
         if not (in_workload and channel.mode == GRACE) or ts - self.reload_ts > T.DECIDE_WITHIN_S:
             self.phase = IDLE  # the re-learn ended (or nothing comparable came): nothing to pin
             return
-        levels: dict[int, float] = {}
-        for s in range(len(STAGE_SLOTS)):
-            if math.isfinite(self.own_level[s]):
-                levels[s] = float(self.own_level[s])
+        levels = {s: float(level) for s, level in enumerate(self.own_level) if math.isfinite(level)}
         same, known = self._same_kind()
         if levels:
             self.pinned_from = "own"  # judged within the new job: its kind does not matter
@@ -186,9 +168,8 @@ class CounterResetPoint:
         else:
             self.pinned_from = "previous"
         if same:
-            for s in range(len(STAGE_SLOTS)):
-                if s not in levels and self._comparable(s):
-                    levels[s] = float(self.prev_level[s])
+            levels |= {s: float(self.prev_level[s]) for s in range(len(STAGE_SLOTS))
+                       if s not in levels and self._comparable(s)}
         channel.pin(levels, self.prev_noise)
         self.phase = JUDGING
 

@@ -1,16 +1,9 @@
 """Streaming statistics the drift detector is built from, each a small class with fixed state.
 
-Why small parts (river style, ../shared/STYLE.md): the detector's arithmetic used to be spread
-over the channel, the monitor and the context as loose floats; as classes each one is tested
-alone, documented by a doctest, and persisted by one ``state()`` / ``from_state()`` pair.
-Conventions: ``update(...)`` returns ``self``; values are read-only properties that are ``None``
-before any data; all mutable state is a handful of floats or preallocated numpy arrays created in
-``_reset()`` — nothing grows with uptime. Constructor arguments are stored under their own names
-and are part of ``state()``, so ``Cls.from_state(x.state())`` rebuilds an equal estimator.
-
-Warm start: every exponentially weighted (EW) mean here uses ``alpha = max(1/(n+1), ln 2/halflife)``:
-the plain mean of the first samples, then an EW mean with the given half-life (in updates).
-√(π/2) ≈ 1.2533 turns a mean absolute deviation into a Gaussian σ.
+River style (../shared/STYLE.md): ``update(...)`` returns ``self``; values are read-only properties,
+``None`` before data; mutable state is created in ``_reset()`` and never grows with uptime;
+``Cls.from_state(x.state())`` rebuilds an equal estimator (constructor arguments included).
+Every EW mean warm-starts with ``alpha = max(1/(n+1), ln 2/halflife)`` (``ew_alpha``).
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ def finite_or_none(value: float) -> float | None:
 
 
 def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
-    """JSON-safe snapshot of ``obj``'s named fields (numbers, NaN as None; arrays as lists; bool, str),
-    each read from the attribute ``prefix + name``."""
+    """JSON-safe snapshot of ``obj``'s attributes ``prefix + name`` (NaN as None, arrays as lists)."""
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(obj, prefix + name)
@@ -54,8 +46,8 @@ def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[
 def load_fields(
     obj: object, data: dict[str, Any], names: tuple[str, ...], where: str, prefix: str = ""
 ) -> None:
-    """Load ``fields_state`` output into ``obj`` (attribute ``prefix + name``); each field keeps its
-    type and shape, and a wrong one raises ``ValueError`` naming ``where`` and the field."""
+    """Load ``fields_state`` output into ``obj``; a wrong type or shape raises ``ValueError`` naming
+    ``where`` and the field."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: state must be a mapping")
     for name in names:
@@ -118,7 +110,6 @@ class Estimator:
 class ReferenceLevel(Estimator):
     """A slow reference ("before") and a fast level ("now") of one signal; the reference stops
     learning while ``hold`` is passed, so it remembers what the signal was before a change.
-    Both weights use the reference's count (one warm start for both).
 
     >>> r = ReferenceLevel(fast_halflife=2.0, ref_halflife=100.0)
     >>> for x in (1.0, 1.0, 1.0):
@@ -187,12 +178,9 @@ class ReferenceLevel(Estimator):
 class StageLocation(Estimator):
     """Robust per-stage level and noise of a residual (Huber-clipped EW mean, EW mean |dev|).
 
-    One slot per stage; a slot's level is clipped to ``huber`` × its noise once ``warm`` samples
-    have been seen, so one glitch moves it little; its noise is the EW mean absolute deviation
-    (× √(π/2)), each deviation clipped at ``scale_clip`` × the noise. ``update`` takes the level
-    the sample is judged against (``predicted``: the level plus any trend the caller adds), the
-    half-life to learn with now, and whether the noise may learn from this sample (only calm
-    data: never the shift being watched). Level and noise share the slot's count.
+    Once ``warm`` samples are in, a step is clipped to ``HUBER`` × the noise, so one glitch moves
+    the level little. ``predicted``: the level plus a caller's trend; ``learn_scale`` False keeps
+    the noise from learning the shift being watched.
 
     >>> s = StageLocation(n_slots=2, halflife=100.0, scale_halflife=100.0, min_scale=0.1, warm=3)
     >>> s.level(0) is None
@@ -291,10 +279,9 @@ class StageLocation(Estimator):
 class CorrelatedScale(Estimator):
     """Robust scale of a stream of z-scores and their lag-1 autocorrelation.
 
-    Why both: a CUSUM on autocorrelated increments alarms more often than its threshold says; the
-    variance of a sum of AR(1) terms is inflated by (1 + ρ)/(1 − ρ) (``vif``), capped at ρ ≤
-    ``max_rho`` so one persistent stretch cannot silence the detector. Deviations beyond
-    ``SCALE_CLIP`` × the scale count as that once ``WARM`` samples are in.
+    Why both: a CUSUM on autocorrelated increments alarms more often than its threshold says; a sum
+    of AR(1) terms has its variance inflated by (1 + ρ)/(1 − ρ) (``vif``), ρ capped at ``max_rho`` so
+    one persistent stretch cannot silence the detector.
 
     >>> c = CorrelatedScale(halflife=50.0, min_scale=0.1, z_clip=6.0)
     >>> c.value is None
@@ -365,10 +352,8 @@ class CorrelatedScale(Estimator):
 
 
 class TwoSidedCusum(Estimator):
-    """Page's two-sided CUSUM on standardised increments, with the evidence behind each side.
-
-    Each side keeps when it last left zero (``since``), and the sum of the raw deviations and of
-    the z-scores since then, so the shift it accumulates can be sized in the residual's unit.
+    """Page's two-sided CUSUM on standardised increments; each side keeps when it last left zero
+    (``since``) and its raw deviations and z-scores since, to size the shift in the residual's unit.
 
     >>> c = TwoSidedCusum(k=0.5)
     >>> for i, z in enumerate([0.0] * 5 + [2.0] * 4):
@@ -433,28 +418,24 @@ class TwoSidedCusum(Estimator):
     @property
     def deviation(self) -> float:
         """Mean deviation since the larger side left zero (signed; 0 when both are zero)."""
-        if self._up == 0.0 and self._dn == 0.0:
-            return 0.0
-        if self._up >= self._dn:
-            return self._sum_up / self._n_up if self._n_up else 0.0
-        return -(self._sum_dn / self._n_dn) if self._n_dn else 0.0
+        return self._mean_since(self._sum_up, self._sum_dn)
 
     @property
     def z(self) -> float:
         """Mean z-score since the larger side left zero (signed; 0 when both are zero)."""
+        return self._mean_since(self._zsum_up, self._zsum_dn)
+
+    def _mean_since(self, sum_up: float, sum_dn: float) -> float:
         if self._up == 0.0 and self._dn == 0.0:
             return 0.0
         if self._up >= self._dn:
-            return self._zsum_up / self._n_up if self._n_up else 0.0
-        return -(self._zsum_dn / self._n_dn) if self._n_dn else 0.0
+            return sum_up / self._n_up if self._n_up else 0.0
+        return -(sum_dn / self._n_dn) if self._n_dn else 0.0
 
 
 class DelayedReference(Estimator):
-    """The value a level had ``delay`` updates ago (a ring of past levels).
-
-    Why: a level that follows its signal fast (weather on a cooling unit) would absorb a step
-    before a CUSUM sees it; judging each sample against the level as it was an hour ago (plus
-    the trend since) keeps a step visible for that hour.
+    """The value a level had ``delay`` updates ago: a fast-following level (weather on a cooling
+    unit) would absorb a step unseen; judged against its value an hour ago, the step stays visible.
 
     >>> d = DelayedReference(delay=3)
     >>> [d.update(float(x)).value for x in range(5)]
@@ -540,10 +521,9 @@ class StageMix(Estimator):
 
 
 class TypicalRate(Estimator):
-    """Per stage slot, the work rate most bins run at: the median of a slot's first ``first``
-    bins, then an EW mean of bins within ``band`` of it only (bins cut short by stalls or stage
-    edges run slower and must not drag it down). When a share ``reacquire`` of recent bins runs
-    outside the band (a new job), it jumps to the ``fallback`` level the caller passes.
+    """Per stage slot, the work rate most bins run at: the median of the first ``first`` bins, then
+    an EW mean of in-``band`` bins only (stall-shortened bins must not drag it down); when a share
+    ``reacquire`` of recent bins runs outside the band (a new job), it jumps to ``fallback``.
 
     >>> t = TypicalRate(n_slots=1, halflife=30.0, band=0.03, reacquire=0.6, first=3)
     >>> for r in (100.0, 60.0, 101.0, 100.0, 50.0, 100.0):
@@ -605,14 +585,11 @@ class TypicalRate(Estimator):
 
 
 class LevelInNoise(Estimator):
-    """A residual's recent level in units of its usual size (``z``).
+    """A residual's recent level in units of its usual size (``z``): how far a model is behind.
 
-    Why: after a change the engine's model is "behind" while its residual sits outside what it
-    usually is, and caught up once it is back; how far behind (``z``) sets how fast it must
-    re-learn. The usual size is the EW mean absolute recent level (× √(π/2) for σ) over the slow
-    ``noise_halflife``, learned only while the level is within ``z_clip`` σ: a step being
-    measured never inflates it, while the model's everyday error (autocorrelated over minutes,
-    so far larger than one bin's jitter suggests) is exactly what it holds.
+    The usual size is the EW mean |level| (as σ) over the slow ``noise_halflife``, learned only while
+    the level is within ``z_clip`` σ: a step being measured never inflates it, while the model's
+    everyday error (autocorrelated over minutes, far above one bin's jitter) is what it holds.
 
     >>> e = LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0)
     >>> for i in range(200):
@@ -644,10 +621,8 @@ class LevelInNoise(Estimator):
         """``learn_scale`` False: the level moves, its usual size does not (a change is under way)."""
         if not math.isfinite(x):
             return self
-        if math.isfinite(self._level):
-            self._level += LN2 / self.level_halflife * (x - self._level)
-        else:
-            self._level = x
+        level = self._level
+        self._level = level + LN2 / self.level_halflife * (x - level) if math.isfinite(level) else x
         size = abs(self._level)
         scale = self.scale
         if learn_scale and (scale is None or size <= self.z_clip * scale):

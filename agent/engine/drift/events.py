@@ -24,15 +24,8 @@ CONTEXT_UNITS = {"setpoint_c": "°C", "inlet_mean_c": "°C", "inlet_spread_c": "
 
 
 def drift_event(
-    ts: float,
-    state: str,
-    cause: str,
-    stage: str,
-    deviation_pct: float | None,
-    component: str,
-    since_ts: float,
-    evidence: list[dict[str, object]],
-    explanation: str,
+    ts: float, state: str, cause: str, stage: str, deviation_pct: float | None, component: str,
+    since_ts: float, evidence: list[dict[str, object]], explanation: str,
     extra: dict[str, object] | None = None,
 ) -> dict[str, object]:
     """One ``event`` line; ``detail`` always has component, since, evidence, explanation, playbook."""
@@ -70,10 +63,9 @@ def evidence_for(
         if name == component or channel.cusum < T.MOVING_FRAC * channel.params.threshold_h:
             continue
         other, meaning = CHANNEL_SIGNALS[name]
-        since = channel.since
         items.append({"signal": other, "compares": meaning, "moved": _round(channel.recent_deviation(), 2),
                       "cusum_of_threshold": _round(channel.cusum / channel.params.threshold_h, 2),
-                      "since": _round(since, 1), "role": "moved_with"})
+                      "since": _round(channel.since, 1), "role": "moved_with"})
     for name, level in ctx.levels.items():
         moved, ref, fast = level.moved, level.ref, level.fast
         if moved is None or ref is None or fast is None:
@@ -84,7 +76,7 @@ def evidence_for(
     rate = ctx.work_rate_moved_pct()
     if math.isfinite(rate) and abs(rate) >= T.EVIDENCE_MOVED["work_rate_pct"]:
         items.append({"signal": "work_rate", "moved_pct": _round(rate, 2), "role": "context"})
-    mix = ctx.mix_distance()
+    mix = ctx.mix.distance
     if mix >= T.EVIDENCE_MOVED["stage_mix"]:
         items.append({"signal": "stage_mix", "moved_fraction": _round(mix, 2), "role": "context"})
     return items

@@ -1,16 +1,12 @@
 """A measured control input that stepped (the cooling unit's setpoint) and the residual step it
 caused, judged together (``InputStep``, part of the change-point judge).
 
-Why a separate judge: lowering a supply setpoint by half a degree costs the unit only ~1–3 % more
-power for the same heat (~1 % of the facility) — below the cooling channel's own minimum effect,
-which must stay high because the unit's efficiency wanders with the weather. But a setpoint move
-is *measured*: when the setpoint steps (or ramps) and the unit's power-for-its-load residual
-moves the matching way (lower setpoint → more power) by at least ``tuning.INPUT_MIN_EFFECT_PCT`` and clearly
-beyond its own noise, the cause is known and the shift is real, so a smaller effect suffices.
-
-The residual's level before the move is frozen when the setpoint starts to leave its resting
-value; while a move is pending the cooling model must not learn (``pending``), so it cannot
-absorb the shift it is judging. Fixed state: a dozen floats.
+Why: half a degree lower supply setpoint costs only ~1–3 % more unit power, below the cooling
+channel's minimum effect (high, since efficiency wanders with the weather). But the setpoint is
+*measured*: when it steps or ramps and the residual moves the matching way (lower setpoint → more
+power) by ≥ ``tuning.INPUT_MIN_EFFECT_PCT`` and beyond its noise, the cause is known, so a smaller
+effect suffices. The level before is frozen when the setpoint leaves its resting value, and the
+cooling model does not learn while a move is ``pending``.
 """
 
 from __future__ import annotations
@@ -24,12 +20,9 @@ from agent.engine.drift.estimators import MAD_TO_SIGMA, ew_alpha, fields_state, 
 
 @dataclass(frozen=True)
 class InputShift:
-    """A confirmed setpoint-driven cooling shift: residual change (%) and the move's details."""
+    """A confirmed setpoint-driven cooling shift: residual change (%) since the move began."""
 
     deviation_pct: float
-    z: float
-    from_c: float
-    to_c: float
     since_ts: float
 
 
@@ -124,7 +117,7 @@ class InputStep:
         if change * expected_sign >= 0 or abs(change) < T.INPUT_MIN_EFFECT_PCT or abs(z) < T.INPUT_Z:
             return None
         self.done = True
-        return InputShift(change, z, self.base_c, setpoint_c, self.start_ts)
+        return InputShift(change, self.start_ts)
 
     def _rest(self, setpoint_c: float, residual_pct: float) -> None:
         alpha = ew_alpha(self.n_base, self._rest_halflife)

@@ -1,14 +1,10 @@
 """``DriftMonitor``: per-component residual detectors → drift events, held and re-learning sets.
 
-The engine calls ``observe(sample)`` once per bin with a ``ComponentSample`` and then reads
-``held`` (components whose baseline must not learn now) and ``relearn`` (components to re-learn
-fast: a new workload, or a deviation the operator accepted). Events are report ``event`` dicts
-(docs/spec/report-format.md). Operators accept a new normal with ``accept(...)``; an incident
-left unacknowledged for ``accept_after_h`` is accepted automatically, with an event saying so.
-
-Lag is not drift: residuals against the engine's lag model skip bins the engine flags
-``transient`` (the facility still settling after a stage or load change); the other residuals
-compare quantities that move together within a bin, so a lag cannot move them.
+Per bin the engine calls ``observe(sample)`` and reads ``held`` (must not learn now) and
+``relearn`` (re-learn fast). ``accept(...)`` takes a new normal; an incident unacknowledged for
+``accept_after_h`` is accepted automatically. Lag is not drift: the cooling residual against the
+engine's lag model skips ``transient`` bins; the others compare quantities that move together
+within a bin.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from agent.engine.drift.attribution import CAUSES, attribute, costs, saving
 from agent.engine.drift.changepoint import ChangePointJudge
 from agent.engine.drift.channel import (
     ACTIVE,
-    GRACE,
     SUSPECTED,
     ChannelParams,
     ResidualChannel,
@@ -32,19 +27,16 @@ from agent.engine.drift.channel import (
 )
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
+from agent.engine.drift.estimators import finite_or_none
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
-from agent.engine.drift.same_work import WorkVerdict
+from agent.engine.drift.same_work import SAME, WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
-# Older layouts whose numbers no longer map: the drift monitor re-warms (as on a fresh install;
-# about a day) while the rest of the engine state loads as usual.
-RE_WARM_VERSIONS = frozenset({1})
+RE_WARM_VERSIONS = frozenset({1})  # layouts that no longer map: the monitor re-warms (about a day)
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-# Component names have one owner (agent/engine/components.py): a channel per component, and the
-# engine learns the first three.
-CHANNELS: tuple[str, ...] = COMPONENTS
+CHANNELS: tuple[str, ...] = COMPONENTS  # one channel per component (agent/engine/components.py)
 LEARNING_COMPONENTS: tuple[str, ...] = LEARNED
 # Which engine components must stop learning while a channel is suspected or active.
 HOLDS: dict[str, frozenset[str]] = {
@@ -54,17 +46,14 @@ HOLDS: dict[str, frozenset[str]] = {
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
 }
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
-# Components whose re-learn is paced by how far their model is behind (``catch_up``): those whose
-# detector judges its own per-stage level, not the engine model's residual (the GPU channel). A
-# channel judged on the model's residual (IT) re-centres during its grace; a model that stopped
-# re-learning before that grace ends keeps adapting slowly after it, and the residual then moves
-# under a re-centred detector (fixed twin bench, plateau: a false power_chain onset; dev seed 2
-# churn: P95 2.75 % against 2.67 %). Those re-learn for their whole bounded period.
+# Components whose re-learn is paced by how far their model is behind (``catch_up``): only those whose
+# detector judges its own per-stage level (GPU). Pacing IT, judged on the model's residual, let the
+# model keep adapting after its detector re-centred (fixed twin bench, plateau: a false power_chain
+# onset; dev seed 2 churn: P95 2.75 % against 2.67 %).
 PACED_COMPONENTS = frozenset({"gpu"})
-# Components a new job changes in part only (its nodes' load per stage): the engine measures the
-# job's own level from the change point on (``work_changed_ts``, model.JobLevel) instead of
-# forgetting the whole model fast for a bounded time: the IT side, whose GPU curve (PSUs, fans)
-# is the rack's, not the job's. Their detectors still re-centre for the bounded period.
+# Components a new job changes in part only: the engine measures the job's own level from the change
+# (``work_changed_ts``, model.JobLevel) instead of forgetting fast; the IT side's GPU curve (PSUs,
+# fans) is the rack's, not the job's. Their detectors still re-centre for the bounded period.
 LEVEL_COMPONENTS = frozenset({"it"})
 CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
@@ -90,41 +79,27 @@ class Incident:
     job: str = ""
 
 
-def channel_params(config: EngineSection, bin_s: float, margin: float) -> dict[str, ChannelParams]:
-    """Per-channel tuning (the cooling channel as without an outdoor temperature); every CUSUM
-    threshold comes from the configured false-alarm target."""
-    probe = params_for("it", 1.0, bin_s, len(STAGE_SLOTS))
-    block_s = probe.block_bins * bin_s
-    n_detectors = 2 * len(CHANNELS)
-    h = threshold_for_target(config.false_alarms_per_30d, block_s, n_detectors, probe.k, margin)
+def channel_params(config: EngineSection, bin_s: float) -> dict[str, ChannelParams]:
+    """Per-channel tuning (cooling as without outdoor air), thresholds from the false-alarm target."""
+    block_s = T.whole_bins(T.BLOCK_S, bin_s) * bin_s
+    detectors = 2 * len(CHANNELS)  # two-sided CUSUMs
+    h = threshold_for_target(config.false_alarms_per_30d, block_s, detectors, T.CUSUM_K, T.FALSE_ALARM_MARGIN)
     return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), drivers_measured=False) for name in CHANNELS}
-
-
-def explained_cooling_params(config: EngineSection, bin_s: float, margin: float) -> ChannelParams:
-    """The cooling channel's tuning once its unit model has every driver measured (the unit
-    reports its outdoor air temperature): the level is slow like the other channels' and a
-    creeping coil or COP loss accumulates in the CUSUM instead of being followed as weather."""
-    h = channel_params(config, bin_s, margin)["cooling"].threshold_h
-    return params_for("cooling", h, bin_s, len(STAGE_SLOTS), drivers_measured=True)
 
 
 class DriftMonitor:
     """Sustained-deviation detection and cause attribution over ``ComponentSample`` bins."""
 
-    def __init__(
-        self,
-        config: EngineSection | None = None,
-        bin_s: float = 60.0,
-        margin: float = T.FALSE_ALARM_MARGIN,
-        relearn_h: float = T.RELEARN_S / 3600.0,
-        grace_h: float = T.ACCEPT_GRACE_S / 3600.0,
-    ) -> None:
+    def __init__(self, config: EngineSection | None = None, bin_s: float = 60.0) -> None:
         self.config = config or EngineSection()
         self.bin_s = bin_s
-        self.relearn_s = relearn_h * 3600.0
-        self.grace_s = grace_h * 3600.0
-        self._params = channel_params(self.config, bin_s, margin)
-        self._cooling_explained_params = explained_cooling_params(self.config, bin_s, margin)
+        self.relearn_s = T.RELEARN_S
+        self.grace_s = T.ACCEPT_GRACE_S
+        self._params = channel_params(self.config, bin_s)
+        # Once the unit reports its outdoor air, a slow cooling level: a creeping coil or COP loss
+        # accumulates in the CUSUM instead of being followed as weather.
+        h, slots = self._params["cooling"].threshold_h, len(STAGE_SLOTS)
+        self._cooling_explained_params = params_for("cooling", h, bin_s, slots, drivers_measured=True)
         self._reset()
 
     def _reset(self) -> None:
@@ -158,8 +133,8 @@ class DriftMonitor:
 
     @property
     def work_change(self) -> tuple[float, float, float]:
-        """(last new-work change point, end of its bounded re-learn, start of a job whose kind is
-        still being judged): what the engine's job level (model.JobLevel) learns from and when."""
+        """(last new-work change point, end of its re-learn, start of a job whose kind is being judged)
+        for the engine's job level (model.JobLevel)."""
         return self.work_changed_ts, self.work_changed_ts + self.relearn_s, self.job_started_ts
 
     @property
@@ -169,25 +144,19 @@ class DriftMonitor:
 
     @property
     def relearn(self) -> frozenset[str]:
-        """Engine components to re-learn fast now (new workload, accepted new normal): within
-        their bounded re-learn and only while their model is still behind, off by more than its
-        noise (``changepoint``: a change within the noise re-learns nothing)."""
+        """Engine components to re-learn fast now (new workload, accepted new normal): within their
+        bounded re-learn and, if paced, only while their model is behind by more than its noise."""
         ts = self._last_ts
         out = frozenset(c for c, until in self._relearn_until.items()
                         if math.isfinite(ts) and ts < until
-                        and (c not in PACED_COMPONENTS or self.changes.model_behind(c)))
-        return out - {"gpu"} if self.changes.blocks_gpu_relearn else out  # a reset is judged
+                        and (c not in PACED_COMPONENTS or self.changes.catch_up.behind(c)))
+        return out - {"gpu"} if self.changes.resets.blocks_relearn else out  # a reset is judged
 
     @property
     def relearn_halflife_h(self) -> dict[str, float]:
-        """Per component in ``relearn``: the forgetting half-life (h) its re-learn needs now, from
-        how far its model is behind (the farther, the faster; absent: the model's default)."""
-        out = {c: self.changes.relearn_halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
+        """Per paced component in ``relearn``: the forgetting half-life (h) for how far it is behind."""
+        out = {c: self.changes.catch_up.halflife_s(c) / 3600.0 for c in self.relearn & PACED_COMPONENTS}
         return {c: h for c, h in out.items() if math.isfinite(h)}
-
-    @property
-    def threshold_h(self) -> float:
-        return self._params["it"].threshold_h
 
     def status(self) -> dict[str, object]:
         """Compact per-channel view for summaries and debugging."""
@@ -207,7 +176,7 @@ class DriftMonitor:
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
         elif self.context.resumed:
-            self.changes.work_resumed(ts)
+            self.changes.work.start_by_power(ts)
             self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
@@ -222,9 +191,11 @@ class DriftMonitor:
         for name, residual in self._residuals(sample).items():
             # The unit model is not per stage: one location (slot 0) for the unit's residual.
             where = 0 if name == "cooling" and self.cooling_model.source else slot
-            transition = self.channels[name].add(residual, where, ts)
-            if transition is not None:
-                events += self._on_transition(name, transition, sample)
+            tr = self.channels[name].add(residual, where, ts)
+            if tr is not None and tr.kind == "onset":
+                events += self._onset(name, tr, sample)
+            elif tr is not None and tr.kind == "cleared":
+                events += self._channel_cleared(name, tr, sample)
         shift, self._input_shift = self._input_shift, None
         if shift is not None:
             events += self._input_onset(shift, sample)
@@ -238,11 +209,9 @@ class DriftMonitor:
         if channel.mode == ACTIVE or "cooling" in self.incidents:
             return []  # the channel found it by itself (its explanation names the setpoint too)
         if not costs("cooling", shift.deviation_pct):  # a raised setpoint saves energy: a new normal
-            channel.start_grace(float(sample.ts) + channel.params.block_bins * self.bin_s)
-            self.adopted["cooling"] = self.adopted.get("cooling", 0) + 1
-            return []
+            return self._adopt("cooling", float(sample.ts))
         tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
-                                 self.changes.input_before, 0)
+                                 self.changes.input.before_pct, 0)
         self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
                                              "cooling", {"cooling"}, self.context.job)
         evidence = self._evidence("cooling", "cooling", tr)
@@ -259,26 +228,20 @@ class DriftMonitor:
         return [e for e in evidence if e.get("signal") not in named] + points
 
     def _residuals(self, sample: ComponentSample) -> dict[str, float]:
-        """This bin's residual per channel (NaN = no evidence in this bin).
-
-        IT, GPU and inlet spread compare quantities that move together within a bin (PDU with GPU
-        load, GPU power with work rate, inlet sensors with each other), so settling bins count.
-        The cooling side uses the unit's own model (power for the load it carries now) when the
-        unit reports its load or fan speed; otherwise the engine's lag-model expectation, which
-        is meaningless while the facility is settling, so ``transient`` bins are skipped.
-        """
+        """This bin's residual per channel (NaN: no evidence). Cooling uses the unit's own model when
+        the unit reports its load or fan speed, else the engine's lag model (``transient`` bins skipped)."""
         out = residuals(sample)
         out["gpu"] = self._gpu_residual(sample)
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
-        learn = not cooling.held and cooling.cusum < cooling.params.calm_frac * cooling.params.threshold_h
-        learn = learn and not self.changes.input_pending  # never absorb a setpoint move being judged
+        learn = not cooling.held and cooling.cusum < T.CALM_FRAC * cooling.params.threshold_h
+        learn = learn and not self.changes.input.pending  # never absorb a setpoint move being judged
         unit = self.cooling_model.residual_pct(
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
             outdoor_c=float(sample.outdoor_c))
         self._follow_cooling_model(float(sample.ts))
         judged = unit if self.cooling_model.source else math.nan
-        self._input_shift = self.changes.input_step(float(sample.setpoint_c), judged, float(sample.ts))
+        self._input_shift = self.changes.input.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
         elif sample.transient:
@@ -308,21 +271,19 @@ class DriftMonitor:
         return self._cooling_explained_params if explained else self._params["cooling"]
 
     def _follow_cooling_model(self, ts: float) -> None:
-        """The unit model gained (or lost) an input: a change point for the judge (the channel
-        takes the tuning of its new residual and re-centres until the restarted model settles)."""
+        """The unit model gained (or lost) an input: a change point with a measured cause; the channel
+        takes the tuning of its new residual and re-centres until the restarted model settles."""
         channel = self.channels["cooling"]
         wanted = self._cooling_params()
         if channel.params is not wanted:
-            self.changes.residual_model_changed(channel, wanted, ts, RESTART_WARM_S + T.COOLING_SETTLE_S)
+            channel.params = wanted
+            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
-        """GPU power in log-% against the channel's own per-stage level, from bins run at the stage's
-        usual work rate only: "more power for the same stage and work rate". Judged this way rather
-        than against the engine's work-rate model so that the model's own wobble is not evidence.
-
-        When the job reports a work rate, only stages that do work are judged: a data-load or
-        checkpoint bin's power depends on how much training it happens to contain (a job's initial
-        load drew 40–60 % less than the stalls the level was learned from), not on the GPUs."""
+        """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
+        model, whose wobble is no evidence), from bins at the stage's usual work rate only. With a work
+        rate, a data-load bin's power depends on how much training it holds (a job's initial load drew
+        40–60 % less than the stalls learned), not on the GPUs."""
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         value = 100.0 * math.log(sample.gpu_w / 1000.0)
@@ -330,24 +291,15 @@ class DriftMonitor:
             return value  # no work rate at all: GPU power per stage is all there is
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
-        # The rate most recent bins run at: robust to stall-shortened bins (a mean is not: it sat
-        # ~2 % under the full-rate bins and the 3 % gate then dropped many of them), and it
-        # follows a new job within about half an hour.
+        # Not a mean: it sat ~2 % under full-rate bins and the 3 % gate then dropped many of them.
         usual = self.context.typical_rate(slot)
         if not (math.isfinite(rate) and rate > 0 and math.isfinite(usual) and usual > 0):
             return math.nan
-        if not self.context.rate_settled(slot):
+        if not self.context.rates.settled(slot):
             return math.nan  # a new job's first bins in this stage: its usual rate is not known yet
         if abs(rate / usual - 1.0) > T.RATE_BAND_FRAC:
             return math.nan
         return value
-
-    def _on_transition(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
-        if tr.kind == "onset":
-            return self._onset(name, tr, sample)
-        if tr.kind == "cleared":
-            return self._channel_cleared(name, tr, sample, accepted_by="")
-        return []
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if name == "it" and self._it_follows_gpu_incident(tr.deviation):
@@ -359,7 +311,7 @@ class DriftMonitor:
         if not costs(verdict.cause, tr.deviation):
             verdict = saving(name, tr.deviation)
             if not verdict.cause:
-                return self._adopt(name, tr)
+                return self._adopt(name, tr.ts)
         incident = self.incidents.get(verdict.cause)
         if incident is not None:
             if verdict.cause == "workload":
@@ -367,16 +319,8 @@ class DriftMonitor:
             else:
                 incident.channels.add(name)
             return []
-        incident = Incident(
-            cause=verdict.cause,
-            stage=sample.stage,
-            onset_ts=tr.ts,
-            since_ts=tr.since_ts,
-            deviation=tr.deviation,
-            component=name,
-            channels={name},
-            job=self.context.job,
-        )
+        incident = Incident(verdict.cause, sample.stage, tr.ts, tr.since_ts, tr.deviation, name, {name},
+                            self.context.job)
         self.incidents[verdict.cause] = incident
         evidence = self._evidence(name, verdict.cause, tr)
         if verdict.cause == "workload":
@@ -386,10 +330,10 @@ class DriftMonitor:
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
 
-    def _adopt(self, name: str, tr: Transition) -> list[dict[str, object]]:
+    def _adopt(self, name: str, ts: float) -> list[dict[str, object]]:
         """A shift that saves energy on a fault channel: no event; the channel re-centres on the new
         level at once (its stage slots re-warm from their next bins), counted in ``status``."""
-        self.channels[name].start_grace(tr.ts + self.channels[name].params.block_bins * self.bin_s)
+        self.channels[name].start_grace(ts + self.channels[name].params.block_bins * self.bin_s)
         self.adopted[name] = self.adopted.get(name, 0) + 1
         return []
 
@@ -403,9 +347,7 @@ class DriftMonitor:
             return False
         return abs(deviation) <= max(abs(gpu.active_deviation), abs(incident.deviation))
 
-    def _channel_cleared(
-        self, name: str, tr: Transition, sample: ComponentSample, accepted_by: str
-    ) -> list[dict[str, object]]:
+    def _channel_cleared(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         for cause, incident in list(self.incidents.items()):
             if name not in incident.channels:
                 continue
@@ -424,17 +366,11 @@ class DriftMonitor:
     ) -> tuple[str, ...]:
         """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
 
-        A component that carries a confirmed fault keeps it: a new job does not mend a PSU or a
-        hot spot, and re-learning it now would teach the baseline the fault (it stays held until
-        the fault clears or is accepted). So does an IT side whose deviation was already building
-        before the job changed (the server load a job adds is small next to the GPUs'; the GPU
-        side re-learns regardless: its profile is the job's).
-
-        ``job_change_ts``: the job change this re-learn follows, once its kind check has decided
-        (the previous job's levels and rates were taken at the change itself); NaN for a
-        workload shift found by attribution. ``changed``: the components the change is known to
-        move (an unlabelled rack's new work, found from its GPU level alone, moves the GPU side:
-        the IT side goes on with its job level, which a guess does not restart)."""
+        A component with a confirmed fault keeps it (a new job does not mend a PSU; re-learning
+        would teach the baseline the fault), and so does an IT deviation already building before
+        the job changed. ``job_change_ts``: the job change this follows once its kind check decided
+        (NaN: a workload shift found by attribution). ``changed``: the components the change is
+        known to move (a guessed new job on an unlabelled rack: the GPU side only)."""
         at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
         it = self.channels["it"]
@@ -444,7 +380,7 @@ class DriftMonitor:
             faulty |= {"it"}
         components = tuple(c for c in changed if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
-            self.changes.workload_starts(ts, self.channels["gpu"], self.context)
+            self.changes.resets.on_workload_start(ts, self.channels["gpu"], self.context)
         self._start_relearn(tuple(c for c in components if c not in LEVEL_COMPONENTS), ts)
         if any(c in LEVEL_COMPONENTS for c in components):
             self.work_changed_ts = job_change_ts if at_job_change else ts
@@ -480,10 +416,10 @@ class DriftMonitor:
     def _judge_job_change(self, sample: ComponentSample) -> list[dict[str, object]]:
         """Once the new job's kind is known: a same-kind restart keeps every baseline (only the
         work-rate reference moves to the new run); a different kind re-learns."""
-        verdict = self.changes.decide(float(sample.ts), self.context)
+        verdict = self.changes.work.decide(float(sample.ts), self.context)
         if verdict is None:
             return []
-        if self.changes.is_same(verdict):
+        if verdict.kind == SAME:
             self.job_started_ts = math.nan  # the same work: the previous run's levels are its own
             self.context.rebase_work_rates()
             return []
@@ -549,11 +485,8 @@ class DriftMonitor:
     def accept(
         self, cause_or_component: str | None, ts: float, by: str = "operator"
     ) -> list[dict[str, object]]:
-        """Accept the current deviation(s) as the new normal: ``all`` (or None), a cause or a component.
-
-        Held components are released and re-learn fast; each accepted incident gets a
-        ``cleared`` event with ``detail.accepted = true``. Unknown names raise ``ValueError``.
-        """
+        """Accept the current deviation(s) as the new normal: ``all`` (or None), a cause or a component;
+        each accepted incident gets a ``cleared`` event with ``detail.accepted``."""
         key = "all" if cause_or_component is None else cause_or_component.strip().lower()
         if key not in ("all", *CAUSES, *CHANNELS):
             raise ValueError(
@@ -567,10 +500,9 @@ class DriftMonitor:
             if cause == "workload" and not incident.channels:
                 continue  # a job change needs no acceptance: it is re-learned anyway
             del self.incidents[cause]
-            names = set(incident.channels)
-            self._grace(names, ts)
-            after = f"automatically after {self.config.accept_after_h:g} h"
-            who = "by the operator" if by == "operator" else after
+            self._grace(set(incident.channels), ts)
+            after_h = self.config.accept_after_h  # (None: auto-accept off; an operator may still accept)
+            who = "by the operator" if by == "operator" else f"automatically after {after_h:g} h"
             what = cause.replace("_", " ")
             text = f"The {what} deviation was accepted as the new normal ({who}); re-learning."
             events.append(drift_event(ts, "cleared", cause, incident.stage, None, incident.component,
@@ -619,10 +551,10 @@ class DriftMonitor:
                 for i in self.incidents.values()
             ],
             "relearn_until": dict(self._relearn_until),
-            "workload_until": None if not math.isfinite(self._workload_until) else self._workload_until,
-            "work_changed_ts": None if not math.isfinite(self.work_changed_ts) else self.work_changed_ts,
-            "job_started_ts": None if not math.isfinite(self.job_started_ts) else self.job_started_ts,
-            "last_ts": None if not math.isfinite(self._last_ts) else self._last_ts,
+            "workload_until": finite_or_none(self._workload_until),
+            "work_changed_ts": finite_or_none(self.work_changed_ts),
+            "job_started_ts": finite_or_none(self.job_started_ts),
+            "last_ts": finite_or_none(self._last_ts),
             "pending_events": self._pending[-MAX_PENDING:],
         }
 
@@ -641,16 +573,12 @@ class DriftMonitor:
             assert isinstance(channels, dict)
             for name, ch in self.channels.items():
                 ch.restore(channels[name])
-            context = state["context"]
-            assert isinstance(context, dict)
-            self.context.restore(context)
-            cooling = state["cooling_model"]
-            assert isinstance(cooling, dict)
-            self.cooling_model.restore(cooling)
+            for key, part in (("context", self.context), ("cooling_model", self.cooling_model),
+                              ("changes", self.changes)):
+                value = state[key]
+                assert isinstance(value, dict)
+                part.restore(value)
             self.channels["cooling"].params = self._cooling_params()
-            changes = state["changes"]
-            assert isinstance(changes, dict)
-            self.changes.restore(changes)
             incidents = state.get("incidents") or []
             assert isinstance(incidents, list)
             for item in incidents:
@@ -662,14 +590,10 @@ class DriftMonitor:
             relearn = state.get("relearn_until") or {}
             assert isinstance(relearn, dict)
             self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
-            until = state.get("workload_until")
-            self._workload_until = float(until) if isinstance(until, (int, float)) else math.nan
-            changed = state.get("work_changed_ts")  # (absent in a state from before it: none yet)
-            self.work_changed_ts = float(changed) if isinstance(changed, (int, float)) else math.nan
-            started = state.get("job_started_ts")
-            self.job_started_ts = float(started) if isinstance(started, (int, float)) else math.nan
-            last = state.get("last_ts")
-            self._last_ts = float(last) if isinstance(last, (int, float)) else math.nan
+            self._workload_until = _number(state.get("workload_until"))
+            self.work_changed_ts = _number(state.get("work_changed_ts"))
+            self.job_started_ts = _number(state.get("job_started_ts"))
+            self._last_ts = _number(state.get("last_ts"))
             pending = state.get("pending_events") or []
             assert isinstance(pending, list)
             self._pending = [e for e in pending if isinstance(e, dict)][-MAX_PENDING:]
@@ -684,13 +608,9 @@ class DriftMonitor:
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
 
-    @property
-    def in_grace(self) -> frozenset[str]:
-        return frozenset(name for name, ch in self.channels.items() if ch.mode == GRACE)
-
-    @property
-    def active(self) -> frozenset[str]:
-        return frozenset(name for name, ch in self.channels.items() if ch.mode == ACTIVE)
+def _number(value: object) -> float:
+    """A saved timestamp, NaN when absent (none yet, or a state from before it)."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:

@@ -1,11 +1,9 @@
 """Accepting a deviation while the agent is stopped: edit the drift section of its state file.
 
-Why not a side file: the state file is what the agent restores on start, so an acceptance
-written into it cannot be lost or applied twice. Two layouts are understood: the engine's state
-file (``agent.engine.state``: named arrays, the drift monitor's state a space-padded JSON blob
-under ``drift``), and plain JSON, where the drift monitor's part is recognised by its shape
-(``version``, ``channels``, ``context``, ``incidents``) wherever it is nested. The file is
-replaced atomically (temp file, fsync, rename).
+Why not a side file: the agent restores the state file on start, so an acceptance written into it
+cannot be lost or applied twice. Understood: the engine's state file (``agent.engine.state``, the
+drift state a space-padded JSON blob under ``drift``) and plain JSON (the drift part recognised by
+its keys wherever nested). Replaced atomically (temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -31,15 +29,15 @@ def _find_drift(node: Any, depth: int = 0) -> dict[str, Any] | None:
     if isinstance(node, dict):
         if node.keys() >= DRIFT_KEYS and isinstance(node.get("channels"), dict):
             return node
-        for value in node.values():
-            found = _find_drift(value, depth + 1)
-            if found is not None:
-                return found
+        children = list(node.values())
     elif isinstance(node, list):
-        for value in node[:64]:
-            found = _find_drift(value, depth + 1)
-            if found is not None:
-                return found
+        children = node[:64]
+    else:
+        return None
+    for value in children:
+        found = _find_drift(value, depth + 1)
+        if found is not None:
+            return found
     return None
 
 

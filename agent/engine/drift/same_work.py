@@ -1,32 +1,18 @@
 """Is the work after a job change the same as before it? (``SameWorkCheck``, part of the change-point judge)
 
-Why: a weeks-long training run is restarted many times — a node fails, the scheduler preempts
-it, it resumes from a checkpoint under a new job id. A restart of the same job changes nothing
-the baselines know. Re-learning at every new job id would give any fault that starts near a
-restart (a driver update in the maintenance window, a PSU that fails on the power-up) two hours
-in which it is learned as "the new job's profile". Issue 4 defines a workload change as a new
-job type, stage mix or per-stage GPU profile; a restart is none of these.
+Why: a long training run restarts under new job ids (node failure, preemption, resume from a
+checkpoint); re-learning at each would teach the baselines any fault that starts near a restart
+(a driver update in the maintenance window) as "the new job's profile". Issue 4: a workload
+change is a new job type, stage mix or per-stage GPU profile; a restart is none of these.
 
-So a new job id opens a short check. The new job's typical work rate, in the stage where the
-old job spent most of its rated time (``forward_backward`` on a training rack), is compared
-with the old job's:
-
-- within ``tuning.SAME_WORK_RATE_FRAC``: the same kind of job. The baselines stay, nothing re-learns, and
-  the detectors go on judging against what they knew.
-- otherwise, or when no comparable rate shows within ``tuning.DECIDE_WITHIN_S``: a workload change, which
-  re-learns as before.
-
-A job that reports no work rate (most do not: the scheduler names the job, nothing names its
-throughput) is judged by its GPU signature instead, as an unlabelled rack's resumed work is: its
-GPU power level and memory utilisation in the previous job's main stage, each within
-``tuning.SAME_WORK_POWER_FRAC``. Before, every restart of such a job re-learned, and a driver update
-or an ageing GPU at the restart was learned as the new run's profile.
-
-The work rate decides, not GPU power: a hardware or driver change moves the power (by 10 % for
-a bad driver) but not the job's own throughput, while the throughput of two different models
-differs by far more than 15 %, and two runs of one model by little. While the check runs
-(typically a few minutes: the job's initial data load and its first five training bins) the
-monitor neither learns nor judges the GPU and IT sides. Fixed state: a few floats.
+The new job's typical work rate in the old job's main rated stage is compared with the old one's:
+within ``tuning.SAME_WORK_RATE_FRAC`` it is the same work (nothing re-learns); otherwise, or with no
+comparable rate within ``tuning.DECIDE_WITHIN_S``, a workload change. The work rate decides, not
+GPU power: a bad driver moves the power by ~10 % but not the throughput, while two models'
+throughputs differ by far more than 15 %. A job without a work rate (most) is judged by its GPU
+signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation in
+the previous job's main stage, each within ``tuning.SAME_WORK_POWER_FRAC``. While the check runs
+(a few minutes) the GPU and IT sides neither learn nor are judged.
 """
 
 from __future__ import annotations
@@ -65,11 +51,6 @@ class WorkVerdict:
         """The job change itself was inferred from telemetry (an unlabelled rack's resumed work)."""
         return self.by_power and not self.labelled
 
-    def moved_text(self) -> str:
-        """How the compared quantity moved, for onsets and evidence: "work rate +3.1 %"."""
-        what = "GPU power" if self.by_power else "work rate"
-        return f"{what} {100.0 * (self.rate_ratio - 1.0):+.1f} %"
-
     @property
     def moved_key(self) -> str:
         return "gpu_power_moved_pct" if self.by_power else "work_rate_moved_pct"
@@ -84,18 +65,16 @@ class SameWorkCheck:
         self.prev_rate = math.nan  # the previous job's typical rate there
         self.previous_job = ""
         self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
-        # Without job labels or work rates the work's signature per stage is its GPU power level and
-        # its GPU memory utilisation (``SIGNATURE``, both in log-%, so one fraction judges both):
-        # the level before, and the median of each stage's first bins after the change.
+        # Without labels or work rates: the ``SIGNATURE`` per stage in log-% (one fraction judges
+        # both), the level before and the median of each stage's first bins after the change.
         n, f = len(STAGE_SLOTS), len(SIGNATURE)
         self.by_power = False
         self.labelled = False  # a by-power check opened by a job id (a job without a work rate)
         self.prev_levels = np.full((f, n), math.nan)
         self.first = np.full((f, n, T.RATE_FIRST_BINS), math.nan)
         self.first_n = np.zeros(n)
-        # The work just before: each stage's signature, an EW mean followed within
-        # FOLLOW_HALFLIFE_S (a job's own level, not the rack's day-long mix of jobs), with the
-        # number of bins it holds (a stage is comparable from RATE_FIRST_BINS bins on).
+        # The work just before: each stage's signature over FOLLOW_HALFLIFE_S (a job's own level, not
+        # the rack's day-long mix of jobs) and its bins (comparable from RATE_FIRST_BINS on).
         self._recent_halflife = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)
         self.recent = np.full((f, n), math.nan)
         self.recent_n = np.zeros((f, n))
@@ -129,7 +108,7 @@ class SameWorkCheck:
         ready[IDLE_SLOT] = False
         if not ready.any():
             return False
-        slot = int(np.argmax(np.where(ready, ctx.mix_slow, -1.0)))
+        slot = int(np.argmax(np.where(ready, ctx.mix.long_run, -1.0)))
         levels = np.full_like(self.recent, math.nan)
         known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
         levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
@@ -137,10 +116,8 @@ class SameWorkCheck:
         return True
 
     def start_by_power(self, ts: float) -> bool:
-        """Open a check at ``ts`` for an unlabelled rack whose GPUs resumed work after idling: the
-        work is compared with the work just before the idle by its GPU power level in the first
-        stage the new work fills; False when no stage's level is known yet (nothing to compare:
-        nothing happens)."""
+        """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
+        before the idle; False when no stage's level is known yet (nothing happens)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
             self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
             return True
@@ -186,7 +163,7 @@ class SameWorkCheck:
         if self.by_power:
             return self._decide_by_power(ts)
         ratio = math.nan
-        if ctx.rate_settled(self.slot):
+        if ctx.rates.settled(self.slot):
             ratio = ctx.typical_rate(self.slot) / self.prev_rate
             kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
@@ -198,12 +175,9 @@ class SameWorkCheck:
         return self.last
 
     def _decide_by_power(self, ts: float) -> WorkVerdict | None:
-        """Same work unless the GPU power level or the GPU memory utilisation in the compared
-        stage moved by more than ``SAME_WORK_POWER_FRAC`` (a new job: the same work reproduces its
-        signature, while a driver update moves the power by 4–6 % and leaves the work's memory
-        traffic). No comparable bins within the limit: for resumed work the same work (nothing known
-        changed), for a new job id a new job (as when no comparable rate shows). A same-work verdict
-        on resumed work is not named in later onsets (nothing said a job restarted)."""
+        """Same work unless GPU power or memory utilisation moved by more than ``SAME_WORK_POWER_FRAC``
+        (a driver update moves the power 4–6 %, not the memory traffic). Nothing comparable in time:
+        resumed work is the same, a new job id a new job. Same resumed work is not named in onsets."""
         full = np.flatnonzero(self.first_n >= self.first.shape[2])  # the first stage the new work filled
         ratios = [math.nan] * len(SIGNATURE)
         if full.size:
@@ -287,18 +261,19 @@ _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recen
 def main_rated_slot(ctx: SignalContext) -> int:
     """The stage slot with most time among those whose typical work rate is settled and positive
     (-1 if none): where two jobs' throughputs are compared."""
-    rated = np.array([ctx.rate_settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
+    rated = np.array([ctx.rates.settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
     if not rated.any():
         return -1
-    return int(np.argmax(np.where(rated, ctx.mix_slow, -1.0)))
+    return int(np.argmax(np.where(rated, ctx.mix.long_run, -1.0)))
 
 
 def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float) -> Attribution:
     """Say that the shift came soon after a restart judged to be the same kind of job: if the
     operator knows the new job is a different model, accepting it makes it the job's normal."""
     hours = (ts - restart.since_ts) / 3600.0
+    moved = f"{'GPU power' if restart.by_power else 'work rate'} {100.0 * (restart.rate_ratio - 1.0):+.1f} %"
     text = (f"{verdict.explanation.rstrip('.')}. Job {job!r} started {hours:.1f} h before and runs like "
-            f"{restart.previous_job!r} ({restart.moved_text()}), so it is "
+            f"{restart.previous_job!r} ({moved}), so it is "
             "judged against the same baseline; if it is a different model, accept this as its normal.")
     return Attribution(verdict.cause, text)
 
@@ -309,5 +284,5 @@ def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
 
 
-def _float(value: object, default: float = math.nan) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan

@@ -1,14 +1,12 @@
 """CUSUM decision threshold from a false-alarm target.
 
-Why: the operator configures "at most N false alarms per 30 days" (``false_alarms_per_30d``),
-not a threshold in sigma. Siegmund's approximation of a one-sided CUSUM's in-control average
-run length (ARL0) for unit-variance increments with reference value ``k`` is
+The operator configures "at most N false alarms per 30 days" (``false_alarms_per_30d``); Siegmund's
+approximation of a one-sided CUSUM's in-control run length, for unit-variance increments,
 
     ARL0(h) ≈ (exp(2k(h + 1.166)) − 2k(h + 1.166) − 1) / (2k²)
 
-so we solve it for ``h`` given the ARL0 each detector must reach. Residuals are not Gaussian
-and their blocks stay somewhat correlated even after the variance-inflation correction, so
-the monitor asks for a ``margin`` times longer run length than the bare arithmetic says.
+is solved for ``h``. Residuals are not Gaussian and blocks stay somewhat correlated, so the
+monitor asks for a ``margin`` times longer run length.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """Every threshold of the drift detector, in one table (mirrored in docs/drift-playbook.md#tuning).
 
-Why one table: a threshold written next to the code that uses it is found by nobody who tunes,
-and 20 of them silently assumed 60-s bins. Here each number is in seconds (code converts with
-the drift bin width: ``bins(seconds, bin_s)``), in the residual's own unit (% of the expected
-power, °C for the inlet spread), in units of its noise (σ) or of the CUSUM threshold ``h``, and
-carries the principle or the bench run that set it. "twin bench" means ``bench/drift.py``
-(fixed scenarios) and ``bench/drift.py --randomized`` on development seeds 0–999; the
-CUSUM threshold ``h`` itself is not tuned: it follows from the operator's false-alarm target
-(``threshold.py``). The model priors of the cooling-unit model (ridge weights, Carnot prior)
-are physics, not thresholds, and stay in ``cooling_model.py``.
-
-Tuned and derived: the first part holds the tuned numbers (``NAMES``, each one principle); the
-second, ``DERIVED``, names each use of a shared principle under the name its code reads (the
-re-learn pace's "behind", the cooling unit's learning delay), defined from the tuned numbers
-alone, without a number of its own beyond a formula's own constants (Page's 2 k, an EW mean's
-2 / (N + 1), rounding noise step / √12, two readings in quadrature √2, half a step); numbers that
-shared a principle were merged into one tuned number this way (issue 16: ≤ 40 tuned numbers).
-``FACTS`` are no thresholds at all: the time units, the daily cycle and the devices' reading step,
-each with its source.
+Why one table: a threshold next to its code is found by nobody who tunes (20 of them silently
+assumed 60-s bins). Each number is in seconds (converted by ``bins(seconds, bin_s)``), in the
+residual's unit (% of expected power, °C for the inlet spread), in σ or in the CUSUM threshold
+``h`` (not tuned: it follows from the false-alarm target, ``threshold.py``), and names the principle
+or bench run that set it ("twin bench": ``bench/drift.py``, fixed and ``--randomized`` dev seeds).
+``NAMES`` are the tuned numbers (issue 16: ≤ 40); ``DERIVED`` names each use of a shared principle
+under its code's name, defined from tuned numbers by formula only; ``FACTS`` are not thresholds
+(time units, the daily cycle, device reading steps). Cooling-model priors are physics and stay
+in ``cooling_model.py``.
 """
 
 from __future__ import annotations
