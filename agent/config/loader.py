@@ -85,9 +85,8 @@ def _build_config(ctx: Context, path: Path) -> Config | None:
             hint = f"[[{name}]] (write [{name}])" if isinstance(value, list) else kind_of(value)
             ctx.error((name,), f"must be a table, got {hint}")
             continue
-        tables: dict[KeyPath, Any] = {(name,): value}
-        if is_array:
-            tables = {(name, i): table for i, table in enumerate(value)}
+        tables: dict[KeyPath, Any] = (
+            {(name, i): table for i, table in enumerate(value)} if is_array else {(name,): value})
         built = {at: build(ctx, at, table, cls, spec) for at, table in tables.items()}
         for at, item in built.items():
             if item is not None and cross_check:

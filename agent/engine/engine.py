@@ -154,8 +154,9 @@ class Engine:
                    **kwargs: Any) -> Engine:
         engine = cls(config, rack, **kwargs)
         own = persist.load_engine(engine._parts(), blob, engine._own())
-        for name in ("window_idx", "window_warm", "seq", "last_ts", "energy_kwh", "last_window", "rewarms"):
-            setattr(engine, name, getattr(own, name))
+        engine.window_idx, engine.window_warm, engine.seq = own.window_idx, own.window_warm, own.seq
+        engine.last_ts, engine.energy_kwh, engine.last_window = own.last_ts, own.energy_kwh, own.last_window
+        engine.rewarms = own.rewarms
         return engine
 
     def _parts(self) -> persist.EngineParts:

@@ -39,7 +39,9 @@ BIG = 2**53  # floats count integers exactly up to here
 # keeps every square and cube the engine takes of it finite.
 MAX_MAGNITUDE = 1e18
 MAX_TS_S = 1e11  # year 5138: beyond any wall clock (the live bound is checked when rows arrive)
-NEVER_MARKED = frozenset({"last_ts"})  # arrays where -inf means "never" (a signal not sampled yet)
+# arrays where -inf means "never" (a signal not sampled yet); in a mixed array such as model_scalars
+# "never" is NaN (unknown), so its other values keep the range check
+NEVER_MARKED = frozenset({"last_ts"})
 
 
 @dataclass
@@ -167,7 +169,8 @@ def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     was off), bins laid out by ``signals.LEGACY_FIELDS`` (their field names were not saved)."""
     s = a["scalars"]
     out = dict(a)
-    gpu_seen = float(a["gpu_seen_ts"][0]) if "gpu_seen_ts" in a else math.nan  # NaN: never seen
+    gpu_seen = float(out.pop("gpu_seen_ts", np.array([math.nan]))[0])
+    gpu_seen = gpu_seen if math.isfinite(gpu_seen) else math.nan  # v2 saved "never" as -inf
     bias_it, fan_lag = float(a["bias_it"][0]), float(a["fan_lag"][0])
     out["model_scalars"] = np.array([s[2], s[3], s[5], s[8], s[9], s[16], s[17], gpu_seen, bias_it, fan_lag])
     out["rows_scalars"] = np.array(s[10:15])

@@ -350,7 +350,7 @@ class LiveAgent:
             return False
         return self._feed_engine()
 
-    def _ask_engine(self, what: str, call: Callable[[EngineLink], Any]) -> Any:
+    def ask_engine(self, what: str, call: Callable[[EngineLink], Any]) -> Any:
         """``call(engine)``; None without an engine or when it fails (tallied: the agent runs on)."""
         if self.engine is None:
             return None
@@ -366,19 +366,19 @@ class LiveAgent:
         chunk = self.frames.take_chunk()
         if self.engine is not None and self.node_timelines is not None:  # each node's own hints
             self.engine.use_node_hints(self.node_timelines.labels_at)
-        return self._send_reports(self._ask_engine("process", lambda e: e.process(chunk)) or [])
+        return self._send_reports(self.ask_engine("process", lambda e: e.process(chunk)) or [])
 
     # ---- outputs ---------------------------------------------------------------------------
     def _send_reports(self, reports: list[dict[str, Any]]) -> bool:
         return self.outbox.reports(reports) if self.outbox is not None else False
 
     def _emit_engine_summary(self, ts: float) -> None:
-        payload = self._ask_engine("summary_payload", lambda e: e.summary_payload(ts))
+        payload = self.ask_engine("summary_payload", lambda e: e.summary_payload(ts))
         if payload and self.outbox is not None:
             self.outbox.send("summary", payload)
 
     def _emit_baselines(self, ts: float) -> None:
-        baselines = self._ask_engine("baseline_payloads", lambda e: e.baseline_payloads(ts))
+        baselines = self.ask_engine("baseline_payloads", lambda e: e.baseline_payloads(ts))
         if baselines and self.outbox is not None:
             self.outbox.baselines(baselines)
 
@@ -442,7 +442,7 @@ class LiveAgent:
     def _save_state(self) -> None:
         if self.store is None:
             return
-        blob = self._ask_engine("serialising its state", lambda e: e.state_bytes())
+        blob = self.ask_engine("serialising its state", lambda e: e.state_bytes())
         if blob is None:
             return
         try:

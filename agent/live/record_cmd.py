@@ -37,35 +37,36 @@ class TraceRecorder:
         self.path = path
         self.meta = meta
         self.warmup_s = warmup_s
-        self._buffer: list[TraceChunk] = []
+        self._buffer: list[tuple[TraceChunk, list[str]]] = []  # (chunk, its sampled columns)
         self._writer: TraceWriter | None = None
         self._first_ts: float | None = None
         self._ignored: set[str] = set()
         self.rows = 0
 
     def __call__(self, chunk: TraceChunk) -> None:
-        if not _sampled(chunk) and not chunk.stage[0]:
+        sampled = _sampled(chunk)
+        if not sampled and not chunk.stage[0]:
             return  # nothing sampled at this tick
         if self._writer is None:
-            self._buffer.append(chunk)
+            self._buffer.append((chunk, sampled))
             self._first_ts = self._first_ts if self._first_ts is not None else float(chunk.ts[0])
             if float(chunk.ts[0]) - self._first_ts >= self.warmup_s:
                 self._open()
             return
-        self._write(chunk)
+        self._write(chunk, sampled)
 
     def _open(self) -> None:
-        names = {name for chunk in self._buffer for name in _sampled(chunk)}
+        names = {name for _, sampled in self._buffer for name in sampled}
         columns = ["ts", "stage", "job", "work_rate", *sorted(names)]
         self._writer = TraceWriter(self.path, self.meta, columns)
-        for chunk in self._buffer:
-            self._write(chunk)
+        for chunk, sampled in self._buffer:
+            self._write(chunk, sampled)
         self._buffer.clear()
         log.info("record: writing %s with %d columns", self.path, len(columns))
 
-    def _write(self, chunk: TraceChunk) -> None:
+    def _write(self, chunk: TraceChunk, sampled: list[str]) -> None:
         assert self._writer is not None
-        for name in sorted(set(_sampled(chunk)) - set(self._writer.columns) - self._ignored):
+        for name in sorted(set(sampled) - set(self._writer.columns) - self._ignored):
             self._ignored.add(name)
             log.warning("record: %s appeared after the header was written; it is not recorded", name)
         self._writer.write(chunk)

@@ -83,12 +83,8 @@ def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:
     config = agent.config
     now = agent.clock.time()
     link = agent.engine
-    summary = None
-    if link is not None:
-        try:
-            summary = link.summary_payload(now)
-        except Exception as exc:  # the engine's failure is the engine's metric, not a failed scrape
-            agent.tally.engine_failed("summary_payload (metrics)", exc)
+    # the engine's failure is the engine's metric (tallied), not a failed scrape
+    summary = agent.ask_engine("summary_payload (metrics)", lambda engine: engine.summary_payload(now))
     return RackSnapshot(labels={"site": config.agent.site, "rack": config.agent.rack, "node": node},
                         info={"version": __version__, "row": config.metrics.row, "hall": config.metrics.hall},
                         summary=summary, status=agent.status_body(),

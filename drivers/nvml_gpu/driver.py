@@ -257,6 +257,7 @@ class NvmlGpuDriver:
             if "energy_j" not in state.unsupported:
                 return None, False  # a transient error: try the counter again next poll
             state.energy_from_counter = False
+            state.integral.total_j = state.counter.total  # go on from the counter's total, never back to 0
             log.info("nvml: gpu %d: no energy counter; integrating power (estimated)", state.index)
         if power_w is None:
             state.integral.restart()  # no power now: no estimate this poll, restart integration next

@@ -241,3 +241,8 @@ def test_operator_accept_without_auto_accept() -> None:
     (event,) = monitor.accept("cooling", 10.0)
     assert event["detail"]["accepted_by"] == "operator"  # type: ignore[index]
     assert "by the operator" in event["detail"]["explanation"]  # type: ignore[index]
+    # a named operator (MQTT cmd/accept's "by") is named, never taken for the automatic accept
+    monitor.incidents["cooling"] = Incident("cooling", "", 0.0, 0.0, 3.0, "cooling", {"cooling"})
+    (event,) = monitor.accept("cooling", 20.0, by="alice")
+    assert event["detail"]["accepted_by"] == "alice"  # type: ignore[index]
+    assert "(by alice)" in event["detail"]["explanation"]  # type: ignore[index]

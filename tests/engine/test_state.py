@@ -185,3 +185,15 @@ def test_state_saved_before_the_rate_curve_keeps_its_stage_levels() -> None:
     assert np.array_equal(theta[:-N_RATE_CURVE], eng.model.it_stage.theta[0][:-N_RATE_CURVE])
     assert not theta[-N_RATE_CURVE:].any() and theta[:-N_RATE_CURVE].any()
     assert old.model.it_stage.R.shape == eng.model.it_stage.R.shape
+
+
+def test_a_version_2_state_of_a_rack_that_never_saw_a_gpu_upgrades() -> None:
+    """A v2 build saved "no GPU sample yet" as -inf in its own array; a PDU-only rack's v2 state
+    must still load (the range check refused it, and the rack restarted cold)."""
+    import gzip
+
+    a = unpack(gzip.decompress((Path(__file__).parent / "data" / "engine_v2.state.gz").read_bytes()))
+    a["gpu_seen_ts"] = np.array([-np.inf])
+    upgraded = Engine.load_state(pack(a), None, rack_info(synth.meta()))
+    assert upgraded.model.gpu_seen_ts == -np.inf and upgraded.warm
+

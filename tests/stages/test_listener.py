@@ -24,7 +24,8 @@ from tests.conftest import free_port
 def build_stage_input(
     stages: StagesSection, on_command: Callable[[Command], None] | None = None, nodes: Iterable[str] = ()
 ) -> tuple[StageTimeline, HintIntake, HintListener]:
-    """The timeline, intake and listener from a ``[stages]`` section, wired as the live agent does."""
+    """The timeline, intake and listener from a ``[stages]`` section: the minimal wiring these tests need
+    (the live agent also passes a clock and an energy-query handler)."""
     timeline = StageTimeline(ttl_s=stages.hint_ttl_s)
     intake = HintIntake(timeline, rate_limit_per_s=stages.rate_limit_per_s, on_command=on_command,
                         command_policy=command_policy(stages), nodes=NodeTimelines(timeline, nodes))

@@ -60,7 +60,7 @@ def params_for(name: str, threshold_h: float, bin_s: float, n_slots: int, driver
                ) -> ChannelParams:
     """``name``'s tuning at drift bins of ``bin_s`` s; cooling without an outdoor temperature
     (``drivers_measured`` False) follows a local trend, judged against its level an hour before."""
-    block_bins = T.whole_bins(T.BLOCK_S, bin_s)
+    block_bins = T.block_bins(bin_s)
     block_s = block_bins * bin_s
     params = ChannelParams(
         n_slots=n_slots, threshold_h=threshold_h, block_bins=block_bins,

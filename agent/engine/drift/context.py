@@ -13,7 +13,7 @@ import numpy as np
 
 from agent.engine.components import ComponentSample
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import ReferenceLevel, StageMix, TypicalRate, finite_or_none
+from agent.engine.drift.estimators import ReferenceLevel, StageMix, TypicalRate, finite_or_none, number_or_nan
 from agent.trace.model import CANONICAL_STAGES
 
 STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
@@ -146,6 +146,6 @@ class SignalContext:
         self.rated = rated if isinstance(rated, bool) else self.rates.any_positive()
         self.job = str(data.get("job") or "")
         last = data.get("workload_ts")
-        self.workload_ts = float(last) if isinstance(last, (int, float)) else math.nan
+        self.workload_ts = number_or_nan(last)
         idle = data.get("idle_bins")
         self.idle_bins = idle if isinstance(idle, int) and idle >= 0 else 0

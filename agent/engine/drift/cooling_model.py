@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from agent.engine.drift import tuning as T
-from agent.engine.drift.estimators import finite_or_none
+from agent.engine.drift.estimators import finite_or_none, number_or_nan
 
 N_FEATURES = 6
 # Time constants (fit half-lives, warm-up, learning delay): tuning.py UNIT_*, in seconds.
@@ -176,7 +176,7 @@ class CoolingUnitModel:
         self.n = float(data.get("n") or 0.0)  # type: ignore[arg-type]
         for key in ("power_scale", "load_scale"):
             value = data.get(key)
-            setattr(self, key, float(value) if isinstance(value, (int, float)) else math.nan)
+            setattr(self, key, number_or_nan(value))
         self.source = float(data.get("source") or 0.0)  # type: ignore[arg-type]
         self.outdoor_missing = float(data.get("outdoor_missing") or 0.0)  # type: ignore[arg-type]
         queue, n = data.get("queue") or [], int(data.get("queue_n") or 0)  # type: ignore[call-overload]

@@ -29,6 +29,12 @@ def finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def number_or_nan(value: object) -> float:
+    """A number read back from JSON state, NaN when absent or not a number (the inverse of
+    ``finite_or_none``)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
 def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
     """JSON-safe snapshot of ``obj``'s attributes ``prefix + name`` (NaN as None, arrays as lists)."""
     out: dict[str, Any] = {}

@@ -27,7 +27,7 @@ from agent.engine.drift.channel import (
 )
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
-from agent.engine.drift.estimators import finite_or_none
+from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
 from agent.engine.drift.same_work import SAME, WorkVerdict
@@ -81,7 +81,7 @@ class Incident:
 
 def channel_params(config: EngineSection, bin_s: float) -> dict[str, ChannelParams]:
     """Per-channel tuning (cooling as without outdoor air), thresholds from the false-alarm target."""
-    block_s = T.whole_bins(T.BLOCK_S, bin_s) * bin_s
+    block_s = T.block_bins(bin_s) * bin_s
     detectors = 2 * len(CHANNELS)  # two-sided CUSUMs
     h = threshold_for_target(config.false_alarms_per_30d, block_s, detectors, T.CUSUM_K, T.FALSE_ALARM_MARGIN)
     return {name: params_for(name, h, bin_s, len(STAGE_SLOTS), drivers_measured=False) for name in CHANNELS}
@@ -93,8 +93,6 @@ class DriftMonitor:
     def __init__(self, config: EngineSection | None = None, bin_s: float = 60.0) -> None:
         self.config = config or EngineSection()
         self.bin_s = bin_s
-        self.relearn_s = T.RELEARN_S
-        self.grace_s = T.ACCEPT_GRACE_S
         self._params = channel_params(self.config, bin_s)
         # Once the unit reports its outdoor air, a slow cooling level: a creeping coil or COP loss
         # accumulates in the CUSUM instead of being followed as weather.
@@ -135,7 +133,7 @@ class DriftMonitor:
     def work_change(self) -> tuple[float, float, float]:
         """(last new-work change point, end of its re-learn, start of a job whose kind is being judged)
         for the engine's job level (model.JobLevel)."""
-        return self.work_changed_ts, self.work_changed_ts + self.relearn_s, self.job_started_ts
+        return self.work_changed_ts, self.work_changed_ts + T.RELEARN_S, self.job_started_ts
 
     @property
     def faulted(self) -> frozenset[str]:
@@ -282,8 +280,9 @@ class DriftMonitor:
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
         model, whose wobble is no evidence), from bins at the stage's usual work rate only. With a work
-        rate, a data-load bin's power depends on how much training it holds (a job's initial load drew
-        40–60 % less than the stalls learned), not on the GPUs."""
+        rate only stages that do work (rate > 0) are judged: a data-load bin's power depends on how much
+        training it holds (a job's initial load drew 40–60 % less than the stalls learned), not on the
+        GPUs."""
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         value = 100.0 * math.log(sample.gpu_w / 1000.0)
@@ -291,7 +290,8 @@ class DriftMonitor:
             return value  # no work rate at all: GPU power per stage is all there is
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
-        # Not a mean: it sat ~2 % under full-rate bins and the 3 % gate then dropped many of them.
+        # The rate most bins run at, not a mean: a mean sat ~2 % under full-rate bins (stall-shortened
+        # bins pull it down) and the 3 % gate then dropped many of them.
         usual = self.context.typical_rate(slot)
         if not (math.isfinite(rate) and rate > 0 and math.isfinite(usual) and usual > 0):
             return math.nan
@@ -385,8 +385,8 @@ class DriftMonitor:
         if any(c in LEVEL_COMPONENTS for c in components):
             self.work_changed_ts = job_change_ts if at_job_change else ts
         for name in components:
-            self.channels[name].start_grace(ts + self.relearn_s)
-        self._workload_until = ts + self.relearn_s
+            self.channels[name].start_grace(ts + T.RELEARN_S)
+        self._workload_until = ts + T.RELEARN_S
         self.context.workload_ts = job_change_ts if at_job_change else ts
         self.context.resync()
         if not at_job_change:  # (at a job change the rates restarted then: they now are the new job's)
@@ -450,7 +450,7 @@ class DriftMonitor:
         kept = sorted(cause for cause in self.incidents if cause != "workload")
         if kept:
             text += f" Still active, not re-learned: {', '.join(c.replace('_', ' ') for c in kept)}."
-        extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + self.relearn_s}
+        extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + T.RELEARN_S}
         if had is not None:
             extra["previous_job"] = had.job
         previous = verdict.previous_job if verdict is not None else self.context.previous_job
@@ -479,7 +479,7 @@ class DriftMonitor:
     def _start_relearn(self, components: tuple[str, ...], ts: float) -> None:
         for comp in components:
             if comp in LEARNING_COMPONENTS:
-                self._relearn_until[comp] = max(self._relearn_until.get(comp, -math.inf), ts + self.relearn_s)
+                self._relearn_until[comp] = max(self._relearn_until.get(comp, -math.inf), ts + T.RELEARN_S)
 
     # ------------------------------------------------------------------------------ accepting
     def accept(
@@ -501,8 +501,10 @@ class DriftMonitor:
                 continue  # a job change needs no acceptance: it is re-learned anyway
             del self.incidents[cause]
             self._grace(set(incident.channels), ts)
-            after_h = self.config.accept_after_h  # (None: auto-accept off; an operator may still accept)
-            who = "by the operator" if by == "operator" else f"automatically after {after_h:g} h"
+            if by == "auto":  # only when accept_after_h is set
+                who = f"automatically after {self.config.accept_after_h:g} h"
+            else:  # an operator: the CLI's "operator" or the name an MQTT command carries
+                who = "by the operator" if by == "operator" else f"by {by}"
             what = cause.replace("_", " ")
             text = f"The {what} deviation was accepted as the new normal ({who}); re-learning."
             events.append(drift_event(ts, "cleared", cause, incident.stage, None, incident.component,
@@ -521,7 +523,7 @@ class DriftMonitor:
     def _grace(self, names: set[str], ts: float) -> None:
         components: set[str] = set()
         for name in names:
-            self.channels[name].start_grace(ts + self.grace_s)
+            self.channels[name].start_grace(ts + T.ACCEPT_GRACE_S)
             components |= HOLDS[name]
         self._start_relearn(tuple(sorted(components)), ts)
 
@@ -590,10 +592,10 @@ class DriftMonitor:
             relearn = state.get("relearn_until") or {}
             assert isinstance(relearn, dict)
             self._relearn_until = {str(k): float(v) for k, v in relearn.items() if k in LEARNING_COMPONENTS}
-            self._workload_until = _number(state.get("workload_until"))
-            self.work_changed_ts = _number(state.get("work_changed_ts"))
-            self.job_started_ts = _number(state.get("job_started_ts"))
-            self._last_ts = _number(state.get("last_ts"))
+            self._workload_until = number_or_nan(state.get("workload_until"))
+            self.work_changed_ts = number_or_nan(state.get("work_changed_ts"))
+            self.job_started_ts = number_or_nan(state.get("job_started_ts"))
+            self._last_ts = number_or_nan(state.get("last_ts"))
             pending = state.get("pending_events") or []
             assert isinstance(pending, list)
             self._pending = [e for e in pending if isinstance(e, dict)][-MAX_PENDING:]
@@ -607,11 +609,6 @@ class DriftMonitor:
         events = self.accept(cause_or_component, ts)
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
-
-def _number(value: object) -> float:
-    """A saved timestamp, NaN when absent (none yet, or a state from before it)."""
-    return float(value) if isinstance(value, (int, float)) else math.nan
-
 
 def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:
     """deviation_pct of an onset: % of the expectation; for the inlet spread, % of its usual level."""

@@ -25,7 +25,7 @@ import numpy as np
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
 from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
-from agent.engine.drift.estimators import ew_alpha, fields_state, finite_or_none, load_fields
+from agent.engine.drift.estimators import ew_alpha, fields_state, finite_or_none, load_fields, number_or_nan
 
 SAME, DIFFERENT = "same", "different"
 SIGNATURE = ("gpu_power", "gpu_memory_util")  # an unlabelled job's signature per stage
@@ -233,7 +233,7 @@ class SameWorkCheck:
         self.previous_job, self.last = "", None
         self.by_power = False
         slot = data.get("slot")
-        since, rate = _float(data.get("since_ts")), _float(data.get("prev_rate"))
+        since, rate = number_or_nan(data.get("since_ts")), number_or_nan(data.get("prev_rate"))
         if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
             self.since_ts, self.slot, self.prev_rate = since, slot, rate
             self.previous_job = str(data.get("previous_job") or "")
@@ -250,9 +250,10 @@ class SameWorkCheck:
         self.labelled = self.by_power and data.get("labelled") is True
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
-            self.last = WorkVerdict(str(last["kind"]), _float(last.get("since_ts")), _float(last.get("ts")),
-                                    str(last.get("previous_job") or ""), _float(last.get("rate_ratio")),
-                                    by_power=last.get("by_power") is True)
+            self.last = WorkVerdict(
+                str(last["kind"]), number_or_nan(last.get("since_ts")), number_or_nan(last.get("ts")),
+                str(last.get("previous_job") or ""), number_or_nan(last.get("rate_ratio")),
+                by_power=last.get("by_power") is True)
 
 
 _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recent_n")
@@ -284,5 +285,3 @@ def restart_evidence(restart: WorkVerdict, job: str) -> dict[str, object]:
             "meaning": "a restart of the same kind of job: judged against the previous job's baseline"}
 
 
-def _float(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan

@@ -163,3 +163,8 @@ def bins(seconds: float, bin_s: float) -> float:
 def whole_bins(seconds: float, bin_s: float) -> int:
     """A duration as a whole number of bins, at least one."""
     return max(1, math.floor(bins(seconds, bin_s) + 0.5))
+
+
+def block_bins(bin_s: float) -> int:
+    """Bins per CUSUM block: the channels' block and the threshold's must be the same length."""
+    return whole_bins(BLOCK_S, bin_s)

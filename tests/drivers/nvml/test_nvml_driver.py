@@ -232,3 +232,19 @@ def test_counter_resets_are_reported_as_a_signal(fake: FakeNvml, clock: Clock) -
     clock.now += 1  # back at 650 J: below the last reading, a reset
     after = poll(driver).signals
     assert after["gpu.0.energy_resets"] == 1.0 and after["gpu.1.energy_resets"] == 0.0
+
+
+def test_energy_goes_on_from_the_counter_when_it_stops_answering(fake: FakeNvml, clock: Clock) -> None:
+    """A counter that answered and then reports NOT_SUPPORTED: the integrated estimate continues
+    from the counter's total (a drop to 0 J would read downstream as a counter reset)."""
+    fake.gpus[0]["energy_j"] = 5.0e8  # type: ignore[attr-defined]  # a GPU's counter since boot
+    driver = NvmlGpuDriver(NvmlSection(), clock=clock)
+    counted = poll(driver).signals["gpu.0.energy_j"]
+    assert counted == 5.0e8
+    fake.unsupported.add("nvmlDeviceGetTotalEnergyConsumption")
+    clock.now += 1.0
+    switched = poll(driver)
+    clock.now += 1.0
+    integrated = poll(driver)
+    assert switched.signals["gpu.0.energy_j"] == counted and "gpu.0.energy_j" in switched.estimated
+    assert integrated.signals["gpu.0.energy_j"] == pytest.approx(counted + 650.0)  # 1 s at 650 W
