@@ -43,6 +43,10 @@ class ComponentSample:
     gpu_counter_resets: int = 0
     # the GPUs' mean memory-bandwidth utilisation (gpu.<i>.mem_util_pct): the work's signature
     gpu_mem_util_pct: float = math.nan
+    # the mean power of the GPUs that report (gpu.<i>.power_w): one GPU's level, whatever how many report
+    gpu_mean_w: float = math.nan
+    # the share of the bin spent in ``stage`` (1.0: the whole bin)
+    stage_share: float = 1.0
 
 
 def residuals(sample: ComponentSample) -> dict[str, float]:

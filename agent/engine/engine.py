@@ -261,10 +261,12 @@ class Engine:
         end = float(wb.start[sl.stop - 1] + self.bin_s)
         # the IT expectation the detectors judge: the model and the running job's own level
         it_exp = wb.it_pred_w[sl] + self.model.job_level_w(wb, sl, self.drift.work_change)
+        stage_s = wb.stage_s[sl].sum(axis=0)
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
-            stage=self.slots.name(int(np.argmax(wb.stage_s[sl].sum(axis=0)))),
+            stage=self.slots.name(int(np.argmax(stage_s))),
+            stage_share=float(stage_s.max()) / dur,
             stage_source="hint" if float(tot[F["hint_s"]]) >= 0.5 * dur else "inferred",
             job=wb.jobs[sl.stop - 1],
             transient=bool(wb.transient[sl].any()),

@@ -85,6 +85,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("cload", "crac.cooling_w", "share_sum", "cooling_load_w"),
     Quantity("outdoor", "crac.outdoor_temp_c", "mean", "outdoor_c"),
     Quantity("gmem", "gpu.mem_util_pct", "mean", "gpu_mem_util_pct"),
+    Quantity("gmean", "gpu.power_w", "mean", "gpu_mean_w"),
 )
 FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
 

@@ -47,3 +47,26 @@ def test_an_outdoor_temperature_of_minus_one_reaches_the_drift_sample() -> None:
     run_engine(cold, engine=eng, finish=False)
     assert eng.last_sample is not None and eng.last_sample.outdoor_c == -1.0
     assert "crac.a.outdoor_temp_c" not in eng.rows.signals.hygiene.counts_by_signal()
+
+
+def test_the_drift_sample_carries_one_gpus_mean_power_over_those_that_report() -> None:
+    """``gpu_mean_w`` is one GPU's level whatever how many report (the rest channel's input), where
+    ``gpu_w`` is the rack's total; ``stage_share`` says how much of the bin its stage filled."""
+    chunks = synth.chunks(1 / 24, chunk_rows=600)
+    eng = Engine(None, rack_info(synth.meta()))
+    run_engine(chunks, engine=eng, finish=False)
+    full = eng.last_sample
+    gpus = [n for n in chunks[-1].numeric if n.startswith("gpu.") and n.endswith(".power_w")]
+    assert full is not None and len(gpus) > 1
+    lost = gpus[0]  # one GPU stops reporting: the mean is the others', not pulled down by a zero
+    dropped = [TraceChunk(ts=c.ts, numeric={**c.numeric, lost: np.full(len(c), np.nan)}, stage=c.stage,
+                          job=c.job) for c in chunks]
+    eng2 = Engine(None, rack_info(synth.meta()))
+    run_engine(dropped, engine=eng2, finish=False)
+    part = eng2.last_sample
+    assert part is not None
+    rows = chunks[-1].numeric
+    others = np.mean([rows[n][-60:].mean() for n in gpus[1:]])
+    assert abs(part.gpu_mean_w - others) / others < 0.05
+    assert abs(full.gpu_mean_w * len(gpus) - full.gpu_w) / full.gpu_w < 0.01
+    assert 0.0 < full.stage_share <= 1.0

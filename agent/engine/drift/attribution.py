@@ -126,6 +126,12 @@ def attribute(
             f"PDU power is {abs(deviation):.1f} % {up} for the same GPU and server load: PSU or "
             "distribution losses, or the PSU redundancy configuration, changed.",
         )
+    if component == "gpu_idle":  # no job sets the GPUs' power at rest
+        return Attribution(
+            "gpu_hardware",
+            f"GPUs at rest draw {abs(deviation):.1f} % {more} power than their usual idle level, which "
+            "no job sets: ageing, firmware or driver change.",
+        )
     if component == "gpu":
         reason = workload_reason(ctx, ts, since_ts=since_ts)
         if reason:

@@ -18,6 +18,7 @@ CHANNEL_SIGNALS: dict[str, tuple[str, str]] = {
     "it": ("it_measured_w", "Σ PDU power vs the IT model for the GPU and server load (%)"),
     "cooling": ("cooling_measured_w", "cooling power vs the unit's efficiency model for its load (%)"),
     "gpu": ("gpu_w", "GPU power vs its usual level in this stage at the usual work rate (%)"),
+    "gpu_idle": ("gpu_mean_w", "one GPU's power at rest (idle, settled) vs its usual idle level (%)"),
     "thermal": ("inlet_spread_c", "max − min of the rack inlet temperatures vs its usual level (°C)"),
 }
 CONTEXT_UNITS = {"setpoint_c": "°C", "inlet_mean_c": "°C", "inlet_spread_c": "°C", "fan_pct": "%"}

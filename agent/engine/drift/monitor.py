@@ -36,7 +36,11 @@ from agent.engine.drift.threshold import threshold_for_target
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
 RE_WARM_VERSIONS = frozenset({1})  # layouts that no longer map: the monitor re-warms (about a day)
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-CHANNELS: tuple[str, ...] = COMPONENTS  # one channel per component (agent/engine/components.py)
+# One channel per component (agent/engine/components.py), and the GPUs at rest: idle power is the
+# hardware's (leakage, clocks, driver), no job sets it, so unlike the per-stage GPU level it is kept
+# across job changes: the one GPU level a churning rack holds long enough to show ageing or a driver
+# that draws more.
+CHANNELS: tuple[str, ...] = (*COMPONENTS, "gpu_idle")
 LEARNING_COMPONENTS: tuple[str, ...] = LEARNED
 # Which engine components must stop learning while a channel is suspected or active.
 HOLDS: dict[str, frozenset[str]] = {
@@ -44,6 +48,7 @@ HOLDS: dict[str, frozenset[str]] = {
     "cooling": frozenset({"cooling"}),
     "gpu": frozenset({"gpu"}),
     "thermal": frozenset({"it"}),  # server fans fighting a hot spot show up on the IT side
+    "gpu_idle": frozenset(),  # the job's GPU model learns on: its own channel judges the job's level
 }
 WORKLOAD_COMPONENTS: tuple[str, ...] = ("gpu", "it")  # what a new job changes: GPU and server load
 # Components whose re-learn is paced by how far their model is behind (``catch_up``): only those whose
@@ -59,9 +64,9 @@ CAUSE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "cooling": ("cooling",),
     "power_chain": ("it",),
     "thermal": ("thermal", "it"),
-    "gpu_hardware": ("gpu",),
+    "gpu_hardware": ("gpu", "gpu_idle"),
     "workload": ("gpu",),
-    "unknown": COMPONENTS,
+    "unknown": CHANNELS,
 }
 
 
@@ -187,8 +192,8 @@ class DriftMonitor:
         self.changes.before_bin(sample, self.channels["gpu"], in_workload, settled)
         slot = stage_slot(sample.stage)
         for name, residual in self._residuals(sample).items():
-            # The unit model is not per stage: one location (slot 0) for the unit's residual.
-            where = 0 if name == "cooling" and self.cooling_model.source else slot
+            # The unit model is not per stage, nor is rest: one location (slot 0) for their residuals.
+            where = 0 if name == "gpu_idle" or (name == "cooling" and self.cooling_model.source) else slot
             tr = self.channels[name].add(residual, where, ts)
             if tr is not None and tr.kind == "onset":
                 events += self._onset(name, tr, sample)
@@ -230,6 +235,7 @@ class DriftMonitor:
         the unit reports its load or fan speed, else the engine's lag model (``transient`` bins skipped)."""
         out = residuals(sample)
         out["gpu"] = self._gpu_residual(sample)
+        out["gpu_idle"] = self._rest_residual(sample)
         # The unit model learns only from calm data: never from a shift being accumulated.
         cooling = self.channels["cooling"]
         learn = not cooling.held and cooling.cusum < T.CALM_FRAC * cooling.params.threshold_h
@@ -258,7 +264,7 @@ class DriftMonitor:
         last, self._last_gpu_w = self._last_gpu_w, gpu_w
         stepped = math.isfinite(last) and last > 0 and abs(gpu_w / last - 1.0) > T.IT_LOAD_STEP_FRAC
         if stepped and math.isfinite(gpu_w):
-            self._it_skip = T.whole_bins(T.IT_STEP_SKIP_S, self.bin_s)
+            self._it_skip = T.whole_bins(T.LOAD_SETTLE_S, self.bin_s)
         if self._it_skip > 0:
             self._it_skip -= 1
             return True
@@ -300,6 +306,15 @@ class DriftMonitor:
         if abs(rate / usual - 1.0) > T.RATE_BAND_FRAC:
             return math.nan
         return value
+
+    def _rest_residual(self, sample: ComponentSample) -> float:
+        """One GPU's power at rest in log-%: bins wholly idle once the last load has settled
+        (``LOAD_SETTLE_S``: die temperature and leakage follow the heat), whatever job ran before."""
+        settled = self.context.idle_bins > T.whole_bins(T.LOAD_SETTLE_S, self.bin_s)
+        if sample.stage != "idle" or sample.stage_share < 1.0 - 1e-9 or not settled:
+            return math.nan
+        watts = sample.gpu_mean_w
+        return 100.0 * math.log(watts) if math.isfinite(watts) and watts > 0 else math.nan
 
     def _onset(self, name: str, tr: Transition, sample: ComponentSample) -> list[dict[str, object]]:
         if name == "it" and self._it_follows_gpu_incident(tr.deviation):
@@ -574,7 +589,8 @@ class DriftMonitor:
             channels = state["channels"]
             assert isinstance(channels, dict)
             for name, ch in self.channels.items():
-                ch.restore(channels[name])
+                if name in channels:  # (a channel this build added starts afresh)
+                    ch.restore(channels[name])
             for key, part in (("context", self.context), ("cooling_model", self.cooling_model),
                               ("changes", self.changes)):
                 value = state[key]

@@ -60,7 +60,8 @@ UNIT_WEATHER_HALFLIFE_S = 3.0 * DAY_S  # the unit model's fit once the outdoor t
 # --- the monitor (monitor.py) ------------------------------------------------------------------
 RELEARN_S = 2.0 * HOUR_S  # the longest re-learn: a model still behind after 2 h is judged anyway
 IT_LOAD_STEP_FRAC = 0.3  # GPU power moved this much since the last bin: a load step …
-IT_STEP_SKIP_S = 120.0  # … whose next 2 min are not judged on the IT side (server fans lag it; a
+LOAD_SETTLE_S = 120.0  # … after which server fans and GPU dies settle for 2 min: not judged on the
+# IT side nor as GPU power at rest (the fans and leakage follow the heat; on the IT side a
 # block's 3 min gave the fixed twin bench's 3 % power-chain step a thermal name)
 RATE_BAND_FRAC = 0.03  # a job's work rate wobbles ≤ 3 % bin to bin: within it, "the usual rate"
 BUILDING_FRAC = 0.5  # × min effect: an IT suspicion this large before a job change is judged on
@@ -135,9 +136,10 @@ COOLING_SETTLE_S = SLOW_S  # a restarted cooling-unit model's residual level set
 INPUT_MAX_PENDING_S = SLOW_S  # a move whose effect never shows this long after the setpoint's
 # last step away is the new normal (a slow ramp is judged while it goes on)
 MIN_EFFECT = {"it": MIN_EFFECT_PCT, "gpu": MIN_EFFECT_PCT,  # per channel: the smallest shift alarmed
-              "cooling": BLIND_COOLING_MIN_EFFECT_PCT, "thermal": SPREAD_EFFECT_C}
+              "gpu_idle": MIN_EFFECT_PCT, "cooling": BLIND_COOLING_MIN_EFFECT_PCT, "thermal": SPREAD_EFFECT_C}
 MIN_BIN_NOISE = {"it": POWER_RESOLUTION_PCT, "gpu": POWER_RESOLUTION_PCT,  # per channel: its resolution
-                 "cooling": COOLING_RESOLUTION_PCT, "thermal": INLET_RESOLUTION_C}
+                 "gpu_idle": POWER_RESOLUTION_PCT, "cooling": COOLING_RESOLUTION_PCT,
+                 "thermal": INLET_RESOLUTION_C}
 WITH_IT_GPU_PCT = EXPLAINS_PCT  # a GPU residual moving this much the same way explains an IT shift
 INPUT_MIN_EFFECT_PCT = EXPLAINS_PCT  # the smallest cooling-power change reported with a setpoint move
 EVIDENCE_MOVED = {"setpoint_c": SETPOINT_MOVED_C,  # context listed as evidence once it moved enough
