@@ -103,7 +103,8 @@ class LiveAgent:
         self.on_message = on_message
         self.frame_sinks = list(frame_sinks or [])
         self.save_interval_s = save_interval_s
-        self._status_interval_s = status_interval_s
+        # heartbeat of the retained status; a change of device health is published within HEALTH_CHECK_S
+        self.status_interval_s = status_interval_s or 600.0
         self._baseline_interval_s = baseline_interval_s
         self._config_loader = config_loader or _load_config_file
         self._publisher_options = dict(publisher_options or {})
@@ -138,31 +139,16 @@ class LiveAgent:
 
     # ---- derived settings ------------------------------------------------------------------
     @property
-    def topics(self) -> Topics:
-        c = self.config
-        return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
-
-    @property
-    def status_interval_s(self) -> float:
-        """Heartbeat of the retained status; a change of device health is published within 5 s."""
-        return self._status_interval_s or 600.0
-
-    @property
     def baseline_interval_s(self) -> float:
         return self._baseline_interval_s or max(900.0, 5 * self.config.mqtt.summary_interval_s)
 
     # ---- setup -----------------------------------------------------------------------------
     def _build_engine(self) -> None:
+        """The engine, on from the stored state if that fits; else it is set aside (never a crash loop)."""
         if self._engine_arg is True:
             self.engine = EngineLink.from_config(self.config)
-        elif isinstance(self._engine_arg, EngineLink):
-            self.engine = self._engine_arg
         else:
-            self.engine = None
-        self._restore_engine()
-
-    def _restore_engine(self) -> None:
-        """Continue from the stored state; one that does not fit is set aside (never a crash loop)."""
+            self.engine = self._engine_arg if isinstance(self._engine_arg, EngineLink) else None
         if self.engine is None or self.store is None:
             return
         blob = self.store.load_state(ENGINE_STATE)
@@ -182,7 +168,8 @@ class LiveAgent:
 
     def _build_outbox(self, store: Store) -> Outbox:
         c = self.config
-        return Outbox(self.topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
+        topics = Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
+        return Outbox(topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
                       keep=c.mqtt.enabled, on_stored=self._wake_publisher, observe=self._observe)
 
     def _wake_publisher(self) -> None:
@@ -226,14 +213,18 @@ class LiveAgent:
             await self._listener.stop()
             self._listener = None
 
-    def _build_publisher(self) -> MqttPublisher | None:
+    async def _start_publisher(self) -> None:
+        """A publisher for the current configuration, connecting; none with MQTT off."""
         mq = self.config.mqtt
+        self.publisher = None
         if not mq.enabled or self.store is None:
-            return None
-        return MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
-                             version=__version__, status_fn=self.status_body,
-                             on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
-                             on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options)
+            return
+        self.publisher = MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
+                                       version=__version__, status_fn=self.status_body,
+                                       on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+                                       on_accept=self._on_mqtt_accept, clock=self.clock.time,
+                                       **self._publisher_options)
+        await self.publisher.start()
 
     # ---- the main loop ---------------------------------------------------------------------
     async def run(self) -> int:
@@ -248,9 +239,7 @@ class LiveAgent:
             self.outbox = self._build_outbox(self.store)
         self._build_engine()
         self._build_stages()
-        self.publisher = self._build_publisher()
-        if self.publisher is not None:
-            await self.publisher.start()
+        await self._start_publisher()
         await self._start_listener()
         self.poller.start()
         log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
@@ -501,9 +490,7 @@ class LiveAgent:
             if _connection(new) != _connection(old):
                 if self.publisher is not None:
                     await self.publisher.stop()
-                self.publisher = self._build_publisher()
-                if self.publisher is not None:
-                    await self.publisher.start()
+                await self._start_publisher()
             if new.stages != old.stages or gpu_nodes(new) != gpu_nodes(old):  # a node's hints need its ring
                 await self._stop_listener()
                 self.timeline.ttl_s = new.stages.hint_ttl_s
