@@ -344,12 +344,11 @@ class MqttPublisher:
 
     def _note_session_end(self, reason: str) -> None:
         """Spot another client with our client id: the broker closes each session right away."""
-        started = self._session_started
-        lasted_s = time.monotonic() - started if started is not None else float("inf")
-        taken_over = "taken over" in reason.lower()  # MQTT 5 reason code 142, where a broker says so
-        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
         now = time.monotonic()
-        if lasted_s < short_s or taken_over:
+        started = self._session_started
+        lasted_s = now - started if started is not None else float("inf")
+        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
+        if lasted_s < short_s:  # MQTT 3.1.1 gives no reason (no "session taken over"): timing tells
             self._short_sessions += 1
             self._short_ends.append(now)
         else:
@@ -359,11 +358,8 @@ class MqttPublisher:
         n = self._short_sessions
         # a fight is back to back: the short sessions follow each other within one reconnect delay
         # each; short sessions spread out in time are a flaky link or a restarting broker instead
-        back_to_back = (
-            len(self._short_ends) == TAKEOVER_SHORT_SESSIONS
-            and self._short_ends[-1] - self._short_ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s
-        )
-        if taken_over or (n >= TAKEOVER_SHORT_SESSIONS and back_to_back):
+        ends = self._short_ends
+        if len(ends) == TAKEOVER_SHORT_SESSIONS and ends[-1] - ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s:
             self.takeover_suspected = True
             self.last_error = f"client id {self.client_id!r} in use by another client"
             if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
