@@ -26,10 +26,11 @@ from agent.live.frames import FrameBuilder, Row
 from agent.live.outbox import MessageObserver, Outbox
 from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
-from agent.live.status import AgentTally, health_signature, status_body
+from agent.live.status import AgentTally, health_signature
 from agent.live.store import Store, StoreError
 from agent.live.topics import Topics
 from agent.metrics import serve_metrics
+from agent.metrics.snapshot import active_drift_list
 from agent.trace.model import TraceChunk
 from drivers.base import Driver
 
@@ -372,13 +373,33 @@ class LiveAgent:
             self.outbox.baselines(baselines)
 
     def status_body(self) -> dict[str, Any]:
-        """The ``online`` status fields (agent/live/status.py), plus the node link's (which node
-        sends, which is silent) when the rack has GPU nodes."""
-        body = status_body(now=self.clock.time(), started_ts=self.started_ts, poller=self.poller,
-                           engine=self.engine, tally=self.tally, store=self.store,
-                           hint_counters=dict(self.intake.counters) if self.intake is not None else None,
-                           stage=self.stage_now)
-        if self.poller is not None and self.config.nodes:
+        """The ``online`` status fields the publisher wraps (agent/schemas/status.schema.json)."""
+        now, engine, tally = self.clock.time(), self.engine, self.tally
+        body: dict[str, Any] = {
+            "ts": now,
+            "started": self.started_ts,
+            "uptime_s": round(max(0.0, now - self.started_ts), 1),
+            "devices": self.poller.health_dict() if self.poller else {},
+            "engine": {
+                "ok": engine is not None and tally.engine_errors == 0,
+                "errors": tally.engine_errors,
+                "last_error": tally.last_engine_error,
+            },
+            "reloads": {"ok": tally.reloads, "rejected": tally.reload_failures},
+        }
+        caps = engine.capabilities() if engine is not None else None
+        if caps is not None:
+            body["capabilities"] = caps
+        if self.store is not None:
+            body["spool"] = self.store.stats()
+        if self.intake is not None:
+            body["hints"] = dict(self.intake.counters)
+        # active drifts, so a watcher that missed the onset event still sees them (rackwatt watch)
+        body["drifts"] = active_drift_list(engine.engine if engine is not None else None)
+        stage = self.stage_now
+        if stage is not None:
+            body["stage"] = {"stage": stage.stage, "source": stage.source, "job": stage.job}
+        if self.poller is not None and self.config.nodes:  # the node link: which node sends, which is silent
             from agent.node.source import node_link_status
 
             link = node_link_status(self.poller.drivers)
