@@ -247,8 +247,9 @@ class TraceReader:
         try:
             labels = [cell.decode("utf-8") for cell in cells]
         except UnicodeDecodeError:
-            row = next(i for i, cell in enumerate(cells) if not _is_utf8(cell))
             labels = [cell.decode("utf-8", errors="replace") for cell in cells]
+            # the first cell the replacement changed (a valid one encodes back to itself)
+            row = next(i for i, cell in enumerate(cells) if labels[i].encode("utf-8") != cell)
             problem = (row, f"{name}: not UTF-8 text")
         if name == "stage":
             bad = {label for label in set(labels) if label and not is_stage_label(label)}
@@ -305,14 +306,6 @@ def _number(value: str | bytes) -> float | None:
         return None if "_" in text else float(text)
     except ValueError:  # UnicodeDecodeError included
         return None
-
-
-def _is_utf8(cell: bytes) -> bool:
-    try:
-        cell.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 open_trace = TraceReader  # the entry point callers and docs name
