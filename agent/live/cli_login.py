@@ -36,11 +36,6 @@ def cli_client(args: argparse.Namespace, client_id: str = "") -> Any:
                          protocol=mqtt.MQTTv311, clean_session=True)
     client.suppress_exceptions = True
     client.reconnect_delay_set(min_delay=1, max_delay=30)
-    _apply_login(client, args)
-    return client
-
-
-def _apply_login(client: Any, args: argparse.Namespace) -> None:
     if args.username:
         password = None
         if args.password_file:
@@ -51,3 +46,4 @@ def _apply_login(client: Any, args: argparse.Namespace) -> None:
         client.username_pw_set(args.username, password)
     if args.ca_file:
         client.tls_set(ca_certs=str(args.ca_file))
+    return client

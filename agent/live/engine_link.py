@@ -13,12 +13,12 @@ from typing import Any, Protocol
 from agent.config.model import Config
 from agent.engine import Engine, rack_info
 from agent.engine.node_stages import NodeHints
+from agent.live.envelope import Payload
 from agent.trace.model import TraceChunk
 
 log = logging.getLogger("rackwatt.engine")
 
 Report = dict[str, Any]  # one record of the engine's output (``type``: summary | event | …)
-Payload = dict[str, Any]
 
 
 class LiveEngine(Protocol):

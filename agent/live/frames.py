@@ -33,9 +33,7 @@ class FrameBuilder:
         self._rows: list[Row] = []
 
     def add(self, row: Row) -> None:
-        for name in row.signals:
-            if name not in self.columns:
-                self.columns[name] = None
+        self.columns.update(dict.fromkeys(row.signals))  # a name seen before keeps its place
         self._rows.append(row)
 
     def __len__(self) -> int:

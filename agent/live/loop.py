@@ -26,10 +26,11 @@ from agent.live.frames import FrameBuilder, Row
 from agent.live.outbox import MessageObserver, Outbox
 from agent.live.poller import Poller
 from agent.live.publisher import MqttPublisher
-from agent.live.status import AgentTally, health_signature, status_body
+from agent.live.status import AgentTally, health_signature
 from agent.live.store import Store, StoreError
 from agent.live.topics import Topics
 from agent.metrics import serve_metrics
+from agent.metrics.snapshot import active_drift_list
 from agent.trace.model import TraceChunk
 from drivers.base import Driver
 
@@ -103,7 +104,8 @@ class LiveAgent:
         self.on_message = on_message
         self.frame_sinks = list(frame_sinks or [])
         self.save_interval_s = save_interval_s
-        self._status_interval_s = status_interval_s
+        # heartbeat of the retained status; a change of device health is published within HEALTH_CHECK_S
+        self.status_interval_s = status_interval_s or 600.0
         self._baseline_interval_s = baseline_interval_s
         self._config_loader = config_loader or _load_config_file
         self._publisher_options = dict(publisher_options or {})
@@ -138,31 +140,16 @@ class LiveAgent:
 
     # ---- derived settings ------------------------------------------------------------------
     @property
-    def topics(self) -> Topics:
-        c = self.config
-        return Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
-
-    @property
-    def status_interval_s(self) -> float:
-        """Heartbeat of the retained status; a change of device health is published within 5 s."""
-        return self._status_interval_s or 600.0
-
-    @property
     def baseline_interval_s(self) -> float:
         return self._baseline_interval_s or max(900.0, 5 * self.config.mqtt.summary_interval_s)
 
     # ---- setup -----------------------------------------------------------------------------
     def _build_engine(self) -> None:
+        """The engine, on from the stored state if that fits; else it is set aside (never a crash loop)."""
         if self._engine_arg is True:
             self.engine = EngineLink.from_config(self.config)
-        elif isinstance(self._engine_arg, EngineLink):
-            self.engine = self._engine_arg
         else:
-            self.engine = None
-        self._restore_engine()
-
-    def _restore_engine(self) -> None:
-        """Continue from the stored state; one that does not fit is set aside (never a crash loop)."""
+            self.engine = self._engine_arg if isinstance(self._engine_arg, EngineLink) else None
         if self.engine is None or self.store is None:
             return
         blob = self.store.load_state(ENGINE_STATE)
@@ -182,7 +169,8 @@ class LiveAgent:
 
     def _build_outbox(self, store: Store) -> Outbox:
         c = self.config
-        return Outbox(self.topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
+        topics = Topics.for_rack(c.mqtt.topic_root, c.agent.site, c.agent.rack)
+        return Outbox(topics, store, site=c.agent.site, rack=c.agent.rack, qos=c.mqtt.qos,
                       keep=c.mqtt.enabled, on_stored=self._wake_publisher, observe=self._observe)
 
     def _wake_publisher(self) -> None:
@@ -226,14 +214,18 @@ class LiveAgent:
             await self._listener.stop()
             self._listener = None
 
-    def _build_publisher(self) -> MqttPublisher | None:
+    async def _start_publisher(self) -> None:
+        """A publisher for the current configuration, connecting; none with MQTT off."""
         mq = self.config.mqtt
+        self.publisher = None
         if not mq.enabled or self.store is None:
-            return None
-        return MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
-                             version=__version__, status_fn=self.status_body,
-                             on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
-                             on_accept=self._on_mqtt_accept, clock=self.clock.time, **self._publisher_options)
+            return
+        self.publisher = MqttPublisher(mq, self.config.agent.site, self.config.agent.rack, self.store,
+                                       version=__version__, status_fn=self.status_body,
+                                       on_hint=self._on_mqtt_hint if self.config.stages.mqtt_hints else None,
+                                       on_accept=self._on_mqtt_accept, clock=self.clock.time,
+                                       **self._publisher_options)
+        await self.publisher.start()
 
     # ---- the main loop ---------------------------------------------------------------------
     async def run(self) -> int:
@@ -248,9 +240,7 @@ class LiveAgent:
             self.outbox = self._build_outbox(self.store)
         self._build_engine()
         self._build_stages()
-        self.publisher = self._build_publisher()
-        if self.publisher is not None:
-            await self.publisher.start()
+        await self._start_publisher()
         await self._start_listener()
         self.poller.start()
         log.info("rackwatt %s: rack %s/%s, %d device(s), tick %g s, mqtt %s", __version__,
@@ -383,13 +373,33 @@ class LiveAgent:
             self.outbox.baselines(baselines)
 
     def status_body(self) -> dict[str, Any]:
-        """The ``online`` status fields (agent/live/status.py), plus the node link's (which node
-        sends, which is silent) when the rack has GPU nodes."""
-        body = status_body(now=self.clock.time(), started_ts=self.started_ts, poller=self.poller,
-                           engine=self.engine, tally=self.tally, store=self.store,
-                           hint_counters=dict(self.intake.counters) if self.intake is not None else None,
-                           stage=self.stage_now)
-        if self.poller is not None and self.config.nodes:
+        """The ``online`` status fields the publisher wraps (agent/schemas/status.schema.json)."""
+        now, engine, tally = self.clock.time(), self.engine, self.tally
+        body: dict[str, Any] = {
+            "ts": now,
+            "started": self.started_ts,
+            "uptime_s": round(max(0.0, now - self.started_ts), 1),
+            "devices": self.poller.health_dict() if self.poller else {},
+            "engine": {
+                "ok": engine is not None and tally.engine_errors == 0,
+                "errors": tally.engine_errors,
+                "last_error": tally.last_engine_error,
+            },
+            "reloads": {"ok": tally.reloads, "rejected": tally.reload_failures},
+        }
+        caps = engine.capabilities() if engine is not None else None
+        if caps is not None:
+            body["capabilities"] = caps
+        if self.store is not None:
+            body["spool"] = self.store.stats()
+        if self.intake is not None:
+            body["hints"] = dict(self.intake.counters)
+        # active drifts, so a watcher that missed the onset event still sees them (rackwatt watch)
+        body["drifts"] = active_drift_list(engine.engine if engine is not None else None)
+        stage = self.stage_now
+        if stage is not None:
+            body["stage"] = {"stage": stage.stage, "source": stage.source, "job": stage.job}
+        if self.poller is not None and self.config.nodes:  # the node link: which node sends, which is silent
             from agent.node.source import node_link_status
 
             link = node_link_status(self.poller.drivers)
@@ -501,9 +511,7 @@ class LiveAgent:
             if _connection(new) != _connection(old):
                 if self.publisher is not None:
                     await self.publisher.stop()
-                self.publisher = self._build_publisher()
-                if self.publisher is not None:
-                    await self.publisher.start()
+                await self._start_publisher()
             if new.stages != old.stages or gpu_nodes(new) != gpu_nodes(old):  # a node's hints need its ring
                 await self._stop_listener()
                 self.timeline.ttl_s = new.stages.hint_ttl_s

@@ -49,11 +49,6 @@ class DeviceHealth:
         }
 
 
-def deadline_of(driver: Driver) -> float:
-    deadline = getattr(driver, "deadline_s", None)
-    return float(deadline) if deadline else 0.8 * float(driver.interval_s)
-
-
 class Poller:
     """Owns the driver tasks; ``take_new()`` hands the signals sampled since the previous call."""
 
@@ -96,8 +91,9 @@ class Poller:
         return {name: h.as_dict() for name, h in self.health.items()}
 
     async def poll_once(self, driver: Driver) -> PollResult:
-        """One poll under the deadline; never raises."""
-        result = await guarded_poll(driver, deadline_of(driver), self.clock.time)
+        """One poll under the driver's ``deadline_s`` (else 0.8 × its interval); never raises."""
+        deadline_s = getattr(driver, "deadline_s", None) or 0.8 * float(driver.interval_s)
+        result = await guarded_poll(driver, float(deadline_s), self.clock.time)
         self._record(result)
         return result
 

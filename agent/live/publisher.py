@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import ssl
 import threading
@@ -230,7 +229,11 @@ class MqttPublisher:
         self.failures = 0
         self.last_error = None
         self._session_started = time.monotonic()
-        self._forget_lost_qos0()
+        # QoS 0 messages still in the window were lost with the old session (paho drops unwritten
+        # packets without an on_publish): they leave the window and the store sends them again
+        for mid in self._inflight_qos0:
+            self._inflight.pop(mid, None)
+        self._inflight_qos0.clear()
         self._carried = set(self._inflight)  # paho resends these after this callback: they go first
         log.info("mqtt: connected to %s; %d message(s) waiting in the store", self.endpoint, len(self.store))
         client = self._client
@@ -239,13 +242,6 @@ class MqttPublisher:
             client.subscribe(topic, qos=1)
         self.publish_status()
         self._wake.set()
-
-    def _forget_lost_qos0(self) -> None:
-        """QoS 0 messages still in the window at a new session were lost with the old one (paho
-        clears its unwritten packets and never calls on_publish for them): the store sends them again."""
-        for mid in self._inflight_qos0:
-            self._inflight.pop(mid, None)
-        self._inflight_qos0.clear()
 
     def _set_will(self, client: mqtt.Client) -> None:
         self.will_seq = self.store.last_seq
@@ -348,12 +344,11 @@ class MqttPublisher:
 
     def _note_session_end(self, reason: str) -> None:
         """Spot another client with our client id: the broker closes each session right away."""
-        started = self._session_started
-        lasted_s = time.monotonic() - started if started is not None else float("inf")
-        taken_over = "taken over" in reason.lower()  # MQTT 5 reason code 142, where a broker says so
-        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
         now = time.monotonic()
-        if lasted_s < short_s or taken_over:
+        started = self._session_started
+        lasted_s = now - started if started is not None else float("inf")
+        short_s = min(float(self.cfg.keepalive_s), 2.0 * self._reconnect[0] + 1.0)
+        if lasted_s < short_s:  # MQTT 3.1.1 gives no reason (no "session taken over"): timing tells
             self._short_sessions += 1
             self._short_ends.append(now)
         else:
@@ -363,11 +358,8 @@ class MqttPublisher:
         n = self._short_sessions
         # a fight is back to back: the short sessions follow each other within one reconnect delay
         # each; short sessions spread out in time are a flaky link or a restarting broker instead
-        back_to_back = (
-            len(self._short_ends) == TAKEOVER_SHORT_SESSIONS
-            and self._short_ends[-1] - self._short_ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s
-        )
-        if taken_over or (n >= TAKEOVER_SHORT_SESSIONS and back_to_back):
+        ends = self._short_ends
+        if len(ends) == TAKEOVER_SHORT_SESSIONS and ends[-1] - ends[0] <= TAKEOVER_SHORT_SESSIONS * short_s:
             self.takeover_suspected = True
             self.last_error = f"client id {self.client_id!r} in use by another client"
             if n & (n - 1) == 0 or n == TAKEOVER_SHORT_SESSIONS:
@@ -461,8 +453,7 @@ class MqttPublisher:
         return {**self._status_head("online"), **body}
 
     def _offline_payload(self, reason: str) -> str:
-        payload = {**self._status_head("offline"), "reason": reason, "ts": self._clock()}
-        return json.dumps(payload, separators=(",", ":"))
+        return payload_json({**self._status_head("offline"), "reason": reason, "ts": self._clock()})
 
     def _status_head(self, state: str) -> dict[str, Any]:
         """What every status says first; ``seq`` is the last data seq, so a tail loss shows."""
@@ -506,21 +497,16 @@ class MqttPublisher:
             "last_error": self.last_error,
         }
 
-    async def flush(self, timeout_s: float) -> bool:
-        """Wait until the store is empty (True) or ``timeout_s`` passes (False)."""
-        deadline = time.monotonic() + timeout_s
-        while len(self.store) and time.monotonic() < deadline:
-            self._wake.set()
-            await asyncio.sleep(0.05)
-        return not len(self.store)
-
     async def stop(self, timeout_s: float = 3.0) -> None:
         """Send what can be sent in ``timeout_s``, publish ``offline`` (retained), disconnect cleanly."""
         client = self._client
         if client is None:
             return
         if self.connected:
-            await self.flush(timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while len(self.store) and time.monotonic() < deadline:  # the store drains
+                self._wake.set()
+                await asyncio.sleep(0.05)
             info = client.publish(self.topics.status, self._offline_payload("shutdown"), qos=1, retain=True)
             fut = self._await_mid(info)
             if fut is not None:

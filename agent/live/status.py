@@ -1,4 +1,5 @@
-"""The ``online`` status body (agent/schemas/status.schema.json) and the engine's error tally."""
+"""The engine-error and reload tally the ``online`` status reports, and the health signature whose
+change publishes that status at once (the body itself is ``LiveAgent.status_body``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 from agent.live.engine_link import EngineLink
 from agent.live.logsetup import worth_logging
 from agent.live.poller import Poller
-from agent.live.store import Store
 from agent.metrics.snapshot import active_drift_list
 
 log = logging.getLogger("rackwatt.agent")
@@ -30,44 +30,6 @@ class AgentTally:
         if worth_logging(self.engine_errors):
             log.error("engine: %s failed (%d time(s) so far); the agent keeps running", what,
                       self.engine_errors, exc_info=exc)
-
-
-def status_body(
-    *,
-    now: float,
-    started_ts: float,
-    poller: Poller | None,
-    engine: EngineLink | None,
-    tally: AgentTally,
-    store: Store | None,
-    hint_counters: dict[str, int] | None,
-    stage: Any,
-) -> dict[str, Any]:
-    """The ``online`` status fields the publisher wraps."""
-    body: dict[str, Any] = {
-        "ts": now,
-        "started": started_ts,
-        "uptime_s": round(max(0.0, now - started_ts), 1),
-        "devices": poller.health_dict() if poller else {},
-        "engine": {
-            "ok": engine is not None and tally.engine_errors == 0,
-            "errors": tally.engine_errors,
-            "last_error": tally.last_engine_error,
-        },
-        "reloads": {"ok": tally.reloads, "rejected": tally.reload_failures},
-    }
-    caps = engine.capabilities() if engine is not None else None
-    if caps is not None:
-        body["capabilities"] = caps
-    if store is not None:
-        body["spool"] = store.stats()
-    if hint_counters is not None:
-        body["hints"] = dict(hint_counters)
-    # active drifts, so a watcher that missed the onset event still sees them (rackwatt watch)
-    body["drifts"] = active_drift_list(engine.engine if engine is not None else None)
-    if stage is not None:
-        body["stage"] = {"stage": stage.stage, "source": stage.source, "job": stage.job}
-    return body
 
 
 def health_signature(poller: Poller | None, engine: EngineLink | None, tally: AgentTally) -> tuple[Any, ...]:

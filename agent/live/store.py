@@ -73,13 +73,14 @@ class Store:
         path: Path | None,
         max_bytes: int,
         clock: Callable[[], float],
-        seq_floor: int,
+        seq_floor: int | None,
     ) -> None:
+        """Use ``Store.open``; ``db`` None gives a store held in memory."""
         self._db = db
         self.path = path
         self.max_bytes = int(max_bytes)
         self._clock = clock
-        self._next_seq = max(1, seq_floor)
+        self._next_seq = 1
         self._bytes = 0  # pending payload bytes on disk
         self._count = 0  # pending messages on disk
         self._held = MemoryHold()
@@ -87,11 +88,24 @@ class Store:
         self.dropped: dict[str, int] = {"summary": 0, "baseline": 0, "event": 0}
         self.corrupt_skipped = 0
         self.reserve_bytes = MIN_RESERVE_BYTES
-        self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
         self._seq_after: int | None = None  # the next message's predecessor, after a jump
         self._degraded: str | None = None if db is not None else "no store file"
-        if db is not None:
+        history = False  # seqs assigned before this run (a store held in memory knows none)
+        if db is not None and path is not None:
             self._load_counters()
+            history = self._meta("next_seq") is not None or self._start_fresh(path.parent)
+            self._resume_after_degraded_crash()
+            if self._count:
+                log.info("store: %d message(s) waiting from a previous run", self._count)
+        # a start may find an older store that was outrun: on to the clock floor, and if that skips
+        # seqs of this store's history the next message says which seq it follows (``seq_after``);
+        # a reload continues the running counter, no jump
+        floor = clock_seq_floor(clock()) if seq_floor is None else seq_floor
+        if floor > self._next_seq:
+            if seq_floor is None and history:
+                self._seq_after = self._next_seq - 1
+            self._next_seq = floor
+        self.opened_seq = self._next_seq  # the first seq this run could assign (for reports)
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -112,61 +126,30 @@ class Store:
         """
         state_dir = Path(state_dir)
         path = state_dir / DB_FILE
+
+        def on_file() -> Store:
+            db = connect(path)
+            try:
+                return cls(db, path, max_bytes, clock, seq_floor)
+            except BaseException:
+                db.close()
+                raise
+
         try:
             state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             try:
-                return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
+                return on_file()
             except sqlite3.OperationalError:
                 raise  # locked by another process, unwritable, disk full …: not bad data
             except sqlite3.DatabaseError as exc:  # not a database, damaged, or a newer schema
                 moved = set_aside(path)
                 log.error("store: %s was not a readable store (%s); kept it as %s and started a new one",
                           path, exc, moved.name if moved else "(could not move it)")
-                return cls._ready(connect(path), state_dir, max_bytes, clock, seq_floor)
+                return on_file()
         except (sqlite3.Error, OSError) as exc:
-            return cls._in_memory(path, max_bytes, clock, seq_floor, exc)
-
-    @classmethod
-    def _ready(
-        cls,
-        db: sqlite3.Connection,
-        state_dir: Path,
-        max_bytes: int,
-        clock: Callable[[], float],
-        seq_floor: int | None,
-    ) -> Store:
-        try:
-            store = cls(db, state_dir / DB_FILE, max_bytes, clock, 1)
-            history = store._meta("next_seq") is not None or store._start_fresh(state_dir)
-            store._resume_after_degraded_crash()
-            if seq_floor is None:  # a start: the file may be an older store that was outrun
-                store._jump_to(clock_seq_floor(clock()), announce=history)
-            else:  # a reload: the running counter continues, no jump
-                store._next_seq = max(store._next_seq, seq_floor)
-        except BaseException:
-            db.close()
-            raise
-        store.opened_seq = store.next_seq
-        return store
-
-    @classmethod
-    def _in_memory(
-        cls, path: Path, max_bytes: int, clock: Callable[[], float], seq_floor: int | None, exc: BaseException
-    ) -> Store:
-        log.error("store: cannot open %s (%s); messages and state are held in memory only until a restart",
-                  path, exc)
-        # as ``_ready``: a reload continues the running counter (no jump to announce); a start
-        # knows no history here, so the clock floor has no predecessor to name
-        return cls(None, None, max_bytes, clock, clock_seq_floor(clock()) if seq_floor is None else seq_floor)
-
-    def _jump_to(self, floor: int, *, announce: bool) -> None:
-        """Raise the counter to ``floor``; if seqs of this store's history are skipped, the next
-        message says which seq it follows (``seq_after``)."""
-        if floor <= self._next_seq:
-            return
-        if announce:
-            self._seq_after = self._next_seq - 1
-        self._next_seq = floor
+            log.error("store: cannot open %s (%s); messages and state are held in memory only until a "
+                      "restart", path, exc)
+            return cls(None, None, max_bytes, clock, seq_floor)
 
     def _start_fresh(self, state_dir: Path) -> bool:
         """A file with no counter: import an older spool and state once; True if that gave it seqs.
@@ -212,15 +195,11 @@ class Store:
             self._try_write(lambda db: self._set_meta(db, "next_seq", lease))
 
     def _load_counters(self) -> None:
-        db = self._conn()
-        count, size, top = db.execute(
+        count, size, top = self._conn().execute(
             "SELECT count(*), coalesce(sum(size), 0), max(seq) FROM outbox"
         ).fetchone()
         self._count, self._bytes = int(count), int(size)
-        stored = self._meta("next_seq") or 1
-        self._next_seq = max(self._next_seq, stored, (top or 0) + 1)
-        if self._count:
-            log.info("store: %d message(s) waiting from a previous run", self._count)
+        self._next_seq = max(self._next_seq, self._meta("next_seq") or 1, (top or 0) + 1)
 
     # ---- sqlite helpers --------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -315,11 +294,9 @@ class Store:
                  len(held))
 
     def _load_counters_quietly(self) -> None:
+        """After a write that failed (and rolled back) or removed rows: the file's counts again."""
         with contextlib.suppress(sqlite3.Error):
-            count, size = (
-                self._conn().execute("SELECT count(*), coalesce(sum(size), 0) FROM outbox").fetchone()
-            )
-            self._count, self._bytes = int(count), int(size)
+            self._load_counters()
 
     # ---- messages --------------------------------------------------------------------------
     def put(
@@ -415,8 +392,7 @@ class Store:
         moved = older.pending(older._count + len(older._held) + 1)
         if not moved:
             return
-        taken = [e for e in moved if e.seq < self._next_seq and self._has(e.seq)]
-        fresh = [e for e in moved if e not in taken]
+        fresh = [e for e in moved if not self._has(e.seq)]  # the new file may hold some already
 
         def write(db: sqlite3.Connection) -> None:
             for env in fresh:

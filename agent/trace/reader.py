@@ -175,7 +175,7 @@ class TraceReader:
         )
 
     def _parse_block(
-        self, block: bytes, line_count: int, first_line: int, last_ts: float, into: np.ndarray
+        self, block: bytes, rows: int, first_line: int, last_ts: float, into: np.ndarray
     ) -> dict[str, np.ndarray]:
         """Parse complete lines into ``into`` (columns × rows); return the text columns.
 
@@ -191,7 +191,6 @@ class TraceReader:
         starts = np.concatenate(([0], ends[:-1] + 1))
         lengths = ends - starts
         self._check_field_counts(block, ends, ncols, first_line, last_ts)
-        rows = line_count
         lengths_2d = lengths.reshape(rows, ncols)
         starts_2d = starts.reshape(rows, ncols)
         problems: list[tuple[int, str]] = []  # (row, reason); the smallest row is raised
@@ -211,7 +210,7 @@ class TraceReader:
         table = values.reshape(rows, ncols)
         ts = table[:, self._ts_index]
         checked_rows = min([row for row, _ in problems], default=rows)  # ts after a bad cell is unknown
-        problem = self._ts_problem(ts[:checked_rows], last_ts, self.strict)
+        problem = self._ts_problem(ts[:checked_rows], last_ts)
         if problem:
             problems.append(problem)
         if problems:
@@ -248,8 +247,9 @@ class TraceReader:
         try:
             labels = [cell.decode("utf-8") for cell in cells]
         except UnicodeDecodeError:
-            row = next(i for i, cell in enumerate(cells) if not _is_utf8(cell))
             labels = [cell.decode("utf-8", errors="replace") for cell in cells]
+            # the first cell the replacement changed (a valid one encodes back to itself)
+            row = next(i for i, cell in enumerate(cells) if labels[i].encode("utf-8") != cell)
             problem = (row, f"{name}: not UTF-8 text")
         if name == "stage":
             bad = {label for label in set(labels) if label and not is_stage_label(label)}
@@ -281,16 +281,13 @@ class TraceReader:
             values[index] = number
         return None
 
-    @staticmethod
-    def _ts_problem(ts: np.ndarray, last_ts: float, strict: bool = True) -> tuple[int, str] | None:
+    def _ts_problem(self, ts: np.ndarray, last_ts: float) -> tuple[int, str] | None:
         """The first row whose ts is missing or (``strict``) not above the previous row's."""
-        if not ts.size:
-            return None
-        if not strict:
-            missing = np.flatnonzero(np.isnan(ts))
-            return (int(missing[0]), "ts is empty or nan (every row needs a ts)") if missing.size else None
         previous = np.concatenate(([last_ts], ts[:-1]))
-        bad = np.flatnonzero(np.isnan(ts) | (ts <= previous) | np.isnan(previous))
+        wrong = np.isnan(ts)
+        if self.strict:
+            wrong |= (ts <= previous) | np.isnan(previous)
+        bad = np.flatnonzero(wrong)
         if not bad.size:
             return None
         row = int(bad[0])
@@ -309,14 +306,6 @@ def _number(value: str | bytes) -> float | None:
         return None if "_" in text else float(text)
     except ValueError:  # UnicodeDecodeError included
         return None
-
-
-def _is_utf8(cell: bytes) -> bool:
-    try:
-        cell.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 open_trace = TraceReader  # the entry point callers and docs name

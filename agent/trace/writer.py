@@ -84,8 +84,7 @@ class TraceWriter:
         for name in self.columns:
             if not name or _TEXT_FORBIDDEN.search(name) or name != name.strip():
                 raise TraceWriteError(f"{self.path}: bad column name {name!r}")
-        self._numeric = [c for c in self.columns[1:] if c not in TEXT_COLUMNS]
-        self._decimals = {c: decimals_for(c, decimals) for c in self._numeric}
+        self._decimals = {c: decimals_for(c, decimals) for c in self.columns[1:] if c not in TEXT_COLUMNS}
         self._last_ts = -math.inf
         self.rows_written = 0
         self._file: IO[str] | None = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
