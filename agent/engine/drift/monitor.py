@@ -377,15 +377,18 @@ class DriftMonitor:
 
     # ------------------------------------------------------------------------------ workload
     def _begin_relearn(
-        self, ts: float, job_change_ts: float = math.nan, changed: tuple[str, ...] = WORKLOAD_COMPONENTS
+        self, ts: float, job_change_ts: float = math.nan, guessed: bool = False
     ) -> tuple[str, ...]:
         """A new workload: the GPU and IT baselines re-learn fast and their detectors re-centre.
 
         A component with a confirmed fault keeps it (a new job does not mend a PSU; re-learning
         would teach the baseline the fault), and so does an IT deviation already building before
         the job changed. ``job_change_ts``: the job change this follows once its kind check decided
-        (NaN: a workload shift found by attribution). ``changed``: the components the change is
-        known to move (a guessed new job on an unlabelled rack: the GPU side only)."""
+        (NaN: a workload shift found by attribution). ``guessed``: new work found from the GPUs alone
+        (an unlabelled rack): the IT detector re-centres too (the nodes' own load is the job's: a
+        CPU-offload job moved PDU power 10 % on the twin) but the IT model keeps its job level (a guess
+        from the GPUs does not say the nodes' load changed; restarting it at every guess cost churning
+        racks 0.4–1 % of healthy-window P95)."""
         at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
         it = self.channels["it"]
@@ -393,11 +396,11 @@ class DriftMonitor:
         # suspicion of a tenth of a percent in idle bins, too small to confirm, is not one.)
         if it.mode == SUSPECTED and abs(it.recent_deviation()) >= T.BUILDING_FRAC * it.params.min_effect:
             faulty |= {"it"}
-        components = tuple(c for c in changed if c not in faulty)
+        components = tuple(c for c in WORKLOAD_COMPONENTS if c not in faulty)
         if "gpu" in components and not at_job_change:  # before the grace wipes it: the old job's level
             self.changes.resets.on_workload_start(ts, self.channels["gpu"], self.context)
         self._start_relearn(tuple(c for c in components if c not in LEVEL_COMPONENTS), ts)
-        if any(c in LEVEL_COMPONENTS for c in components):
+        if any(c in LEVEL_COMPONENTS for c in components) and not guessed:
             self.work_changed_ts = job_change_ts if at_job_change else ts
         for name in components:
             self.channels[name].start_grace(ts + T.RELEARN_S)
@@ -445,7 +448,7 @@ class DriftMonitor:
     ) -> list[dict[str, object]]:
         ts = float(sample.ts)
         guessed = verdict is not None and verdict.guessed
-        relearned = self._begin_relearn(ts, job_change_ts, ("gpu",) if guessed else WORKLOAD_COMPONENTS)
+        relearned = self._begin_relearn(ts, job_change_ts, guessed)
         had = self.incidents.get("workload")
         self.incidents["workload"] = Incident("workload", sample.stage, ts, job_change_ts, 0.0, "gpu", set(),
                                               sample.job)
