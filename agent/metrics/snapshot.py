@@ -4,7 +4,6 @@ the engine, poller and spool could be half-updated. ``families.py`` turns it int
 
 from __future__ import annotations
 
-import math
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from agent import __version__
 from agent.engine.drift.attribution import CAUSES  # every cause has a 0/1 series, active or not
 from agent.metrics.tap import MessageTap
+from agent.payload import number
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
         onset = tap.onsets.get(cause)
         deviation = onset.deviation_pct if onset is not None else None
         if deviation is None and getattr(incident, "component", "") != "thermal":
-            deviation = _finite(getattr(incident, "deviation", None))  # % of the expectation, as published
-        since = _finite(getattr(incident, "since_ts", None)) or _finite(getattr(incident, "onset_ts", None))
+            deviation = number(getattr(incident, "deviation", None))  # % of the expectation, as published
+        since = number(getattr(incident, "since_ts", None)) or number(getattr(incident, "onset_ts", None))
         out[cause] = DriftState(active=True, deviation_pct=deviation, since_ts=since)
     return out
 
@@ -66,16 +66,12 @@ def active_drift_list(engine: Any) -> list[dict[str, Any]]:
     return [
         {
             "cause": cause,
-            "since": _finite(getattr(i, "since_ts", None)),
-            "onset": _finite(getattr(i, "onset_ts", None)),
+            "since": number(getattr(i, "since_ts", None)),
+            "onset": number(getattr(i, "onset_ts", None)),
             "stage": getattr(i, "stage", None) or None,
         }
         for cause, i in sorted(incidents.items())
     ]
-
-
-def _finite(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:

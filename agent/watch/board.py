@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.live.topics import Topics, site_prefix
+from agent.payload import number, section, total
 
 KINDS = ("status", "summary", "event")
 
@@ -68,26 +69,11 @@ class RackRow:
         return out
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _from_status(d: dict[str, Any], seen: ActiveDrift | None) -> ActiveDrift:
     """A drift the status lists; its deviation only an onset event carries (kept if one was seen)."""
-    since = _num(d.get("since")) or _num(d.get("onset")) or math.nan
+    since = number(d.get("since")) or number(d.get("onset")) or math.nan
     stage = d.get("stage") if isinstance(d.get("stage"), str) else None
     return ActiveDrift(str(d["cause"]), since, seen.deviation_pct if seen else None, stage)
-
-
-def _sum(*values: Any) -> float | None:
-    nums = [_num(v) for v in values]
-    return None if any(n is None for n in nums) else sum(n for n in nums if n is not None)
 
 
 class SiteBoard:
@@ -140,9 +126,9 @@ class SiteBoard:
 
     @staticmethod
     def _summary(state: RackState, body: dict[str, Any]) -> None:
-        p = _dict(body.get("power_w"))
-        state.facility_w = _sum(p.get("it"), p.get("cooling"))
-        state.expected_w = _sum(p.get("it_expected"), p.get("cooling_expected"))
+        p = section(body, "power_w")
+        state.facility_w = total(p.get("it"), p.get("cooling"))
+        state.expected_w = total(p.get("it_expected"), p.get("cooling_expected"))
         state.stage = body.get("stage") if isinstance(body.get("stage"), str) else None
         state.job = body.get("job") if isinstance(body.get("job"), str) else None
         state.warm = bool(body.get("warm"))
@@ -161,10 +147,9 @@ class SiteBoard:
             return
         if body.get("state") != "onset":
             return
-        detail = _dict(body.get("detail"))
-        since = _num(detail.get("since")) or _num(body.get("ts")) or math.nan
+        since = number(section(body, "detail").get("since")) or number(body.get("ts")) or math.nan
         stage = body.get("stage") if isinstance(body.get("stage"), str) else None
-        state.drifts[cause] = ActiveDrift(cause, since, _num(body.get("deviation_pct")), stage)
+        state.drifts[cause] = ActiveDrift(cause, since, number(body.get("deviation_pct")), stage)
 
     def rows(self, now: float) -> list[RackRow]:
         """One row per rack, by rack name (``table.sort_rows`` orders them otherwise)."""

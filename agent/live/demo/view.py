@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.payload import number, section, total
+
 MAX_EVENTS = 6
 
 
@@ -97,24 +99,18 @@ class DemoState:
         """(measured, expected) facility power = IT (PDUs) + the rack's cooling share, W."""
         if self.summary is None:
             return None, None
-        p = self.summary.get("power_w") or {}
-        measured = _sum(p.get("it"), p.get("cooling"))
+        p = section(self.summary, "power_w")
+        measured = total(p.get("it"), p.get("cooling"))
         if not self.summary.get("warm"):
             return measured, None  # no predictions while warming up
-        return measured, _sum(p.get("it_expected"), p.get("cooling_expected"))
-
-
-def _sum(a: Any, b: Any) -> float | None:
-    if a is None or b is None:
-        return None
-    return float(a) + float(b)
+        return measured, total(p.get("it_expected"), p.get("cooling_expected"))
 
 
 def fmt_w(value: Any) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    watts = number(value)
+    if watts is None:
         return "—"
-    value = float(value)
-    return f"{value / 1000:.2f} kW" if abs(value) >= 1000 else f"{value:.0f} W"
+    return f"{watts / 1000:.2f} kW" if abs(watts) >= 1000 else f"{watts:.0f} W"
 
 
 def fmt_time(ts: float) -> str:
@@ -140,10 +136,9 @@ def lag_text(summary: dict[str, Any] | None) -> str:
 
 
 def event_line(e: dict[str, Any]) -> str:
-    detail = e.get("detail") or {}
-    dev = e.get("deviation_pct")
-    dev_text = f" {dev:+.1f} %" if isinstance(dev, int | float) else ""
-    why = detail.get("explanation") or ""
+    dev = number(e.get("deviation_pct"))
+    dev_text = f" {dev:+.1f} %" if dev is not None else ""
+    why = section(e, "detail").get("explanation") or ""
     when = fmt_time(float(e.get("ts") or math.nan))
     state = str(e.get("state", "?")).upper()
     return f"{when} {state} cause={e.get('cause')} stage={e.get('stage')}{dev_text}: {why}"
