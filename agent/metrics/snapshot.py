@@ -51,8 +51,7 @@ def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
         if incident is None:
             out[cause] = DriftState(active=False)
             continue
-        onset = tap.onsets.get(cause)
-        deviation = onset.deviation_pct if onset is not None else None
+        deviation = tap.deviations.get(cause)
         if deviation is None and getattr(incident, "component", "") != "thermal":
             deviation = number(getattr(incident, "deviation", None))  # % of the expectation, as published
         since = number(getattr(incident, "since_ts", None)) or number(getattr(incident, "onset_ts", None))
