@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from agent.metrics.families import FamilySet
+from agent.metrics.jobs import stage_energy_kwh
 from agent.payload import number, section, total
+from agent.report.page import drift_periods, job_rows
 from agent.sparkplug.node import EdgeNode, summary_metrics
 from agent.watch.board import SiteBoard
 
@@ -108,3 +110,21 @@ def test_metric_families_export_numbers_and_flags() -> None:
     fs.flag("down", "doc", False)
     assert _gauges(fs) == {"rackwatt_x_watts": [7.0], "rackwatt_up": [1.0], "rackwatt_down": [0.0]}
 
+
+def test_job_ledger_reads_only_finite_energy() -> None:
+    summary = {"energy_kwh": {"a": {"it": 1.5, "cooling": True}, "b": {"it": math.inf, "cooling": -1},
+                              "c": "x", "d": {"it": 2, "cooling": math.nan}}}
+    assert stage_energy_kwh(summary) == {("a", "it"): 1.5, ("d", "it"): 2.0}
+
+
+def test_report_job_total_is_unknown_when_a_stage_lacks_a_part() -> None:
+    stages = {"train": {"it": 1.0, "cooling": 0.5, "facility": 1.5, "gpu": True},
+              "eval": {"it": 2.0, "cooling": math.nan, "facility": 2.0, "gpu": 1}}
+    job_total = job_rows({"job_energy_kwh": {"j1": stages}})[0]
+    assert job_total == {"job": "j1", "stage": None, "it": 3.0, "cooling": None, "facility": 3.5, "gpu": None}
+
+
+def test_report_drift_periods_skip_events_without_a_time() -> None:
+    events = [{"ts": True, "cause": "a", "state": "onset"}, {"ts": math.nan, "cause": "b", "state": "onset"},
+              {"ts": 100, "cause": "c", "state": "onset", "detail": {"since": math.inf}}]
+    assert [(p["cause"], p["start"]) for p in drift_periods(events, 200.0)] == [("c", 100.0)]

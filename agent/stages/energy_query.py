@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
 
+from agent.payload import number
 from agent.stages.hints import MIN_TS, HintError, check_job
 
 MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
@@ -60,11 +60,12 @@ def parse_query(data: bytes) -> Query | None:
 def _time(value: object, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    ts = number(value)
+    if ts is None:
         raise HintError("bad_ts", f"{what}: expected Unix seconds")
-    if value < MIN_TS:
+    if ts < MIN_TS:
         raise HintError("bad_ts", f"{what}: {value} is before 2000 (not Unix seconds)")
-    return float(value)
+    return ts
 
 
 def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ then JSON, then fields). A bad datagram raises ``HintError`` whose ``reason`` is
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 from agent.node.config import NODE_ID
 from agent.node.wire import MAX_ID_BYTES
+from agent.payload import number
 from agent.trace.model import STAGE_LABEL_MAX_CHARS, is_stage_label
 
 MAX_DATAGRAM_BYTES = 1024
@@ -157,15 +157,10 @@ def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
 
 
 def _number(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise HintError("bad_value", f"{what}: expected a number, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:  # a JSON integer of hundreds of digits
-        raise HintError("bad_value", f"{what}: not a finite number") from None
-    if not math.isfinite(number):
-        raise HintError("bad_value", f"{what}: not a finite number")
-    return number
+    result = number(value)
+    if result is None:
+        raise HintError("bad_value", f"{what}: expected a finite number, got {value!r:.40}")
+    return result
 
 
 def _timestamp(value: object, now: float) -> float:
