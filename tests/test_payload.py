@@ -16,7 +16,7 @@ import pytest
 from agent.metrics.families import FamilySet
 from agent.metrics.jobs import stage_energy_kwh
 from agent.payload import number, section, total
-from agent.report.page import drift_periods, job_rows
+from agent.report.page import _skipped_input, drift_periods, job_rows
 from agent.sparkplug.node import EdgeNode, summary_metrics
 from agent.watch.board import SiteBoard
 
@@ -128,3 +128,8 @@ def test_report_drift_periods_skip_events_without_a_time() -> None:
     events = [{"ts": True, "cause": "a", "state": "onset"}, {"ts": math.nan, "cause": "b", "state": "onset"},
               {"ts": 100, "cause": "c", "state": "onset", "detail": {"since": math.inf}}]
     assert [(p["cause"], p["start"]) for p in drift_periods(events, 200.0)] == [("c", 100.0)]
+
+
+def test_report_skipped_input_counts_only_numbers() -> None:
+    summary = {"hygiene": {"gaps": math.inf, "bad_ts_rows": 3.0, "out_of_order_rows": True}}
+    assert _skipped_input(summary) == {"out_of_order_rows": 0, "bad_ts_rows": 3, "gaps": 0}  # inf raised

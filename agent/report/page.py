@@ -157,10 +157,8 @@ def _histogram(errors: np.ndarray, edges: np.ndarray) -> list[int]:
 
 def _skipped_input(last_summary: dict[str, Any]) -> dict[str, int]:
     """Rows the engine did not use and gaps it restarted after (the last summary's ``hygiene``)."""
-    hygiene = last_summary.get("hygiene")
-    hygiene = hygiene if isinstance(hygiene, dict) else {}
-    keys = ("out_of_order_rows", "bad_ts_rows", "gaps")
-    return {k: int(v) if isinstance(v := hygiene.get(k), (int, float)) else 0 for k in keys}
+    hygiene = section(last_summary, "hygiene")
+    return {k: int(number(hygiene.get(k)) or 0) for k in ("out_of_order_rows", "bad_ts_rows", "gaps")}
 
 
 def build_payload(data: ReportData) -> dict[str, Any]:
