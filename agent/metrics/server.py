@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from agent.config.model import MetricsSection
@@ -57,15 +57,11 @@ class RackCollector(Collector):
                 log.warning("metrics: no snapshot for this scrape (%s: %s)", type(exc).__name__, exc)
                 return
             snap, stale = self._last, True
-        yield from build_families(snap)
-        age = GaugeMetricFamily(
-            "rackwatt_metrics_snapshot_age_seconds",
-            "Age of the figures served (0 unless the agent's loop was too busy to "
-            "answer this scrape in time).",
-            labels=list(snap.labels),
-        )
-        age.add_metric(list(snap.labels.values()), time.monotonic() - self._last_mono if stale else 0.0)
-        yield age
+        families = build_families(snap)
+        families.gauge("metrics_snapshot_age_seconds", "Age of the figures served (0 unless the agent's "
+                       "loop was too busy to answer this scrape in time).",
+                       time.monotonic() - self._last_mono if stale else 0.0)
+        yield from families
 
 
 class MetricsServer:
