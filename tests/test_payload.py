@@ -133,3 +133,11 @@ def test_report_drift_periods_skip_events_without_a_time() -> None:
 def test_report_skipped_input_counts_only_numbers() -> None:
     summary = {"hygiene": {"gaps": math.inf, "bad_ts_rows": 3.0, "out_of_order_rows": True}}
     assert _skipped_input(summary) == {"out_of_order_rows": 0, "bad_ts_rows": 3, "gaps": 0}  # inf raised
+
+
+@pytest.mark.parametrize(("pending", "shown"), [(3, 3), (True, None), (math.inf, None), ("3", None)])
+def test_watch_board_spool_pending_is_a_number(pending: Any, shown: int | None) -> None:
+    board = SiteBoard("dc", "s1")
+    body = json.dumps({"state": "online", "spool": {"pending": pending}}).encode()
+    board.receive("dc/s1/r1/status", body, 0.0)
+    assert board.rows(0.0)[0].spool_pending == shown

@@ -33,10 +33,8 @@ class RackState:
     state: str = ""  # online / offline (from the retained status)
     offline_reason: str = ""
     stage: str | None = None
-    job: str | None = None
     facility_w: float | None = None
     expected_w: float | None = None
-    warm: bool = False
     held: tuple[str, ...] = ()
     spool_pending: int | None = None
     devices_down: tuple[str, ...] = ()
@@ -108,9 +106,9 @@ class SiteBoard:
     def _status(state: RackState, body: dict[str, Any]) -> None:
         state.state = str(body.get("state") or "")
         state.offline_reason = str(body.get("reason") or "") if state.state == "offline" else ""
-        spool = body.get("spool")
-        if isinstance(spool, dict) and isinstance(spool.get("pending"), int):
-            state.spool_pending = int(spool["pending"])
+        pending = number(section(body, "spool").get("pending"))
+        if pending is not None:
+            state.spool_pending = int(pending)
         drifts = body.get("drifts")
         if state.state == "online" and isinstance(drifts, list):  # the agent's own list: it wins
             state.drifts = {
@@ -130,8 +128,6 @@ class SiteBoard:
         state.facility_w = total(p.get("it"), p.get("cooling"))
         state.expected_w = total(p.get("it_expected"), p.get("cooling_expected"))
         state.stage = body.get("stage") if isinstance(body.get("stage"), str) else None
-        state.job = body.get("job") if isinstance(body.get("job"), str) else None
-        state.warm = bool(body.get("warm"))
         held = body.get("held")
         state.held = tuple(str(h) for h in held) if isinstance(held, list) else ()
         if not state.state:
