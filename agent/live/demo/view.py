@@ -62,8 +62,7 @@ class DemoState:
         if kind == "summary":
             self.summary = payload
             self.summaries += 1
-            for stage, entry in (payload.get("stages") or {}).items():
-                self.baselines[stage] = entry
+            self.baselines.update(section(payload, "stages"))
         elif kind == "baseline":
             stage = payload.get("stage")
             if isinstance(stage, str):
