@@ -15,8 +15,7 @@ from typing import Any
 
 from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
 
-from agent.payload import number
-from agent.stages.hints import MIN_TS, HintError, check_job
+from agent.stages.hints import HintError, check_job, check_ts
 
 MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
 
@@ -49,23 +48,12 @@ def parse_query(data: bytes) -> Query | None:
     qid = obj.get("id")
     if isinstance(qid, bool) or not isinstance(qid, int) or not 0 <= qid < 2**53:
         raise HintError("bad_value", "id: expected a non-negative integer")
-    t0, t1 = _time(obj.get("t0"), "t0"), _time(obj.get("t1"), "t1")
+    t0, t1 = check_ts(obj.get("t0"), "t0"), check_ts(obj.get("t1"), "t1")
     if t1 is not None and t0 is None:
         raise HintError("bad_value", "t1 given without t0")
     if t0 is not None and t1 is not None and not 0 <= t1 - t0 <= MAX_WINDOW_S:
         raise HintError("bad_value", f"t1 - t0 must be within [0, {MAX_WINDOW_S:g}] s, got {t1 - t0:g}")
     return Query(qid, t0, t1, check_job(obj.get("job")))
-
-
-def _time(value: object, what: str) -> float | None:
-    if value is None:
-        return None
-    ts = number(value)
-    if ts is None:
-        raise HintError("bad_ts", f"{what}: expected Unix seconds")
-    if ts < MIN_TS:
-        raise HintError("bad_ts", f"{what}: {value} is before 2000 (not Unix seconds)")
-    return ts
 
 
 def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:
