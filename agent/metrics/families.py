@@ -26,13 +26,6 @@ class FamilySet:
         self.base = dict(base)
         self._families: dict[str, Metric] = {}
 
-    def _family(self, kind: type, name: str, doc: str, extra: list[str]) -> Any:
-        family = self._families.get(name)
-        if family is None:
-            family = kind(P + name, doc, labels=[*self.base, *extra])
-            self._families[name] = family
-        return family
-
     def gauge(self, name: str, doc: str, value: Any, **labels: str) -> None:
         self._add(GaugeMetricFamily, name, doc, value, labels)
 
@@ -44,9 +37,12 @@ class FamilySet:
 
     def _add(self, kind: type, name: str, doc: str, value: Any, labels: dict[str, str]) -> None:
         value = number(value)
-        if value is not None:
-            family = self._family(kind, name, doc, list(labels))
-            family.add_metric([*self.base.values(), *labels.values()], value)
+        if value is None:
+            return
+        family: Any = self._families.get(name)
+        if family is None:
+            family = self._families[name] = kind(P + name, doc, labels=[*self.base, *labels])
+        family.add_metric([*self.base.values(), *labels.values()], value)
 
     def info(self, name: str, doc: str, values: Mapping[str, str]) -> None:
         family = InfoMetricFamily(P + name, doc, labels=list(self.base))

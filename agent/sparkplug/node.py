@@ -29,9 +29,8 @@ def summary_metrics(summary: Mapping[str, Any]) -> dict[str, tuple[int, Value]]:
     for key in ("gpu", "it", "it_expected", "cooling", "cooling_expected"):
         out[f"power/{key}_w"] = (DOUBLE, number(power.get(key)))
     out["power/facility_w"] = (DOUBLE, total(power.get("it"), power.get("cooling")))
-    lag = section(summary, "lag")
-    out["lag/tau_s"] = (DOUBLE, number(lag.get("tau_s")))
-    out["lag/dead_s"] = (DOUBLE, number(lag.get("dead_s")))
+    for key in ("tau_s", "dead_s"):
+        out[f"lag/{key}"] = (DOUBLE, number(section(summary, "lag").get(key)))
     for stage, entry in sorted(section(summary, "stages").items()):
         out[f"baseline/{stage}/level_w"] = (DOUBLE, number((entry or {}).get("level_w")))
     for stage, parts in sorted(section(summary, "energy_kwh").items()):

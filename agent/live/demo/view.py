@@ -222,10 +222,8 @@ def screen_lines(state: DemoState, width: int = 100) -> list[str]:
 
 def _brief(kind: str, p: dict[str, Any]) -> str:
     if kind == "summary":
-        pw = p.get("power_w") or {}
-        return (
-            f"stage {p.get('stage')}, IT {fmt_w(pw.get('it'))}, {len(p.get('stages') or {})} stage baselines"
-        )
+        it_w = section(p, "power_w").get("it")
+        return f"stage {p.get('stage')}, IT {fmt_w(it_w)}, {len(section(p, 'stages'))} stage baselines"
     if kind == "baseline":
         return f"level {fmt_w(p.get('level_w'))}, samples {p.get('samples')}"
     if kind == "event":
@@ -305,16 +303,11 @@ class PlainLog:
             f"facility {fmt_w(measured)} expected {fmt_w(expected)}",
             f"warm {str(bool(s.get('warm'))).lower()}",
         ]
-        stages = s.get("stages") or {}
-        if stages:
-            parts.append(
-                "baselines "
-                + " ".join(
-                    f"{name}={fmt_w(b.get('level_w'))}/n{b.get('samples', 0)}"
-                    for name, b in sorted(stages.items())
-                )
-            )
-        lag = s.get("lag") or {}
+        baselines = [f"{name}={fmt_w(b.get('level_w'))}/n{b.get('samples', 0)}"
+                     for name, b in sorted(section(s, "stages").items())]
+        if baselines:
+            parts.append("baselines " + " ".join(baselines))
+        lag = section(s, "lag")
         if lag:
             parts.append(f"lag tau {lag.get('tau_s', 0):g} s dead {lag.get('dead_s', 0):g} s")
         if state.mqtt_mode != "broker":
