@@ -1,4 +1,4 @@
-"""Reading numbers out of a decoded payload (an MQTT summary, status or event, a report line, a hint).
+"""Reading a payload (an MQTT summary, status or event, a report line, a hint): the object, its numbers.
 
 A measurement is a finite int or float. JSON ``true`` is not 1 W, and NaN/±inf are never values,
 so both read as None: "the agent does not know", which every reader already shows or exports as
@@ -9,9 +9,20 @@ a value was refused raise on None.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
+
+
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """``data`` decoded as a JSON object; None when it is not JSON (or nested past the parser's
+    depth), or is JSON but not an object."""
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def number(value: object) -> float | None:

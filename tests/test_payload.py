@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from agent.live.accept import parse_accept
 from agent.metrics.families import FamilySet
 from agent.metrics.jobs import stage_energy_kwh
-from agent.payload import number, section, total
+from agent.payload import json_object, number, section, total
 from agent.report.page import _skipped_input, drift_periods, job_rows
 from agent.sparkplug.node import EdgeNode, summary_metrics
 from agent.watch.board import SiteBoard
@@ -53,6 +54,18 @@ def test_section_is_empty_unless_an_object() -> None:
     for bad in (None, [1], "x", 3, True):
         assert section({"p": bad}, "p") == {}
     assert section({}, "p") == {}
+
+
+def test_json_object_is_none_unless_an_object() -> None:
+    assert json_object(b'{"a": 1}') == {"a": 1}
+    for bad in (b"[1]", b"3", b"not json", b"\xff", b"[" * 100_000 + b"]" * 100_000):
+        assert json_object(bad) is None
+
+
+def test_watch_board_counts_a_nested_flood_as_unreadable() -> None:
+    board = SiteBoard("dc", "s1")
+    assert not board.receive("dc/s1/r1/summary", b"[" * 100_000, 0.0)  # raised RecursionError
+    assert board.ignored == 1
 
 
 # ---- the readers -------------------------------------------------------------------------------
@@ -141,3 +154,8 @@ def test_watch_board_spool_pending_is_a_number(pending: Any, shown: int | None) 
     body = json.dumps({"state": "online", "spool": {"pending": pending}}).encode()
     board.receive("dc/s1/r1/status", body, 0.0)
     assert board.rows(0.0)[0].spool_pending == shown
+
+
+def test_accept_refuses_a_nested_flood_as_not_json() -> None:
+    with pytest.raises(ValueError, match="not JSON"):  # was a RecursionError (a logged traceback)
+        parse_accept(b"[" * 1024)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
 
+from agent.payload import json_object
 from agent.stages.hints import HintError, check_job, check_ts
 
 MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
@@ -34,12 +35,9 @@ def parse_query(data: bytes) -> Query | None:
     """The query in ``data``, None when ``data`` is not a query; raises HintError naming what is wrong."""
     if b'"query"' not in data:  # the cheap test: hints and commands never carry this key
         return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None  # not JSON: the hint parser says so, under its own reason
-    if not isinstance(obj, dict) or "query" not in obj:
-        return None
+    obj = json_object(data)
+    if obj is None or "query" not in obj:
+        return None  # not JSON (the hint parser says so, under its own reason), or not a query
     unknown = set(obj) - FIELDS
     if unknown:
         raise HintError("unknown_field", f"unknown field(s) in query: {', '.join(sorted(unknown))[:120]}")

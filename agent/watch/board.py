@@ -8,13 +8,12 @@ deviation only from the next onset event).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.live.topics import Topics, site_prefix
-from agent.payload import number, section, total
+from agent.payload import json_object, number, section, total
 
 KINDS = ("status", "summary", "event")
 
@@ -90,11 +89,8 @@ class SiteBoard:
         kind = Topics(self.prefix + rack).kind_of(topic)
         if not rack or kind not in KINDS:
             return False
-        try:
-            body = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(payload)
+        if body is None:
             self.ignored += 1
             return False
         state = self.racks.setdefault(rack, RackState(rack))
