@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from prometheus_client.registry import Collector
 from agent.config.model import MetricsSection
 from agent.metrics.families import build_families
 from agent.metrics.jobs import JobEnergyLedger
-from agent.metrics.snapshot import RackSnapshot, node_name, take_snapshot
+from agent.metrics.snapshot import RackSnapshot, take_snapshot
 from agent.metrics.tap import MessageTap
 
 log = logging.getLogger("rackwatt.metrics")
@@ -100,7 +101,7 @@ async def serve_metrics(agent: Any) -> AsyncIterator[MetricsServer | None]:
         return
     ledger = JobEnergyLedger(section.max_jobs)
     tap = MessageTap(ledger)
-    node = node_name(section.node)
+    node = section.node or socket.gethostname()  # [metrics] node, else this host's name
     if agent.engine is not None:
         with contextlib.suppress(Exception):  # no reference yet: the first summary sets it
             ledger.start_from(agent.engine.summary_payload(agent.clock.time()))

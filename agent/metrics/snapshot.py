@@ -4,7 +4,6 @@ the engine, poller and spool could be half-updated. ``families.py`` turns it int
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +30,6 @@ class RackSnapshot:
     jobs_j: dict[str, dict[str, float]] = field(default_factory=dict)
     drift_events: dict[tuple[str, str], int] = field(default_factory=dict)
     last_summary_ts: float | None = None
-
-
-def node_name(configured: str) -> str:
-    return configured or socket.gethostname()
 
 
 def _incidents(engine: Any) -> dict[str, Any]:
