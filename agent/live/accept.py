@@ -21,7 +21,7 @@ def parse_accept(data: bytes) -> tuple[str, str]:
         raise ValueError(f"payload of {len(data)} bytes exceeds {MAX_BYTES}")
     try:
         obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested past the parser
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -33,12 +34,21 @@ def host_port(text: str) -> MqttTarget:
 
 
 def positive(text: str) -> float:
+    return _number(text, "> 0", lambda value: value > 0)
+
+
+def non_negative(text: str) -> float:
+    return _number(text, ">= 0", lambda value: value >= 0)
+
+
+def _number(text: str, rule: str, holds: Callable[[float], bool]) -> float:
+    """``text`` as a number the rule holds for (never NaN: no comparison holds for it)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not holds(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
     return value
 
 

@@ -12,7 +12,7 @@ import sys
 
 from agent.config.model import MqttSection
 from agent.config.rules import SITE_NAME
-from agent.live.cli_types import MqttTarget, host_port, interactive_terminal, positive
+from agent.live.cli_types import MqttTarget, host_port, interactive_terminal, non_negative, positive
 from agent.live.demo.session import (
     FAULT_CHOICES,
     FAULT_WARMUP_H,
@@ -26,16 +26,6 @@ from agent.live.demo.setup import broker_answers
 
 DEFAULT_SPEED = 60.0
 LOCAL_BROKER = (MqttSection.host, MqttSection.port)  # [mqtt]'s defaults
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"inject a fault shortly after the warm-up: {', '.join(FAULT_CHOICES)}")
     parser.add_argument(
         "--warmup",
-        type=_non_negative,
+        type=non_negative,
         metavar="H",
         help="replay the first H simulated hours through the engine before going live (default "
         f"{FAULT_WARMUP_H:g} with --fault, else {HEALTHY_WARMUP_H:g}, so predictions show from the start; "

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from agent.payload import number, section
 from agent.trace.model import J_PER_KWH
 
 NO_JOB = "none"
@@ -22,16 +23,13 @@ PARTS = ("it", "cooling")  # facility energy = IT + the rack's attributed coolin
 def stage_energy_kwh(summary: Mapping[str, Any]) -> dict[tuple[str, str], float]:
     """(stage, part) → cumulative kWh from a summary payload's ``energy_kwh``."""
     out: dict[tuple[str, str], float] = {}
-    energy = summary.get("energy_kwh")
-    if not isinstance(energy, Mapping):
-        return out
-    for stage, parts in energy.items():
+    for stage, parts in section(summary, "energy_kwh").items():
         if not isinstance(parts, Mapping):
             continue
         for part in PARTS:
-            value = parts.get(part)
-            if isinstance(value, int | float) and value >= 0:
-                out[(str(stage), part)] = float(value)
+            value = number(parts.get(part))
+            if value is not None and value >= 0:
+                out[(str(stage), part)] = value
     return out
 
 

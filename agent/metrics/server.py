@@ -10,18 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from agent.config.model import MetricsSection
 from agent.metrics.families import build_families
 from agent.metrics.jobs import JobEnergyLedger
-from agent.metrics.snapshot import RackSnapshot, node_name, take_snapshot
+from agent.metrics.snapshot import RackSnapshot, take_snapshot
 from agent.metrics.tap import MessageTap
 
 log = logging.getLogger("rackwatt.metrics")
@@ -57,15 +58,11 @@ class RackCollector(Collector):
                 log.warning("metrics: no snapshot for this scrape (%s: %s)", type(exc).__name__, exc)
                 return
             snap, stale = self._last, True
-        yield from build_families(snap)
-        age = GaugeMetricFamily(
-            "rackwatt_metrics_snapshot_age_seconds",
-            "Age of the figures served (0 unless the agent's loop was too busy to "
-            "answer this scrape in time).",
-            labels=list(snap.labels),
-        )
-        age.add_metric(list(snap.labels.values()), time.monotonic() - self._last_mono if stale else 0.0)
-        yield age
+        families = build_families(snap)
+        families.gauge("metrics_snapshot_age_seconds", "Age of the figures served (0 unless the agent's "
+                       "loop was too busy to answer this scrape in time).",
+                       time.monotonic() - self._last_mono if stale else 0.0)
+        yield from families
 
 
 class MetricsServer:
@@ -104,7 +101,7 @@ async def serve_metrics(agent: Any) -> AsyncIterator[MetricsServer | None]:
         return
     ledger = JobEnergyLedger(section.max_jobs)
     tap = MessageTap(ledger)
-    node = node_name(section.node)
+    node = section.node or socket.gethostname()  # [metrics] node, else this host's name
     if agent.engine is not None:
         with contextlib.suppress(Exception):  # no reference yet: the first summary sets it
             ledger.start_from(agent.engine.summary_payload(agent.clock.time()))

@@ -4,14 +4,13 @@ the engine, poller and spool could be half-updated. ``families.py`` turns it int
 
 from __future__ import annotations
 
-import math
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent import __version__
 from agent.engine.drift.attribution import CAUSES  # every cause has a 0/1 series, active or not
 from agent.metrics.tap import MessageTap
+from agent.payload import number
 
 
 @dataclass(frozen=True)
@@ -33,10 +32,6 @@ class RackSnapshot:
     last_summary_ts: float | None = None
 
 
-def node_name(configured: str) -> str:
-    return configured or socket.gethostname()
-
-
 def _incidents(engine: Any) -> dict[str, Any]:
     """cause → the drift monitor's active incident (none without an engine or a detector)."""
     return dict(getattr(getattr(engine, "drift", None), "incidents", None) or {})
@@ -51,11 +46,10 @@ def active_drifts(engine: Any, tap: MessageTap) -> dict[str, DriftState]:
         if incident is None:
             out[cause] = DriftState(active=False)
             continue
-        onset = tap.onsets.get(cause)
-        deviation = onset.deviation_pct if onset is not None else None
+        deviation = tap.deviations.get(cause)
         if deviation is None and getattr(incident, "component", "") != "thermal":
-            deviation = _finite(getattr(incident, "deviation", None))  # % of the expectation, as published
-        since = _finite(getattr(incident, "since_ts", None)) or _finite(getattr(incident, "onset_ts", None))
+            deviation = number(getattr(incident, "deviation", None))  # % of the expectation, as published
+        since = number(getattr(incident, "since_ts", None)) or number(getattr(incident, "onset_ts", None))
         out[cause] = DriftState(active=True, deviation_pct=deviation, since_ts=since)
     return out
 
@@ -66,16 +60,12 @@ def active_drift_list(engine: Any) -> list[dict[str, Any]]:
     return [
         {
             "cause": cause,
-            "since": _finite(getattr(i, "since_ts", None)),
-            "onset": _finite(getattr(i, "onset_ts", None)),
+            "since": number(getattr(i, "since_ts", None)),
+            "onset": number(getattr(i, "onset_ts", None)),
             "stage": getattr(i, "stage", None) or None,
         }
         for cause, i in sorted(incidents.items())
     ]
-
-
-def _finite(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def take_snapshot(agent: Any, tap: MessageTap, node: str) -> RackSnapshot:

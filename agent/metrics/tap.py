@@ -1,28 +1,19 @@
 """What ``/metrics`` learns from the messages the agent publishes, exactly as MQTT subscribers do:
-summaries feed the job energy ledger; drift events give each cause's published deviation and are
-counted by cause and state.
+summaries feed the job energy ledger; drift events give each cause's published deviation (what an
+operator was told) and are counted by cause and state.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from agent.live.outbox import MessageObserver
 from agent.metrics.jobs import JobEnergyLedger
+from agent.payload import number
 
 log = logging.getLogger("rackwatt.metrics")
-
-
-@dataclass(frozen=True)
-class Onset:
-    """The last published onset of one cause: what an operator was told."""
-
-    ts: float
-    deviation_pct: float | None
-    since_ts: float | None
 
 
 class MessageTap:
@@ -30,16 +21,16 @@ class MessageTap:
 
     def __init__(self, ledger: JobEnergyLedger) -> None:
         self.ledger = ledger
-        self.onsets: dict[str, Onset] = {}
+        self.deviations: dict[str, float | None] = {}  # cause → its last published onset's deviation_pct
         self.events: Counter[tuple[str, str]] = Counter()  # (cause, state) → published drift events
         self.last_summary_ts: float | None = None
 
     def message(self, kind: str, topic: str, payload: dict[str, Any]) -> None:
         if kind == "summary":
             self.ledger.observe_summary(payload)
-            ts = payload.get("ts")
-            if isinstance(ts, int | float):
-                self.last_summary_ts = float(ts)
+            ts = number(payload.get("ts"))
+            if ts is not None:
+                self.last_summary_ts = ts
         elif kind == "event" and payload.get("kind") == "drift":
             self._event(payload)
 
@@ -47,14 +38,9 @@ class MessageTap:
         cause, state = str(payload.get("cause") or "unknown"), str(payload.get("state") or "")
         self.events[(cause, state)] += 1
         if state == "onset":
-            detail = payload.get("detail") if isinstance(payload.get("detail"), dict) else {}
-            since = detail.get("since") if detail else None
-            dev = payload.get("deviation_pct")
-            self.onsets[cause] = Onset(ts=float(payload.get("ts") or 0.0),
-                                       deviation_pct=float(dev) if isinstance(dev, int | float) else None,
-                                       since_ts=float(since) if isinstance(since, int | float) else None)
+            self.deviations[cause] = number(payload.get("deviation_pct"))
         elif state == "cleared":
-            self.onsets.pop(cause, None)
+            self.deviations.pop(cause, None)
 
     def observer(self, downstream: MessageObserver | None) -> MessageObserver:
         """This tap, then ``downstream``; a failure here never keeps a message from it."""

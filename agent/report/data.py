@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from agent.engine.hygiene import SENTINELS
+from agent.payload import number, section
 from agent.trace.model import CANONICAL_STAGES, J_PER_KWH, TraceChunk
 
 NON_COMPUTE_STAGES = ("idle", "checkpoint", "data_load", "grad_sync")
@@ -109,16 +110,15 @@ def _time_range(path: Path) -> tuple[float, float, int]:
 
 def _stage_levels(payload: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
     """Per-stage (level, low, high) in W from a summary's ``stages``; no level: skipped, no band: flat."""
-    stages = payload.get("stages")
     found: dict[str, tuple[float, float, float]] = {}
-    for name, entry in stages.items() if isinstance(stages, dict) else ():
-        level = entry.get("level_w") if isinstance(entry, dict) else None
-        if not isinstance(level, int | float):
+    for name, entry in section(payload, "stages").items():
+        level = number(entry.get("level_w")) if isinstance(entry, dict) else None
+        if level is None:
             continue
         band = entry.get("band_w")
         if not (isinstance(band, list | tuple) and len(band) == 2):
             band = (level, level)
-        found[str(name)] = (float(level), float(band[0]), float(band[1]))
+        found[str(name)] = (level, float(band[0]), float(band[1]))
     return found
 
 
@@ -150,8 +150,7 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
                          stages.index(label), obj.get("source") == "inferred")
         elif kind == "window":
             for key in windows:
-                value = obj.get(key)
-                windows[key].append(float(value) if isinstance(value, int | float) else None)
+                windows[key].append(number(obj.get(key)))
         elif kind == "event":
             events.append(obj)
         elif kind == "summary":
@@ -176,7 +175,7 @@ def load_report(path: Path, buckets: int = 3000, max_baseline_points: int = 1500
 def _site_rack(summary: dict[str, Any]) -> dict[str, str]:
     """Site and rack of a summary line: its payload's fields (summary.schema.json), else the
     topic's ``<root>/<site>/<rack>/summary`` (docs/mqtt.md)."""
-    payload = summary.get("payload") or {}
+    payload = section(summary, "payload")
     site, rack = payload.get("site"), payload.get("rack")
     if isinstance(site, str) and isinstance(rack, str) and site and rack:
         return {"site": site, "rack": rack}
@@ -188,11 +187,7 @@ def _site_rack(summary: dict[str, Any]) -> dict[str, str]:
 
 def _count_off(counts: dict[str, tuple[str, int]], payload: dict[str, Any]) -> None:
     """Tally the detections a summary says were off (``capabilities.detections``), first reason kept."""
-    caps = payload.get("capabilities")
-    detections = caps.get("detections") if isinstance(caps, dict) else None
-    if not isinstance(detections, dict):
-        return
-    for name, state in detections.items():
+    for name, state in section(section(payload, "capabilities"), "detections").items():
         if isinstance(state, str) and state.startswith("off"):
             why, n = counts.get(name, (state.removeprefix("off: "), 0))
             counts[name] = (why, n + 1)

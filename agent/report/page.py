@@ -6,13 +6,13 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from agent import __version__
+from agent.payload import number, section, total
 from agent.report.data import (
     NON_COMPUTE_STAGES,
     WINDOW_ENERGIES,
@@ -87,20 +87,19 @@ def drift_periods(events: list[dict[str, Any]], end: float) -> list[dict[str, An
     periods: list[dict[str, Any]] = []
     open_by_cause: dict[str, dict[str, Any]] = {}
     for event in sorted(events, key=lambda e: float(e.get("ts") or 0.0)):
-        ts, cause = event.get("ts"), str(event.get("cause"))
-        if not isinstance(ts, int | float):
+        ts, cause = number(event.get("ts")), str(event.get("cause"))
+        if ts is None:
             continue
-        detail = event.get("detail") or {}
         if event.get("state") == "onset":
-            since = detail.get("since")
-            start = float(since) if isinstance(since, int | float) and since <= ts else float(ts)
-            period = {"cause": cause, "stage": event.get("stage"), "start": start, "confirmed": float(ts),
+            since = number(section(event, "detail").get("since"))
+            start = since if since is not None and since <= ts else ts
+            period = {"cause": cause, "stage": event.get("stage"), "start": start, "confirmed": ts,
                       "end": end, "active": True, "deviation_pct": event.get("deviation_pct")}
             periods.append(period)
             open_by_cause[cause] = period
         elif event.get("state") == "cleared" and cause in open_by_cause:
             period = open_by_cause.pop(cause)
-            period["end"], period["active"] = max(float(ts), period["start"]), False
+            period["end"], period["active"] = max(ts, period["start"]), False
     return periods
 
 
@@ -158,10 +157,8 @@ def _histogram(errors: np.ndarray, edges: np.ndarray) -> list[int]:
 
 def _skipped_input(last_summary: dict[str, Any]) -> dict[str, int]:
     """Rows the engine did not use and gaps it restarted after (the last summary's ``hygiene``)."""
-    hygiene = last_summary.get("hygiene")
-    hygiene = hygiene if isinstance(hygiene, dict) else {}
-    keys = ("out_of_order_rows", "bad_ts_rows", "gaps")
-    return {k: int(v) if isinstance(v := hygiene.get(k), (int, float)) else 0 for k in keys}
+    hygiene = section(last_summary, "hygiene")
+    return {k: int(number(hygiene.get(k)) or 0) for k in ("out_of_order_rows", "bad_ts_rows", "gaps")}
 
 
 def build_payload(data: ReportData) -> dict[str, Any]:
@@ -187,12 +184,10 @@ def build_payload(data: ReportData) -> dict[str, Any]:
     total_energy = sum(energy.values())
     non_compute = sum(v for k, v in energy.items() if k in NON_COMPUTE_STAGES)
     last = data.last_summary or {}
-    per_stage = last.get("stages") or {}
-    lag_entry = last.get("lag")
-    lag: dict[str, Any] = lag_entry if isinstance(lag_entry, dict) else {}
+    per_stage, lag = section(last, "stages"), section(last, "lag")
     table = []
     for i, stage in enumerate(data.stages):
-        entry = per_stage.get(stage, {}) if isinstance(per_stage, dict) else {}
+        entry = section(per_stage, stage)
         table.append({
             "stage": stage, "time_h": float(stage_time[i]) / 3600.0, "energy_kwh": energy.get(stage),
             "energy_share": (energy.get(stage, 0.0) / total_energy) if total_energy else None,
@@ -237,8 +232,8 @@ def build_payload(data: ReportData) -> dict[str, Any]:
         "events": [
             {"ts": e.get("ts"), "state": e.get("state"), "cause": e.get("cause"), "stage": e.get("stage"),
              "deviation_pct": e.get("deviation_pct"),
-             "explanation": (e.get("detail") or {}).get("explanation", ""),
-             "since": (e.get("detail") or {}).get("since")}
+             "explanation": section(e, "detail").get("explanation", ""),
+             "since": section(e, "detail").get("since")}
             for e in data.events
         ],
         "detections_off": [
@@ -261,29 +256,20 @@ JOB_PARTS = ("it", "cooling", "facility", "gpu")  # summary.schema.json job_ener
 
 
 def job_rows(last_summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The "Energy by job" table: per job its total, then each stage, from the last summary's
-    ``job_energy_kwh`` (energy since the engine started, split node by node; agent.engine.job_energy).
-    Empty when the summary has none (a report written before per-job energy)."""
-    per_job = last_summary.get("job_energy_kwh")
-    if not isinstance(per_job, dict):
-        return []
+    """The "Energy by job" table: per job its total (None for a part any stage lacks), then each stage,
+    from the last summary's ``job_energy_kwh`` (energy since the engine started, split node by node;
+    agent.engine.job_energy). Empty when the summary has none (a report written before per-job energy)."""
     rows: list[dict[str, Any]] = []
-    for job, stages in sorted(per_job.items()):
+    for job, stages in sorted(section(last_summary, "job_energy_kwh").items()):
         if not isinstance(stages, dict):
             continue
         parts = {stage: p for stage, p in sorted(stages.items()) if isinstance(p, dict)}
         name = "no job reported" if job == "-" else job
-        rows.append({"job": name, "stage": None, **{k: _total(parts.values(), k) for k in JOB_PARTS}})
+        job_total = {k: total(*(p.get(k) for p in parts.values())) for k in JOB_PARTS}
+        rows.append({"job": name, "stage": None, **job_total})
         rows += [{"job": name, "stage": stage, **{k: p.get(k) for k in JOB_PARTS}}
                  for stage, p in parts.items()]
     return rows
-
-
-def _total(parts: Iterable[dict[str, Any]], key: str) -> float | None:
-    """The sum of one energy part over a job's stages; None when any stage does not know it."""
-    values = [p.get(key) for p in parts]
-    numbers = [float(v) for v in values if isinstance(v, int | float)]
-    return float(sum(numbers)) if len(numbers) == len(values) else None
 
 
 def _power_axis(data: ReportData) -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ reads only rackwatt topics and writes only Sparkplug ones.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 from agent.live.cli_login import add_broker_options, cli_client
 from agent.live.cli_types import positive
 from agent.live.topics import Topics
+from agent.payload import json_object
 from agent.sparkplug.node import EdgeNode
 
 
@@ -69,12 +69,9 @@ class Bridge:
         self._set_will()
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
-        try:
-            body = json.loads(msg.payload)
-        except (ValueError, UnicodeDecodeError):
+        body = json_object(msg.payload)
+        if body is None:
             return  # not ours to judge: the agent's subscribers see the same bytes
-        if not isinstance(body, dict):
-            return
         if msg.topic == self.status_topic:
             if body.get("state") == "offline" and self.node.born:  # the agent's will: the rack is gone
                 client.publish(*self.node.death(_now_ms()), qos=1)

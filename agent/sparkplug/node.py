@@ -11,36 +11,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent.payload import number, section, total
 from agent.sparkplug.payload import BOOLEAN, DOUBLE, STRING, UINT64, Metric, Value, encode_payload
 from agent.trace.model import J_PER_KWH
 
 NAMESPACE = "spBv1.0"
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def summary_metrics(summary: Mapping[str, Any]) -> dict[str, tuple[int, Value]]:
     """name → (datatype, value) for one summary payload."""
-    power = summary.get("power_w") or {}
+    power = section(summary, "power_w")
     out: dict[str, tuple[int, Value]] = {
         "stage": (STRING, summary.get("stage")),
         "job": (STRING, summary.get("job")),
         "warm": (BOOLEAN, bool(summary.get("warm"))),
     }
     for key in ("gpu", "it", "it_expected", "cooling", "cooling_expected"):
-        out[f"power/{key}_w"] = (DOUBLE, _num(power.get(key)))
-    it, cooling = _num(power.get("it")), _num(power.get("cooling"))
-    out["power/facility_w"] = (DOUBLE, it + cooling if it is not None and cooling is not None else None)
-    lag = summary.get("lag") or {}
-    out["lag/tau_s"] = (DOUBLE, _num(lag.get("tau_s")))
-    out["lag/dead_s"] = (DOUBLE, _num(lag.get("dead_s")))
-    for stage, entry in sorted((summary.get("stages") or {}).items()):
-        out[f"baseline/{stage}/level_w"] = (DOUBLE, _num((entry or {}).get("level_w")))
-    for stage, parts in sorted((summary.get("energy_kwh") or {}).items()):
+        out[f"power/{key}_w"] = (DOUBLE, number(power.get(key)))
+    out["power/facility_w"] = (DOUBLE, total(power.get("it"), power.get("cooling")))
+    for key in ("tau_s", "dead_s"):
+        out[f"lag/{key}"] = (DOUBLE, number(section(summary, "lag").get(key)))
+    for stage, entry in sorted(section(summary, "stages").items()):
+        out[f"baseline/{stage}/level_w"] = (DOUBLE, number((entry or {}).get("level_w")))
+    for stage, parts in sorted(section(summary, "energy_kwh").items()):
         for part in ("it", "cooling"):
-            kwh = _num((parts or {}).get(part))
+            kwh = number((parts or {}).get(part))
             out[f"energy/{stage}/{part}_j"] = (DOUBLE, kwh * J_PER_KWH if kwh is not None else None)
     for cause in sorted(summary.get("held") or ()):
         out[f"drift/{cause}/held"] = (BOOLEAN, True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rackwatt_client.rack_query import FIELDS, QUERY, VERSION
 
-from agent.stages.hints import MIN_TS, HintError, check_job
+from agent.payload import json_object
+from agent.stages.hints import HintError, check_job, check_ts
 
 MAX_WINDOW_S = 86400.0 * 7  # a week: longer than the ledger reaches; beyond it the request is wrong
 
@@ -35,12 +35,9 @@ def parse_query(data: bytes) -> Query | None:
     """The query in ``data``, None when ``data`` is not a query; raises HintError naming what is wrong."""
     if b'"query"' not in data:  # the cheap test: hints and commands never carry this key
         return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None  # not JSON: the hint parser says so, under its own reason
-    if not isinstance(obj, dict) or "query" not in obj:
-        return None
+    obj = json_object(data)
+    if obj is None or "query" not in obj:
+        return None  # not JSON (the hint parser says so, under its own reason), or not a query
     unknown = set(obj) - FIELDS
     if unknown:
         raise HintError("unknown_field", f"unknown field(s) in query: {', '.join(sorted(unknown))[:120]}")
@@ -49,22 +46,12 @@ def parse_query(data: bytes) -> Query | None:
     qid = obj.get("id")
     if isinstance(qid, bool) or not isinstance(qid, int) or not 0 <= qid < 2**53:
         raise HintError("bad_value", "id: expected a non-negative integer")
-    t0, t1 = _time(obj.get("t0"), "t0"), _time(obj.get("t1"), "t1")
+    t0, t1 = check_ts(obj.get("t0"), "t0"), check_ts(obj.get("t1"), "t1")
     if t1 is not None and t0 is None:
         raise HintError("bad_value", "t1 given without t0")
     if t0 is not None and t1 is not None and not 0 <= t1 - t0 <= MAX_WINDOW_S:
         raise HintError("bad_value", f"t1 - t0 must be within [0, {MAX_WINDOW_S:g}] s, got {t1 - t0:g}")
     return Query(qid, t0, t1, check_job(obj.get("job")))
-
-
-def _time(value: object, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise HintError("bad_ts", f"{what}: expected Unix seconds")
-    if value < MIN_TS:
-        raise HintError("bad_ts", f"{what}: {value} is before 2000 (not Unix seconds)")
-    return float(value)
 
 
 def answer(query: Query, now: float, engine: Any) -> dict[str, Any]:

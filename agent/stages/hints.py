@@ -8,7 +8,6 @@ then JSON, then fields). A bad datagram raises ``HintError`` whose ``reason`` is
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 from agent.node.config import NODE_ID
 from agent.node.wire import MAX_ID_BYTES
+from agent.payload import number
 from agent.trace.model import STAGE_LABEL_MAX_CHARS, is_stage_label
 
 MAX_DATAGRAM_BYTES = 1024
@@ -126,17 +126,17 @@ def _parse_hint_object(obj: dict[str, Any], source: str, now: float) -> Hint:
     stage = check_label(obj["stage"])
     job = check_job(obj.get("job"))
     work_rate = obj.get("work_rate")
-    if work_rate is not None:
-        work_rate = _number(work_rate, "work_rate")
-        if not 0.0 <= work_rate <= MAX_WORK_RATE:
-            raise HintError("bad_value", f"work_rate: {work_rate} outside [0, {MAX_WORK_RATE:g}]")
+    rate = number(work_rate)
+    if work_rate is not None and (rate is None or not 0.0 <= rate <= MAX_WORK_RATE):
+        raise HintError("bad_value",
+                        f"work_rate: expected a number in [0, {MAX_WORK_RATE:g}], got {work_rate!r:.40}")
     ts = _timestamp(obj.get("ts"), now)
     node = obj.get("node")
     if node is not None and (not isinstance(node, str) or NODE_ID(node) is not None):
         shown = str(node)[:40]
         raise HintError("bad_value", f"node: expected a node id of 1–{MAX_ID_BYTES} characters [a-z0-9_], "
                                      f"got {shown!r}")
-    return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=work_rate, node=node)
+    return Hint(stage=stage, ts=ts, source=source, job=job, work_rate=rate, node=node)
 
 
 def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
@@ -156,27 +156,22 @@ def _parse_command(obj: dict[str, Any], source: str, now: float) -> Command:
     return Command(name=str(name), source=source, ts=ts, cause=cause, stage=stage)
 
 
-def _number(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise HintError("bad_value", f"{what}: expected a number, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:  # a JSON integer of hundreds of digits
-        raise HintError("bad_value", f"{what}: not a finite number") from None
-    if not math.isfinite(number):
-        raise HintError("bad_value", f"{what}: not a finite number")
-    return number
+def check_ts(value: object, what: str) -> float | None:
+    """A hint's or query's Unix time (None: not given); raises HintError ``bad_ts`` unless it is one."""
+    if value is None:
+        return None
+    ts = number(value)
+    if ts is None:
+        raise HintError("bad_ts", f"{what}: expected Unix seconds, got {value!r:.40}")
+    if ts < MIN_TS:
+        raise HintError("bad_ts", f"{what}: {ts} is before 2000 (clock not set, or not Unix seconds)")
+    return ts
 
 
 def _timestamp(value: object, now: float) -> float:
-    if value is None:
+    ts = check_ts(value, "ts")
+    if ts is None:
         return now
-    try:
-        ts = _number(value, "ts")
-    except HintError as exc:
-        raise HintError("bad_ts", str(exc)) from None
-    if ts < MIN_TS:
-        raise HintError("bad_ts", f"ts: {ts} is before 2000 (clock not set, or not Unix seconds)")
     if ts > now + MAX_FUTURE_S:
         raise HintError("bad_ts", f"ts: {ts - now:.0f} s ahead of the agent's clock")
     return ts

@@ -8,7 +8,6 @@ a usage error (exit 2), so a typo in a hook shows up when the hook is written.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
@@ -39,14 +38,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    rate = args.work_rate
-    if rate is not None and not (math.isfinite(rate) and rate >= 0):
-        print(f"rackwatt stage: --work-rate must be a finite number >= 0, got {rate}", file=sys.stderr)
-        return 2
     job = args.job if args.job is not None else (os.environ.get("SLURM_JOB_ID") or None)
-    data = encode_hint(args.label, job=job, work_rate=rate, node=args.node)
-    try:
-        parse_hint(data, "cli")  # the agent's own checks, so a typo fails here, not silently there
+    data = encode_hint(args.label, job=job, work_rate=args.work_rate, node=args.node)
+    try:  # the agent's own checks (job, --work-rate, node), so a typo fails here, not silently there
+        parse_hint(data, "cli")
     except HintError as exc:
         print(f"rackwatt stage: {exc}", file=sys.stderr)
         return 2

@@ -8,12 +8,12 @@ deviation only from the next onset event).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.live.topics import Topics, site_prefix
+from agent.payload import json_object, number, section, total
 
 KINDS = ("status", "summary", "event")
 
@@ -32,10 +32,8 @@ class RackState:
     state: str = ""  # online / offline (from the retained status)
     offline_reason: str = ""
     stage: str | None = None
-    job: str | None = None
     facility_w: float | None = None
     expected_w: float | None = None
-    warm: bool = False
     held: tuple[str, ...] = ()
     spool_pending: int | None = None
     devices_down: tuple[str, ...] = ()
@@ -68,26 +66,11 @@ class RackRow:
         return out
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _from_status(d: dict[str, Any], seen: ActiveDrift | None) -> ActiveDrift:
     """A drift the status lists; its deviation only an onset event carries (kept if one was seen)."""
-    since = _num(d.get("since")) or _num(d.get("onset")) or math.nan
+    since = number(d.get("since")) or number(d.get("onset")) or math.nan
     stage = d.get("stage") if isinstance(d.get("stage"), str) else None
     return ActiveDrift(str(d["cause"]), since, seen.deviation_pct if seen else None, stage)
-
-
-def _sum(*values: Any) -> float | None:
-    nums = [_num(v) for v in values]
-    return None if any(n is None for n in nums) else sum(n for n in nums if n is not None)
 
 
 class SiteBoard:
@@ -106,11 +89,8 @@ class SiteBoard:
         kind = Topics(self.prefix + rack).kind_of(topic)
         if not rack or kind not in KINDS:
             return False
-        try:
-            body = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(payload)
+        if body is None:
             self.ignored += 1
             return False
         state = self.racks.setdefault(rack, RackState(rack))
@@ -122,9 +102,9 @@ class SiteBoard:
     def _status(state: RackState, body: dict[str, Any]) -> None:
         state.state = str(body.get("state") or "")
         state.offline_reason = str(body.get("reason") or "") if state.state == "offline" else ""
-        spool = body.get("spool")
-        if isinstance(spool, dict) and isinstance(spool.get("pending"), int):
-            state.spool_pending = int(spool["pending"])
+        pending = number(section(body, "spool").get("pending"))
+        if pending is not None:
+            state.spool_pending = int(pending)
         drifts = body.get("drifts")
         if state.state == "online" and isinstance(drifts, list):  # the agent's own list: it wins
             state.drifts = {
@@ -140,12 +120,10 @@ class SiteBoard:
 
     @staticmethod
     def _summary(state: RackState, body: dict[str, Any]) -> None:
-        p = _dict(body.get("power_w"))
-        state.facility_w = _sum(p.get("it"), p.get("cooling"))
-        state.expected_w = _sum(p.get("it_expected"), p.get("cooling_expected"))
+        p = section(body, "power_w")
+        state.facility_w = total(p.get("it"), p.get("cooling"))
+        state.expected_w = total(p.get("it_expected"), p.get("cooling_expected"))
         state.stage = body.get("stage") if isinstance(body.get("stage"), str) else None
-        state.job = body.get("job") if isinstance(body.get("job"), str) else None
-        state.warm = bool(body.get("warm"))
         held = body.get("held")
         state.held = tuple(str(h) for h in held) if isinstance(held, list) else ()
         if not state.state:
@@ -161,10 +139,9 @@ class SiteBoard:
             return
         if body.get("state") != "onset":
             return
-        detail = _dict(body.get("detail"))
-        since = _num(detail.get("since")) or _num(body.get("ts")) or math.nan
+        since = number(section(body, "detail").get("since")) or number(body.get("ts")) or math.nan
         stage = body.get("stage") if isinstance(body.get("stage"), str) else None
-        state.drifts[cause] = ActiveDrift(cause, since, _num(body.get("deviation_pct")), stage)
+        state.drifts[cause] = ActiveDrift(cause, since, number(body.get("deviation_pct")), stage)
 
     def rows(self, now: float) -> list[RackRow]:
         """One row per rack, by rack name (``table.sort_rows`` orders them otherwise)."""

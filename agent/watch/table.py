@@ -17,19 +17,17 @@ from agent.watch.board import RackRow
 SortKey = Callable[[RackRow], tuple[Any, ...]]
 
 
-def _last(value: float | None, sign: float = 1.0) -> tuple[int, float]:
-    return (1, 0.0) if value is None else (0, sign * value)
+def _largest_first(value: float | None) -> tuple[int, float]:
+    return (1, 0.0) if value is None else (0, -value)
 
 
 SORT_KEYS: dict[str, SortKey] = {
     "rack": lambda r: (r.rack,),
     "deviation": lambda r: (
-        *_last(abs(r.deviation_pct) if r.deviation_pct is not None else None, -1),
-        r.rack,
-    ),
+        *_largest_first(None if r.deviation_pct is None else abs(r.deviation_pct)), r.rack),
     "drift": lambda r: (0 if r.drifts else 1, min((d.since_ts for d in r.drifts), default=0.0), r.rack),
-    "power": lambda r: (*_last(r.facility_kw, -1), r.rack),
-    "seen": lambda r: (*_last(r.last_seen_s, -1), r.rack),
+    "power": lambda r: (*_largest_first(r.facility_kw), r.rack),
+    "seen": lambda r: (*_largest_first(r.last_seen_s), r.rack),
 }
 
 

@@ -162,6 +162,8 @@ def test_queries_only_over_the_unix_socket_and_bad_ones_are_counted() -> None:
         (b'{"query":"power","id":1}', "unknown_field"),
         (b'{"query":"energy","id":1,"extra":1}', "unknown_field"),
         (b'{"query":"energy","id":1,"t0":12}', "bad_ts"),
+        (b'{"query":"energy","id":1,"t0":true}', "bad_ts"),
+        (b'{"query":"energy","id":1,"t0":"1.8e9"}', "bad_ts"),
         (b'{"query":"energy","id":1,"t0":1.8e9,"t1":1.7e9}', "bad_value"),
         (b'{"query":"energy","id":1,"t1":1.8e9}', "bad_value"),
         (b'{"query":"energy","id":1,"job":"a b"}', "bad_value"),

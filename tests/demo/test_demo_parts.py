@@ -5,6 +5,7 @@ Everything here runs in-process in a few seconds; the end-to-end runs are in tes
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
@@ -15,12 +16,14 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from agent.config.loader import load_config
 from agent.config.paths import unix_socket_problem
+from agent.live.cli_types import non_negative, positive
 from agent.live.demo.engine_feed import IntervalThinner
 from agent.live.demo.hints import StageHinter
 from agent.live.demo.rack import PDU_VENDORS, DemoRack, DevicePorts, InletProbeDriver
@@ -360,3 +363,27 @@ def test_a_device_port_taken_during_the_warm_up_is_picked_again(
     assert code == 0, out.getvalue()[-2000:]
     assert len(picks) == 2 and picks[0] != picks[1]
     assert "internal error" not in out.getvalue() and "summar" in out.getvalue()
+
+
+def test_stage_hinter_does_not_resend_an_unknown_rate(tmp_path: Path) -> None:
+    """A NaN or negative work rate is not sent; it is the same unknown rate at every step (NaN != NaN)."""
+    path = tmp_path / "stage.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(str(path))
+        current = [("eval", "j1", math.nan)]
+        hinter = StageHinter(path, lambda: current[0], lambda: 1000.0)
+        assert hinter.step() and not hinter.step()
+        current[0] = ("eval", "j1", -1.0)
+        assert not hinter.step()
+        assert json.loads(receiver.recv(2048)) == {"stage": "eval", "job": "j1"}
+
+
+@pytest.mark.parametrize(("parse", "text"), [(positive, "0"), (positive, "nan"), (non_negative, "-1"),
+                                             (non_negative, "nan"), (non_negative, "x")])
+def test_cli_number_types_refuse(parse: Any, text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse(text)
+
+
+def test_cli_number_types_accept() -> None:
+    assert (positive("2.5"), non_negative("0")) == (2.5, 0.0)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent.cli import main
 from agent.stages.hints import parse_hint
 from tests.conftest import REPO_ROOT, free_port
@@ -77,3 +79,9 @@ def test_falls_back_to_udp_from_the_environment(sock_dir: Path, monkeypatch) -> 
         rx.settimeout(2)
         assert main(["stage", "eval"]) == 0
         assert parse_hint(rx.recv(2048), "udp").stage == "eval"
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "1e13"])
+def test_a_rate_the_agent_would_refuse_is_a_usage_error(sock_dir: Path, rate: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["stage", "eval", "--work-rate", rate, "--socket", str(sock_dir / "x.sock")]) == 2
+    assert "work_rate" in capsys.readouterr().err

@@ -70,8 +70,7 @@ def prewarm(
         if not keep.any():
             break
         if not keep.all():
-            chunk = TraceChunk(ts=chunk.ts[keep], numeric={k: v[keep] for k, v in chunk.numeric.items()},
-                               stage=chunk.stage[keep], job=chunk.job[keep])
+            chunk = chunk.take(keep)
         if thinner is not None:
             chunk = thinner.thin(chunk)
         events += [r for r in link.engine.process(chunk) if r.get("type") == "event"]

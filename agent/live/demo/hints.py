@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import socket
 from collections.abc import Callable
 from pathlib import Path
+
+from agent.stages.hints import encode_hint
 
 StageFn = Callable[[], tuple[str, str, float]]  # (stage, job, work_rate)
 
@@ -31,36 +32,23 @@ class StageHinter:
         self.check_real_s = check_real_s
         self.sent = 0
         self.failed = 0
-        self._last: tuple[str, str, float] | None = None
+        self._last: tuple[str, str, float | None] | None = None
         self._last_ts = -math.inf
         self._sock: socket.socket | None = None
-
-    def datagram(self, stage: str, job: str, work_rate: float) -> bytes:
-        body: dict[str, object] = {"stage": stage}
-        if job:
-            body["job"] = job
-        if math.isfinite(work_rate) and work_rate >= 0:
-            body["work_rate"] = round(work_rate, 1)
-        return json.dumps(body, separators=(",", ":")).encode()
 
     def step(self) -> bool:
         """Send a hint if something changed or the keepalive is due; True if one was sent."""
         stage, job, work_rate = self.stage_fn()
-        rate = round(work_rate, 1) if math.isfinite(work_rate) else math.nan
+        rate = round(work_rate, 1) if math.isfinite(work_rate) and work_rate >= 0 else None  # None: unknown
         now = self.clock()
         current = (stage, job, rate)
-        same = (
-            self._last is not None
-            and self._last[:2] == current[:2]
-            and (self._last[2] == rate or (math.isnan(self._last[2]) and math.isnan(rate)))
-        )
-        if same and now - self._last_ts < self.keepalive_s:
+        if current == self._last and now - self._last_ts < self.keepalive_s:
             return False
         if self._sock is None:
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._sock.setblocking(False)
         try:
-            self._sock.sendto(self.datagram(stage, job, work_rate), str(self.socket_path))
+            self._sock.sendto(encode_hint(stage, job=job or None, work_rate=rate), str(self.socket_path))
         except OSError:
             self.failed += 1  # the agent's socket is not there yet (or is restarting): try again
             return False

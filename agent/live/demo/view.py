@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.payload import number, section, total
+
 MAX_EVENTS = 6
 
 
@@ -60,8 +62,7 @@ class DemoState:
         if kind == "summary":
             self.summary = payload
             self.summaries += 1
-            for stage, entry in (payload.get("stages") or {}).items():
-                self.baselines[stage] = entry
+            self.baselines.update(section(payload, "stages"))
         elif kind == "baseline":
             stage = payload.get("stage")
             if isinstance(stage, str):
@@ -97,24 +98,18 @@ class DemoState:
         """(measured, expected) facility power = IT (PDUs) + the rack's cooling share, W."""
         if self.summary is None:
             return None, None
-        p = self.summary.get("power_w") or {}
-        measured = _sum(p.get("it"), p.get("cooling"))
+        p = section(self.summary, "power_w")
+        measured = total(p.get("it"), p.get("cooling"))
         if not self.summary.get("warm"):
             return measured, None  # no predictions while warming up
-        return measured, _sum(p.get("it_expected"), p.get("cooling_expected"))
-
-
-def _sum(a: Any, b: Any) -> float | None:
-    if a is None or b is None:
-        return None
-    return float(a) + float(b)
+        return measured, total(p.get("it_expected"), p.get("cooling_expected"))
 
 
 def fmt_w(value: Any) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    watts = number(value)
+    if watts is None:
         return "—"
-    value = float(value)
-    return f"{value / 1000:.2f} kW" if abs(value) >= 1000 else f"{value:.0f} W"
+    return f"{watts / 1000:.2f} kW" if abs(watts) >= 1000 else f"{watts:.0f} W"
 
 
 def fmt_time(ts: float) -> str:
@@ -140,10 +135,9 @@ def lag_text(summary: dict[str, Any] | None) -> str:
 
 
 def event_line(e: dict[str, Any]) -> str:
-    detail = e.get("detail") or {}
-    dev = e.get("deviation_pct")
-    dev_text = f" {dev:+.1f} %" if isinstance(dev, int | float) else ""
-    why = detail.get("explanation") or ""
+    dev = number(e.get("deviation_pct"))
+    dev_text = f" {dev:+.1f} %" if dev is not None else ""
+    why = section(e, "detail").get("explanation") or ""
     when = fmt_time(float(e.get("ts") or math.nan))
     state = str(e.get("state", "?")).upper()
     return f"{when} {state} cause={e.get('cause')} stage={e.get('stage')}{dev_text}: {why}"
@@ -228,10 +222,8 @@ def screen_lines(state: DemoState, width: int = 100) -> list[str]:
 
 def _brief(kind: str, p: dict[str, Any]) -> str:
     if kind == "summary":
-        pw = p.get("power_w") or {}
-        return (
-            f"stage {p.get('stage')}, IT {fmt_w(pw.get('it'))}, {len(p.get('stages') or {})} stage baselines"
-        )
+        it_w = section(p, "power_w").get("it")
+        return f"stage {p.get('stage')}, IT {fmt_w(it_w)}, {len(section(p, 'stages'))} stage baselines"
     if kind == "baseline":
         return f"level {fmt_w(p.get('level_w'))}, samples {p.get('samples')}"
     if kind == "event":
@@ -311,16 +303,11 @@ class PlainLog:
             f"facility {fmt_w(measured)} expected {fmt_w(expected)}",
             f"warm {str(bool(s.get('warm'))).lower()}",
         ]
-        stages = s.get("stages") or {}
-        if stages:
-            parts.append(
-                "baselines "
-                + " ".join(
-                    f"{name}={fmt_w(b.get('level_w'))}/n{b.get('samples', 0)}"
-                    for name, b in sorted(stages.items())
-                )
-            )
-        lag = s.get("lag") or {}
+        baselines = [f"{name}={fmt_w(b.get('level_w'))}/n{b.get('samples', 0)}"
+                     for name, b in sorted(section(s, "stages").items())]
+        if baselines:
+            parts.append("baselines " + " ".join(baselines))
+        lag = section(s, "lag")
         if lag:
             parts.append(f"lag tau {lag.get('tau_s', 0):g} s dead {lag.get('dead_s', 0):g} s")
         if state.mqtt_mode != "broker":
