@@ -99,7 +99,7 @@ def _stages(fs: FamilySet, s: Mapping[str, Any]) -> None:
     stages = section(s, "stages")
     for stage in dict.fromkeys([*stages, *([current] if current else [])]):
         fs.flag("stage_active", "1 for the training stage the rack is in now, 0 for the other stages it "
-                 "has a baseline for.", stage == current, stage=stage)
+                "has a baseline for.", stage == current, stage=stage)
     for stage, b in stages.items():
         band = b.get("band_w") or [None, None]
         for name, doc, value in (
@@ -123,13 +123,13 @@ def _lag(fs: FamilySet, s: Mapping[str, Any]) -> None:
              lag.get("tau_s"))
     fs.gauge("cooling_lag_dead_time_seconds", "Learned dead time of the cooling response.", lag.get("dead_s"))
     fs.flag("cooling_lag_learned", "1 once the lag is learned from data (else the prior).",
-             bool(lag.get("learned")))
+            bool(lag.get("learned")))
 
 
 def _drift(fs: FamilySet, snap: RackSnapshot) -> None:
     for cause, d in snap.drifts.items():
         fs.flag("drift_active", "1 while a drift of this cause is active (confirmed, not cleared).",
-                 d.active, cause=cause)
+                d.active, cause=cause)
         if d.active:
             dev = d.deviation_pct / 100.0 if d.deviation_pct is not None else None
             fs.gauge("drift_deviation_ratio", "Deviation of the active drift from the expectation "

@@ -22,10 +22,11 @@ FAULT_AT_S = 1.2 * 86400.0
 
 
 def churning_rack(days: float, seed: int, rest_rise_pct: float = 0.0, ramp_s: float = 4 * 3600.0,
-                  gpus_on: int = GPUS, drained_at_s: float = math.inf) -> Iterator[ComponentSample]:
+                  gpus_on: int = GPUS, drained_s: tuple[float, float] = (math.inf, math.inf)
+                  ) -> Iterator[ComponentSample]:
     """Jobs of 60–120 min, each a new kind (its own GPU level and work rate), 10–30 min idle between;
     from ``FAULT_AT_S`` every GPU draws ``rest_rise_pct`` % more (a ramp over ``ramp_s``), at rest
-    and at work alike; from ``drained_at_s`` only ``gpus_on`` GPUs report (a drained node)."""
+    and at work alike; within ``drained_s`` (start, end) only ``gpus_on`` GPUs report (a drained node)."""
     rng = np.random.default_rng(seed)
     t, n_job = 0.0, 0
     while t < days * 86400.0:
@@ -40,7 +41,7 @@ def churning_rack(days: float, seed: int, rest_rise_pct: float = 0.0, ramp_s: fl
                 rise = rest_rise_pct * min(1.0, max(0.0, share))
                 per_gpu = (IDLE_W if stage == "idle" else level) * (1 + rise / 100.0)
                 per_gpu *= 1 + 0.003 * rng.standard_normal()
-                on = gpus_on if t >= drained_at_s else GPUS
+                on = gpus_on if drained_s[0] <= t < drained_s[1] else GPUS
                 gpu_w = per_gpu * on
                 it_w = (gpu_w * 1.08 + 2000.0) * (1 + 0.003 * rng.standard_normal())
                 yield ComponentSample(
@@ -81,7 +82,13 @@ def test_the_rest_level_is_not_relearned_at_job_changes_and_raises_no_false_alar
 
 
 def test_a_drained_node_does_not_move_one_gpus_rest_level() -> None:
-    assert _onsets(DriftMonitor(), churning_rack(2.5, 3, gpus_on=4, drained_at_s=FAULT_AT_S)) == []
+    """Half the GPUs leave for 6 h and come back: the rack's total halves and doubles at rest, one
+    GPU's level does not (judged on the total, the return would be a +100 % "fault")."""
+    monitor = DriftMonitor()
+    drained = (FAULT_AT_S, FAULT_AT_S + 6 * 3600.0)
+    found = _onsets(monitor, churning_rack(2.5, 3, gpus_on=4, drained_s=drained))
+    assert [e for e in found if e["detail"]["component"] == "gpu_idle"] == []  # type: ignore[index]
+    assert monitor.adopted.get("gpu_idle", 0) == 0  # nor adopted as a saving while drained
 
 
 def test_less_draw_at_rest_saves_energy_and_is_adopted_without_an_event() -> None:

@@ -65,3 +65,11 @@ def test_offline_accept_events_are_reported_on_the_next_bin() -> None:
     assert [e["detail"]["accepted"] for e in first] == [True]  # type: ignore[index]
     assert "gpu" not in restarted.held
     assert restarted.observe(samples[-8]) == []
+
+
+def test_a_number_read_back_from_state_is_nan_unless_it_is_a_finite_number() -> None:
+    from agent.engine.drift.estimators import number_or_nan
+
+    assert number_or_nan(3) == 3.0 and number_or_nan(2.5) == 2.5
+    for bad in (None, True, "1", 10**400, float("inf")):  # 10**400: a JSON integer no float holds
+        assert number_or_nan(bad) != number_or_nan(bad)  # NaN

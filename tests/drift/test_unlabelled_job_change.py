@@ -104,3 +104,19 @@ def test_without_memory_utilisation_the_power_level_alone_decides() -> None:
     assert _check_after_idle((6000.0, nan), (6050.0, nan)).kind == "same"
     assert _check_after_idle((6000.0, nan), (7000.0, nan)).kind == "different"
     assert _check_after_idle((6000.0, 47.0), (6050.0, nan)).kind == "same"  # (no longer reported)
+
+
+def test_guessed_new_work_recentres_the_it_detector_but_only_the_gpus_re_learn() -> None:
+    """The nodes' own load is the new job's too, so the IT detector re-centres; the IT model's job
+    level is kept (a guess from the GPUs does not say the nodes' load moved): ``relearn`` says so."""
+    from agent.engine.drift.channel import GRACE
+
+    monitor = DriftMonitor()
+    for sample in unlabelled(stream(2.5, 51), 1.5 * DAY_S, 1.3):
+        onsets = [e for e in monitor.observe(sample) if e["state"] == "onset" and e["cause"] == "workload"]
+        if onsets:
+            assert onsets[0]["detail"]["relearn"] == ["gpu"]
+            assert monitor.channels["it"].mode == GRACE
+            assert monitor.work_change[0] != monitor.work_change[0]  # NaN: no new IT job level
+            return
+    raise AssertionError("no workload onset for the guessed new job")

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from agent.payload import number
+
 MAD_TO_SIGMA = 1.2533  # √(π/2): E|x − μ| · √(π/2) = σ for Gaussian noise
 LN2 = math.log(2.0)
 
@@ -32,7 +34,8 @@ def finite_or_none(value: float) -> float | None:
 def number_or_nan(value: object) -> float:
     """A number read back from JSON state, NaN when absent or not a number (the inverse of
     ``finite_or_none``)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    read = number(value)  # (a JSON integer too large for a float is not one either)
+    return math.nan if read is None else read
 
 
 def fields_state(obj: object, names: tuple[str, ...], prefix: str = "") -> dict[str, Any]:

@@ -36,6 +36,7 @@ from agent.engine.drift.threshold import threshold_for_target
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
 RE_WARM_VERSIONS = frozenset({1})  # layouts that no longer map: the monitor re-warms (about a day)
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
+WHOLE_BIN = 1.0 - 1e-9  # a stage share this close to 1 filled the bin (its seconds are float sums)
 # One channel per component (agent/engine/components.py), and the GPUs at rest: idle power is the
 # hardware's (leakage, clocks, driver), no job sets it, so unlike the per-stage GPU level it is kept
 # across job changes: the one GPU level a churning rack holds long enough to show ageing or a driver
@@ -99,6 +100,7 @@ class DriftMonitor:
         self.config = config or EngineSection()
         self.bin_s = bin_s
         self._params = channel_params(self.config, bin_s)
+        self._rest_settle_bins = T.whole_bins(T.LOAD_SETTLE_S, bin_s)
         # Once the unit reports its outdoor air, a slow cooling level: a creeping coil or COP loss
         # accumulates in the CUSUM instead of being followed as weather.
         h, slots = self._params["cooling"].threshold_h, len(STAGE_SLOTS)
@@ -310,8 +312,8 @@ class DriftMonitor:
     def _rest_residual(self, sample: ComponentSample) -> float:
         """One GPU's power at rest in log-%: bins wholly idle once the last load has settled
         (``LOAD_SETTLE_S``: die temperature and leakage follow the heat), whatever job ran before."""
-        settled = self.context.idle_bins > T.whole_bins(T.LOAD_SETTLE_S, self.bin_s)
-        if sample.stage != "idle" or sample.stage_share < 1.0 - 1e-9 or not settled:
+        settled = self.context.idle_bins > self._rest_settle_bins
+        if sample.stage != "idle" or sample.stage_share < WHOLE_BIN or not settled:
             return math.nan
         watts = sample.gpu_mean_w
         return 100.0 * math.log(watts) if math.isfinite(watts) and watts > 0 else math.nan
@@ -388,7 +390,7 @@ class DriftMonitor:
         (an unlabelled rack): the IT detector re-centres too (the nodes' own load is the job's: a
         CPU-offload job moved PDU power 10 % on the twin) but the IT model keeps its job level (a guess
         from the GPUs does not say the nodes' load changed; restarting it at every guess cost churning
-        racks 0.4–1 % of healthy-window P95)."""
+        racks 0.4–1 % of healthy-window P95). Returns the components whose baselines re-learn."""
         at_job_change = math.isfinite(job_change_ts)
         faulty = self._components_with_incidents()
         it = self.channels["it"]
@@ -409,7 +411,7 @@ class DriftMonitor:
         self.context.resync()
         if not at_job_change:  # (at a job change the rates restarted then: they now are the new job's)
             self.context.restart_rates()
-        return components
+        return tuple(c for c in components if not (guessed and c in LEVEL_COMPONENTS))
 
     def _components_with_incidents(self) -> frozenset[str]:
         """Engine components held by a confirmed deviation other than a workload change."""
