@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.engine.signals import F
+from agent.engine.signals import FEED_GPU, F
 from agent.engine.window_buffer import WindowBuffer
 
 KNOWN_FRAC = 0.9  # a bin teaches a model only if its inputs were known ≥ 90 % of the bin
@@ -28,6 +28,16 @@ def gpu_moments(sums: np.ndarray) -> np.ndarray:
     moments = np.stack([sums[:, F["gpu_ws"]], sums[:, F["gpu2_ws"]], sums[:, F["gpu3_ws"]]], axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(moments / sums[:, F["gpu_s"], None])
+
+
+def feed_gpu_moments(sums: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Per bin, the GPU moments at the PDU feeds' sampling instants (feed_load.py): what the bin's
+    held PDU power saw; ``g`` (the GPU's own moments) where no feed sample met a known GPU load."""
+    seen = sums[:, F[f"{FEED_GPU}_s"]] > 0
+    moments = np.stack([sums[:, F[f"{FEED_GPU}{p}_ws"]] for p in ("", "2", "3")], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = np.where(seen[:, None], moments / sums[:, F[f"{FEED_GPU}_s"], None], g)
+    return out
 
 
 def bin_work_rate(sums: np.ndarray) -> np.ndarray:
@@ -53,7 +63,7 @@ class ClosedWindow:
     cool_mean: np.ndarray
     it_ok: np.ndarray  # PDU power known for ≥ KNOWN_FRAC of the bin
     cool_ok: np.ndarray  # cooling power known for ≥ KNOWN_FRAC of the bin
-    g: np.ndarray  # (n, 3) GPU power moments, 0 where never known
+    g: np.ndarray  # (n, 3) GPU power moments as the PDU samples saw them (feed_load.py), 0 where never known
     wr: np.ndarray  # mean work rate
     wr_ok: np.ndarray  # work rate known for ≥ KNOWN_FRAC of the bin
 
@@ -68,5 +78,6 @@ class ClosedWindow:
         it_ok, cool_ok = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur, sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         wr = bin_mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
+        seen = np.nan_to_num(feed_gpu_moments(sums, gpu_moments(sums)))
         return ClosedWindow(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means,
-                            it_ok, cool_ok, np.nan_to_num(gpu_moments(sums)), wr, wr_ok)
+                            it_ok, cool_ok, seen, wr, wr_ok)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,6 +103,15 @@ class RowBatch:
     inferred: np.ndarray
 
 
+class Held(NamedTuple):
+    """One signal's zero-order hold over the emitted rows (``Signals.hold``)."""
+
+    values: np.ndarray  # per interval: the value held at its start, NaN once stale
+    fresh: np.ndarray  # per interval: that value is still within its hold
+    at_row: np.ndarray  # per row: the value held at the row's own time (its sample included)
+    last_sample: np.ndarray  # per row: the row of the last sample at or before it (-1: one before these rows)
+
+
 class Signals:
     """The registry of engine signals: names, hygiene, and the zero-order-hold state of each."""
 
@@ -136,9 +146,9 @@ class Signals:
         self.step = np.concatenate([self.step, np.full(pad, np.nan)])
         self.meter_inc = np.concatenate([self.meter_inc, np.full(pad, np.nan)])
 
-    def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> tuple[np.ndarray, ...]:
+    def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> Held:
         """Per emitted interval (``start_ts[i]``, ``ts[i]``]: the value held at its start (carried
-        state, then rows 0..n-2), and whether it is still fresh at its end."""
+        state, then rows 0..n-2), and whether it is still fresh at its end (``Held``)."""
         n = ts.shape[0]
         valid = ~np.isnan(clean)
         idx = np.where(valid, np.arange(n), -1)
@@ -150,9 +160,11 @@ class Signals:
         start_t = np.concatenate(([self.last_ts[k]], held_t[:-1]))
         self._learn_interval(k, ts[valid])
         interval = self.interval_s[k] if math.isfinite(self.interval_s[k]) else DEFAULT_INTERVAL_S
-        fresh = (ts - start_t) <= HOLD_FACTOR * interval + 1e-9
+        limit = HOLD_FACTOR * interval + 1e-9
+        fresh = (ts - start_t) <= limit
         self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
-        return np.where(fresh, start_v, np.nan), fresh
+        at_row = np.where(ts - held_t <= limit, held_v, np.nan)
+        return Held(np.where(fresh, start_v, np.nan), fresh, at_row, idx)
 
     def _learn_interval(self, k: int, sample_ts: np.ndarray) -> None:
         if not sample_ts.size:

@@ -93,9 +93,12 @@ def meter_power(sig: Signals, power_k: int, energy_k: int, emit_ts: np.ndarray, 
 
 
 def apply_meters(sig: Signals, held: dict[str, np.ndarray], buf: TraceChunk, n: int,
-                 clean: dict[str, np.ndarray], start_ts: np.ndarray, t0: float, window_s: float) -> None:
+                 clean: dict[str, np.ndarray], start_ts: np.ndarray, t0: float,
+                 window_s: float) -> dict[str, np.ndarray]:
     """Each PDU feed with an energy meter: its held power (``held``, per emitted row interval) replaced
-    by the meter's exact mean power wherever two readings enclose the interval."""
+    by the meter's exact mean power wherever two readings enclose the interval. Returns, per feed's
+    power column, the intervals so replaced."""
+    metered: dict[str, np.ndarray] = {}
     for k, name in enumerate(sig.names):
         if not (name.startswith("pdu.") and name.endswith(".energy_kwh")) or name not in buf.numeric:
             continue
@@ -105,3 +108,5 @@ def apply_meters(sig: Signals, held: dict[str, np.ndarray], buf: TraceChunk, n: 
         power = meter_power(sig, sig.names.index(power_name), k, buf.ts[:n], start_ts, buf.ts,
                             buf.numeric[name], clean[name], t0, window_s)
         held[power_name] = np.where(np.isnan(power), held[power_name], power)
+        metered[power_name] = ~np.isnan(power)
+    return metered

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from agent.engine.closed_window import ClosedWindow, bin_work_rate, gpu_moments
+from agent.engine.closed_window import ClosedWindow, bin_work_rate, feed_gpu_moments, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -129,15 +129,18 @@ class ResponseModel:
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
-        it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
+        # the PDU power as its samples will see it (feed_load.py); the heat is the GPUs' own
+        theta, lo, hi = self.it.theta[0], self.g_lo_w, self.g_hi_w
+        it_seen = it_predict(theta, feed_gpu_moments(sums, g), gl, frac, scale, lo, hi)
+        it_gpu = it_predict(theta, g, gl, frac, scale, lo, hi)
         rates = self.job_rates.normalised(list(jobs), bin_work_rate(sums))
         Xs = stage_it_features(node_frac, *rates, rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale
         stage_warm = self.it_stage.weight[0] >= WARMUP_H
         use_gpu = self.gpu_warm & (self._gpu_fresh(sums, start) | ~stage_warm)
-        it_pred = np.where(use_gpu, it_gpu, it_stage)
+        it_pred = np.where(use_gpu, it_seen, it_stage)
         if window_warm:
-            heat = it_pred
+            heat = np.where(use_gpu, it_gpu, it_stage)
         else:  # warm-up: heat from the PDU itself (no prediction is published yet)
             pdu_mean = np.where(
                 sums[:, F["pdu_s"]] > 0, sums[:, F["pdu_ws"]] / np.maximum(sums[:, F["pdu_s"]], 1e-9), np.nan

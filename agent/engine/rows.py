@@ -18,21 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from agent.engine.frames import BinBatch, RackInfo, RowBatch, Signals, split_pieces
+from agent.engine.feed_load import FeedLoad
+from agent.engine.frames import BinBatch, Held, RackInfo, RowBatch, Signals, split_pieces
 from agent.engine.meter_power import apply_meters
 from agent.engine.row_times import RowTimes
 from agent.engine.signals import (
     FACILITY,
+    FEED_GPU,
     LEGACY_FIELDS,
     N_FIELDS,
     QUANTITIES,
     F,
     combine,
+    gpu_load,
     is_engine_signal,
     member_names,
-    node_moments,
-    node_sum,
-    node_totals,
     remap_fields,
 )
 from agent.trace.model import TraceChunk
@@ -44,7 +44,8 @@ PER_SIGNAL = frozenset(
      "meter_step", "meter_inc"}
 )
 NAME_WIDTH = 64  # signal names saved in a state: canonical column names are far shorter
-MOMENTS = ("gpu2", "gpu3")  # interval values that only shape the GPU sums' 2nd and 3rd moments
+# interval values that only shape the GPU sums' 2nd and 3rd moments
+MOMENTS = ("gpu2", "gpu3", f"{FEED_GPU}2", f"{FEED_GPU}3")
 MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is read (fixed memory)
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -79,6 +80,7 @@ class RowBinner:
         self.lookahead_s = lookahead_s
         self.classify = classify
         self.signals = Signals(rack, lookahead_s)
+        self.feed_load = FeedLoad()
         self.t0 = math.nan  # first row's timestamp: bins and windows align to it
         self._buf: TraceChunk | None = None
         self._pending_ts = math.nan
@@ -158,7 +160,7 @@ class RowBinner:
     def state(self) -> dict[str, Any]:
         """The binner's JSON state: jobs, the counters of refused rows and gaps."""
         return {"pending_job": self._pending_job, "open_job": self._open_job, "row_times": self.times.state(),
-                "gaps": self.gaps}
+                "gaps": self.gaps, "feed_load": self.feed_load.state()}
 
     def load(self, names: list[str], arrays: dict[str, np.ndarray], state: dict[str, Any]) -> None:
         """The inverse of ``state_arrays`` and ``state`` (values already range-checked by the caller).
@@ -179,6 +181,8 @@ class RowBinner:
         self._pending_job, self._open_job = str(state.get("pending_job", "")), str(state.get("open_job", ""))
         self.times.load(state.get("row_times") or {})
         self.gaps = int(state.get("gaps") or 0)
+        feed_state = state.get("feed_load")
+        self.feed_load.load(feed_state if isinstance(feed_state, dict) else {})
 
     @property
     def pending_ts(self) -> float:
@@ -217,12 +221,15 @@ class RowBinner:
         rows = RowBatch(ts, slots, inferred)
         first_call = math.isnan(self._pending_ts)
         start_ts = np.concatenate(([self._pending_ts], ts[:-1]))
-        held = {
-            name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)[0]
+        holds = {
+            name: sig.hold(k, ts, clean.get(name, np.full(n, np.nan)), start_ts)
             for k, name in enumerate(sig.names)
             if not sig.hygiene.kinds[k].counter  # counters are only checked for resets
         }
-        apply_meters(self.signals, held, buf, n, clean, start_ts, self.t0, self.window_s)
+        held = {name: h.values for name, h in holds.items()}
+        metered = apply_meters(self.signals, held, buf, n, clean, start_ts, self.t0, self.window_s)
+        per = self._interval_values(held, n)
+        per[FEED_GPU], per[f"{FEED_GPU}2"], per[f"{FEED_GPU}3"] = self._feed_gpu(holds, metered, per)
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
         job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
@@ -232,12 +239,30 @@ class RowBinner:
         self._pending_job = str(emitted.job[-1]) if len(emitted.job) else ""
         starts, ends = start_ts, ts
         if first_call:
-            starts, ends, held = starts[1:], ends[1:], {k: v[1:] for k, v in held.items()}
+            starts, ends, per = starts[1:], ends[1:], {k: v[1:] for k, v in per.items()}
             slot_i, hint_i, job_i = slot_i[1:], hint_i[1:], job_i[1:]
         if starts.size == 0:
             return self._empty()[0], rows
-        per = self._interval_values(held, starts.size)
         return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
+
+    def _feed_gpu(self, holds: dict[str, Held], metered: dict[str, np.ndarray],
+                  per: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """The GPU load as the PDU feeds' samples saw it, per interval (feed_load.py)."""
+        names = self.signals.names
+        gpus = member_names(names, "gpu.power_w")
+        feeds = {n: holds[n] for n in member_names(names, "pdu.power_w")}
+        m = per["gpu"].size
+        if gpus:
+            at_rows = np.stack([holds[n].at_row for n in gpus], axis=1)
+            g_rows = np.stack(gpu_load(at_rows, self._gpu_groups(gpus)), axis=1)
+        else:
+            g_rows = np.full((m, 3), np.nan)
+        g_intervals = np.stack([per["gpu"], per["gpu2"], per["gpu3"]], axis=1)
+        seen = self.feed_load.moments(g_rows, g_intervals, feeds, metered)
+        return seen[:, 0], seen[:, 1], seen[:, 2]
+
+    def _gpu_groups(self, gpus: list[str]) -> np.ndarray | None:
+        return np.array([self.rack.gpu_node(n) for n in gpus]) if self.rack.node_gpus else None
 
     def _note_gpu_resets(self, ts: np.ndarray, buf: TraceChunk, n: int) -> None:
         """Remember the rows of this emit where GPU energy counters went backwards, or where a
@@ -277,17 +302,10 @@ class RowBinner:
             members = member_names(names, q.column)
             cols = np.stack([held[n] for n in members], axis=1) if members else np.zeros((m, 0))
             shares = np.array([self.rack.crac_shares.get(n.split(".")[1], 1.0) for n in members if "." in n])
-            groups = None
-            if q.name == "gpu" and self.rack.node_gpus:
-                groups = np.array([self.rack.gpu_node(n) for n in members])
-            if groups is not None and cols.shape[1] and np.unique(groups).size > 1:
-                per_node = node_totals(cols, groups)  # once: the total and the moments both read it
-                out[q.name] = node_sum(per_node)
-                out["gpu2"], out["gpu3"] = node_moments(per_node)
+            if q.name == "gpu":  # the total and its moments (node by node where nodes are listed)
+                out["gpu"], out["gpu2"], out["gpu3"] = gpu_load(cols, self._gpu_groups(members))
             else:
-                out[q.name] = combine(q, cols, shares, groups)
-        if "gpu2" not in out:  # one node (or none listed): the rack total's own moments
-            out["gpu2"], out["gpu3"] = out["gpu"] * out["gpu"], out["gpu"] * out["gpu"] * out["gpu"]
+                out[q.name] = combine(q, cols, shares)
         out[FACILITY] = out["pdu"] + out["cool"]
         return out
 
@@ -304,9 +322,9 @@ class RowBinner:
             known = ~np.isnan(v)
             w[:, F[f"{key}_s"]] = dt * known
             w[:, F[f"{key}_ws"]] = dt * np.where(known, v, 0.0)
-            if key == "gpu":  # its 2nd and 3rd moments (_interval_values: per node where nodes are known)
-                w[:, F["gpu2_ws"]] = dt * np.where(known, per["gpu2"][src], 0.0)
-                w[:, F["gpu3_ws"]] = dt * np.where(known, per["gpu3"][src], 0.0)
+            if key in ("gpu", FEED_GPU):  # its 2nd and 3rd moments (signals.gpu_load)
+                w[:, F[f"{key}2_ws"]] = dt * np.where(known, per[f"{key}2"][src], 0.0)
+                w[:, F[f"{key}3_ws"]] = dt * np.where(known, per[f"{key}3"][src], 0.0)
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))

@@ -89,10 +89,14 @@ QUANTITIES: tuple[Quantity, ...] = (
 )
 FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
 
+# The GPU load as the PDU feeds' samples see it (feed_load.py): its moments at the feeds' sampling
+# instants, over the intervals whose PDU power is known.
+FEED_GPU = "gps"
 # Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral; the GPU
-# power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin).
-_STEMS = (*(q.name for q in QUANTITIES), FACILITY)
-FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws",
+# power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin), and so
+# does the GPU load the feeds' samples saw.
+_STEMS = (*(q.name for q in QUANTITIES), FACILITY, FEED_GPU)
+FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws", f"{FEED_GPU}2_ws", f"{FEED_GPU}3_ws",
                            *(f"{q}_{k}" for q in _STEMS for k in ("s", "ws")))
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
@@ -129,6 +133,18 @@ def combine(q: Quantity, held: np.ndarray, shares: np.ndarray,
     tot = np.where(known, held, 0.0).sum(axis=1)
     scale = n if q.combine == "total" else 1  # total: missing members are like the known ones
     return np.where(cnt > 0, tot * scale / np.maximum(cnt, 1), np.nan)
+
+
+def gpu_load(held: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rack's GPU power and the IT model's 2nd and 3rd moments per row of held members (m ×
+    GPUs; ``groups``: each GPU's node, or None where nodes are not listed): node by node where the
+    rack has several nodes (``node_moments``), else the total's own powers."""
+    if groups is not None and held.shape[1] and np.unique(groups).size > 1:
+        per_node = node_totals(held, groups)
+        g2, g3 = node_moments(per_node)
+        return node_sum(per_node), g2, g3
+    g = combine(QUANTITIES[0], held, np.zeros(0), groups)
+    return g, g * g, g * g * g
 
 
 def node_totals(held: np.ndarray, groups: np.ndarray) -> np.ndarray:

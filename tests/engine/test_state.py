@@ -137,10 +137,12 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     """``data/engine_v2.state.gz``: written by the build before the model class and the signal
     table (5 h of ``synth.chunks(10 / 24, chunk_rows=1800, seed=5)``, warm). Restored here, it
     continues exactly as this build's own state of the same rows does (up to float rounding of
-    the IT solve, whose three always-zero temperature terms the upgrade drops)."""
+    the IT solve, whose three always-zero temperature terms the upgrade drops, and of the IT model's
+    regressors, which this build takes at the PDU samples' instants)."""
     import gzip
 
     from agent.engine import persist
+    from agent.engine.signals import FEED_GPU, FIELDS
 
     blob = gzip.decompress((Path(__file__).parent / "data" / "engine_v2.state.gz").read_bytes())
     assert int(unpack(blob)["engine_version"][0]) == 2 < persist.ENGINE_STATE_VERSION
@@ -151,6 +153,13 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     # at the save then starts its shadow afresh; the running job's level re-learns from the next job)
     new = ("shadow_", "job_level_")
     mine = {k: v for k, v in unpack(first.save_state()).items() if not k.startswith(new)}
+    # nor the GPU load the PDU feeds' samples saw (feed_load.py): the bins' sums of it, the carry
+    feed_fields = [i for i, name in enumerate(FIELDS) if name.startswith(FEED_GPU)]
+    for key in ("open_sums", "wb_sums"):
+        mine[key][..., feed_fields] = 0.0
+    misc = persist._unblob(mine["misc"])
+    misc["rows"].pop("feed_load")
+    mine["misc"] = persist._blob(misc)
     own = Engine.load_state(pack(mine), None, rack_info(synth.meta()))
     upgraded = Engine.load_state(blob, None, rack_info(synth.meta()))
     assert upgraded.warm and upgraded.seq == own.seq
@@ -162,9 +171,12 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     for a, b in zip(wins_own, wins_up, strict=True):
         assert a["predicted_kwh"] is not None and a.keys() == b.keys()
         for key, value in a.items():
-            # rel 1e-8: the linear extension beyond the learned GPU range scales the bin's own moments
-            # (response.it_predict), which carries the state's rounding a little further than 1e-9
-            assert b[key] == (pytest.approx(value, rel=1e-8) if isinstance(value, float) else value), key
+            # Measurements: exact (rel 1e-8: float rounding). What the model gives: the v2 build's IT model
+            # learned on the GPUs' own moments, this build's on the load the PDU samples saw
+            # (feed_load.py), so the two fits of the same rows differ by that sampling alone (≤ 0.2 %
+            # here); 0.5 % is a third of the tightest accuracy target.
+            rel = 1e-8 if "measured" in key or key in ("start", "end", "coverage") else 5e-3
+            assert b[key] == (pytest.approx(value, rel=rel) if isinstance(value, float) else value), key
 
 
 def test_state_saved_before_the_rate_curve_keeps_its_stage_levels() -> None:
