@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/drift.py              # default: a few minutes on 2 cores
     .venv/bin/python bench/drift.py --full       # more magnitudes, seeds and healthy days
-    .venv/bin/python bench/drift.py --randomized [--seeds 50] [--family churn] [--per-fault]
+    .venv/bin/python bench/drift.py --randomized [--seeds 50] [--family churn] [--per-fault] [--pdu-delay-s N]
                                                  # randomised racks with and without labels
     .venv/bin/python bench/drift.py --randomized --seeds 50 --jobs 1 --save runs.pkl
     .venv/bin/python bench/drift.py --randomized --table-from runs.pkl
@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--randomized: first seed (reports use ≥ 10 000; 0–999 are for development)")
     parser.add_argument("--days", type=float, default=3.0, help="--randomized: days per trace (default 3)")
     parser.add_argument("--per-fault", action="store_true", help="--randomized: one line per scored fault")
+    parser.add_argument("--pdu-delay-s", type=int, default=0, metavar="N",
+                        help="--randomized: PDU power readings show the power N s before their timestamp")
     parser.add_argument("--save", metavar="FILE",
                         help="--randomized: append each finished run to FILE (pickle), seed by seed")
     parser.add_argument("--table-from", metavar="FILE",
@@ -247,7 +249,8 @@ def _main_randomized(args: argparse.Namespace) -> int:
         complete = _complete_seeds(results)
         results = [r for r in results if r["job"].seed in complete]
     else:
-        jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days)
+        jobs = dr.randomized_jobs(args.family or ["single", "churn"], args.seeds, args.first_seed, args.days,
+                                  args.pdu_delay_s)
         # Seed by seed (each family, with and without labels): a run cut short still has every
         # family and labelling on the same seeds.
         jobs.sort(key=lambda j: j.seed)

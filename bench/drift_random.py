@@ -21,6 +21,9 @@ Scored per family and labelling (everything from the twin's truth, nothing from 
 - healthy-window P95: |predicted − measured| / measured of report windows after the first day,
   outside faults (+1 h) and device outages, coverage ≥ 99 %; ``P95 job`` is the same over the
   windows that start within 6 h after a job start.
+- ``--pdu-delay-s N``: every PDU power reading shows the power N s before its timestamp (a PDU
+  that averages, a poll stamped when its answer came) while the GPU rows keep theirs: what the
+  engine's reading of the feeds' sampling instants (feed_load.py) costs where the clocks disagree.
 - true% / meas%: P95 of the same windows' prediction against the twin's true facility energy
   (1 Hz, before any instrument samples it), and of their measurement against it: the report's
   ``measured_kwh`` integrates held PDU samples (report-format.md), so a rack polled every 5–30 s
@@ -61,6 +64,22 @@ class RandomJob:
     seed: int
     days: float
     hints: bool
+    pdu_delay_s: int = 0  # each PDU power reading stamped this many seconds after the power it shows
+
+
+def delayed_pdu_power(chunks: Any, delay_s: int) -> Any:
+    """The twin's 1 Hz chunks with every ``pdu.*.power_w`` reading moved ``delay_s`` rows later: a PDU
+    that averages, or a poll stamped when its answer arrived, shows the power of a moment before its
+    timestamp, which the GPU telemetry's own timestamps do not share (the engine is not told)."""
+    carry: dict[str, np.ndarray] = {}
+    for chunk in chunks:
+        if delay_s > 0:
+            for name, col in chunk.numeric.items():
+                if name.startswith("pdu.") and name.endswith(".power_w"):
+                    joined = np.concatenate((carry.get(name, np.full(delay_s, np.nan)), col))
+                    carry[name] = joined[-delay_s:].copy()
+                    col[:] = joined[: col.size]
+        yield chunk
 
 
 def _blocks(x: np.ndarray) -> np.ndarray:
@@ -155,7 +174,7 @@ def run_random(job: RandomJob) -> dict[str, Any]:
         engine.drift.observe = recording
     started = time.perf_counter()
     records: list[dict[str, Any]] = []
-    for chunk in simulate(scenario):
+    for chunk in delayed_pdu_power(simulate(scenario), job.pdu_delay_s):
         records += engine.process(chunk)
     records += engine.finish()
     seconds = time.perf_counter() - started
@@ -356,6 +375,7 @@ def print_faults(results: list[dict[str, Any]]) -> None:
                   f"{f['cause']}")
 
 
-def randomized_jobs(families: list[str], seeds: int, first_seed: int, days: float) -> list[RandomJob]:
-    return [RandomJob(family, first_seed + i, days, hints)
+def randomized_jobs(families: list[str], seeds: int, first_seed: int, days: float,
+                    pdu_delay_s: int = 0) -> list[RandomJob]:
+    return [RandomJob(family, first_seed + i, days, hints, pdu_delay_s)
             for family in families for i in range(seeds) for hints in (True, False)]

@@ -30,13 +30,15 @@ def gpu_moments(sums: np.ndarray) -> np.ndarray:
         return np.asarray(moments / sums[:, F["gpu_s"], None])
 
 
-def feed_gpu_moments(sums: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Per bin, the GPU moments at the PDU feeds' sampling instants (feed_load.py): what the bin's
-    held PDU power saw; ``g`` (the GPU's own moments) where no feed sample met a known GPU load."""
-    seen = sums[:, F[f"{FEED_GPU}_s"]] > 0
-    moments = np.stack([sums[:, F[f"{FEED_GPU}{p}_ws"]] for p in ("", "2", "3")], axis=1)
+def feed_seen_dev(sums: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Per bin (n × 2), how far the GPU load's 1st and 2nd moments at the PDU feeds' sampling
+    instants (feed_load.py) are from the bin's own ``g``: what the held PDU readings saw beyond the
+    bin's mean; 0 where no feed sample met a known GPU load."""
+    n_seen = sums[:, F[f"{FEED_GPU}_s"]]
+    moments = np.stack([sums[:, F[f"{FEED_GPU}{p}_ws"]] for p in ("", "2")], axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(seen[:, None], moments / sums[:, F[f"{FEED_GPU}_s"], None], g)
+        dev = moments / n_seen[:, None] - g[:, :2]
+    out: np.ndarray = np.where((n_seen[:, None] > 0) & np.isfinite(dev), dev, 0.0)
     return out
 
 
@@ -63,7 +65,8 @@ class ClosedWindow:
     cool_mean: np.ndarray
     it_ok: np.ndarray  # PDU power known for ≥ KNOWN_FRAC of the bin
     cool_ok: np.ndarray  # cooling power known for ≥ KNOWN_FRAC of the bin
-    g: np.ndarray  # (n, 3) GPU power moments as the PDU samples saw them (feed_load.py), 0 where never known
+    g: np.ndarray  # (n, 3) GPU power moments, 0 where never known
+    seen_dev: np.ndarray  # (n, 2) what the PDU feeds' samples saw beyond them (feed_seen_dev)
     wr: np.ndarray  # mean work rate
     wr_ok: np.ndarray  # work rate known for ≥ KNOWN_FRAC of the bin
 
@@ -78,6 +81,6 @@ class ClosedWindow:
         it_ok, cool_ok = sums[:, F["pdu_s"]] >= KNOWN_FRAC * dur, sums[:, F["cool_s"]] >= KNOWN_FRAC * dur
         wr = bin_mean(sums, "wr")
         wr_ok = (sums[:, F["wr_s"]] >= KNOWN_FRAC * dur) & np.isfinite(wr)
-        seen = np.nan_to_num(feed_gpu_moments(sums, gpu_moments(sums)))
+        g = np.nan_to_num(gpu_moments(sums))
         return ClosedWindow(n, sums, dur, float(dur.sum()) / 3600.0, frac, dur / 3600.0, gpu_ok, *means,
-                            it_ok, cool_ok, seen, wr, wr_ok)
+                            it_ok, cool_ok, g, feed_seen_dev(sums, g), wr, wr_ok)

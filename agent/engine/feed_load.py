@@ -1,13 +1,15 @@
-"""The GPU load as the PDU feeds' samples see it: the IT model's GPU moments at each feed's sampling
-instants, held like the feed's own power.
+"""The GPU load as the PDU feeds' samples see it: the GPU moments at each feed's sampling instants,
+held like the feed's own power.
 
 Why: a window's measured IT energy integrates held PDU samples (trace-format.md). A feed polled every
 5–30 s sees training's seconds-scale swings at its own instants only, so its window energy can be off
 the true one by several % — systematically where the step period and the poll interval are near
-multiples (stroboscopic). Regressed and predicted on the GPU power at those same instants, the IT
-model's forecast carries the same sampling, so measured − predicted is the rack's own deviation, not
-the meter's (the drift monitor's IT residual too). Where a feed's energy meter gives the span's exact
-mean power (meter_power.py) the feed saw every second, and the GPU's own interval mean stands.
+multiples (stroboscopic). How far the GPU load at those instants is from the bin's own moments enters
+the IT regression as two regressors (response.it_features: d, d₂), whose learned coefficients say how
+much of it the readings show: the forecast then follows what the feeds will measure, and measured −
+predicted is the rack's own deviation, not the meter's (the drift monitor's IT residual too). Where a
+feed's energy meter gives the span's exact mean power (meter_power.py) the feed saw every second, and
+the GPUs' own interval moments stand.
 
 Only the samples' *times* are used, never their values: no PDU value from inside a window drives its
 prediction (report spec). The feeds are weighted equally: an A/B pair carries the rack half each.

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from agent.engine.closed_window import ClosedWindow, bin_work_rate, feed_gpu_moments, gpu_moments
+from agent.engine.closed_window import ClosedWindow, bin_work_rate, feed_seen_dev, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
 from agent.engine.response import (
@@ -129,9 +129,9 @@ class ResponseModel:
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
-        # the PDU power as its samples will see it (feed_load.py); the heat is the GPUs' own
+        # the PDU power as its samples will see it (feed_load.py); the heat is the rack's own
         theta, lo, hi = self.it.theta[0], self.g_lo_w, self.g_hi_w
-        it_seen = it_predict(theta, feed_gpu_moments(sums, g), gl, frac, scale, lo, hi)
+        it_seen = it_predict(theta, g, gl, frac, scale, lo, hi, feed_seen_dev(sums, g))
         it_gpu = it_predict(theta, g, gl, frac, scale, lo, hi)
         rates = self.job_rates.normalised(list(jobs), bin_work_rate(sums))
         Xs = stage_it_features(node_frac, *rates, rated_share(sums))
@@ -271,7 +271,7 @@ class ResponseModel:
         they stay the rack's usual and a job's level is not counted twice once they learned it."""
         n, scale, sums, frac, w_h, seen_it, g = c.n, self.scale_w, c.sums, c.frac, c.w_h, c.it_ok, c.g
         rows = c.gpu_ok & seen_it & ~held
-        X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale)
+        X = it_features(g[:, 0], g[:, 1], g[:, 2], wb.gpu_lag_w[:n], frac, scale, c.seen_dev)
         pdu = np.nan_to_num(c.pdu_mean) - level_w
         y = np.where(rows, pdu / scale, 0.0)
         lam_it = lam["it"]

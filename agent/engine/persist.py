@@ -23,7 +23,7 @@ from agent.engine.baselines import BaselineLibrary
 from agent.engine.drift import DriftMonitor
 from agent.engine.job_energy import JobEnergy
 from agent.engine.model import ResponseModel
-from agent.engine.response import N_IT_BASE
+from agent.engine.response import IT_SEEN_COLUMNS, N_IT_BASE
 from agent.engine.row_times import TS_FLOOR_S
 from agent.engine.rows import RowBinner
 from agent.engine.signals import FIELDS
@@ -32,6 +32,10 @@ from agent.engine.state import StateError, pack, unpack
 from agent.engine.window_buffer import WindowBuffer
 
 ENGINE_STATE_VERSION = 3  # 3: arrays named by their owner; the unused GPU-temperature terms gone
+# v2's IT regression: [1, g, g², g³, gl, gl², gl³, t, t², t³, f…]; v3 before the feeds' view
+# (response.IT_SEEN_COLUMNS): [1, g, g², g³, gl, gl², gl³, f…]
+V2_IT_COLUMNS = 10 + N_SLOTS
+UNSEEN_IT_COLUMNS = N_IT_BASE - len(IT_SEEN_COLUMNS) + N_SLOTS
 BLOB_MIN_BYTES = 32768
 BIG = 2**53  # floats count integers exactly up to here
 # Largest magnitude a float in a state may hold. The largest accumulator the engine writes is a
@@ -113,7 +117,7 @@ def load_engine(parts: EngineParts, blob: bytes, own: EngineOwn) -> EngineOwn:
             a = _upgrade_v2(a)
         elif version != ENGINE_STATE_VERSION:
             raise StateError(f"engine state version {version}, this build reads {ENGINE_STATE_VERSION}")
-        return _load(parts, a, own)
+        return _load(parts, _with_feed_view(a), own)
     except (KeyError, IndexError, ValueError, TypeError, AttributeError, ArithmeticError) as exc:
         if isinstance(exc, StateError):
             raise
@@ -163,6 +167,22 @@ def _load(p: EngineParts, a: dict[str, np.ndarray], own: EngineOwn) -> EngineOwn
                      misc.get("last_window") or {}, int(misc.get("rewarms", 0)))
 
 
+def _with_feed_view(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A state saved before the IT regression read the PDU feeds' view (feed_load.py): its two
+    coefficients start at 0, which is that state's own model (the feeds seeing the bins' means)."""
+    if a["it_theta"].shape[-1] != UNSEEN_IT_COLUMNS:
+        return a
+    out = dict(a)
+    at = [IT_SEEN_COLUMNS[0]] * len(IT_SEEN_COLUMNS)
+    for prefix in ("it", "shadow_it0"):
+        if f"{prefix}_theta" not in a:
+            continue
+        out[f"{prefix}_theta"] = np.insert(a[f"{prefix}_theta"], at, 0.0, axis=-1)
+        out[f"{prefix}_r"] = np.insert(a[f"{prefix}_r"], at, 0.0, axis=-1)
+        out[f"{prefix}_R"] = np.insert(np.insert(a[f"{prefix}_R"], at, 0.0, axis=-1), at, 0.0, axis=-2)
+    return out
+
+
 def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A version-2 state in version-3 names: one ``scalars`` array split by owner, the IT model's
     three always-zero GPU-temperature terms dropped (they never held information: the regressor
@@ -176,7 +196,7 @@ def _upgrade_v2(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out["rows_scalars"] = np.array(s[10:15])
     out["engine_scalars"] = np.array([s[0], s[1], s[4], s[6], s[7], s[15]])
     temp = [7, 8, 9]  # v2's [1, g, g², g³, gl, gl², gl³, t, t², t³, f…]
-    if a["it_theta"].shape[-1] == N_IT_BASE + 3 + N_SLOTS:
+    if a["it_theta"].shape[-1] == V2_IT_COLUMNS:
         out["it_R"] = np.delete(np.delete(a["it_R"], temp, axis=1), temp, axis=2)
         out["it_r"] = np.delete(a["it_r"], temp, axis=1)
         out["it_theta"] = np.delete(a["it_theta"], temp, axis=1)

@@ -20,6 +20,7 @@ from agent.config.model import EngineSection
 from agent.engine import Engine, rack_info
 from agent.engine.rows import RowBinner
 from agent.engine.signals import FEED_GPU, F
+from agent.engine.state import pack, unpack
 from agent.trace.model import J_PER_KWH, TraceChunk, TraceMeta
 
 N_GPU = 4
@@ -156,3 +157,27 @@ def test_pdu_values_inside_a_window_do_not_move_its_prediction(strobe: Any) -> N
     again = next(w for w in changed if w["start"] == target["start"])
     assert again["measured_kwh"] != target["measured_kwh"]
     assert again["predicted_kwh"] == target["predicted_kwh"]
+
+
+def test_a_state_saved_before_the_feeds_view_loads_with_it_off() -> None:
+    """The previous build's IT regression had no columns for the feeds' view: its state loads, the
+    two new coefficients start at 0 (the feeds seeing the bins' means: that build's own model), the
+    others are kept, and the engine goes on predicting."""
+    from agent.engine.response import IT_SEEN_COLUMNS
+
+    chunks, _ = _trace(4.0)
+    eng = Engine(EngineSection(window_s=900.0), rack_info(_meta()), site="sf", rack_name="rf")
+    for c in chunks[:3]:
+        eng.process(c)
+    arrays = unpack(eng.save_state())
+    old = dict(arrays)
+    for key in [k for k in arrays if k.startswith(("it_", "shadow_it0_")) and not k.endswith("weight")]:
+        arr = np.delete(arrays[key], IT_SEEN_COLUMNS, axis=-1)
+        old[key] = np.delete(arr, IT_SEEN_COLUMNS, axis=-2) if key.endswith("_R") else arr
+    loaded = Engine.load_state(pack(old), EngineSection(window_s=900.0), rack_info(_meta()))
+    theta = loaded.model.it.theta[0]
+    assert np.all(theta[IT_SEEN_COLUMNS] == 0.0)
+    kept = np.delete(arrays["it_theta"][0], IT_SEEN_COLUMNS)
+    assert np.array_equal(np.delete(theta, IT_SEEN_COLUMNS), kept)
+    wins = [r for r in loaded.process(chunks[3]) if r["type"] == "window"]
+    assert wins and all(w["predicted_kwh"] is not None for w in wins)
