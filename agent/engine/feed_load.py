@@ -26,27 +26,29 @@ from agent.engine.frames import Held
 
 
 class FeedLoad:
-    """Per PDU feed, the GPU moments at its last sample before the rows now emitted (fixed state:
-    three numbers per feed)."""
+    """Per PDU feed, the GPU moments at its last sample before the rows now emitted (fixed state: the
+    moments' count, two, per feed)."""
 
     def __init__(self) -> None:
         self.carried: dict[str, np.ndarray] = {}
 
     def moments(self, g_rows: np.ndarray, g_intervals: np.ndarray, feeds: dict[str, Held],
                 metered: dict[str, np.ndarray]) -> np.ndarray:
-        """Per emitted interval, the GPU moments (m × 3) the feeds' held samples saw, averaged over
+        """Per emitted interval, the GPU moments (m × k) the feeds' held samples saw, averaged over
         the feeds; NaN where a feed's power is unknown (as the PDU sum is) or the GPU load at its
         sample is.
 
-        ``g_rows``: (n × 3) moments held at each row's time; ``g_intervals``: (m × 3) the intervals'
+        ``g_rows``: (n × k) moments held at each row's time; ``g_intervals``: (m × k) the intervals'
         own moments; ``feeds``: each feed's hold of its power; ``metered``: per feed, the intervals
         whose power came from its energy meter."""
-        m = g_intervals.shape[0]
+        m, k = g_intervals.shape
         if not feeds:
-            return np.full((m, 3), np.nan)
-        total = np.zeros((m, 3))
+            return np.full((m, k), np.nan)
+        total = np.zeros((m, k))
         for name, held in feeds.items():
-            carried = self.carried.get(name, np.full(3, np.nan))
+            carried = self.carried.get(name)
+            if carried is None or carried.size != k:
+                carried = np.full(k, np.nan)
             rows = np.concatenate(([-1], held.last_sample[:-1]))  # interval i holds row i-1's last sample
             seen = np.where((rows >= 0)[:, None], g_rows[np.maximum(rows, 0)], carried[None, :])
             if name in metered:
@@ -62,7 +64,7 @@ class FeedLoad:
     def load(self, state: dict[str, Any]) -> None:
         self.carried = {}
         for name, values in (state or {}).items():
-            if isinstance(values, list) and len(values) == 3:
+            if isinstance(values, list) and 0 < len(values) <= 3:
                 self.carried[str(name)] = np.array(
                     [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
                      for v in values])

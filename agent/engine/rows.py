@@ -45,7 +45,7 @@ PER_SIGNAL = frozenset(
 )
 NAME_WIDTH = 64  # signal names saved in a state: canonical column names are far shorter
 # interval values that only shape the GPU sums' 2nd and 3rd moments
-MOMENTS = ("gpu2", "gpu3", f"{FEED_GPU}2", f"{FEED_GPU}3")
+MOMENTS = ("gpu2", "gpu3", f"{FEED_GPU}2")
 MAX_RESET_ROWS = 64  # rows with a GPU counter reset kept until their bin is read (fixed memory)
 
 Classifier = Callable[[TraceChunk], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -229,7 +229,7 @@ class RowBinner:
         held = {name: h.values for name, h in holds.items()}
         metered = apply_meters(self.signals, held, buf, n, clean, start_ts, self.t0, self.window_s)
         per = self._interval_values(held, n)
-        per[FEED_GPU], per[f"{FEED_GPU}2"], per[f"{FEED_GPU}3"] = self._feed_gpu(holds, metered, per)
+        per[FEED_GPU], per[f"{FEED_GPU}2"] = self._feed_gpu(holds, metered, per)
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
         job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
@@ -247,19 +247,20 @@ class RowBinner:
 
     def _feed_gpu(self, holds: dict[str, Held], metered: dict[str, np.ndarray],
                   per: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-        """The GPU load as the PDU feeds' samples saw it, per interval (feed_load.py)."""
+        """The GPU load's 1st and 2nd moments as the PDU feeds' samples saw them, per interval
+        (feed_load.py)."""
         names = self.signals.names
         gpus = member_names(names, "gpu.power_w")
         feeds = {n: holds[n] for n in member_names(names, "pdu.power_w")}
         m = per["gpu"].size
         if gpus:
             at_rows = np.stack([holds[n].at_row for n in gpus], axis=1)
-            g_rows = np.stack(gpu_load(at_rows, self._gpu_groups(gpus)), axis=1)
+            g_rows = np.stack(gpu_load(at_rows, self._gpu_groups(gpus))[:2], axis=1)
         else:
-            g_rows = np.full((m, 3), np.nan)
-        g_intervals = np.stack([per["gpu"], per["gpu2"], per["gpu3"]], axis=1)
+            g_rows = np.full((m, 2), np.nan)
+        g_intervals = np.stack([per["gpu"], per["gpu2"]], axis=1)
         seen = self.feed_load.moments(g_rows, g_intervals, feeds, metered)
-        return seen[:, 0], seen[:, 1], seen[:, 2]
+        return seen[:, 0], seen[:, 1]
 
     def _gpu_groups(self, gpus: list[str]) -> np.ndarray | None:
         return np.array([self.rack.gpu_node(n) for n in gpus]) if self.rack.node_gpus else None
@@ -322,9 +323,9 @@ class RowBinner:
             known = ~np.isnan(v)
             w[:, F[f"{key}_s"]] = dt * known
             w[:, F[f"{key}_ws"]] = dt * np.where(known, v, 0.0)
-            if key in ("gpu", FEED_GPU):  # its 2nd and 3rd moments (signals.gpu_load)
-                w[:, F[f"{key}2_ws"]] = dt * np.where(known, per[f"{key}2"][src], 0.0)
-                w[:, F[f"{key}3_ws"]] = dt * np.where(known, per[f"{key}3"][src], 0.0)
+            for moment in (f"{key}2", f"{key}3"):  # the GPU power's higher moments (signals.gpu_load)
+                if moment in per:
+                    w[:, F[f"{moment}_ws"]] = dt * np.where(known, per[moment][src], 0.0)
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))

@@ -89,14 +89,14 @@ QUANTITIES: tuple[Quantity, ...] = (
 )
 FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
 
-# The GPU load as the PDU feeds' samples see it (feed_load.py): its moments at the feeds' sampling
-# instants, over the intervals whose PDU power is known.
+# The GPU load as the PDU feeds' samples see it (feed_load.py): its 1st and 2nd moments at the feeds'
+# sampling instants, over the intervals whose PDU power is known.
 FEED_GPU = "gps"
 # Per-bin sums. "*_s" are seconds during which the quantity was known, "*_ws" its integral; the GPU
-# power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin), and so
-# does the GPU load the feeds' samples saw.
+# power also carries its 2nd and 3rd moments (the IT model's cubic, Jensen-exact per bin); the GPU
+# load the feeds' samples saw its 2nd (the IT model's d₂).
 _STEMS = (*(q.name for q in QUANTITIES), FACILITY, FEED_GPU)
-FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws", f"{FEED_GPU}2_ws", f"{FEED_GPU}3_ws",
+FIELDS: tuple[str, ...] = ("dur_s", "hint_s", "gpu2_ws", "gpu3_ws", f"{FEED_GPU}2_ws",
                            *(f"{q}_{k}" for q in _STEMS for k in ("s", "ws")))
 F = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
