@@ -17,38 +17,38 @@ prediction (report spec). The feeds are weighted equally: an A/B pair carries th
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
+from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.frames import Held
+
+MOMENTS = 2  # the GPU load's 1st and 2nd moments: what the IT model reads of the feeds' view (d, d₂)
 
 
 class FeedLoad:
-    """Per PDU feed, the GPU moments at its last sample before the rows now emitted (fixed state: the
-    moments' count, two, per feed)."""
+    """Per PDU feed, the GPU moments at its last sample before the rows now emitted (fixed state:
+    ``MOMENTS`` numbers per feed)."""
 
     def __init__(self) -> None:
         self.carried: dict[str, np.ndarray] = {}
 
     def moments(self, g_rows: np.ndarray, g_intervals: np.ndarray, feeds: dict[str, Held],
                 metered: dict[str, np.ndarray]) -> np.ndarray:
-        """Per emitted interval, the GPU moments (m × k) the feeds' held samples saw, averaged over
-        the feeds; NaN where a feed's power is unknown (as the PDU sum is) or the GPU load at its
-        sample is.
+        """Per emitted interval, the GPU moments (m × ``MOMENTS``) the feeds' held samples saw,
+        averaged over the feeds; NaN where a feed's power is unknown (as the PDU sum is) or the GPU
+        load at its sample is.
 
-        ``g_rows``: (n × k) moments held at each row's time; ``g_intervals``: (m × k) the intervals'
-        own moments; ``feeds``: each feed's hold of its power; ``metered``: per feed, the intervals
-        whose power came from its energy meter."""
-        m, k = g_intervals.shape
+        ``g_rows``: (n × ``MOMENTS``) the moments held at each row's time (needed at the feeds'
+        sample rows only); ``g_intervals``: the intervals' own moments; ``feeds``: each feed's hold
+        of its power; ``metered``: per feed, the intervals whose power came from its energy meter."""
+        m = g_intervals.shape[0]
         if not feeds:
-            return np.full((m, k), np.nan)
-        total = np.zeros((m, k))
+            return np.full((m, MOMENTS), np.nan)
+        total = np.zeros((m, MOMENTS))
         for name, held in feeds.items():
-            carried = self.carried.get(name)
-            if carried is None or carried.size != k:
-                carried = np.full(k, np.nan)
+            carried = self.carried.get(name, np.full(MOMENTS, np.nan))
             rows = np.concatenate(([-1], held.last_sample[:-1]))  # interval i holds row i-1's last sample
             seen = np.where((rows >= 0)[:, None], g_rows[np.maximum(rows, 0)], carried[None, :])
             if name in metered:
@@ -59,12 +59,12 @@ class FeedLoad:
         return total / len(feeds)
 
     def state(self) -> dict[str, Any]:
-        return {name: [None if math.isnan(v) else float(v) for v in g] for name, g in self.carried.items()}
+        return {name: [finite_or_none(float(v)) for v in g] for name, g in self.carried.items()}
 
     def load(self, state: dict[str, Any]) -> None:
-        self.carried = {}
-        for name, values in (state or {}).items():
-            if isinstance(values, list) and 0 < len(values) <= 3:
-                self.carried[str(name)] = np.array(
-                    [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-                     for v in values])
+        """The inverse of ``state``; a feed whose entry is not ``MOMENTS`` numbers starts unknown."""
+        self.carried = {
+            str(name): np.array([number_or_nan(v) for v in values])
+            for name, values in (state or {}).items()
+            if isinstance(values, list) and len(values) == MOMENTS
+        }

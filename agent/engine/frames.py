@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
@@ -103,13 +102,21 @@ class RowBatch:
     inferred: np.ndarray
 
 
-class Held(NamedTuple):
+@dataclass(frozen=True)
+class Held:
     """One signal's zero-order hold over the emitted rows (``Signals.hold``)."""
 
     values: np.ndarray  # per interval: the value held at its start, NaN once stale
-    fresh: np.ndarray  # per interval: that value is still within its hold
-    at_row: np.ndarray  # per row: the value held at the row's own time (its sample included)
     last_sample: np.ndarray  # per row: the row of the last sample at or before it (-1: one before these rows)
+    sample_value: np.ndarray  # per row: that sample's value (the carried one where -1)
+    sample_ts: np.ndarray  # per row: that sample's time
+    limit_s: float  # a sample is held this long
+
+    def at_rows(self, rows: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """The value held at the times of ``rows`` (their own samples included), NaN once stale."""
+        fresh = ts[rows] - self.sample_ts[rows] <= self.limit_s
+        out: np.ndarray = np.where(fresh, self.sample_value[rows], np.nan)
+        return out
 
 
 class Signals:
@@ -148,7 +155,7 @@ class Signals:
 
     def hold(self, k: int, ts: np.ndarray, clean: np.ndarray, start_ts: np.ndarray) -> Held:
         """Per emitted interval (``start_ts[i]``, ``ts[i]``]: the value held at its start (carried
-        state, then rows 0..n-2), and whether it is still fresh at its end (``Held``)."""
+        state, then rows 0..n-2), NaN where it is no longer fresh at its end (``Held``)."""
         n = ts.shape[0]
         valid = ~np.isnan(clean)
         idx = np.where(valid, np.arange(n), -1)
@@ -163,8 +170,7 @@ class Signals:
         limit = HOLD_FACTOR * interval + 1e-9
         fresh = (ts - start_t) <= limit
         self.last_value[k], self.last_ts[k] = held_v[-1], held_t[-1]
-        at_row = np.where(ts - held_t <= limit, held_v, np.nan)
-        return Held(np.where(fresh, start_v, np.nan), fresh, at_row, idx)
+        return Held(np.where(fresh, start_v, np.nan), idx, held_v, held_t, limit)
 
     def _learn_interval(self, k: int, sample_ts: np.ndarray) -> None:
         if not sample_ts.size:

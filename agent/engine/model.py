@@ -28,6 +28,7 @@ from agent.engine.response import (
     cooling_features,
     daily_phase,
     ew_bias,
+    feed_view_w,
     it_features,
     it_predict,
     it_ridge,
@@ -129,10 +130,9 @@ class ResponseModel:
         g = self._gpu_moments(sums)
         scale = self.scale_w if math.isfinite(self.scale_w) else 1.0
         gl = self.fan_lag.run(g[:, 0])
+        it_gpu = it_predict(self.it.theta[0], g, gl, frac, scale, self.g_lo_w, self.g_hi_w)
         # the PDU power as its samples will see it (feed_load.py); the heat is the rack's own
-        theta, lo, hi = self.it.theta[0], self.g_lo_w, self.g_hi_w
-        it_seen = it_predict(theta, g, gl, frac, scale, lo, hi, feed_seen_dev(sums, g))
-        it_gpu = it_predict(theta, g, gl, frac, scale, lo, hi)
+        it_seen = it_gpu + feed_view_w(self.it.theta[0], feed_seen_dev(sums, g), scale)
         rates = self.job_rates.normalised(list(jobs), bin_work_rate(sums))
         Xs = stage_it_features(node_frac, *rates, rated_share(sums))
         it_stage = Xs @ self.it_stage.theta[0] * scale

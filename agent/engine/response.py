@@ -70,7 +70,7 @@ class EWLS:
 
 
 def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_lag: np.ndarray,
-                frac: np.ndarray, scale_w: float, seen_dev: np.ndarray | None = None) -> np.ndarray:
+                frac: np.ndarray, scale_w: float, seen_dev: np.ndarray) -> np.ndarray:
     """IT regressors per bin: [1, g, g², g³, gl, gl², gl³, d, d₂, f_0 … f_S-1]: g the bin's raw GPU
     power moments, gl the GPU power through a ~1 min lag (server fans follow the GPUs' heat sinks),
     d and d₂ how far the 1st and 2nd moments at the PDU feeds' sampling instants are from the bin's
@@ -79,7 +79,7 @@ def it_features(gpu_m1: np.ndarray, gpu_m2: np.ndarray, gpu_m3: np.ndarray, gpu_
     the readings and the GPU samples share their instants, 0 where their clocks or averaging differ."""
     gl = gpu_lag / scale_w
     g = (gpu_m1 / scale_w, gpu_m2 / scale_w**2, gpu_m3 / scale_w**3)
-    dev = np.zeros((gl.size, 2)) if seen_dev is None else seen_dev / np.array([scale_w, scale_w**2])
+    dev = seen_dev / np.array([scale_w, scale_w**2])
     return np.column_stack((np.ones_like(gl), *g, gl, gl * gl, gl * gl * gl, dev, frac))
 
 
@@ -87,14 +87,21 @@ N_IT_BASE = 9  # it_features' columns before the stage fractions
 IT_SEEN_COLUMNS = [7, 8]  # the feeds' view (d, d₂): absent from states saved before them (persist.py)
 
 
+def feed_view_w(theta: np.ndarray, seen_dev: np.ndarray, scale_w: float) -> np.ndarray:
+    """What the feeds' view adds to each bin's IT prediction (W): the d, d₂ terms of ``it_features``
+    (linear, so the same inside and beyond the learned GPU range: ``it_predict`` leaves them at 0)."""
+    dev = seen_dev / np.array([scale_w, scale_w**2])
+    out: np.ndarray = dev @ theta[IT_SEEN_COLUMNS] * scale_w
+    return out
+
+
 def it_predict(theta: np.ndarray, g: np.ndarray, gl: np.ndarray, frac: np.ndarray, scale_w: float,
-               lo_w: float, hi_w: float, seen_dev: np.ndarray | None = None) -> np.ndarray:
-    """IT power (W) per bin (``seen_dev``: see ``it_features``; None: the rack's true power, no
-    feed's view). Beyond the GPU-power range already learned [lo_w, hi_w] the cubic continues with
-    its edge slope: one fitted at low load must not be extrapolated as a cubic."""
-    if seen_dev is None:
-        seen_dev = np.zeros((g.shape[0], 2))
-    X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w, seen_dev)
+               lo_w: float, hi_w: float) -> np.ndarray:
+    """The rack's IT power (W) per bin (the feeds' view: ``feed_view_w``). Beyond the GPU-power range
+    already learned [lo_w, hi_w] the cubic continues with its edge slope: one fitted at low load must
+    not be extrapolated as a cubic."""
+    no_view = np.zeros((g.shape[0], len(IT_SEEN_COLUMNS)))
+    X = it_features(g[:, 0], g[:, 1], g[:, 2], gl, frac, scale_w, no_view)
     pred = X @ theta
     if not (math.isfinite(lo_w) and math.isfinite(hi_w)) or hi_w <= lo_w:
         return np.asarray(pred * scale_w)
@@ -107,7 +114,7 @@ def it_predict(theta: np.ndarray, g: np.ndarray, gl: np.ndarray, frac: np.ndarra
         r = np.where(g[out, 0] > 0, gc[out] / np.maximum(g[out, 0], 1e-9), 1.0)
         m2 = np.where(g[out, 0] > 0, g[out, 1] * r**2, gc[out] ** 2)
         m3 = np.where(g[out, 0] > 0, g[out, 2] * r**3, gc[out] ** 3)
-        Xc = it_features(gc[out], m2, m3, glc[out], frac[out], scale_w, seen_dev[out])
+        Xc = it_features(gc[out], m2, m3, glc[out], frac[out], scale_w, no_view[out])
         # slope along that scaling: d/dg of θ1·g + θ2·c2·g² + θ3·c3·g³, c2, c3 the load-shape factors
         c2 = np.where(gc[out] > 0, m2 / np.maximum(gc[out], 1e-9) ** 2, 1.0)
         c3 = np.where(gc[out] > 0, m3 / np.maximum(gc[out], 1e-9) ** 3, 1.0)

@@ -229,7 +229,7 @@ class RowBinner:
         held = {name: h.values for name, h in holds.items()}
         metered = apply_meters(self.signals, held, buf, n, clean, start_ts, self.t0, self.window_s)
         per = self._interval_values(held, n)
-        per[FEED_GPU], per[f"{FEED_GPU}2"] = self._feed_gpu(holds, metered, per)
+        per[FEED_GPU], per[f"{FEED_GPU}2"] = self._feed_gpu(ts, holds, metered, per)
         slot_i = np.concatenate(([self._pending_slot], slots[:-1])).astype(np.int64)
         hint_i = np.concatenate(([self._pending_hint], hinted[:-1]))
         job_i = np.concatenate(([self._pending_job], emitted.job[:-1])) if n else emitted.job
@@ -245,19 +245,19 @@ class RowBinner:
             return self._empty()[0], rows
         return self._bin(starts, ends, per, slot_i, hint_i, job_i), rows
 
-    def _feed_gpu(self, holds: dict[str, Held], metered: dict[str, np.ndarray],
+    def _feed_gpu(self, ts: np.ndarray, holds: dict[str, Held], metered: dict[str, np.ndarray],
                   per: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         """The GPU load's 1st and 2nd moments as the PDU feeds' samples saw them, per interval
-        (feed_load.py)."""
+        (feed_load.py). The GPU load is taken only at the rows where some feed sampled."""
         names = self.signals.names
         gpus = member_names(names, "gpu.power_w")
         feeds = {n: holds[n] for n in member_names(names, "pdu.power_w")}
-        m = per["gpu"].size
-        if gpus:
-            at_rows = np.stack([holds[n].at_row for n in gpus], axis=1)
-            g_rows = np.stack(gpu_load(at_rows, self._gpu_groups(gpus))[:2], axis=1)
-        else:
-            g_rows = np.full((m, 2), np.nan)
+        own_row = np.arange(ts.size)
+        sampled = np.flatnonzero(np.logical_or.reduce([h.last_sample == own_row for h in feeds.values()]))
+        g_rows = np.full((ts.size, 2), np.nan)
+        if gpus and sampled.size:
+            at = np.stack([holds[n].at_rows(sampled, ts) for n in gpus], axis=1)
+            g_rows[sampled] = np.stack(gpu_load(at, self._gpu_groups(gpus))[:2], axis=1)
         g_intervals = np.stack([per["gpu"], per["gpu2"]], axis=1)
         seen = self.feed_load.moments(g_rows, g_intervals, feeds, metered)
         return seen[:, 0], seen[:, 1]

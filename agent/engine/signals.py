@@ -87,6 +87,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("gmem", "gpu.mem_util_pct", "mean", "gpu_mem_util_pct"),
     Quantity("gmean", "gpu.power_w", "mean", "gpu_mean_w"),
 )
+GPU_POWER = next(q for q in QUANTITIES if q.name == "gpu")
 FACILITY = "fac"  # Σ PDU + Σ share × cooling-unit power (trace-format.md), integrated like the others
 
 # The GPU load as the PDU feeds' samples see it (feed_load.py): its 1st and 2nd moments at the feeds'
@@ -143,7 +144,7 @@ def gpu_load(held: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, n
         per_node = node_totals(held, groups)
         g2, g3 = node_moments(per_node)
         return node_sum(per_node), g2, g3
-    g = combine(QUANTITIES[0], held, np.zeros(0), groups)
+    g = combine(GPU_POWER, held, np.zeros(0), groups)
     return g, g * g, g * g * g
 
 
