@@ -137,7 +137,8 @@ class JobEnergy:
         node = np.array([k for k, gpus in enumerate(groups) for _ in gpus], dtype=np.int64)
         if node.size:  # a configured GPU without a column counts as missing: scaled like the engine's
             absent = np.full(len(chunk), np.nan)
-            held = np.stack([cols.get(i, absent) for gpus in groups for i in sorted(gpus)], axis=1)
+            # stacked GPU by GPU, then viewed rows × GPUs: a copy into rows would be strided
+            held = np.stack([cols.get(i, absent) for gpus in groups for i in sorted(gpus)]).T
             out[:, np.unique(node)] = node_totals(held, node)
         return out
 

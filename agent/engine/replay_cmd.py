@@ -140,7 +140,11 @@ def _build_engine(args: argparse.Namespace, meta: Any, config: Any, engine_cfg: 
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.engine.batch_heap import keep_freed_memory
+    from agent.engine.signals import engine_never_reads
     from agent.trace.reader import open_trace  # deferred: ``rackwatt --help`` stays fast
+
+    keep_freed_memory()
 
     if args.html is not None and writes_in_place(args.report):
         print(f"rackwatt replay: --html reads the report back: --report must be a file, not {args.report}",
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config, engine_cfg = _engine_config(args)
-        reader = open_trace(args.trace, strict=args.strict)
+        reader = open_trace(args.trace, strict=args.strict, skip=engine_never_reads)
         engine = _build_engine(args, reader.meta, config, engine_cfg)
     except (OSError, ValueError) as exc:
         print(f"rackwatt replay: {exc}", file=sys.stderr)

@@ -301,7 +301,8 @@ class RowBinner:
         out: dict[str, np.ndarray] = {}
         for q in QUANTITIES:
             members = member_names(names, q.column)
-            cols = np.stack([held[n] for n in members], axis=1) if members else np.zeros((m, 0))
+            # stacked member by member, then viewed rows × members: a copy into rows would be strided
+            cols = np.stack([held[n] for n in members]).T if members else np.zeros((m, 0))
             shares = np.array([self.rack.crac_shares.get(n.split(".")[1], 1.0) for n in members if "." in n])
             if q.name == "gpu":  # the total and its moments (node by node where nodes are listed)
                 out["gpu"], out["gpu2"], out["gpu3"] = gpu_load(cols, self._gpu_groups(members))

@@ -57,6 +57,23 @@ def is_engine_signal(name: str) -> bool:
     return column_of(name) is not None
 
 
+# Columns of the trace format that no part of the engine reads (the stage inferrer's GPU
+# utilisation and power limit, and the GPUs' reset counts, are read outside ``COLUMNS``, so this
+# names what is unread rather than what is read: a column read later is parsed by default).
+_UNREAD: tuple[Column, ...] = tuple(
+    Column(device, suffix, "", register=False)
+    for device, suffixes in (("gpu", ("temp_c", "sm_clock_mhz")), ("pdu", ("voltage_v", "current_a", "pf")),
+                             ("crac", ("supply_temp_c", "return_temp_c")), ("inlet", ("rh_pct",)))
+    for suffix in suffixes
+)
+
+
+def engine_never_reads(name: str) -> bool:
+    """True for a column the replay need not convert: a third of a GPU rack's cells (temperatures,
+    clocks). Its cells are not checked as numbers; unknown columns still are."""
+    return any(column.matches(name) for column in _UNREAD)
+
+
 @dataclass(frozen=True)
 class Quantity:
     """One per-bin quantity: its column, how one interval's held members combine, its sample field.

@@ -158,7 +158,7 @@ class FeatureExtractor:
             self._layout[family] = names
         if not names:
             return np.full((len(chunk), 0), np.nan)
-        raw = np.column_stack([chunk.numeric[name] for name in names])
+        raw = np.stack([chunk.numeric[name] for name in names]).T  # a view: no strided copy
         with np.errstate(invalid="ignore"):
             clean = np.where((raw >= lo) & (raw <= hi), raw, np.nan)
         group = self._groups.setdefault(family, _Group())

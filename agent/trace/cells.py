@@ -39,26 +39,54 @@ def parse_cells(codes: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> t
     Returns ``(values, needs_fallback)``: cells flagged in the second array were not parsed
     (their value is NaN) and must be converted, or rejected, by the caller.
     """
+    values = np.empty(starts.shape[0])
+    return values, _parse(codes, starts, lengths, values, None)
+
+
+def parse_table(
+    codes: np.ndarray, starts: np.ndarray, lengths: np.ndarray, columns: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``parse_cells`` for cells in row-major order of a (rows × ``columns``) table; the values
+    come back column by column (``columns`` × rows), as a chunk stores them, the fallback flags
+    in the cells' own order.
+
+    Why: the parser writes each width group to its places anyway; writing them to the transposed
+    places costs one index array, where transposing the table afterwards costs a strided copy of
+    every value. (Writing straight into the chunk's much larger array was measured slower: its
+    places are spread over far more memory.)
+    """
+    rows = starts.shape[0] // columns
+    cell = np.arange(starts.shape[0])
+    values = np.empty((columns, rows))
+    fallback = _parse(codes, starts, lengths, values.reshape(-1), (cell % columns) * rows + cell // columns)
+    return values, fallback
+
+
+def _parse(
+    codes: np.ndarray, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray, place: np.ndarray | None
+) -> np.ndarray:
+    """Write cell ``i`` to ``values[place[i]]`` (``values[i]`` when ``place`` is None); return the
+    cells left to the caller's fallback, in cell order."""
     count = starts.shape[0]
-    values = np.empty(count)
     fallback = lengths > MAX_FAST_WIDTH
     if count == 0:
-        return values, fallback
+        return fallback
     widths = np.minimum(lengths, MAX_FAST_WIDTH + 1).astype(np.uint8)
     order = np.argsort(widths, kind="stable")  # radix sort for uint8
     # uint8 needles: an int64 needle array would make searchsorted copy the haystack to int64
     bounds = np.searchsorted(widths[order], np.arange(MAX_FAST_WIDTH + 2, dtype=np.uint8))
-    values[order[: bounds[1]]] = np.nan  # empty cells
-    values[order[bounds[MAX_FAST_WIDTH + 1] :]] = np.nan  # too wide: left to the fallback
+    targets = order if place is None else place[order]
+    values[targets[: bounds[1]]] = np.nan  # empty cells
+    values[targets[bounds[MAX_FAST_WIDTH + 1] :]] = np.nan  # too wide: left to the fallback
     for width in range(1, MAX_FAST_WIDTH + 1):
         lo, hi = int(bounds[width]), int(bounds[width + 1])
         if lo == hi:
             continue
         chosen = order[lo:hi]
         group_values, group_bad = _parse_width(codes, starts[chosen], width)
-        values[chosen] = group_values
+        values[targets[lo:hi]] = group_values
         fallback[chosen] = group_bad
-    return values, fallback
+    return fallback
 
 
 def _parse_width(codes: np.ndarray, starts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:

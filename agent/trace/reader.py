@@ -4,21 +4,23 @@
 yields chunks of ``chunk_rows`` rows, parsed in bulk (``agent.trace.cells``), and re-reads the file
 on each iteration. A violation raises ``TraceFormatError`` naming the file line. With
 ``strict=False`` rows whose ``ts`` does not increase are passed on: the engine's ``RowTimes`` drops
-and counts them, so one logger hiccup does not cost the whole replay.
+and counts them, so one logger hiccup does not cost the whole replay. ``skip`` names numeric
+columns whose cells are not converted (their rows are still counted field by field): the replay
+skips those the engine never reads, a third of a GPU rack's cells.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
-from agent.trace.cells import classify, delimiters, parse_cells
+from agent.trace.cells import classify, delimiters, parse_table
 from agent.trace.model import STAGE_LABEL_RULE, TEXT_COLUMNS, TraceChunk, TraceMeta, is_stage_label
 
 _CRAC_SHARE = re.compile(r"crac\.([^.]*)\.share")
@@ -39,7 +41,10 @@ class TraceFormatError(ValueError):
 class TraceReader:
     """A reader over ``path``: ``.meta``, ``.columns``, and iteration yielding ``TraceChunk``s."""
 
-    def __init__(self, path: Path | str, chunk_rows: int = 65536, strict: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, chunk_rows: int = 65536, strict: bool = True,
+        skip: Callable[[str], bool] | None = None,
+    ) -> None:
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
         self.path = Path(path)
@@ -54,11 +59,16 @@ class TraceReader:
                 self._data_offset, self.data_line = self._read_head(stream)
         except OSError as exc:
             raise TraceFormatError(self.path, 0, f"cannot read: {exc.strerror or exc}") from None
-        self._ts_index = self.columns.index("ts")
         self._text_index = {name: i for i, name in enumerate(self.columns) if name in TEXT_COLUMNS}
-        self._numeric_index = {
-            name: i for i, name in enumerate(self.columns) if name != "ts" and name not in TEXT_COLUMNS
-        }
+        # the columns whose cells are converted ("ts" among them), in file order; each name's row
+        # in a chunk's (parsed columns × rows) array
+        self._parsed = np.array([
+            i for i, name in enumerate(self.columns)
+            if name not in TEXT_COLUMNS and (name == "ts" or skip is None or not skip(name))
+        ], dtype=np.int64)
+        parsed_names = [self.columns[i] for i in self._parsed.tolist()]
+        self._ts_index = parsed_names.index("ts")
+        self._numeric_index = {name: k for k, name in enumerate(parsed_names) if name != "ts"}
 
     # -- head ------------------------------------------------------------------------------
     def _read_head(self, stream: BinaryIO) -> tuple[int, int]:
@@ -154,7 +164,7 @@ class TraceReader:
     def _parse_lines(self, lines: list[bytes], first_line: int, last_ts: float) -> TraceChunk:
         """One chunk, parsed in blocks of ``PARSE_BLOCK_ROWS`` lines (temporaries stay cache-sized)."""
         rows = len(lines)
-        columns = np.empty((len(self.columns), rows))
+        columns = np.empty((len(self._parsed), rows))
         texts: dict[str, list[np.ndarray]] = {name: [] for name in self._text_index}
         for lo in range(0, rows, PARSE_BLOCK_ROWS):
             hi = min(rows, lo + PARSE_BLOCK_ROWS)
@@ -200,15 +210,14 @@ class TraceReader:
             texts[name] = column
             if problem:
                 problems.append(problem)
-        for j in self._text_index.values():
-            lengths_2d[:, j] = 0  # text cells are done: the number parser sees them as empty
-        values, fallback = parse_cells(classes, starts, lengths)
+        starts_2d = np.take(starts_2d, self._parsed, axis=1)  # the parsed columns' cells
+        lengths_2d = np.take(lengths_2d, self._parsed, axis=1)
+        table, fallback = parse_table(classes, starts_2d.ravel(), lengths_2d.ravel(), len(self._parsed))
         if fallback.any():
-            problem = self._fallback(block, starts, lengths, values, fallback, ncols)
+            problem = self._fallback(block, starts_2d.ravel(), lengths_2d.ravel(), table, fallback)
             if problem:
                 problems.append(problem)
-        table = values.reshape(rows, ncols)
-        ts = table[:, self._ts_index]
+        ts = table[self._ts_index]
         checked_rows = min([row for row, _ in problems], default=rows)  # ts after a bad cell is unknown
         problem = self._ts_problem(ts[:checked_rows], last_ts)
         if problem:
@@ -216,7 +225,7 @@ class TraceReader:
         if problems:
             row, reason = min(problems, key=lambda p: p[0])
             raise TraceFormatError(self.path, first_line + row, reason)
-        into[...] = table.T
+        into[...] = table
         return texts
 
     def _check_field_counts(
@@ -231,7 +240,8 @@ class TraceReader:
         got = int(counts[row])
         line_start = int(ends[line_ends[row - 1]]) + 1 if row else 0
         if row:  # the rows before are well formed: a problem there comes first
-            self._parse_block(block[:line_start], row, first_line, last_ts, np.empty((ncols, row)))
+            before = np.empty((len(self._parsed), row))
+            self._parse_block(block[:line_start], row, first_line, last_ts, before)
         if got == 1 and block[line_start : line_start + 1] == b"\n":
             reason = f"empty line (expected {ncols} fields)"
         else:
@@ -262,10 +272,12 @@ class TraceReader:
         return out, problem
 
     def _fallback(
-        self, block: bytes, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray, fallback: np.ndarray,
-        ncols: int,
+        self, block: bytes, starts: np.ndarray, lengths: np.ndarray, table: np.ndarray, fallback: np.ndarray,
     ) -> tuple[int, str] | None:
-        """Convert the cells the bulk parser left alone (``nan``, exponents); the first bad one."""
+        """Convert the cells the bulk parser left alone (``nan``, exponents); the first bad one.
+
+        ``starts``, ``lengths`` and ``fallback`` are in cell order (row by row over the parsed
+        columns); ``table`` is the block's (parsed columns × rows)."""
         cache: dict[bytes, float | None] = {}
         for index in np.flatnonzero(fallback).tolist():
             start = int(starts[index])
@@ -274,11 +286,11 @@ class TraceReader:
                 number = cache[cell]
             else:
                 number = cache[cell] = _number(cell)
+            row, k = divmod(index, len(self._parsed))
             if number is None:
-                row, col = divmod(index, ncols)
                 shown = cell.decode("utf-8", errors="replace")
-                return row, f"bad number {shown!r} in column {self.columns[col]}"
-            values[index] = number
+                return row, f"bad number {shown!r} in column {self.columns[int(self._parsed[k])]}"
+            table[k, row] = number
         return None
 
     def _ts_problem(self, ts: np.ndarray, last_ts: float) -> tuple[int, str] | None:

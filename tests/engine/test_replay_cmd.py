@@ -125,3 +125,11 @@ def test_a_broken_trace_line_fails_cleanly_without_a_partial_report(
     err = capsys.readouterr().err
     assert "bad.csv" in err and "Traceback" not in err
     assert not report.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_replay_keeps_freed_memory_where_glibc_allows() -> None:
+    import platform
+
+    from agent.engine.batch_heap import keep_freed_memory
+
+    assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.trace.cells import classify, delimiters, parse_cells
+from agent.trace.cells import classify, delimiters, parse_cells, parse_table
 
 
 def _parse(cells: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -72,3 +72,19 @@ def test_decimal_cells_match_float(parts: list[tuple[bool, str, str]]) -> None:
             assert digits == 0 or digits > 15, cell
         else:
             assert _same(value, float(cell) if cell else math.nan), (cell, value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 6), st.lists(st.sampled_from(["", "1", "-2.5", "30.25", "nan", "1e3", "12345678901"]),
+                                   min_size=6, max_size=60))
+def test_a_table_comes_back_column_by_column(columns: int, cells: list[str]) -> None:
+    cells = cells[: len(cells) // columns * columns]
+    block = "".join(",".join(cells[i : i + columns]) + "\n" for i in range(0, len(cells), columns)).encode()
+    classes = classify(block)
+    ends = delimiters(classes)
+    lengths = np.diff(ends, prepend=-1) - 1
+    values, fallback = parse_table(classes, ends - lengths, lengths, columns)
+    flat_values, flat_fallback = parse_cells(classes, ends - lengths, lengths)
+    assert values.shape == (columns, len(cells) // columns)
+    np.testing.assert_array_equal(values, flat_values.reshape(-1, columns).T)
+    np.testing.assert_array_equal(fallback, flat_fallback)  # flags stay in the cells' own order

@@ -206,3 +206,20 @@ def test_position_counts_the_bytes_read_so_far_up_to_the_file_size() -> None:
     seen = [reader.position for _ in reader]
     assert seen == sorted(seen) and len(set(seen)) == len(seen)  # grows with every chunk
     assert seen[0] < SAMPLE.stat().st_size and seen[-1] == SAMPLE.stat().st_size
+
+
+def test_skipped_columns_are_left_out_and_not_converted(tmp_path: Path) -> None:
+    path = _write(tmp_path, "ts,a,gpu.0.temp_c,b\n1,2,hot,3\n2,4,5,x\n")
+    skip = {"gpu.0.temp_c"}.__contains__
+    with pytest.raises(TraceFormatError) as info:  # a bad number in a parsed column still fails
+        list(open_trace(path, skip=skip))
+    assert (info.value.line, info.value.reason) == (3, "bad number 'x' in column b")
+    path = _write(tmp_path, "ts,a,gpu.0.temp_c,b\n1,2,hot,3\n2,4,5,6\n")
+    (chunk,) = list(open_trace(path, skip=skip))
+    assert sorted(chunk.numeric) == ["a", "b"] and chunk.ts.tolist() == [1.0, 2.0]
+    assert chunk.numeric["b"].tolist() == [3.0, 6.0]
+    with pytest.raises(TraceFormatError, match=r"line 2: bad number 'hot' in column gpu\.0\.temp_c"):
+        list(open_trace(path))  # without skip every numeric column is checked
+    path = _write(tmp_path, "ts,a,gpu.0.temp_c,b\n1,2,3,4\n2,4,6\n")
+    with pytest.raises(TraceFormatError, match="line 3: wrong field count: expected 4 fields, got 3"):
+        list(open_trace(path, skip=skip))  # the row's shape is still checked
