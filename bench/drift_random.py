@@ -11,8 +11,10 @@ at ``REPORT_SEED_BASE`` (10 000); development seeds are 0–999.
 Scored per family and labelling (everything from the twin's truth, nothing from the engine):
 - a fault counts when it moves its component by ≥ 3 % (measured on the twin: the same seed
   simulated without its faults, in 10-min means; the inlet spread as % of its usual level, at
-  least 1 °C). Found: a non-workload onset between its start and 3 h after its reference time
-  (the start for a step, the moment its effect crossed 3 % for a ramp); delay: onset − reference;
+  least 1 °C; a rack without inlet sensors measures no spread, so there a hot spot is sized by
+  what it moves that is measured, IT or cooling power, and is seldom ≥ 3 %). Found: a
+  non-workload onset between its start and 3 h after its reference time (the start for a
+  step, the moment its effect crossed 3 % for a ramp); delay: onset − reference;
   cause right: the onset names the twin's cause.
 - false alarms per day: onsets that match no fault (its start … its end + 1 h) and, for
   ``workload`` onsets, no job start in the 3 h before (a job change is allowed its re-learn).
@@ -55,6 +57,10 @@ JOB_EARLY_S = 120.0  # a job change flagged up to one drift bin (plus the hint's
 JOB_WINDOW_AFTER_S = 6 * 3600.0  # "the 6 h after each job change" (issue 16)
 BLOCK_S = 600  # 10-min means: the twin's per-second noise averaged out, a step still sharp
 WARM_S = 86400.0  # windows of the first day are the engine's warm-up
+# What a fault moves that every rack measures: a fault whose own component the rack has no
+# instrument for (a hot spot without inlet sensors) is sized by these instead, so a fault nothing
+# measured can show (its server fans' power moved 0.1 %) is not scored as missed.
+MEASURED_ALWAYS = ("it", "cooling")
 CHANNEL_CAUSE = {"it": "power_chain", "gpu": "gpu_hardware", "cooling": "cooling", "thermal": "thermal"}
 
 
@@ -110,7 +116,9 @@ def component_series(scenario: Any) -> dict[str, np.ndarray]:
 
 def fault_effects(scenario: Any, faulted: dict[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
     """Per fault: its component's effect in % (10-min means, faulted vs the same seed without
-    faults) and the reference time (start for a step, first 3 % crossing for a ramp).
+    faults; where the rack has no instrument for that component, the largest effect on one it
+    does measure, named in ``seen_on``) and the reference time (start for a step, first 3 %
+    crossing for a ramp).
     ``faulted``: the scenario's ``component_series`` when the caller has it already."""
     from agent.sim.faults import FAULT_KINDS
 
@@ -122,24 +130,43 @@ def fault_effects(scenario: Any, faulted: dict[str, np.ndarray] | None = None) -
     results = []
     for fault in scenario.faults:
         component = FAULT_KINDS[fault.kind][1]
-        f = _blocks(series[component])
-        c = _blocks(base[component])
-        if component == "thermal":
-            effect = 100.0 * (f - c) / max(float(np.nanmedian(c)), 1.0)
-        else:
-            effect = 100.0 * (f - c) / np.maximum(c, 1e-6)
-        block_end = (np.arange(len(f)) + 1) * BLOCK_S
+        seen_on = [component] if measured(scenario, component) else list(MEASURED_ALWAYS)
         start_s = fault.start_h * 3600.0
         end_s = fault.end_h * 3600.0 if fault.end_h is not None else float(scenario.total_s)
-        active = (block_end > start_s + BLOCK_S) & (block_end <= end_s)
-        size = float(np.percentile(effect[active], 90)) if active.any() else 0.0
+        sizes = {name: _effect(series[name], base[name], name, start_s, end_s) for name in seen_on}
+        seen = max(sizes, key=lambda name: sizes[name][0])
+        size, effect, active, block_end = sizes[seen]
         crossed = np.flatnonzero(active & (effect >= EFFECT_MIN_PCT))
         ref_s = start_s
         if fault.resolved_shape == "gradual" and crossed.size:
             ref_s = max(start_s, float(block_end[crossed[0]]) - BLOCK_S)
         truth = fault.truth(t0)
-        results.append({**truth, "effect_pct": size, "ref_ts": t0 + ref_s, "until_ts": t0 + end_s})
+        results.append({**truth, "effect_pct": size, "seen_on": seen, "ref_ts": t0 + ref_s,
+                        "until_ts": t0 + end_s})
     return results
+
+
+def measured(scenario: Any, component: str) -> bool:
+    """Whether the rack has an instrument for ``component``: the inlet spread needs the inlet
+    sensors, which a randomised rack may lack; PDUs, GPUs and the cooling unit's power are always read."""
+    from agent.sim.sampling import omitted
+
+    return component != "thermal" or not omitted("inlet.top.temp_c", scenario.rack.sampling.omit)
+
+
+def _effect(faulted: np.ndarray, clean: np.ndarray, component: str, start_s: float, end_s: float
+            ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """A fault's size in one component (90th percentile of its 10-min effect in %, while active),
+    with the per-block effect, the active blocks and their end times (s from the start)."""
+    f, c = _blocks(faulted), _blocks(clean)
+    if component == "thermal":
+        effect = 100.0 * (f - c) / max(float(np.nanmedian(c)), 1.0)
+    else:
+        effect = 100.0 * (f - c) / np.maximum(c, 1e-6)
+    block_end = (np.arange(len(f)) + 1) * BLOCK_S
+    active = (block_end > start_s + BLOCK_S) & (block_end <= end_s)
+    size = float(np.percentile(effect[active], 90)) if active.any() else 0.0
+    return size, effect, active, block_end
 
 
 def true_facility_w(scenario: Any, series: dict[str, np.ndarray]) -> np.ndarray:
@@ -213,6 +240,7 @@ def score_onsets(
                  and float(e["ts"]) <= ref + DETECT_WITHIN_S]
         first = found[0] if found else None
         scored.append({"kind": f["kind"], "cause": f["cause"], "effect_pct": f["effect_pct"],
+                       "component": f.get("component"), "seen_on": f.get("seen_on", f.get("component")),
                        "found": first is not None,
                        "delay_s": float(first["ts"]) - ref if first else math.nan,
                        "named": first["cause"] if first else None})
@@ -369,10 +397,12 @@ def print_faults(results: list[dict[str, Any]]) -> None:
     for r in results:
         j = r["job"]
         for f in r["faults"]:
+            unmeasured = f.get("seen_on", f.get("component")) != f.get("component")
+            seen = f" (no {f['component']} sensor: sized on {f['seen_on']})" if unmeasured else ""
             print(f"{j.family:<7} {'y' if j.hints else 'n':<3} {j.seed:>6} {f['kind']:<12} "
                   f"{f['effect_pct']:>7.1f} "
                   f"{'yes' if f['found'] else 'NO':>5} {_f(f['delay_s'] / 60.0):>9} {f['named'] or '-':<13} "
-                  f"{f['cause']}")
+                  f"{f['cause']}{seen}")
 
 
 def randomized_jobs(families: list[str], seeds: int, first_seed: int, days: float,

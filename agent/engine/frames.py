@@ -15,6 +15,7 @@ from agent.config.model import Config, EngineSection
 from agent.engine.hygiene import Hygiene, kind_for
 from agent.engine.signals import is_engine_signal
 from agent.trace.model import TraceMeta
+from drivers.snmp_pdu.config import PDU_MAX_POWER_W
 
 HOLD_FACTOR = 3.0  # a signal is held for at most 3× its own sampling interval
 DEFAULT_INTERVAL_S = 10.0  # until a signal's interval has been seen
@@ -28,7 +29,7 @@ class RackInfo:
 
     crac_shares: dict[str, float] = field(default_factory=dict)  # default 1.0
     pdu_max_power_w: dict[str, float] = field(default_factory=dict)
-    default_pdu_max_w: float = 30000.0
+    default_pdu_max_w: float = PDU_MAX_POWER_W
     gpu_max_power_w: float = 1500.0
     crac_max_power_w: float = 200000.0
     interval_s: dict[str, float] = field(default_factory=dict)  # signal → known polling interval

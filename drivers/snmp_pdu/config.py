@@ -27,6 +27,12 @@ from agent.config.convert import Check, Context, Spec, show
 from agent.config.hosts import host_problem
 from agent.config.toml_lines import KeyPath
 
+# A PDU feed's power above this is not a reading (input hygiene), where the configuration names no
+# rating: above the largest rack feed in service (3-phase 480 V × 100 A ≈ 83 kW), so a real reading is
+# never dropped — a 64-GPU rack draws 40 kW per feed of an A/B pair, all of it on one when its pair
+# fails — while a unit mix-up (mW, or VA × 10) still lands above it.
+PDU_MAX_POWER_W = 100_000.0
+
 
 @dataclass(frozen=True)
 class SnmpOid:
@@ -62,7 +68,7 @@ class PduConfig(SnmpAccess):
     interval_s: float = 5.0
     timeout_s: float = 1.0
     retries: int = 1
-    max_power_w: float = 30000.0  # physical maximum for input hygiene
+    max_power_w: float = PDU_MAX_POWER_W  # physical maximum for input hygiene (the PDU's rating)
     oids: tuple[SnmpOid, ...] = ()  # generic profile only
     detail_signals: bool = False  # also per unit/cord/phase: pdu.<id>.unit1.phase2.current_a
 

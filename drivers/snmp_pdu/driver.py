@@ -21,6 +21,7 @@ from drivers.base import PollResult
 from drivers.counters import CounterDelta, PowerIntegral
 
 from .client import AUTH_PROTOCOLS, PRIV_PROTOCOLS, Oid, SnmpError, SnmpSession, protocol, v3_auth
+from .config import PDU_MAX_POWER_W
 from .plan import Decoded, PollPlan, Row, build_plan, decode, keep_by_index, keep_row, prune
 from .profile import (
     PROFILE_DIR,
@@ -71,7 +72,7 @@ class SnmpPduDriver:
     WHAT = "SNMP PDU"
     PROFILES: Path = PROFILE_DIR
     FALLBACK: str | None = FALLBACK_PROFILE
-    MAX_POWER_W = 30000.0  # only where the configuration has no max_power_w (PduConfig always has)
+    MAX_POWER_W = PDU_MAX_POWER_W  # only where the configuration has no max_power_w (PduConfig always has)
 
     def __init__(self, cfg: Any, engine: SnmpEngine | None = None, *, detail: bool | None = None) -> None:
         self.cfg = cfg

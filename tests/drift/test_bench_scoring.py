@@ -99,3 +99,16 @@ def test_a_saved_run_is_read_back_run_by_run_and_says_which_seeds_are_complete(
     bench._print_seeds(results)
     assert "seeds 10000–10001 (2 seeds, 1 with every run), 3 days each" in capsys.readouterr().out
     assert bench._complete_seeds(results) == {10_000}
+
+
+def test_a_hot_spot_on_a_rack_without_inlet_sensors_is_sized_by_what_the_rack_measures() -> None:
+    """No spread is measured there: the fault's size is its effect on IT or cooling power, which a
+    recirculating inlet barely moves, so it is not scored as a ≥ 3 % fault nobody could see."""
+    sc = random_scenario(3, "single", days=0.25)
+    hot = (FaultSpec("hotspot", start_h=1.0, magnitude_pct=30.0, shape="step"),)
+    with_inlets = replace(sc, faults=hot, rack=replace(sc.rack, sampling=replace(sc.rack.sampling, omit=())))
+    (seen,) = dr.fault_effects(with_inlets)
+    assert seen["seen_on"] == "thermal" and seen["effect_pct"] > 3 * dr.EFFECT_MIN_PCT
+    blind = replace(with_inlets, rack=replace(sc.rack, sampling=replace(sc.rack.sampling, omit=("inlet",))))
+    (unseen,) = dr.fault_effects(blind)
+    assert unseen["seen_on"] in dr.MEASURED_ALWAYS and unseen["effect_pct"] < dr.EFFECT_MIN_PCT

@@ -117,3 +117,16 @@ def test_register_codes_are_still_rejected_where_registers_deliver_them(name: st
     base = 1000.0 if name.endswith("power_w") else 24.0
     out, counts, _ = _clean([base, base + 1, code, base + 2, base + 3], name=name, max_w=30000.0)
     assert np.isnan(out[2]) and counts["sentinel"] == 1
+
+
+def test_a_feed_of_a_dense_rack_is_kept_where_no_rating_is_configured() -> None:
+    """A 64-GPU rack draws ~40 kW per feed of an A/B pair (80 kW on one feed when its pair fails):
+    without a configured rating, those readings are the rack's power, not glitches."""
+    from agent.engine.frames import rack_info
+
+    limit = rack_info().max_power_w("pdu.a.power_w")
+    loads = [39_000.0, 41_000.0, 80_000.0, 81_000.0, 40_000.0]
+    out, counts, _ = _clean(loads, max_w=limit)
+    assert np.array_equal(out, loads) and counts["above_max"] == 0
+    out, counts, _ = _clean([40_000.0, 40_100.0, 400_000.0, 40_200.0, 40_300.0], max_w=limit)
+    assert np.isnan(out[2]) and counts["above_max"] == 1  # VA read as 10× W is still caught
