@@ -246,12 +246,15 @@ class DriftMonitor:
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
             outdoor_c=float(sample.outdoor_c))
         self._follow_cooling_model(float(sample.ts))
-        judged = unit if self.cooling_model.source else math.nan
+        if sample.transient:
+            out["cooling"] = math.nan
+        # A setpoint move is judged on cooling power against the heat it removes: the unit model's
+        # where the unit reports its delivered cooling, else the rack's heat through the lag model.
+        # A unit model driven by fan speed would explain the move away: the fans answer the setpoint.
+        judged = unit if self.cooling_model.load_measured else out["cooling"]
         self._input_shift = self.changes.input.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
-        elif sample.transient:
-            out["cooling"] = math.nan
         if self.changes.holds:  # judged once the new job's work is known (same baseline or re-learn)
             out["gpu"] = out["it"] = math.nan
         if self._after_load_step(float(sample.gpu_w)):
@@ -278,12 +281,17 @@ class DriftMonitor:
 
     def _follow_cooling_model(self, ts: float) -> None:
         """The unit model gained (or lost) an input: a change point with a measured cause; the channel
-        takes the tuning of its new residual and re-centres until the restarted model settles."""
+        takes the tuning of its new residual and re-centres until the restarted model settles. A
+        channel still warming has judged nothing yet: it warms afresh on the new residual (its own
+        warm-up, not a settling grace that would learn whatever the unit does in its first day)."""
         channel = self.channels["cooling"]
         wanted = self._cooling_params()
         if channel.params is not wanted:
             channel.params = wanted
-            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
+            if channel.warming:
+                channel.restart()
+            else:
+                channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
