@@ -53,11 +53,8 @@ def stream(
     lag_pct: float = 12.0,
     noise_scale: float = 1.0,
     unit_fan: bool = True,
-    fan_answers_setpoint: bool = False,
 ) -> Iterator[ComponentSample]:
-    """Yield one sample per bin for ``days`` days; deterministic per ``seed``. ``fan_answers_setpoint``:
-    the unit's fans speed up with what a lower setpoint costs (a unit that reports no delivered
-    cooling then shows the move in its fan speed, not as power for the same fan speed)."""
+    """Yield one sample per bin for ``days`` days; deterministic per ``seed``."""
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / bin_s)
     ar = {name: 0.0 for name in (*NOISE_PCT, "thermal")}
@@ -99,8 +96,6 @@ def stream(
         cool_pct = ar["cooling"] + daily + shifts["cooling"] + setpoint_effect
         cool_w = 0.35 * unit_load_w * (1 + cool_pct / 100)
         fan = 60.0 * unit_load_w / 12000.0 if unit_fan else math.nan
-        if fan_answers_setpoint:
-            fan *= 1.0 + setpoint_effect / 100.0
         spread = 1.5 + base / 10000.0 + ar["thermal"] + shifts["thermal"]
         work_rate = 1000.0 * base / 10000.0 if stage == "forward_backward" else math.nan
         if shifts["workload"]:

@@ -85,11 +85,6 @@ class CoolingUnitModel:
         """True when the outdoor temperature is a regressor (the weather is explained)."""
         return self.source >= WEATHER
 
-    @property
-    def load_measured(self) -> bool:
-        """True when the unit's delivered cooling (its heat load) drives the model, not its fan speed."""
-        return self.source % WEATHER == 1.0
-
     def residual_pct(
         self, power_w: float, cooling_load_w: float, fan_pct: float, ts: float, learn: bool,
         outdoor_c: float = math.nan,

@@ -246,15 +246,12 @@ class DriftMonitor:
             sample.cooling_measured_w, sample.cooling_load_w, sample.fan_pct, sample.ts, learn,
             outdoor_c=float(sample.outdoor_c))
         self._follow_cooling_model(float(sample.ts))
-        if sample.transient:
-            out["cooling"] = math.nan
-        # A setpoint move is judged on cooling power against the heat it removes: the unit model's
-        # where the unit reports its delivered cooling, else the rack's heat through the lag model.
-        # A unit model driven by fan speed would explain the move away: the fans answer the setpoint.
-        judged = unit if self.cooling_model.load_measured else out["cooling"]
+        judged = unit if self.cooling_model.source else math.nan
         self._input_shift = self.changes.input.update(float(sample.setpoint_c), judged, float(sample.ts))
         if self.cooling_model.source:
             out["cooling"] = unit
+        elif sample.transient:
+            out["cooling"] = math.nan
         if self.changes.holds:  # judged once the new job's work is known (same baseline or re-learn)
             out["gpu"] = out["it"] = math.nan
         if self._after_load_step(float(sample.gpu_w)):
