@@ -43,9 +43,11 @@ def costs(cause: str, deviation: float) -> bool:
 
 def saving(component: str, deviation: float) -> Attribution:
     """What a shift that saves energy (or narrows the inlet spread) is: on the GPUs, less power per
-    stage is a lighter job or a new stage mix (``workload``: re-learned, informational); on the
-    other components a new normal the baselines adopt without an event (``""``)."""
-    if component == "gpu":
+    stage by more than the same work varies (``SAME_WORK_POWER_FRAC``, the rule that tells resumed
+    work from new) is a lighter job (``workload``: re-learned, informational); anything smaller, and
+    a saving on the other components, is a new normal the baselines adopt without an event (``""``):
+    no job changed that anyone could be told about, and no fault saves energy."""
+    if component == "gpu" and abs(deviation) > 100.0 * T.SAME_WORK_POWER_FRAC:
         return Attribution(
             "workload",
             f"GPU power moved {abs(deviation):.1f} % down for the same stage: a lighter job or a new "
