@@ -160,11 +160,6 @@ class ResidualChannel:
         return self.mode in (SUSPECTED, ACTIVE)
 
     @property
-    def warming(self) -> bool:
-        """True until the channel first judges a residual (it has nothing to re-centre yet)."""
-        return self.mode == WARMING
-
-    @property
     def learning(self) -> bool:
         return self.mode in (WARMING, NORMAL, GRACE)
 
@@ -363,10 +358,6 @@ class ResidualChannel:
         self.detector.clear()
         self.clear_count = 0.0
         return Transition("cleared", ts, dev, 0.0, since)
-
-    def restart(self) -> None:
-        """A new residual (its model restarted before this channel judged any): learn it from scratch."""
-        self._reset()
 
     def start_grace(self, until_ts: float) -> None:
         """Stop detecting and re-centre until ``until_ts`` (accepted new normal, new workload): every

@@ -278,17 +278,12 @@ class DriftMonitor:
 
     def _follow_cooling_model(self, ts: float) -> None:
         """The unit model gained (or lost) an input: a change point with a measured cause; the channel
-        takes the tuning of its new residual and re-centres until the restarted model settles. A
-        channel still warming has judged nothing yet: it warms afresh on the new residual (its own
-        warm-up, not a settling grace that would learn whatever the unit does in its first day)."""
+        takes the tuning of its new residual and re-centres until the restarted model settles."""
         channel = self.channels["cooling"]
         wanted = self._cooling_params()
         if channel.params is not wanted:
             channel.params = wanted
-            if channel.warming:
-                channel.restart()
-            else:
-                channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
+            channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
         """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
