@@ -232,6 +232,9 @@ def score_onsets(
     """Faults found (≥ 3 % ones), delays, causes; false alarms; job changes flagged ``workload``."""
     job_starts = [float(j["start_ts"]) for j in truth["jobs"]]
     scored = []
+    # faults of a component the rack has no instrument for, too small on what it does measure
+    unmeasured = [{"kind": f["kind"], "effect_pct": f["effect_pct"], "seen_on": f["seen_on"]} for f in faults
+                  if f["effect_pct"] < EFFECT_MIN_PCT and "seen_on" in f and f["seen_on"] != f["component"]]
     for f in faults:
         if f["effect_pct"] < EFFECT_MIN_PCT:
             continue
@@ -259,7 +262,8 @@ def score_onsets(
         end = min(start + DETECT_WITHIN_S, max(float(c["end_ts"]), start + 600.0))
         flagged += any(e["cause"] == "workload" and start - JOB_EARLY_S <= float(e["ts"]) <= end
                        for e in onsets)
-    return {"faults": scored, "false": false, "days": days, "job_changes": len(changes), "flagged": flagged}
+    return {"faults": scored, "unmeasured": unmeasured, "false": false, "days": days,
+            "job_changes": len(changes), "flagged": flagged}
 
 
 def window_errors(
@@ -397,12 +401,19 @@ def print_faults(results: list[dict[str, Any]]) -> None:
     for r in results:
         j = r["job"]
         for f in r["faults"]:
-            unmeasured = f.get("seen_on", f.get("component")) != f.get("component")
+            unmeasured = f.get("seen_on") != f.get("component")  # (runs saved before: neither key)
             seen = f" (no {f['component']} sensor: sized on {f['seen_on']})" if unmeasured else ""
             print(f"{j.family:<7} {'y' if j.hints else 'n':<3} {j.seed:>6} {f['kind']:<12} "
                   f"{f['effect_pct']:>7.1f} "
                   f"{'yes' if f['found'] else 'NO':>5} {_f(f['delay_s'] / 60.0):>9} {f['named'] or '-':<13} "
                   f"{f['cause']}{seen}")
+
+    left_out = [(r["job"], f) for r in results for f in r.get("unmeasured", [])]
+    if left_out:
+        print("\nnot scored: faults of a component the rack has no instrument for, < 3 % on what it measures")
+        for j, f in left_out:
+            print(f"{j.family:<7} {'y' if j.hints else 'n':<3} {j.seed:>6} {f['kind']:<12} "
+                  f"{f['effect_pct']:>7.2f} % on {f['seen_on']}")
 
 
 def randomized_jobs(families: list[str], seeds: int, first_seed: int, days: float,

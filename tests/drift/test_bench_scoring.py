@@ -112,3 +112,6 @@ def test_a_hot_spot_on_a_rack_without_inlet_sensors_is_sized_by_what_the_rack_me
     blind = replace(with_inlets, rack=replace(sc.rack, sampling=replace(sc.rack.sampling, omit=("inlet",))))
     (unseen,) = dr.fault_effects(blind)
     assert unseen["seen_on"] in dr.MEASURED_ALWAYS and unseen["effect_pct"] < dr.EFFECT_MIN_PCT
+    s = dr.score_onsets([], [unseen], {"jobs": []}, days=0.25)  # listed as not scored, not as missed
+    assert s["faults"] == [] and s["unmeasured"] == [
+        {"kind": "hotspot", "effect_pct": unseen["effect_pct"], "seen_on": unseen["seen_on"]}]

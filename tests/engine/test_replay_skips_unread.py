@@ -3,6 +3,7 @@ that must not change a single number of its report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ def twin_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _report(path: Path, skip: object) -> list[dict]:
-    reader = open_trace(path, chunk_rows=5000, skip=skip)  # type: ignore[arg-type]
+def _report(path: Path, skip: Callable[[str], bool] | None) -> list[dict]:
+    reader = open_trace(path, chunk_rows=5000, skip=skip)
     engine = Engine(None, rack_info(reader.meta), site="st", rack_name="rt")
     out: list[dict] = []
     for chunk in reader:
