@@ -18,6 +18,7 @@ from agent.engine.drift.estimators import (
     DelayedReference,
     Estimator,
     LevelInNoise,
+    OperatingBands,
     ReferenceLevel,
     StageLocation,
     StageMix,
@@ -68,6 +69,11 @@ CASES: dict[type[Estimator], tuple[Callable[[], Estimator], Feed, Callable[[Any]
         lambda: LevelInNoise(level_halflife=3.0, noise_halflife=100.0, min_scale=0.1, z_clip=6.0),
         lambda e, r, i: e.update(float(r.normal()) if i % 11 else math.nan),
         lambda e: e.z,
+    ),
+    OperatingBands: (
+        lambda: OperatingBands(n_bands=2, width=1.5, halflife=40.0, warm=3.0),
+        lambda e, r, i: e.update(float(r.normal()), float(r.normal()) if i % 13 else math.nan),
+        lambda e: e.level(0.1),
     ),
 }
 

@@ -120,3 +120,37 @@ def test_guessed_new_work_recentres_the_it_detector_but_only_the_gpus_re_learn()
             assert monitor.work_change[0] != monitor.work_change[0]  # NaN: no new IT job level
             return
     raise AssertionError("no workload onset for the guessed new job")
+
+
+def test_only_a_bin_at_rest_throughout_can_end_in_a_resume() -> None:
+    """A stall between steps can fill a plurality of a bin's seconds with ``idle``: running work
+    going on after it is not a possible job change. A bin idle throughout is a rest."""
+    from agent.engine.drift.context import SignalContext
+
+    busy = [replace(s, stage_source="inferred", job="") for s in stream(0.1, 56) if s.stage != "idle"][:3]
+    stall = replace(busy[0], stage="idle", stage_share=0.45)
+    rest = replace(stall, stage_share=1.0)
+    for middle, resumes in ((stall, False), (rest, True)):
+        context = SignalContext()
+        seen = []
+        for s in (busy[0], middle, busy[1], busy[2]):
+            context.update(s, frozen=False)
+            seen.append(context.resumed)
+        assert seen == [False, False, resumes, False]
+
+
+def test_without_a_work_rate_a_checkpoint_bin_shared_with_training_is_not_judged() -> None:
+    """A checkpoint (or data-load) bin's GPU power is the waiting level plus however much training
+    shares the bin, so without a work rate only bins the stage fills teach (and test) its level."""
+    from agent.engine.drift.context import stage_slot
+
+    slot = stage_slot("checkpoint")
+    for share, learned in ((0.8, False), (1.0, True)):
+        monitor = DriftMonitor()
+        for s in stream(1.0, 57):
+            if s.stage == "checkpoint":
+                s = replace(s, stage_share=share)
+            monitor.observe(replace(s, work_rate=float("nan")))
+        gpu = monitor.channels["gpu"]
+        assert (gpu.location(slot) != 0.0) is learned
+        assert gpu.location(stage_slot("forward_backward")) != 0.0  # a working stage is judged in any bin

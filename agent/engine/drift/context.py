@@ -18,6 +18,10 @@ from agent.trace.model import CANONICAL_STAGES
 
 STAGE_SLOTS: tuple[str, ...] = (*CANONICAL_STAGES, "other")
 SCALAR_SIGNALS: tuple[str, ...] = ("setpoint_c", "inlet_mean_c", "inlet_spread_c", "fan_pct")
+WHOLE_BIN = 1.0 - 1e-9  # a stage share this close to 1 filled the bin (its seconds are float sums)
+# Stages in which the GPUs wait on storage: a bin's GPU power there is the waiting level plus however
+# much training shares the bin, so it describes the stage only in a bin the stage fills.
+WAITING_STAGES: tuple[str, ...] = ("data_load", "checkpoint")
 
 
 def stage_slot(stage: str) -> int:
@@ -45,7 +49,7 @@ class SignalContext:
         self.job = ""  # last non-empty job id seen
         self.previous_job = ""  # the one before it (not saved: read at the job change only)
         self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
-        self.idle_bins = 0  # consecutive idle bins just before this one
+        self.idle_bins = 0  # wholly idle bins in the rest just before this one
         self.resumed = False  # this bin: an unlabelled rack's GPUs resumed work after idling
 
     def moved(self, name: str) -> float:
@@ -65,7 +69,11 @@ class SignalContext:
             self.rates.update(float(sample.work_rate), slot, fallback=self.work_rate[slot].fast)
             self.mix.update(slot)
         if sample.stage == "idle":
-            self.idle_bins += 1
+            # Only a bin at rest throughout is rest: a plurality of idle seconds inside running work
+            # (a stall between steps) neither starts a rest nor ends one, so resuming from it is not
+            # a possible job change.
+            if sample.stage_share >= WHOLE_BIN:
+                self.idle_bins += 1
             self.resumed = False
         elif sample.stage:
             unlabelled = not sample.job and sample.stage_source != "hint"

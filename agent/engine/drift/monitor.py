@@ -25,7 +25,7 @@ from agent.engine.drift.channel import (
     Transition,
     params_for,
 )
-from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.context import STAGE_SLOTS, WAITING_STAGES, WHOLE_BIN, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.drift.events import drift_event, evidence_for
@@ -36,7 +36,6 @@ from agent.engine.drift.threshold import threshold_for_target
 STATE_VERSION = 2  # 2: channels and context persist their estimators (estimators.py)
 RE_WARM_VERSIONS = frozenset({1})  # layouts that no longer map: the monitor re-warms (about a day)
 MAX_PENDING = 8  # events kept for the next observe() when an accept happened while stopped
-WHOLE_BIN = 1.0 - 1e-9  # a stage share this close to 1 filled the bin (its seconds are float sums)
 # One channel per component (agent/engine/components.py), and the GPUs at rest: idle power is the
 # hardware's (leakage, clocks, driver), no job sets it, so unlike the per-stage GPU level it is kept
 # across job changes: the one GPU level a churning rack holds long enough to show ageing or a driver
@@ -294,8 +293,11 @@ class DriftMonitor:
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         value = 100.0 * math.log(sample.gpu_w / 1000.0)
-        if not self.context.rated:
-            return value  # no work rate at all: GPU power per stage is all there is
+        if not self.context.rated:  # no work rate at all: GPU power per stage is all there is, and a
+            # waiting stage's is its own only where it filled the bin (on development seed 136, checkpoint
+            # bins shared with training drew a median 6.0 kW, whole ones 3.6 kW)
+            partial = sample.stage in WAITING_STAGES and sample.stage_share < WHOLE_BIN
+            return math.nan if partial else value
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
         # The rate most bins run at, not a mean: a mean sat ~2 % under full-rate bins (stall-shortened

@@ -111,7 +111,10 @@ INLET_RESOLUTION_C = READING_STEP_C / math.sqrt(12.0)  # °C: an inlet reading's
 # (uniform over one step: step / √12)
 COOLING_RESOLUTION_PCT = math.sqrt(2.0) * POWER_RESOLUTION_PCT  # %: the cooling residual is a ratio
 # of two readings (their rounding adds in quadrature)
-STAGE_WARM_S = SHOW_S  # an hour of a stage (or work rate, or stage mix) before it is judged
+STAGE_WARM_S = SHOW_S  # an hour of a stage (or work rate, or stage mix, or a cooling unit's load
+# band) before it is judged
+SAME_LOAD_FRAC = SAME_RATE_FRAC  # a cooling unit's load within 10 % of another: the same operating
+# point of its part-load curve (cooling_model.py's load bands)
 DECIDE_WITHIN_S = SHOW_S  # a new job shows a comparable rate within an hour, else it is new work
 BLIND_COOLING_REFERENCE_DELAY_S = SHOW_S  # a step stays visible for an hour
 UNIT_WARM_S = HALF_CYCLE_S  # half a day of learning before residuals: the outdoor term needs no full
