@@ -18,6 +18,7 @@ Scored per family and labelling (everything from the twin's truth, nothing from 
   cause right: the onset names the twin's cause.
 - false alarms per day: onsets that match no fault (its start … its end + 1 h) and, for
   ``workload`` onsets, no job start in the 3 h before (a job change is allowed its re-learn).
+  ``--per-fault`` lists each: hours into the trace, hours after the last job start, what it said.
 - job changes flagged: job starts whose kind differs from the previous job's, with a ``workload``
   onset between 2 min before and 3 h after (or the job's end, if sooner).
 - healthy-window P95: |predicted − measured| / measured of report windows after the first day,
@@ -214,6 +215,8 @@ def run_random(job: RandomJob) -> dict[str, Any]:
     result = score_onsets(onsets, faults, truth, job.days)
     result.update(window_errors(windows, faults, truth, true_facility_w(scenario, series), scenario.start_ts))
     result.update({"job": job, "seconds": seconds})
+    for alarm in result["false_onsets"]:
+        alarm["at_h"] = (alarm["ts"] - scenario.start_ts) / 3600.0
     result["reference"] = reference_detector(samples, faults, truth, job.days)
     result["onsets"] = onsets
     result["held_pct"] = 100.0 * held_bins[0] / max(1, len(samples))
@@ -247,7 +250,7 @@ def score_onsets(
                        "found": first is not None,
                        "delay_s": float(first["ts"]) - ref if first else math.nan,
                        "named": first["cause"] if first else None})
-    false = []
+    false, false_onsets = [], []
     for e in onsets:
         ts = float(e["ts"])
         in_fault = any(float(f["start_ts"]) <= ts <= float(f["until_ts"]) + MATCH_AFTER_END_S for f in faults)
@@ -255,6 +258,11 @@ def score_onsets(
         if in_fault or (e["cause"] == "workload" and after_job):
             continue
         false.append(e["cause"])
+        since = [ts - s for s in job_starts if s <= ts]
+        detail = e.get("detail") or {}
+        false_onsets.append({"ts": ts, "cause": e["cause"], "deviation_pct": e.get("deviation_pct"),
+                             "stage": e.get("stage"), "since_job_h": min(since) / 3600.0 if since else None,
+                             "explanation": str(detail.get("explanation", ""))})
     changes = _job_changes(truth)
     flagged = 0
     for c in changes:
@@ -262,8 +270,8 @@ def score_onsets(
         end = min(start + DETECT_WITHIN_S, max(float(c["end_ts"]), start + 600.0))
         flagged += any(e["cause"] == "workload" and start - JOB_EARLY_S <= float(e["ts"]) <= end
                        for e in onsets)
-    return {"faults": scored, "unmeasured": unmeasured, "false": false, "days": days,
-            "job_changes": len(changes), "flagged": flagged}
+    return {"faults": scored, "unmeasured": unmeasured, "false": false, "false_onsets": false_onsets,
+            "days": days, "job_changes": len(changes), "flagged": flagged}
 
 
 def window_errors(
@@ -394,7 +402,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 
 def print_faults(results: list[dict[str, Any]]) -> None:
-    """One line per scored fault: what it was, how big, whether and how it was found."""
+    """One line per scored fault (what it was, how big, whether and how it was found), one per
+    false alarm (when, how long after a job start, what it said), then the faults not scored."""
     print("\nfaults ≥ 3 % in their component (rackwatt)")
     print(f"{'family':<7} {'lab':<3} {'seed':>6} {'kind':<12} {'effect%':>7} {'found':>5} {'delay min':>9} "
           f"{'named':<13} truth")
@@ -407,6 +416,19 @@ def print_faults(results: list[dict[str, Any]]) -> None:
                   f"{f['effect_pct']:>7.1f} "
                   f"{'yes' if f['found'] else 'NO':>5} {_f(f['delay_s'] / 60.0):>9} {f['named'] or '-':<13} "
                   f"{f['cause']}{seen}")
+
+    alarms = [(r["job"], a) for r in results for a in r.get("false_onsets", [])]  # (not in older saves)
+    if alarms:
+        print("\nfalse alarms (rackwatt): onsets matching no fault (workload: no job start 3 h before)")
+        print(f"{'family':<7} {'lab':<3} {'seed':>6} {'at h':>5} {'cause':<12} {'dev %':>6} {'job h':>5} "
+              f"{'stage':<16} explanation")
+        for j, a in alarms:
+            dev = a["deviation_pct"]
+            since = a["since_job_h"]
+            print(f"{j.family:<7} {'y' if j.hints else 'n':<3} {j.seed:>6} {a.get('at_h', math.nan):>5.1f} "
+                  f"{a['cause']:<12} {_f(dev if dev is not None else math.nan, '.1f'):>6} "
+                  f"{_f(since if since is not None else math.nan, '.1f'):>5} {a['stage'] or '-'!s:<16} "
+                  f"{a['explanation'][:100]}")
 
     left_out = [(r["job"], f) for r in results for f in r.get("unmeasured", [])]
     if left_out:

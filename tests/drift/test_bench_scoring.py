@@ -63,6 +63,8 @@ def test_onsets_are_matched_to_faults_and_job_changes() -> None:
     s = dr.score_onsets(onsets, [fault, small], truth, days=2.0)
     assert [(f["found"], f["delay_s"], f["named"]) for f in s["faults"]] == [(True, 1800.0, "gpu_hardware")]
     assert s["false"] == ["thermal", "workload"]
+    listed = [(a["cause"], a["since_job_h"]) for a in s["false_onsets"]]
+    assert listed == [("thermal", 1.0), ("workload", 27.0)]  # when, after which job start
     assert (s["job_changes"], s["flagged"]) == (1, 1)
     summary = dr.summarise([{**s, "errors": [1.0] * 19 + [9.0], "errors_job": [], "unpredicted": 0,
                              "held_pct": 0.0, "relearn_pct": 0.0}])
