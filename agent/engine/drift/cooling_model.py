@@ -138,7 +138,7 @@ class CoolingUnitModel:
         y = math.log(power_w / self.power_scale)
         predicted = float(x @ self.theta)
         warm = self.n >= self.warm_bins
-        band = self.bands.level(float(x[1]))  # None: a load the model has not learned an hour of
+        band = self.bands.level(float(x[1]))  # None: beyond the loads learned an hour of
         residual = math.nan
         if warm and band is not None:
             residual = 100.0 * math.expm1(min(y - predicted - band, 5.0))
