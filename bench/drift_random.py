@@ -259,10 +259,11 @@ def score_onsets(
             continue
         false.append(e["cause"])
         since = [ts - s for s in job_starts if s <= ts]
-        detail = e.get("detail") or {}
-        false_onsets.append({"ts": ts, "cause": e["cause"], "deviation_pct": e.get("deviation_pct"),
-                             "stage": e.get("stage"), "since_job_h": min(since) / 3600.0 if since else None,
-                             "explanation": str(detail.get("explanation", ""))})
+        deviation = e.get("deviation_pct")
+        false_onsets.append({"ts": ts, "cause": e["cause"], "stage": e.get("stage") or "-",
+                             "deviation_pct": math.nan if deviation is None else float(deviation),
+                             "since_job_h": min(since) / 3600.0 if since else math.nan,
+                             "explanation": str((e.get("detail") or {}).get("explanation", ""))})
     changes = _job_changes(truth)
     flagged = 0
     for c in changes:
@@ -423,12 +424,9 @@ def print_faults(results: list[dict[str, Any]]) -> None:
         print(f"{'family':<7} {'lab':<3} {'seed':>6} {'at h':>5} {'cause':<12} {'dev %':>6} {'job h':>5} "
               f"{'stage':<16} explanation")
         for j, a in alarms:
-            dev = a["deviation_pct"]
-            since = a["since_job_h"]
             print(f"{j.family:<7} {'y' if j.hints else 'n':<3} {j.seed:>6} {a.get('at_h', math.nan):>5.1f} "
-                  f"{a['cause']:<12} {_f(dev if dev is not None else math.nan, '.1f'):>6} "
-                  f"{_f(since if since is not None else math.nan, '.1f'):>5} {a['stage'] or '-'!s:<16} "
-                  f"{a['explanation'][:100]}")
+                  f"{a['cause']:<12} {_f(a['deviation_pct'], '.1f'):>6} {_f(a['since_job_h'], '.1f'):>5} "
+                  f"{a['stage']:<16} {a['explanation'][:100]}")
 
     left_out = [(r["job"], f) for r in results for f in r.get("unmeasured", [])]
     if left_out:

@@ -47,9 +47,11 @@ PRIOR_THETA = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
 # load curvature stays near 0 (its feature is ~1e-2: freed, it extrapolated new loads badly).
 WEATHER_RIDGE = np.array([0.0, 1.0, 1.0, 1.0, 5.0, 5.0])
 WEATHER_PRIOR_THETA = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-# Load bands: 10 % wide (T.SAME_LOAD_FRAC), covering loads from ×0.05 to ×20 of the first one seen.
+# Load bands: 10 % wide (T.SAME_LOAD_FRAC), covering loads from 1/LOAD_RANGE to LOAD_RANGE times the
+# first one seen (a unit's load stays within its capacity and its fans' floor, far inside that).
+LOAD_RANGE = 20.0
 LOAD_BAND_LOG = math.log1p(T.SAME_LOAD_FRAC)
-N_LOAD_BANDS = 2 * math.ceil(3.0 / LOAD_BAND_LOG)
+N_LOAD_BANDS = 2 * math.ceil(math.log(LOAD_RANGE) / LOAD_BAND_LOG)
 
 
 def _features(load: float, ts: float, outdoor_c: float = math.nan) -> np.ndarray:

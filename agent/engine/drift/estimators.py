@@ -714,11 +714,6 @@ class OperatingBands(Estimator):
         self._mean[i] += (residual - self._mean[i]) / self._weight[i]
         return self
 
-    def weight(self, x: float) -> float:
-        """The decayed number of samples learned in ``x``'s band (0 outside the range)."""
-        i = self.band(x)
-        return 0.0 if i is None else float(self._weight[i])
-
     def level(self, x: float) -> float | None:
         """The band's mean residual once it has ``warm`` samples' weight; between two such bands,
         interpolated (a fit is trusted inside the range of its data); beyond them, None."""

@@ -293,9 +293,10 @@ class DriftMonitor:
         if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
             return math.nan
         value = 100.0 * math.log(sample.gpu_w / 1000.0)
-        if not self.context.rated:  # no work rate at all: GPU power per stage is all there is, and a
-            # waiting stage's is its own only where it filled the bin (on development seed 136, checkpoint
-            # bins shared with training drew a median 6.0 kW, whole ones 3.6 kW)
+        if not self.context.rated:
+            # No work rate at all: GPU power per stage is all there is, and a waiting stage's power is
+            # its own only in a bin it filled (development seed 136, a one-off diagnostic: checkpoint
+            # bins shared with training drew a median 6.0 kW, whole ones 3.6 kW).
             partial = sample.stage in WAITING_STAGES and sample.stage_share < WHOLE_BIN
             return math.nan if partial else value
         rate = sample.work_rate
