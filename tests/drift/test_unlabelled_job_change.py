@@ -154,3 +154,50 @@ def test_without_a_work_rate_a_checkpoint_bin_shared_with_training_is_not_judged
         gpu = monitor.channels["gpu"]
         assert (gpu.location(slot) != 0.0) is learned
         assert gpu.location(stage_slot("forward_backward")) != 0.0  # a working stage is judged in any bin
+
+
+def _dipped(samples: Iterator[ComponentSample], start_s: float, for_s: float, factor: float
+            ) -> Iterator[ComponentSample]:
+    """Unlabelled and unrated; for ``for_s`` from ``start_s`` the GPUs draw ``factor`` times the power
+    in every stage but idle (an eval that stage inference took for training draws less)."""
+    t0 = None
+    for s in samples:
+        t0 = s.ts if t0 is None else t0
+        inside = start_s <= s.ts - t0 < start_s + for_s and s.stage != "idle"
+        gpu_w = s.gpu_w * (factor if inside else 1.0)
+        extra = (gpu_w - s.gpu_w) * 1.08
+        yield replace(s, stage_source="inferred", job="", work_rate=float("nan"), gpu_w=gpu_w,
+                      gpu_expected_w=gpu_w, it_measured_w=s.it_measured_w + extra,
+                      it_expected_w=s.it_expected_w + extra)
+
+
+def test_without_a_work_rate_a_level_that_does_not_hold_an_hour_is_not_new_work() -> None:
+    """A step's size alone says "new work" on a rack with neither labels nor a work rate, and so does
+    a long eval read as training. New work holds its level: the verdict waits ``SHOW_S`` from the
+    evidence's start, and a dip that ends first raises nothing."""
+    from agent.engine.drift import tuning as T
+
+    assert _run(_dipped(stream(2.5, 58), 1.5 * DAY_S, 20 * 60.0, 0.8)) == []
+    monitor = DriftMonitor()
+    for s in _dipped(stream(2.5, 58), 1.5 * DAY_S, DAY_S, 0.8):
+        onsets = [e for e in monitor.observe(s) if e["state"] == "onset"]
+        if onsets:
+            assert [e["cause"] for e in onsets] == ["workload"]
+            assert s.ts - float(onsets[0]["detail"]["since"]) >= T.SHOW_S
+            return
+    raise AssertionError("no workload onset for a level that held")
+
+
+def test_an_onset_waiting_to_hold_survives_a_restart() -> None:
+    import json
+
+    monitor = DriftMonitor()
+    for s in _dipped(stream(2.5, 58), 1.5 * DAY_S, DAY_S, 0.8):
+        monitor.observe(s)
+        if monitor._unproven is not None:
+            break
+    waiting = monitor._unproven
+    assert waiting is not None
+    restarted = DriftMonitor()
+    restarted.load_state(json.loads(json.dumps(monitor.save_state())))
+    assert restarted._unproven == waiting

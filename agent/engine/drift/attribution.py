@@ -32,6 +32,9 @@ COSTLY_CAUSES: frozenset[str] = frozenset({"cooling", "power_chain", "thermal", 
 class Attribution:
     cause: str
     explanation: str
+    # The shift must have held this long (from its evidence's start) before it is believed: a
+    # verdict from a step's size alone, which a stage episode the labels do not name can also make.
+    persist_s: float = 0.0
 
 
 def costs(cause: str, deviation: float) -> bool:
@@ -143,11 +146,14 @@ def attribute(
                 "the job changed; re-learning its baseline.",
             )
         if _new_work_by_power(ctx, deviation):
+            # New work holds its level; an eval or a stall that stage inference took for training
+            # ends within the hour that a new level takes to show itself (SHOW_S).
             return Attribution(
                 "workload",
                 f"GPU power moved {abs(deviation):.1f} % {up} for the same stage on a rack that reports no "
                 f"work rate: more than a hardware or driver change adds "
                 f"({100.0 * T.SAME_WORK_POWER_FRAC:.0f} %), so new work; re-learning its baseline.",
+                persist_s=T.SHOW_S,
             )
         return Attribution(
             "gpu_hardware",

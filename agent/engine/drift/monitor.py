@@ -122,6 +122,8 @@ class DriftMonitor:
         self._it_skip = 0
         self._pending: list[dict[str, object]] = []  # events made while stopped (offline accept)
         self.adopted: dict[str, int] = {}  # per channel: saving shifts adopted without an event
+        # A GPU onset whose verdict must first hold (``Attribution.persist_s``): judged again then.
+        self._unproven: Transition | None = None
 
     # ------------------------------------------------------------------------------ reading
     @property
@@ -200,6 +202,7 @@ class DriftMonitor:
                 events += self._onset(name, tr, sample)
             elif tr is not None and tr.kind == "cleared":
                 events += self._channel_cleared(name, tr, sample)
+        events += self._judge_unproven(sample)
         shift, self._input_shift = self._input_shift, None
         if shift is not None:
             events += self._input_onset(shift, sample)
@@ -339,6 +342,9 @@ class DriftMonitor:
             else:
                 incident.channels.add(name)
             return []
+        if tr.ts - tr.since_ts < verdict.persist_s and self.channels[name].mode == ACTIVE:
+            self._unproven = tr  # held (the channel stays ACTIVE) but not reported yet
+            return []
         incident = Incident(verdict.cause, sample.stage, tr.ts, tr.since_ts, tr.deviation, name, {name},
                             self.context.job)
         self.incidents[verdict.cause] = incident
@@ -349,6 +355,26 @@ class DriftMonitor:
         pct = _pct(name, tr, self.channels, stage_slot(sample.stage))
         return [drift_event(tr.ts, "onset", verdict.cause, sample.stage, pct,
                             name, tr.since_ts, evidence, verdict.explanation)]
+
+    def _judge_unproven(self, sample: ComponentSample) -> list[dict[str, object]]:
+        """An onset waiting to hold (``_unproven``): dropped once its channel leaves ACTIVE (the step
+        went back, or a change point re-centred it), judged again, as it is now, once it held."""
+        tr = self._unproven
+        if tr is None:
+            return []
+        channel = self.channels["gpu"]
+        if channel.mode != ACTIVE:
+            self._unproven = None
+            return []
+        ts = float(sample.ts)
+        if ts - tr.since_ts < T.SHOW_S:
+            return []
+        self._unproven = None
+        now = Transition("onset", ts, channel.active_deviation, tr.z, tr.since_ts)
+        if now.deviation * tr.deviation <= 0 or abs(now.deviation) < abs(tr.deviation) / 2:
+            channel.clear(ts)  # back below half its onset: it did not hold (and no other verdict)
+            return []
+        return self._onset("gpu", now, sample)
 
     def _adopt(self, name: str, ts: float) -> list[dict[str, object]]:
         """A shift that saves energy on a fault channel: no event; the channel re-centres on the new
@@ -581,6 +607,7 @@ class DriftMonitor:
             "job_started_ts": finite_or_none(self.job_started_ts),
             "last_ts": finite_or_none(self._last_ts),
             "pending_events": self._pending[-MAX_PENDING:],
+            "unproven": [finite_or_none(v) for v in _unproven_fields(self._unproven)],  # (fixed size)
         }
 
     def load_state(self, state: dict[str, object]) -> None:
@@ -623,6 +650,11 @@ class DriftMonitor:
             pending = state.get("pending_events") or []
             assert isinstance(pending, list)
             self._pending = [e for e in pending if isinstance(e, dict)][-MAX_PENDING:]
+            unproven = state.get("unproven") or [None] * 4  # (absent in older states: none waiting)
+            assert isinstance(unproven, list) and len(unproven) == 4
+            ts, dev, z, since = (number_or_nan(v) for v in unproven)
+            if math.isfinite(ts):
+                self._unproven = Transition("onset", ts, dev, z, since)
         except (KeyError, TypeError, AssertionError, ValueError) as exc:
             self._reset()
             raise ValueError(f"drift state: malformed ({exc})") from exc
@@ -633,6 +665,13 @@ class DriftMonitor:
         events = self.accept(cause_or_component, ts)
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
+
+def _unproven_fields(tr: Transition | None) -> tuple[float, float, float, float]:
+    """An onset waiting to hold as four numbers (NaN when none waits)."""
+    if tr is None:
+        return (math.nan,) * 4
+    return tr.ts, tr.deviation, tr.z, tr.since_ts
+
 
 def _pct(name: str, tr: Transition, channels: dict[str, ResidualChannel], slot: int) -> float:
     """deviation_pct of an onset: % of the expectation; for the inlet spread, % of its usual level."""
