@@ -26,7 +26,8 @@ FACTS: tuple[str, ...] = ("HOUR_S", "DAY_S", "READING_STEP_C")
 
 # --- the residual detector (channel.py) --------------------------------------------------------
 CUSUM_K = 1.0  # σ: reference value; a CUSUM detects shifts of ≈ 2k σ fastest (Page): 2 σ of block noise
-Z_CLIP = 6.0  # σ: one bin or block adds at most this (a glitch cannot confirm a shift alone)
+Z_CLIP = 6.0  # σ of what it is judged against: one bin or block adds at most this (a glitch cannot
+# confirm a shift alone)
 BLOCK_S = 180.0  # bins averaged into blocks of 3 min: the residual's minute-scale wobble averages out
 DETECT_AFTER_S = 6480.0  # 36 blocks of learning before detection starts (block noise then known to ±13 %)
 SHOW_S = HOUR_S  # a new level shows itself within an hour: a stage, a job's work rate, a step
