@@ -22,13 +22,16 @@ FAULT_AT_S = 1.2 * 86400.0
 
 
 def churning_rack(days: float, seed: int, rest_rise_pct: float = 0.0, ramp_s: float = 4 * 3600.0,
-                  gpus_on: int = GPUS, drained_s: tuple[float, float] = (math.inf, math.inf)
+                  gpus_on: int = GPUS, drained_s: tuple[float, float] = (math.inf, math.inf),
+                  reload: bool = False, at_work: bool = True, fault_at_s: float = FAULT_AT_S
                   ) -> Iterator[ComponentSample]:
     """Jobs of 60–120 min, each a new kind (its own GPU level and work rate), 10–30 min idle between;
-    from ``FAULT_AT_S`` every GPU draws ``rest_rise_pct`` % more (a ramp over ``ramp_s``), at rest
-    and at work alike; within ``drained_s`` (start, end) only ``gpus_on`` GPUs report (a drained node)."""
+    from ``fault_at_s`` every GPU draws ``rest_rise_pct`` % more (a ramp over ``ramp_s``), at rest
+    and at work alike; within ``drained_s`` (start, end) only ``gpus_on`` GPUs report (a drained node);
+    ``reload``: every GPU's energy counter resets at ``fault_at_s`` (a driver update); not ``at_work``:
+    the rise is at rest only."""
     rng = np.random.default_rng(seed)
-    t, n_job = 0.0, 0
+    t, n_job, reloaded = 0.0, 0, False
     while t < days * 86400.0:
         n_job += 1
         job, level = f"job-{n_job}", float(rng.uniform(300.0, 650.0))  # W per GPU while training
@@ -37,11 +40,13 @@ def churning_rack(days: float, seed: int, rest_rise_pct: float = 0.0, ramp_s: fl
         for stage, minutes in plan:
             for _ in range(minutes):
                 t += 60.0
-                share = (t - FAULT_AT_S) / ramp_s if ramp_s > 0 else float(t >= FAULT_AT_S)
-                rise = rest_rise_pct * min(1.0, max(0.0, share))
+                share = (t - fault_at_s) / ramp_s if ramp_s > 0 else float(t >= fault_at_s)
+                rise = rest_rise_pct * min(1.0, max(0.0, share)) if at_work or stage == "idle" else 0.0
                 per_gpu = (IDLE_W if stage == "idle" else level) * (1 + rise / 100.0)
                 per_gpu *= 1 + 0.003 * rng.standard_normal()
                 on = gpus_on if drained_s[0] <= t < drained_s[1] else GPUS
+                resets = GPUS if reload and not reloaded and t >= fault_at_s else 0
+                reloaded = reloaded or resets > 0
                 gpu_w = per_gpu * on
                 it_w = (gpu_w * 1.08 + 2000.0) * (1 + 0.003 * rng.standard_normal())
                 yield ComponentSample(
@@ -50,7 +55,7 @@ def churning_rack(days: float, seed: int, rest_rise_pct: float = 0.0, ramp_s: fl
                     it_measured_w=it_w, it_expected_w=gpu_w * 1.08 + 2000.0,
                     cooling_measured_w=0.35 * it_w, cooling_expected_w=0.35 * it_w,
                     inlet_mean_c=24.0, inlet_spread_c=1.5 + 0.05 * rng.standard_normal(), fan_pct=math.nan,
-                    setpoint_c=22.0, gpu_mean_w=per_gpu,
+                    setpoint_c=22.0, gpu_mean_w=per_gpu, gpu_counter_resets=resets,
                 )
 
 
@@ -107,3 +112,36 @@ def test_a_state_saved_before_the_rest_channel_existed_still_loads() -> None:
     restored.load_state(state)
     assert restored.channels["gpu_idle"].n_blocks == 0  # starts afresh, the rest as saved
     assert restored.channels["gpu"].n_blocks == monitor.channels["gpu"].n_blocks
+
+
+EARLY_S = 8 * 3600.0  # the rest level is learned (an hour of rest bins), its block noise not yet
+
+
+def _first_onset_s(reload: bool, seed: int) -> float:
+    rack = churning_rack(1.5, seed, rest_rise_pct=4.0, ramp_s=0.0, reload=reload, at_work=False,
+                         fault_at_s=EARLY_S)
+    found = _onsets(DriftMonitor(), rack)
+    return float(found[0]["ts"]) - T0 - EARLY_S if found else math.inf  # type: ignore[arg-type]
+
+
+def test_a_step_at_rest_at_a_driver_reload_is_judged_before_the_rest_channel_could() -> None:
+    """The reload is measured: rest power after it is compared with the learned level before it, so
+    a clear step is found even while the channel's CUSUM still learns its block noise (a churning
+    rack's first day: its idle gaps are short) and without its false-alarm margin."""
+    for seed in (6, 7, 8):
+        monitor = DriftMonitor()
+        rack = churning_rack(1.5, seed, rest_rise_pct=4.0, ramp_s=0.0, reload=True, at_work=False,
+                             fault_at_s=EARLY_S)
+        found = _onsets(monitor, rack)
+        assert found and found[0]["cause"] == "gpu_hardware", seed
+        first = found[0]
+        assert first["detail"]["component"] == "gpu_idle"  # type: ignore[index]
+        assert "driver reloaded" in str(first["detail"]["explanation"])  # type: ignore[index]
+        assert float(first["ts"]) - T0 - EARLY_S < 3 * 3600.0  # type: ignore[arg-type]
+        assert _first_onset_s(True, seed) < _first_onset_s(False, seed)
+
+
+def test_a_reload_that_leaves_rest_power_alone_raises_nothing() -> None:
+    for seed in (6, 7):
+        rack = churning_rack(1.5, seed, reload=True, fault_at_s=EARLY_S)
+        assert _onsets(DriftMonitor(), rack) == []

@@ -4,8 +4,9 @@ A job change, a restart of the same job, a GPU stack restart (counters reset) an
 setpoint step all move a residual at a known moment for a known reason. The monitor asks its
 parts: whether to hold (``holds``), same work or new work (``job_changed``, ``work.decide``), how far
 the model is behind (``catch_up``: a re-learn runs only while it is behind), and a measured step
-judged against "before" (``resets``, ``input``). Onsets soon after a change point name it
-(``revise``, ``evidence``). (A cooling model gaining or losing an input: monitor._follow_cooling_model.)
+judged against "before" (``resets``, ``input``, ``rest``: GPU power at rest across a reload).
+Onsets soon after a change point name it (``revise``, ``evidence``). (A cooling model gaining or
+losing an input: monitor._follow_cooling_model.)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agent.engine.drift.channel import ResidualChannel
 from agent.engine.drift.context import SignalContext, stage_slot
 from agent.engine.drift.counter_reset import CounterResetPoint
 from agent.engine.drift.input_step import InputStep
+from agent.engine.drift.reset_rest import RestAfterReset
 from agent.engine.drift.same_work import SameWorkCheck, name_restart, restart_evidence
 
 # Onsets of these causes soon after a same-work restart name it: a fault that starts at a restart
@@ -32,6 +34,7 @@ class ChangePointJudge:
         self.work = SameWorkCheck(bin_s)
         self.resets = CounterResetPoint(bin_s)
         self.input = InputStep(bin_s)
+        self.rest = RestAfterReset(bin_s)
         self.catch_up = ModelCatchUp(bin_s)
 
     @property
@@ -42,9 +45,12 @@ class ChangePointJudge:
         return self.work.pending and (not self.work.by_power or self.work.labelled)
 
     def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
-                   settled: bool = True) -> None:
+                   settled: bool = True, rest: ResidualChannel | None = None) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates);
-        ``settled`` False within a bounded re-learn (the model's usual error is not learned then)."""
+        ``settled`` False within a bounded re-learn (the model's usual error is not learned then);
+        ``rest``: the GPUs' power-at-rest channel, whose level a reload is judged against."""
+        if sample.gpu_counter_resets > 0 and rest is not None:
+            self.rest.on_reset(float(sample.ts), rest)
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
         self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
@@ -96,7 +102,7 @@ class ChangePointJudge:
 
     def state(self) -> dict[str, object]:
         return {"work": self.work.state(), "resets": self.resets.state(), "input": self.input.state(),
-                "catch_up": self.catch_up.state()}
+                "catch_up": self.catch_up.state(), "rest": self.rest.state()}
 
     def restore(self, data: dict[str, object]) -> None:
         for key, part in (("work", self.work), ("resets", self.resets), ("input", self.input)):
@@ -107,3 +113,6 @@ class ChangePointJudge:
         catch_up = data.get("catch_up")  # (a state from before it: the lag re-learns from the next bins)
         if isinstance(catch_up, dict):
             self.catch_up.restore(catch_up)
+        rest = data.get("rest")  # (a state from before it: no reload being judged)
+        if isinstance(rest, dict):
+            self.rest.restore(rest)

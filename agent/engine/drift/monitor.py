@@ -30,6 +30,7 @@ from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.drift.events import drift_event, evidence_for
 from agent.engine.drift.input_step import InputShift
+from agent.engine.drift.reset_rest import RestShift
 from agent.engine.drift.same_work import SAME, WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
@@ -192,9 +193,10 @@ class DriftMonitor:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
         in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
         settled = not any(ts < until for until in self._relearn_until.values()) and not self.changes.holds
-        self.changes.before_bin(sample, self.channels["gpu"], in_workload, settled)
+        self.changes.before_bin(sample, self.channels["gpu"], in_workload, settled, self.channels["gpu_idle"])
         slot = stage_slot(sample.stage)
-        for name, residual in self._residuals(sample).items():
+        residuals = self._residuals(sample)
+        for name, residual in residuals.items():
             # The unit model is not per stage, nor is rest: one location (slot 0) for their residuals.
             where = 0 if name == "gpu_idle" or (name == "cooling" and self.cooling_model.source) else slot
             tr = self.channels[name].add(residual, where, ts)
@@ -203,6 +205,10 @@ class DriftMonitor:
             elif tr is not None and tr.kind == "cleared":
                 events += self._channel_cleared(name, tr, sample)
         events += self._judge_unproven(sample)
+        rest_min_effect = self.channels["gpu_idle"].params.min_effect
+        rest_shift = self.changes.rest.update(residuals.get("gpu_idle", math.nan), ts, rest_min_effect)
+        if rest_shift is not None:
+            events += self._rest_onset(rest_shift, sample)
         shift, self._input_shift = self._input_shift, None
         if shift is not None:
             events += self._input_onset(shift, sample)
@@ -224,6 +230,22 @@ class DriftMonitor:
         evidence = self._evidence("cooling", "cooling", tr)
         text = self.changes.input.explanation(shift.deviation_pct, tr.ts)
         return [drift_event(tr.ts, "onset", "cooling", sample.stage, round(tr.deviation, 2), "cooling",
+                            tr.since_ts, evidence, text)]
+
+    def _rest_onset(self, shift: RestShift, sample: ComponentSample) -> list[dict[str, object]]:
+        """A driver reload with a clear step of the GPUs' power at rest: a ``gpu_hardware`` onset on
+        the rest channel, below its false-alarm threshold (the cause is measured, not guessed)."""
+        channel = self.channels["gpu_idle"]
+        if channel.mode == ACTIVE or "gpu_hardware" in self.incidents:
+            return []  # found already (its explanation names the reload too)
+        if not costs("gpu_hardware", shift.deviation_pct):  # less power at rest: a new normal
+            return self._adopt("gpu_idle", float(sample.ts))
+        tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts, shift.before_pct, 0)
+        self.incidents["gpu_hardware"] = Incident("gpu_hardware", sample.stage, tr.ts, tr.since_ts,
+                                                  tr.deviation, "gpu_idle", {"gpu_idle"}, self.context.job)
+        evidence = self._evidence("gpu_idle", "gpu_hardware", tr)
+        text = self.changes.rest.explanation(shift, int(self.changes.resets.counters))
+        return [drift_event(tr.ts, "onset", "gpu_hardware", sample.stage, round(tr.deviation, 2), "gpu_idle",
                             tr.since_ts, evidence, text)]
 
     def _evidence(self, name: str, cause: str, tr: Transition) -> list[dict[str, object]]:
