@@ -18,6 +18,15 @@ from agent.engine.drift import tuning as T
 from agent.engine.drift.estimators import MAD_TO_SIGMA, ew_alpha, fields_state, load_fields
 
 
+def clear_step(change: float, sigma: float, n_bins: float, bins_per_sample: float, min_effect: float) -> bool:
+    """A step measured at a known change point is clear: at least ``min_effect`` and ``INPUT_Z``
+    standard errors of the mean of its ``n_bins`` bins of noise ``sigma``. Bins are correlated over
+    minutes: one independent sample per ``bins_per_sample``. (A measured cause needs no false-alarm
+    margin.)"""
+    z = change / (sigma / math.sqrt(max(n_bins / bins_per_sample, 1.0)))
+    return abs(change) >= min_effect and abs(z) >= T.INPUT_Z
+
+
 @dataclass(frozen=True)
 class InputShift:
     """A confirmed setpoint-driven cooling shift: residual change (%) since the move began."""
@@ -111,10 +120,9 @@ class InputStep:
         change = self.sum_after / self.n_after - self.before_pct
         floor = T.MIN_BIN_NOISE["it"]  # (a unit's power reads as finely as a PDU's)
         sigma = max(MAD_TO_SIGMA * self.noise_pct, floor) if math.isfinite(self.noise_pct) else 1.0
-        # Bins are correlated over minutes: one independent sample per block of bins.
-        z = change / (sigma / math.sqrt(max(self.n_after / self._bins_per_sample, 1.0)))
         expected_sign = -1.0 if away < 0 else 1.0  # lower setpoint → more power
-        if change * expected_sign >= 0 or abs(change) < T.INPUT_MIN_EFFECT_PCT or abs(z) < T.INPUT_Z:
+        clear = clear_step(change, sigma, self.n_after, self._bins_per_sample, T.INPUT_MIN_EFFECT_PCT)
+        if change * expected_sign >= 0 or not clear:
             return None
         self.done = True
         return InputShift(change, self.start_ts)

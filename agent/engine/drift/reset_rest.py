@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from agent.engine.drift import tuning as T
 from agent.engine.drift.channel import NORMAL, SUSPECTED, WARMING, ResidualChannel
 from agent.engine.drift.estimators import fields_state, load_fields
+from agent.engine.drift.input_step import clear_step
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class RestAfterReset:
     def __init__(self, bin_s: float = 60.0) -> None:
         # In bins (not state): the evidence needed, and one independent sample per block of bins.
         self._evidence_bins = T.bins(T.MIN_EVIDENCE_S, bin_s)
-        self._bins_per_sample = T.bins(T.BLOCK_S, bin_s)
+        self._bins_per_sample = T.bins(T.INPUT_SAMPLE_S, bin_s)
         self.reload_ts = math.nan  # the reload being judged (NaN: none)
         self.before_pct = math.nan  # the channel's rest level just before it
         self.sigma_pct = math.nan  # a rest bin's noise then, inflated for its correlation
@@ -82,8 +83,7 @@ class RestAfterReset:
         if self.n_after < self._evidence_bins:
             return None
         change = self.sum_after / self.n_after - self.before_pct
-        z = change / (self.sigma_pct / math.sqrt(max(self.n_after / self._bins_per_sample, 1.0)))
-        if abs(change) < min_effect or abs(z) < T.INPUT_Z:
+        if not clear_step(change, self.sigma_pct, self.n_after, self._bins_per_sample, min_effect):
             return None
         since = self.reload_ts
         self.reload_ts = math.nan
