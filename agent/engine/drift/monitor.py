@@ -123,7 +123,8 @@ class DriftMonitor:
         self._it_skip = 0
         self._pending: list[dict[str, object]] = []  # events made while stopped (offline accept)
         self.adopted: dict[str, int] = {}  # per channel: saving shifts adopted without an event
-        # A GPU onset whose verdict must first hold (``Attribution.persist_s``): judged again then.
+        # A GPU onset whose verdict must first hold (``Attribution.persist_s``, set only for GPU
+        # verdicts): judged again then.
         self._unproven: Transition | None = None
 
     # ------------------------------------------------------------------------------ reading
@@ -687,6 +688,7 @@ class DriftMonitor:
         events = self.accept(cause_or_component, ts)
         self._pending = (self._pending + events)[-MAX_PENDING:]
         return events
+
 
 def _unproven_fields(tr: Transition | None) -> tuple[float, float, float, float]:
     """An onset waiting to hold as four numbers (NaN when none waits)."""
