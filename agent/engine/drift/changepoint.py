@@ -44,12 +44,12 @@ class ChangePointJudge:
         an idle gap, and the detectors go on as if no check ran; new work re-centres them anyway.)"""
         return self.work.pending and (not self.work.by_power or self.work.labelled)
 
-    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, in_workload: bool,
-                   settled: bool = True, rest: ResidualChannel | None = None) -> None:
+    def before_bin(self, sample: ComponentSample, gpu: ResidualChannel, rest: ResidualChannel,
+                   in_workload: bool, settled: bool = True) -> None:
         """Absorb one bin before the channels see its residuals (counter resets, work rates);
-        ``settled`` False within a bounded re-learn (the model's usual error is not learned then);
-        ``rest``: the GPUs' power-at-rest channel, whose level a reload is judged against."""
-        if sample.gpu_counter_resets > 0 and rest is not None:
+        ``rest``: the GPUs' power-at-rest channel, whose level a reload is judged against;
+        ``settled`` False within a bounded re-learn (the model's usual error is not learned then)."""
+        if sample.gpu_counter_resets > 0:
             self.rest.on_reset(float(sample.ts), rest)
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)

@@ -182,6 +182,12 @@ class ResidualChannel:
         return self.detector.deviation
 
     @property
+    def block_noise(self) -> float:
+        """A block's noise in bin σ, inflated for the blocks' autocorrelation: what a block's mean z
+        is divided by before it reaches the CUSUM."""
+        return self.noise.floored * math.sqrt(self.noise.vif)
+
+    @property
     def active_deviation(self) -> float:
         """The confirmed shift as it is now (a ramp keeps growing after its onset); 0 unless active."""
         return self.dev_fast if self.mode == ACTIVE else 0.0
@@ -236,7 +242,7 @@ class ResidualChannel:
         # unit: 4.5 bin σ), a bin clip of Z_CLIP capped every block's z at 6 / 4.5 = 1.3 σ, and no
         # shift, however large, could confirm before its suspicion lapsed (development churn seed
         # 19: a 25 % COP step missed).
-        clip = T.Z_CLIP * max(1.0, self.noise.floored * math.sqrt(self.noise.vif))
+        clip = T.Z_CLIP * max(1.0, self.block_noise)
         self.block_sum += dev
         self.block_z += min(max(bin_z, -clip), clip)
         self.block_n += 1.0
@@ -259,7 +265,7 @@ class ResidualChannel:
                 self.mode = NORMAL
                 return Transition("ready", ts, 0.0, 0.0, ts)
             return None
-        z = mean_z / (self.noise.floored * math.sqrt(self.noise.vif))
+        z = mean_z / self.block_noise
         zc = min(max(z, -T.Z_CLIP), T.Z_CLIP)
         self.detector.update(zc, dev, ts)
         if self.mode == ACTIVE:

@@ -28,10 +28,12 @@ def clear_step(change: float, sigma: float, n_bins: float, bins_per_sample: floa
 
 
 @dataclass(frozen=True)
-class InputShift:
-    """A confirmed setpoint-driven cooling shift: residual change (%) since the move began."""
+class MeasuredShift:
+    """A confirmed step at a measured change point (a setpoint move, a driver reload): the residual's
+    change since it began, its level before, and when it began."""
 
     deviation_pct: float
+    before_pct: float
     since_ts: float
 
 
@@ -82,7 +84,7 @@ class InputStep:
                 "moved": round(self.last_c - self.base_c, 2), "unit": "°C", "since": round(self.start_ts, 1),
                 "role": "context"}
 
-    def update(self, setpoint_c: float, residual_pct: float, ts: float) -> InputShift | None:
+    def update(self, setpoint_c: float, residual_pct: float, ts: float) -> MeasuredShift | None:
         if not math.isfinite(setpoint_c):
             return None
         self.last_c = setpoint_c
@@ -125,7 +127,7 @@ class InputStep:
         if change * expected_sign >= 0 or not clear:
             return None
         self.done = True
-        return InputShift(change, self.start_ts)
+        return MeasuredShift(change, self.before_pct, self.start_ts)
 
     def _rest(self, setpoint_c: float, residual_pct: float) -> None:
         alpha = ew_alpha(self.n_base, self._rest_halflife)

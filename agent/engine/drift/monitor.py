@@ -29,8 +29,7 @@ from agent.engine.drift.context import STAGE_SLOTS, WAITING_STAGES, WHOLE_BIN, S
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.drift.events import drift_event, evidence_for
-from agent.engine.drift.input_step import InputShift
-from agent.engine.drift.reset_rest import RestShift
+from agent.engine.drift.input_step import MeasuredShift
 from agent.engine.drift.same_work import SAME, WorkVerdict
 from agent.engine.drift.threshold import threshold_for_target
 
@@ -112,7 +111,7 @@ class DriftMonitor:
         self.context = SignalContext(self.bin_s)
         self.cooling_model = CoolingUnitModel(self.bin_s)
         self.changes = ChangePointJudge(self.bin_s)
-        self._input_shift: InputShift | None = None
+        self._input_shift: MeasuredShift | None = None
         self.incidents: dict[str, Incident] = {}
         self._relearn_until: dict[str, float] = {}
         self._workload_until = math.nan
@@ -194,7 +193,7 @@ class DriftMonitor:
                 self.context.resync()  # while re-learning, "usual" is whatever the new job does
         in_workload = math.isfinite(self._workload_until) and ts < self._workload_until
         settled = not any(ts < until for until in self._relearn_until.values()) and not self.changes.holds
-        self.changes.before_bin(sample, self.channels["gpu"], in_workload, settled, self.channels["gpu_idle"])
+        self.changes.before_bin(sample, self.channels["gpu"], self.channels["gpu_idle"], in_workload, settled)
         slot = stage_slot(sample.stage)
         residuals = self._residuals(sample)
         for name, residual in residuals.items():
@@ -216,37 +215,33 @@ class DriftMonitor:
         events += self._auto_accept(ts)
         return events
 
-    def _input_onset(self, shift: InputShift, sample: ComponentSample) -> list[dict[str, object]]:
-        """A measured setpoint move with the matching cooling-power change: a ``cooling`` onset
-        even below the cooling channel's own minimum effect (the cause is measured, not guessed)."""
-        channel = self.channels["cooling"]
-        if channel.mode == ACTIVE or "cooling" in self.incidents:
-            return []  # the channel found it by itself (its explanation names the setpoint too)
-        if not costs("cooling", shift.deviation_pct):  # a raised setpoint saves energy: a new normal
-            return self._adopt("cooling", float(sample.ts))
-        tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts,
-                                 self.changes.input.before_pct, 0)
-        self.incidents["cooling"] = Incident("cooling", sample.stage, tr.ts, tr.since_ts, tr.deviation,
-                                             "cooling", {"cooling"}, self.context.job)
-        evidence = self._evidence("cooling", "cooling", tr)
-        text = self.changes.input.explanation(shift.deviation_pct, tr.ts)
-        return [drift_event(tr.ts, "onset", "cooling", sample.stage, round(tr.deviation, 2), "cooling",
-                            tr.since_ts, evidence, text)]
+    def _input_onset(self, shift: MeasuredShift, sample: ComponentSample) -> list[dict[str, object]]:
+        """A setpoint move with the matching cooling-power change (its explanation names the move)."""
+        text = self.changes.input.explanation(shift.deviation_pct, float(sample.ts))
+        return self._measured_onset("cooling", "cooling", shift, text, sample)
 
-    def _rest_onset(self, shift: RestShift, sample: ComponentSample) -> list[dict[str, object]]:
-        """A driver reload with a clear step of the GPUs' power at rest: a ``gpu_hardware`` onset on
-        the rest channel, below its false-alarm threshold (the cause is measured, not guessed)."""
-        channel = self.channels["gpu_idle"]
-        if channel.mode == ACTIVE or "gpu_hardware" in self.incidents:
-            return []  # found already (its explanation names the reload too)
-        if not costs("gpu_hardware", shift.deviation_pct):  # less power at rest: a new normal
-            return self._adopt("gpu_idle", float(sample.ts))
-        tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts, shift.before_pct, 0)
-        self.incidents["gpu_hardware"] = Incident("gpu_hardware", sample.stage, tr.ts, tr.since_ts,
-                                                  tr.deviation, "gpu_idle", {"gpu_idle"}, self.context.job)
-        evidence = self._evidence("gpu_idle", "gpu_hardware", tr)
+    def _rest_onset(self, shift: MeasuredShift, sample: ComponentSample) -> list[dict[str, object]]:
+        """A driver reload with a clear step of the GPUs' power at rest (its explanation names it)."""
         text = self.changes.rest.explanation(shift, int(self.changes.resets.counters))
-        return [drift_event(tr.ts, "onset", "gpu_hardware", sample.stage, round(tr.deviation, 2), "gpu_idle",
+        return self._measured_onset("gpu_idle", "gpu_hardware", shift, text, sample)
+
+    def _measured_onset(
+        self, name: str, cause: str, shift: MeasuredShift, text: str, sample: ComponentSample
+    ) -> list[dict[str, object]]:
+        """A clear step at a measured change point: a ``cause`` onset on channel ``name``, judged
+        against the level before the change and below the channel's false-alarm threshold (the cause
+        is measured, not guessed). A saving is a new normal; a shift the channel or another onset
+        found already is not reported twice (its explanation names the change point too)."""
+        channel = self.channels[name]
+        if channel.mode == ACTIVE or cause in self.incidents:
+            return []
+        if not costs(cause, shift.deviation_pct):
+            return self._adopt(name, float(sample.ts))
+        tr = channel.force_onset(float(sample.ts), shift.deviation_pct, shift.since_ts, shift.before_pct, 0)
+        self.incidents[cause] = Incident(cause, sample.stage, tr.ts, tr.since_ts, tr.deviation, name, {name},
+                                         self.context.job)
+        evidence = self._evidence(name, cause, tr)
+        return [drift_event(tr.ts, "onset", cause, sample.stage, round(tr.deviation, 2), name,
                             tr.since_ts, evidence, text)]
 
     def _evidence(self, name: str, cause: str, tr: Transition) -> list[dict[str, object]]:

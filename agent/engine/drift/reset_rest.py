@@ -15,22 +15,11 @@ adopts it); a reload whose rest power shows nothing within ``tuning.RESET_JUDGE_
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from agent.engine.drift import tuning as T
 from agent.engine.drift.channel import NORMAL, SUSPECTED, WARMING, ResidualChannel
 from agent.engine.drift.estimators import fields_state, load_fields
-from agent.engine.drift.input_step import clear_step
-
-
-@dataclass(frozen=True)
-class RestShift:
-    """A confirmed step of GPU power at rest since a reload: ``deviation_pct`` (log-%), the level
-    before it and when the reload was."""
-
-    deviation_pct: float
-    before_pct: float
-    since_ts: float
+from agent.engine.drift.input_step import MeasuredShift, clear_step
 
 
 class RestAfterReset:
@@ -55,21 +44,21 @@ class RestAfterReset:
         if not channel.slot_ready(0) or channel.mode not in _JUDGING_MODES:
             return
         scale = channel.levels.scale(0)
-        block = channel.noise.floored * math.sqrt(channel.noise.vif)
+        block = channel.block_noise
         self.reload_ts = ts
         self.before_pct = channel.location(0)
         bin_sigma = max(scale if scale is not None else 0.0, channel.params.min_bin_scale)
         self.sigma_pct = bin_sigma * max(block, 1.0)
         self.sum_after = self.n_after = 0.0
 
-    def explanation(self, shift: RestShift, counters: int) -> str:
+    def explanation(self, shift: MeasuredShift, counters: int) -> str:
         """An onset's text for a step of rest power at the reload."""
         more = "more" if shift.deviation_pct >= 0 else "less"
         return (f"GPUs draw {abs(shift.deviation_pct):.1f} % {more} power at rest since the GPU driver "
                 f"reloaded ({counters} energy counters reset): check the driver/firmware version "
                 "installed then.")
 
-    def update(self, residual_pct: float, ts: float, min_effect: float) -> RestShift | None:
+    def update(self, residual_pct: float, ts: float, min_effect: float) -> MeasuredShift | None:
         """One bin's rest residual (NaN unless the GPUs were at rest); a shift once it is clear."""
         if not math.isfinite(self.reload_ts):
             return None
@@ -87,7 +76,7 @@ class RestAfterReset:
             return None
         since = self.reload_ts
         self.reload_ts = math.nan
-        return RestShift(change, self.before_pct, since)
+        return MeasuredShift(change, self.before_pct, since)
 
     def state(self) -> dict[str, object]:
         return fields_state(self, _FIELDS)
