@@ -106,10 +106,11 @@ class JobEnergy:
         if not n or not math.isfinite(t0):
             return
         stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
-        power = self._held(chunk.ts, self._node_power(chunk))
+        read = self._node_power(chunk)
+        power = self._held(chunk.ts, read)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
-        self._learn(chunk, power, keys, codes)
+        self._learn(chunk, power, np.isfinite(read), keys, codes)
         ts = chunk.ts
         prev = self._pend_ts
         if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
@@ -162,10 +163,16 @@ class JobEnergy:
             self._gpu_ts = np.where(last, ts[rows], self._gpu_ts)
         return out
 
-    def _learn(self, chunk: TraceChunk, power: np.ndarray, keys: list[Key], codes: np.ndarray) -> None:
+    def _learn(self, chunk: TraceChunk, power: np.ndarray, read: np.ndarray, keys: list[Key],
+               codes: np.ndarray) -> None:
         """Teach the node power model each PDU feed's readings (over the feed's share of the rack)
-        against the nodes' GPU power and cells at the same rows. A reading stands for the time since
-        its feed's previous one (at most ``GPU_HOLD_S``), shared by the feeds read."""
+        against the nodes' GPU power and cells at the same rows, only where every powered node's GPUs
+        were read at that row (``read``): a held GPU reading is from before the PDU's instant, and a
+        node's power alternates within seconds (forward/backward against gradient sync): 1 % of the
+        readings, paired with a node's previous second, pulled k from 1.06 to 0.93 IT watts per GPU
+        watt and credited the lighter job with the heavier one's power (development seed 2 of
+        bench/job_energy.py, a one-off trace). A reading stands for the time since its feed's previous
+        one (at most ``GPU_HOLD_S``), shared by the feeds read."""
         known = np.isfinite(power)
         valid: dict[str, np.ndarray] = {}  # feed → its rows with a reading in range
         for f in [k for k in chunk.numeric if k.startswith("pdu.") and k.endswith(".power_w")]:
@@ -181,7 +188,8 @@ class JobEnergy:
         slot = np.array([self.slots.slot(stage, now) for _, stage in keys], dtype=np.int64)
         col = self.power.cell_columns(keys) - self.power.first_cell
         rows = np.unique(np.concatenate(list(valid.values())))
-        rows = rows[known[rows].any(axis=1)]  # GPU telemetry at that instant: the features exist
+        # GPU telemetry at that instant, read there for every node counted as on: the features exist
+        rows = rows[known[rows].any(axis=1) & (known[rows] == read[rows]).all(axis=1)]
         if not rows.size:
             return
         pos = {int(r): i for i, r in enumerate(rows)}

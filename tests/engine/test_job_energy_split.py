@@ -105,3 +105,29 @@ def test_each_feed_reading_is_scaled_by_its_share_of_the_rack() -> None:
     assert again.share("pdu.a.power_w") == shares.share("pdu.a.power_w")
     with pytest.raises(ValueError, match="feed shares"):
         again.load({"sum": {"pdu.a.power_w": float("nan")}, "count": {}})
+
+
+def test_a_pdu_reading_is_learned_only_against_gpu_readings_of_its_own_instant() -> None:
+    """A node whose power alternates every second (forward/backward against gradient sync) and
+    whose GPU poll is missed at a fifth of the PDU's instants: the held reading is the other phase,
+    so pairing it with the PDU reading would pull the learned IT watts per GPU watt far off."""
+    rack = RackInfo(node_gpus=((0,), (1,)), node_ids=("n0", "n1"))
+    ledger = JobEnergy(rack, 15.0, StageSlots())
+    psu, base_w, n = 1.08, 600.0, 4 * 3600
+    rng = np.random.default_rng(3)
+    ts = T0 + np.arange(n, dtype=float)
+    swing = 1.0 + 0.2 * np.sin(2 * np.pi * np.arange(n) / 2400.0)  # the level moves over the hours
+    gpu = np.stack([np.where(np.arange(n) % 2 == 0, 900.0, 300.0) * swing, 400.0 * swing], axis=1)
+    pdu = (psu * gpu.sum(axis=1) + 2 * base_w) * (1 + 0.002 * rng.standard_normal(n))
+    read = (np.arange(n) % PDU_EVERY_S) == 0
+    seen = gpu.copy()
+    seen[read & (rng.random(n) < 0.2), 0] = np.nan  # node 0's poll missed at that instant
+    stage = np.full(3600, "forward_backward", dtype=object)
+    for h in range(4):
+        sl = slice(h * 3600, (h + 1) * 3600)
+        numeric = {"gpu.0.power_w": seen[sl, 0], "gpu.1.power_w": seen[sl, 1],
+                   "pdu.a.power_w": np.where(read[sl], pdu[sl], np.nan)}
+        chunk = TraceChunk(ts=ts[sl], numeric=numeric, stage=stage, job=np.full(3600, "a", dtype=object))
+        ledger.observe(chunk, T0, stage, stage, None)
+    ledger.power._fit.solve(ledger.power._prior)
+    assert float(ledger.power.theta[0]) == pytest.approx(psu, rel=0.03)
