@@ -131,3 +131,27 @@ def test_a_pdu_reading_is_learned_only_against_gpu_readings_of_its_own_instant()
         ledger.observe(chunk, T0, stage, stage, None)
     ledger.power._fit.solve(ledger.power._prior)
     assert float(ledger.power.theta[0]) == pytest.approx(psu, rel=0.03)
+
+
+def test_minutes_no_pdu_measured_are_filled_not_taken_from_the_job_that_ran_through_them() -> None:
+    """Node 1's job draws far more than node 0's (heavier GPUs); the PDU goes unread for 20 minutes
+    of the second hour. Dropped, those minutes' energy would be missing from both jobs; filled at
+    the window's own measured-to-modelled scale, each job keeps what its nodes drew."""
+    chunks, truth, stages = _rack()
+    out = []
+    for h, c in enumerate(chunks):
+        numeric = dict(c.numeric)
+        if h == 1:
+            gap = (c.ts >= T0 + 3600 + 1200) & (c.ts < T0 + 3600 + 2400)
+            numeric["pdu.a.power_w"] = np.where(gap, np.nan, c.numeric["pdu.a.power_w"])
+        out.append(replace(c, numeric=numeric))
+    engine = _engine(RACK, stages)
+    _run(engine, out)
+    table = engine.job_energy.table()
+    for job in ("a", "b"):
+        total = sum(v for (j, _), v in truth.items() if j == job)
+        got = sum(c["it"] for c in table[job].values())
+        assert got == pytest.approx(total, rel=0.03), job  # 20 of 240 min dropped: 8 % short
+    measured = float(engine.energy_kwh[:, 0].sum())
+    split = sum(c["it"] for s in table.values() for c in s.values())
+    assert split > measured * 1.05  # the filled minutes are the split's, not the rack's measurement
