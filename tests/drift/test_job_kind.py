@@ -14,7 +14,7 @@ from dataclasses import replace
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.drift.tuning import DECIDE_WITHIN_S, SAME_WORK_RATE_FRAC
-from tests.drift.synthetic import Injection, stream
+from tests.drift.synthetic import STAGE_LEVELS_W, Injection, stream
 
 T0 = 1_764_000_000.0
 RESTART_S = 1.5 * 86400
@@ -160,3 +160,49 @@ def test_without_work_rates_another_gpu_signature_is_a_workload_change_of_the_wh
     assert changes and "different GPU signature" in str(changes[0]["detail"]["explanation"])  # type: ignore[index]
     assert float(changes[0]["detail"]["since"]) <= T0 + RESTART_S + 120  # type: ignore[index,arg-type]
     assert set(changes[0]["detail"]["relearn"]) == {"gpu", "it"}  # type: ignore[index]
+
+
+def test_without_work_rates_a_job_that_never_runs_the_previous_main_stage_is_judged_within_minutes() -> None:
+    """An inference job after a training run: it never enters forward_backward (the training run's
+    main stage), but it runs eval, which the training run ran too, at 30 % less GPU power. It is
+    judged in eval as soon as it filled a few bins there, not when the check times out an hour on
+    (most jobs of a churning rack have ended by then)."""
+    def inference(samples: Iterator[ComponentSample]) -> Iterator[ComponentSample]:
+        for s in samples:
+            if s.ts - T0 <= RESTART_S:
+                yield s
+            elif s.stage == "idle":
+                yield replace(s, job="job-inf")
+            else:  # every working bin an eval bin, at 0.7 × the training run's eval power
+                scale = 0.7 * STAGE_LEVELS_W["eval"] / STAGE_LEVELS_W[s.stage]
+                yield replace(s, job="job-inf", stage="eval", gpu_w=s.gpu_w * scale)
+
+    events = observe(DriftMonitor(), inference(unrated(stream(2.5, 47))))
+    changes = workload(events)
+    assert changes, "the inference job was never taken for new work"
+    since = float(changes[0]["detail"]["since"])  # type: ignore[index,arg-type]
+    assert since <= T0 + RESTART_S + 120
+    assert float(changes[0]["ts"]) - since < DECIDE_WITHIN_S / 2  # type: ignore[arg-type]
+    assert "different GPU signature" in str(changes[0]["detail"]["explanation"])  # type: ignore[index]
+
+
+def test_with_work_rates_a_job_that_rates_only_eval_is_compared_there_within_minutes() -> None:
+    """A training run reports its rate in forward_backward and in eval; an inference job after it
+    reports one only in eval, at 60 % of the training run's eval rate. It is compared in eval as
+    soon as that rate settles, not when the check times out an hour on."""
+    def inference(samples: Iterator[ComponentSample]) -> Iterator[ComponentSample]:
+        for s in samples:
+            if s.ts - T0 <= RESTART_S:
+                yield replace(s, work_rate=300.0) if s.stage == "eval" else s
+            elif s.stage == "idle":
+                yield replace(s, job="job-inf")
+            else:
+                scale = STAGE_LEVELS_W["eval"] / STAGE_LEVELS_W[s.stage]
+                yield replace(s, job="job-inf", stage="eval", gpu_w=s.gpu_w * scale, work_rate=180.0)
+
+    changes = workload(observe(DriftMonitor(), inference(stream(2.5, 48))))
+    assert changes, "the inference job was never taken for new work"
+    since = float(changes[0]["detail"]["since"])  # type: ignore[index,arg-type]
+    assert since <= T0 + RESTART_S + 120
+    assert float(changes[0]["ts"]) - since < DECIDE_WITHIN_S / 2  # type: ignore[arg-type]
+    assert "-40 % work rate" in str(changes[0]["detail"]["explanation"])  # type: ignore[index]

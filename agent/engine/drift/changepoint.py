@@ -53,7 +53,8 @@ class ChangePointJudge:
             self.rest.on_reset(float(sample.ts), rest)
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
-        self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct))
+        self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct),
+                          float(sample.ts))
 
     def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
         """A new job id at ``ts``; True while the judge decides whether it is the same work (the
@@ -63,6 +64,7 @@ class ChangePointJudge:
         checking = not relearning and self.work.start(ts, ctx, ctx.previous_job)
         if relearning:
             self.work.cancel()
+            self.work.job_seen(ts)
         return checking
 
     def revise(self, name: str, verdict: Attribution, deviation: float, ts: float, job: str) -> Attribution:

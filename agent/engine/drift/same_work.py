@@ -5,9 +5,11 @@ checkpoint); re-learning at each would teach the baselines any fault that starts
 (a driver update in the maintenance window) as "the new job's profile". Issue 4: a workload
 change is a new job type, stage mix or per-stage GPU profile; a restart is none of these.
 
-The new job's typical work rate in the old job's main rated stage is compared with the old one's:
-within ``tuning.SAME_WORK_RATE_FRAC`` it is the same work (nothing re-learns); otherwise, or with no
-comparable rate within ``tuning.DECIDE_WITHIN_S``, a workload change. The work rate decides, not
+The new job's typical work rate in the old job's main rated stage is compared with the old one's
+(or, where the new job never runs that stage, in the first other working stage both ran: an
+inference job after a training run reports its rate in eval): within ``tuning.SAME_WORK_RATE_FRAC``
+it is the same work (nothing re-learns); otherwise, or with no comparable rate within
+``tuning.DECIDE_WITHIN_S``, a workload change. The work rate decides, not
 GPU power: a bad driver moves the power by ~10 % but not the throughput, while two models'
 throughputs differ by far more than 15 %. A job without a work rate (most) is judged by its GPU
 signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation in
@@ -24,13 +26,16 @@ import numpy as np
 
 from agent.engine.drift import tuning as T
 from agent.engine.drift.attribution import Attribution
-from agent.engine.drift.context import STAGE_SLOTS, SignalContext, stage_slot
+from agent.engine.drift.context import STAGE_SLOTS, WAITING_STAGES, SignalContext, stage_slot
 from agent.engine.drift.estimators import ew_alpha, fields_state, finite_or_none, load_fields, number_or_nan
 
 SAME, DIFFERENT = "same", "different"
 SIGNATURE = ("gpu_power", "gpu_memory_util")  # an unlabelled job's signature per stage
 POWER, MEMORY = 0, 1
 IDLE_SLOT = stage_slot("idle")  # idle power says nothing about the work
+# Stages whose GPU signature is the job's own: not idle, and not a waiting stage (a data-load bin's
+# power depends on how much training it holds, a checkpoint's on how much it writes).
+WORK_SLOTS = np.array([s != IDLE_SLOT and name not in WAITING_STAGES for s, name in enumerate(STAGE_SLOTS)])
 
 
 @dataclass
@@ -61,8 +66,11 @@ class SameWorkCheck:
 
     def __init__(self, bin_s: float = 60.0) -> None:
         self.since_ts = math.nan  # the job change being checked (NaN: none pending)
-        self.slot = -1  # the stage slot the rates are compared in
+        self.slot = -1  # the previous job's main rated stage slot
         self.prev_rate = math.nan  # the previous job's typical rate there
+        # ... and its typical rate in every stage it ran with a settled rate (NaN elsewhere): a job of
+        # another kind may never run the main one (an inference job reports its rate in eval)
+        self.prev_rates = np.full(len(STAGE_SLOTS), math.nan)
         self.previous_job = ""
         self.last: WorkVerdict | None = None  # the last verdict (its "same" is named in onsets)
         # Without labels or work rates: the ``SIGNATURE`` per stage in log-% (one fraction judges
@@ -78,6 +86,10 @@ class SameWorkCheck:
         self._recent_halflife = T.bins(T.FOLLOW_HALFLIFE_S, bin_s)
         self.recent = np.full((f, n), math.nan)
         self.recent_n = np.zeros((f, n))
+        # When the running job's id appeared, and when each stage's signature last moved: a labelled
+        # change compares only stages the previous job itself ran.
+        self.job_ts = -math.inf
+        self.seen_ts = np.full(n, -math.inf)
 
     @property
     def pending(self) -> bool:
@@ -87,6 +99,7 @@ class SameWorkCheck:
         """Open a check for a job change at ``ts`` (call before the context restarts its rates);
         False when the previous job left no settled work rate to compare with (re-learn now).
         A second job change while one is pending keeps comparing with the job before both."""
+        previous_since, self.job_ts = self.job_ts, ts
         if self.pending:
             self.since_ts = ts
             if self.by_power:
@@ -94,24 +107,39 @@ class SameWorkCheck:
             return True
         slot = main_rated_slot(ctx)
         if slot < 0:
-            return self._start_by_signature(ts, ctx, previous_job)
+            return self._start_by_signature(ts, ctx, previous_job, previous_since)
         self.since_ts, self.slot = ts, slot
         self.prev_rate = ctx.typical_rate(slot)
+        self.prev_rates[:] = [ctx.typical_rate(s) if ctx.rates.settled(s) and WORK_SLOTS[s]
+                              and self.seen_ts[s] >= previous_since else math.nan
+                              for s in range(len(STAGE_SLOTS))]
+        self.prev_rates[slot] = self.prev_rate
         self.previous_job = previous_job
         return True
 
-    def _start_by_signature(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
+    def _start_by_signature(self, ts: float, ctx: SignalContext, previous_job: str,
+                            previous_since: float) -> bool:
         """A job change announced by its id, with no work rate to compare: compare the GPU signature
-        in the previous job's main stage (most time among those with a known signature; idle says
-        nothing); False when none is known (re-learn now)."""
+        in each working stage the previous job ran (since ``previous_since``, its id's appearance),
+        the new job judged in the first of them it fills; where it ran none, in its main stage (most
+        time among those with a known signature; idle says nothing). False when none is known
+        (re-learn now).
+
+        Why every working stage: a job of another kind may never run the previous one's main stage
+        (an inference job after a training run), and the check then decided only when it timed out,
+        an hour on (``DECIDE_WITHIN_S``), after most jobs of a churning rack had ended. (Rare on the
+        twin: development churn seeds 0–49 with labels, one more of 1,776 job changes flagged.)"""
         ready = self.recent_n[POWER] >= T.RATE_FIRST_BINS
         ready[IDLE_SLOT] = False
         if not ready.any():
             return False
-        slot = int(np.argmax(np.where(ready, ctx.mix.long_run, -1.0)))
+        own = ready & WORK_SLOTS & (self.seen_ts >= previous_since)
+        main = int(np.argmax(np.where(ready, ctx.mix.long_run, -1.0)))
+        slots = np.flatnonzero(own) if own.any() else [main]
         levels = np.full_like(self.recent, math.nan)
-        known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
-        levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
+        for slot in slots:
+            known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
+            levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
         self._open_by_power(ts, levels, labelled=True, previous_job=previous_job)
         return True
 
@@ -134,11 +162,13 @@ class SameWorkCheck:
         self.prev_levels[:] = levels
         self.first[:], self.first_n[:] = math.nan, 0.0
 
-    def observe(self, slot: int, gpu_w: float, mem_util_pct: float = math.nan) -> None:
-        """A bin's GPU power and memory utilisation in ``slot``: the recent work's signature, and
-        the first bins after a change by power."""
+    def observe(self, slot: int, gpu_w: float, mem_util_pct: float = math.nan, ts: float = math.nan) -> None:
+        """A bin's GPU power and memory utilisation in ``slot`` at ``ts``: the recent work's signature,
+        and the first bins after a change by power."""
         if not (math.isfinite(gpu_w) and gpu_w > 0):
             return
+        if math.isfinite(ts):
+            self.seen_ts[slot] = ts
         memory_known = math.isfinite(mem_util_pct) and mem_util_pct > 0
         memory = 100.0 * math.log(mem_util_pct) if memory_known else math.nan
         levels = (100.0 * math.log(gpu_w / 1000.0), memory)
@@ -163,8 +193,12 @@ class SameWorkCheck:
         if self.by_power:
             return self._decide_by_power(ts)
         ratio = math.nan
-        if ctx.rates.settled(self.slot):
-            ratio = ctx.typical_rate(self.slot) / self.prev_rate
+        # the main stage first, else the first other stage the previous job ran whose rate settled
+        order = [self.slot, *(s for s in range(len(STAGE_SLOTS)) if s != self.slot)]
+        compared = [s for s in order if math.isfinite(self.prev_rates[s]) and self.prev_rates[s] > 0
+                    and ctx.rates.settled(s) and ctx.typical_rate(s) > 0]
+        if compared:
+            ratio = ctx.typical_rate(compared[0]) / self.prev_rates[compared[0]]
             kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT
@@ -203,6 +237,11 @@ class SameWorkCheck:
         self.since_ts = math.nan
         self.by_power = self.labelled = False
 
+    def job_seen(self, ts: float) -> None:
+        """A job id appeared that no check judges (a re-learn was under way): the next change
+        compares only the stages this job runs from ``ts``."""
+        self.job_ts = ts
+
     def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
         last = self.last
@@ -217,8 +256,11 @@ class SameWorkCheck:
             "since_ts": finite_or_none(self.since_ts),
             "slot": self.slot,
             "prev_rate": finite_or_none(self.prev_rate),
+            "prev_rates": [finite_or_none(float(v)) for v in self.prev_rates],
             "previous_job": self.previous_job[:200],
             "labelled": self.labelled,
+            "job_ts": finite_or_none(self.job_ts),
+            "seen_ts": [finite_or_none(float(v)) for v in self.seen_ts],
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
@@ -236,6 +278,13 @@ class SameWorkCheck:
         since, rate = number_or_nan(data.get("since_ts")), number_or_nan(data.get("prev_rate"))
         if isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS) and math.isfinite(rate) and rate > 0:
             self.since_ts, self.slot, self.prev_rate = since, slot, rate
+        # (a state from before them: the main stage alone, as before)
+        rates = data.get("prev_rates")
+        self.prev_rates[:] = math.nan
+        if isinstance(rates, list) and len(rates) == self.prev_rates.size:
+            self.prev_rates[:] = [number_or_nan(v) for v in rates]
+        if 0 <= self.slot < self.prev_rates.size:
+            self.prev_rates[self.slot] = self.prev_rate
             self.previous_job = str(data.get("previous_job") or "")
         try:
             load_fields(self, data, _POWER_FIELDS, "drift same-work check")
@@ -248,6 +297,14 @@ class SameWorkCheck:
             self.previous_job = str(data.get("previous_job") or "")
         self.by_power = self.by_power and self.pending
         self.labelled = self.by_power and data.get("labelled") is True
+        # (a state from before them: every stage counts as the previous job's, as before)
+        self.job_ts = number_or_nan(data.get("job_ts"))
+        self.job_ts = self.job_ts if math.isfinite(self.job_ts) else -math.inf
+        seen = data.get("seen_ts")
+        self.seen_ts[:] = -math.inf
+        if isinstance(seen, list) and len(seen) == self.seen_ts.size:
+            self.seen_ts[:] = [v if isinstance(v, (int, float)) and not isinstance(v, bool) else -math.inf
+                               for v in seen]
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(
