@@ -108,14 +108,19 @@ def _run(engine: Engine, chunks: list[TraceChunk]) -> list[dict]:
     return out + engine.finish()
 
 
+def job_it_kwh(table: dict, truth: dict, job: str) -> tuple[float, float]:
+    """(split, truth) IT kWh of ``job`` over all its stages."""
+    return (sum(c["it"] for c in table[job].values()),
+            sum(v for (j, _), v in truth.items() if j == job))
+
+
 def test_each_jobs_stage_energy_matches_what_its_nodes_drew() -> None:
     chunks, truth, stages = _rack()
     engine = _engine(RACK, stages)
     _run(engine, chunks)
     table = engine.job_energy.table()
     for job in ("a", "b"):
-        total = sum(v for (j, _), v in truth.items() if j == job)
-        got = sum(c["it"] for c in table[job].values())
+        got, total = job_it_kwh(table, truth, job)
         # within 3 % after 4 h (the ridge prior holds the extras of stages seen for minutes near 0
         # in the first hour); bench/job_energy.py prints the figures on the full twin
         assert got == pytest.approx(total, rel=0.03), job
