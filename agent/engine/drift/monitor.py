@@ -504,12 +504,18 @@ class DriftMonitor:
         ratios = () if verdict is None or not verdict.by_power else (
             ("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
         moved = [f"{name} {100.0 * (r - 1.0):+.0f} %" for name, r in ratios if math.isfinite(r)]
-        if guessed:
+        new_stage = verdict.new_stage.replace("_", " ") if verdict is not None else ""
+        if guessed and new_stage:
+            text = (f"The GPUs resumed work after idling in a stage the work before did not run "
+                    f"({new_stage}): a new job (found from telemetry; the rack reports no job labels)")
+        elif guessed:
             text = (f"The GPUs resumed work after idling with a different signature in their main stage "
                     f"({', '.join(moved)}): a new job (found from telemetry; the rack reports no job labels)")
         else:
             text = f"New job {sample.job!r} replaced the previous one"
-            if moved:
+            if new_stage:
+                text += f" and runs a stage the previous job did not ({new_stage})"
+            elif moved:
                 text += f" with a different GPU signature in its main stage ({', '.join(moved)})"
             elif verdict is not None and math.isfinite(verdict.rate_ratio):
                 text += f" and runs at a {100.0 * (verdict.rate_ratio - 1.0):+.0f} % work rate"
@@ -525,6 +531,8 @@ class DriftMonitor:
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
             job_item[verdict.moved_key] = round(100.0 * (verdict.rate_ratio - 1.0), 1)
+        if verdict is not None and verdict.new_stage:
+            job_item["new_stage"] = verdict.new_stage
         if verdict is not None and math.isfinite(verdict.memory_ratio):
             job_item["gpu_memory_util_moved_pct"] = round(100.0 * (verdict.memory_ratio - 1.0), 1)
         reload = self.changes.reset_at_change(job_change_ts)  # a counter reset at the change

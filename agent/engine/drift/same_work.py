@@ -13,7 +13,9 @@ it is the same work (nothing re-learns); otherwise, or with no comparable rate w
 GPU power: a bad driver moves the power by ~10 % but not the throughput, while two models'
 throughputs differ by far more than 15 %. A job without a work rate (most) is judged by its GPU
 signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation in
-the previous job's main stage, each within ``tuning.SAME_WORK_POWER_FRAC``. While the check runs
+the previous job's main stage, each within ``tuning.SAME_WORK_POWER_FRAC``. New work that fills a
+working stage the previous work did not run is a new stage mix, different work (``new_stage``),
+however its rates or signature compare elsewhere later. While the check runs
 (a few minutes) the GPU and IT sides neither learn nor are judged.
 """
 
@@ -50,6 +52,7 @@ class WorkVerdict:
     by_power: bool = False  # judged by GPU signature: ``rate_ratio`` is a power ratio
     memory_ratio: float = math.nan  # by power: new / previous GPU memory utilisation (NaN: not reported)
     labelled: bool = True  # a job id announced the change (False: an unlabelled rack's resumed work)
+    new_stage: str = ""  # decided by a working stage the previous work never ran (its name)
 
     @property
     def guessed(self) -> bool:
@@ -90,10 +93,27 @@ class SameWorkCheck:
         # change compares only stages the previous job itself ran.
         self.job_ts = -math.inf
         self.seen_ts = np.full(n, -math.inf)
+        # The working stages the previous work ran (1.0) and the new work's bins per stage since the
+        # change: new work that fills a working stage the previous one never ran is a new stage mix.
+        self.prev_ran = np.zeros(n)
+        self.since_n = np.zeros(n)
 
     @property
     def pending(self) -> bool:
         return math.isfinite(self.since_ts)
+
+    @property
+    def new_stage(self) -> bool:
+        """The new work filled a working stage the previous work never ran (``RATE_FIRST_BINS`` bins,
+        as many as a comparison needs): a new stage mix is a workload change by definition (issue 4),
+        decided then rather than at the ``DECIDE_WITHIN_S`` timeout, after most of a churning rack's
+        jobs have ended (an inference job after a training run: the rates or signatures of its eval
+        bins have nothing of the previous job's to be compared with)."""
+        return bool(self._new_stage_name())
+
+    def _new_stage_name(self) -> str:
+        filled = np.flatnonzero((self.since_n >= T.RATE_FIRST_BINS) & WORK_SLOTS & (self.prev_ran < 0.5))
+        return STAGE_SLOTS[int(filled[0])] if filled.size else ""
 
     def start(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
         """Open a check for a job change at ``ts`` (call before the context restarts its rates);
@@ -101,10 +121,12 @@ class SameWorkCheck:
         A second job change while one is pending keeps comparing with the job before both."""
         previous_since, self.job_ts = self.job_ts, ts
         if self.pending:
-            self.since_ts = ts
+            self.since_ts, self.since_n[:] = ts, 0.0
             if self.by_power:
                 self.first[:], self.first_n[:] = math.nan, 0.0
             return True
+        self.prev_ran[:] = WORK_SLOTS & np.isfinite(self.seen_ts) & (self.seen_ts >= previous_since)
+        self.since_n[:] = 0.0
         slot = main_rated_slot(ctx)
         if slot < 0:
             return self._start_by_signature(ts, ctx, previous_job, previous_since)
@@ -147,12 +169,14 @@ class SameWorkCheck:
         """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
         before the idle; False when no stage's level is known yet (nothing happens)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
-            self.since_ts, self.first[:], self.first_n[:] = ts, math.nan, 0.0
+            self.since_ts, self.first[:], self.first_n[:], self.since_n[:] = ts, math.nan, 0.0, 0.0
             return True
         ready = self.recent_n >= T.RATE_FIRST_BINS
         ready[:, IDLE_SLOT] = False
         if self.pending or not ready[POWER].any():
             return False
+        self.prev_ran[:] = WORK_SLOTS & ready[POWER]  # the work before: every stage the rack ran lately
+        self.since_n[:] = 0.0
         self._open_by_power(ts, np.where(ready, self.recent, math.nan), labelled=False, previous_job="")
         return True
 
@@ -169,6 +193,8 @@ class SameWorkCheck:
             return
         if math.isfinite(ts):
             self.seen_ts[slot] = ts
+        if self.pending:
+            self.since_n[slot] += 1.0
         memory_known = math.isfinite(mem_util_pct) and mem_util_pct > 0
         memory = 100.0 * math.log(mem_util_pct) if memory_known else math.nan
         levels = (100.0 * math.log(gpu_w / 1000.0), memory)
@@ -200,11 +226,12 @@ class SameWorkCheck:
         if compared:
             ratio = ctx.typical_rate(compared[0]) / self.prev_rates[compared[0]]
             kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
-        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
+        elif self.new_stage or ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT
         else:
             return None
-        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio)
+        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio,
+                                new_stage="" if compared else self._new_stage_name())
         self.since_ts = math.nan
         return self.last
 
@@ -222,12 +249,15 @@ class SameWorkCheck:
                     ratios[f] = math.exp((float(np.median(after)) - float(self.prev_levels[f, s])) / 100.0)
             moved = any(math.isfinite(r) and abs(r - 1.0) > T.SAME_WORK_POWER_FRAC for r in ratios)
             kind = DIFFERENT if moved else SAME
+        elif self.new_stage:
+            kind = DIFFERENT
         elif ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT if self.labelled else SAME
         else:
             return None
         verdict = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratios[POWER], by_power=True,
-                              memory_ratio=ratios[MEMORY], labelled=self.labelled)
+                              memory_ratio=ratios[MEMORY], labelled=self.labelled,
+                              new_stage="" if full.size else self._new_stage_name())
         self.since_ts, self.by_power, self.labelled = math.nan, False, False
         if kind == DIFFERENT or verdict.labelled:
             self.last = verdict
@@ -261,6 +291,8 @@ class SameWorkCheck:
             "labelled": self.labelled,
             "job_ts": finite_or_none(self.job_ts),
             "seen_ts": [finite_or_none(float(v)) for v in self.seen_ts],
+            "prev_ran": [float(v) for v in self.prev_ran],
+            "since_n": [float(v) for v in self.since_n],
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
@@ -305,6 +337,12 @@ class SameWorkCheck:
         if isinstance(seen, list) and len(seen) == self.seen_ts.size:
             self.seen_ts[:] = [v if isinstance(v, (int, float)) and not isinstance(v, bool) else -math.inf
                                for v in seen]
+        # (a state from before them: nothing counts as a new stage until the next change)
+        for key, array, default in (("prev_ran", self.prev_ran, 1.0), ("since_n", self.since_n, 0.0)):
+            value = data.get(key)
+            ok = isinstance(value, list) and len(value) == array.size and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+            array[:] = [float(v) for v in value] if ok and isinstance(value, list) else default
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(

@@ -1,0 +1,92 @@
+"""New work that runs a working stage the work before it never ran is a new stage mix: a workload
+change, decided as soon as the new work filled that stage, not when the same-work check times out.
+
+Synthetic streams (``tests.drift.synthetic``): a training run that never evaluates (its eval bins
+are turned into forward/backward), then an inference job that runs eval only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+
+from agent.engine.components import ComponentSample
+from agent.engine.drift import DriftMonitor
+from agent.engine.drift.context import stage_slot
+from agent.engine.drift.same_work import SameWorkCheck
+from agent.engine.drift.tuning import DECIDE_WITHIN_S, RATE_FIRST_BINS
+from tests.drift.synthetic import STAGE_LEVELS_W, stream
+
+T0 = 1_764_000_000.0
+CHANGE_S = 1.5 * 86400
+
+
+def training_then_inference(samples: Iterator[ComponentSample], rated: bool) -> Iterator[ComponentSample]:
+    """Until ``CHANGE_S`` a training run (job-a) with no eval; then job-inf, whose every working bin
+    is eval at the training run's own eval power (no power level tells the two apart)."""
+    for s in samples:
+        rate = s.work_rate if rated else math.nan
+        if s.ts - T0 <= CHANGE_S:
+            if s.stage == "eval":
+                scale = STAGE_LEVELS_W["forward_backward"] / STAGE_LEVELS_W["eval"]
+                yield replace(s, stage="forward_backward", gpu_w=s.gpu_w * scale, work_rate=rate)
+            else:
+                yield replace(s, work_rate=rate)
+        elif s.stage == "idle":
+            yield replace(s, job="job-inf", work_rate=rate)
+        else:
+            scale = STAGE_LEVELS_W["eval"] / STAGE_LEVELS_W[s.stage]
+            yield replace(s, job="job-inf", stage="eval", gpu_w=s.gpu_w * scale, work_rate=rate)
+
+
+def _workload_onsets(samples: Iterator[ComponentSample]) -> list[dict]:
+    monitor = DriftMonitor()
+    events = [e for s in samples for e in monitor.observe(s) if e["state"] == "onset"]
+    assert all(e["cause"] == "workload" for e in events), [e["cause"] for e in events]
+    return events
+
+
+def test_a_labelled_job_that_runs_a_stage_the_previous_job_never_ran_is_new_work_within_minutes() -> None:
+    """With work rates (the training run's only in forward/backward) and without them: nothing of
+    the previous job can be compared with eval; before, the check waited out its hour."""
+    for rated, seed in ((True, 61), (False, 62)):
+        changes = _workload_onsets(training_then_inference(stream(2.0, seed), rated))
+        assert changes, f"rated={rated}: the inference job was never taken for new work"
+        since = float(changes[0]["detail"]["since"])
+        assert since <= T0 + CHANGE_S + 120
+        assert float(changes[0]["ts"]) - since < DECIDE_WITHIN_S / 2, f"rated={rated}: waited for the timeout"
+        assert "runs a stage the previous job did not (eval)" in changes[0]["detail"]["explanation"]
+        job = changes[0]["detail"]["evidence"][0]
+        assert job["signal"] == "job" and job["new_stage"] == "eval"
+
+
+def _resumed(before: str, after: str, bins: int) -> tuple[object, int]:
+    """A check that saw an hour of ``before`` at 6 kW, then the GPUs resumed in ``after``: its verdict
+    and the bin (after the resume) it came in (None, -1: none within ``bins``)."""
+    check = SameWorkCheck()
+    for i in range(60):
+        check.observe(stage_slot(before), 6000.0, 40.0, 60.0 * i)
+    assert check.start_by_power(3600.0)
+    for i in range(bins):
+        check.observe(stage_slot(after), 6000.0, 40.0, 3600.0 + 60.0 * i)
+        verdict = check.decide(3600.0 + 60.0 * (i + 1), None)  # type: ignore[arg-type]
+        if verdict is not None:
+            return verdict, i + 1
+    return None, -1
+
+
+def test_unlabelled_resumed_work_in_a_stage_never_run_before_is_new_work() -> None:
+    verdict, at = _resumed("forward_backward", "eval", 10)
+    assert verdict is not None and verdict.kind == "different" and verdict.new_stage == "eval"
+    assert at == RATE_FIRST_BINS  # as soon as a comparison could have been made
+    verdict, _ = _resumed("forward_backward", "forward_backward", 10)
+    assert verdict is not None and verdict.kind == "same" and not verdict.new_stage
+
+
+def test_a_waiting_stage_never_run_before_says_nothing_about_the_work() -> None:
+    """A data-load or checkpoint bin's power depends on how much training it holds: running one the
+    work before did not is no new stage mix (the check goes on waiting)."""
+    for waiting in ("data_load", "checkpoint"):
+        verdict, _ = _resumed("forward_backward", waiting, 10)
+        assert verdict is None
