@@ -90,3 +90,62 @@ def test_a_waiting_stage_never_run_before_says_nothing_about_the_work() -> None:
     for waiting in ("data_load", "checkpoint"):
         verdict, _ = _resumed("forward_backward", waiting, 10)
         assert verdict is None
+
+
+def _after_training(resumed: list[str]) -> list[tuple[int, object]]:
+    """A check that saw 60 bins of forward/backward and 20 of eval at one GPU signature, then the
+    GPUs resumed in the stages ``resumed`` (one per bin) at that same signature: (bin, verdict)
+    for every bin that decided."""
+    check = SameWorkCheck()
+    for i in range(80):
+        check.observe(stage_slot("forward_backward" if i < 60 else "eval"), 6000.0, 40.0, 60.0 * i)
+    assert check.start_by_power(4800.0)
+    decided = []
+    for i, stage in enumerate(resumed):
+        check.observe(stage_slot(stage), 6000.0, 40.0, 4800.0 + 60.0 * i)
+        verdict = check.decide(4800.0 + 60.0 * (i + 1), None)  # type: ignore[arg-type]
+        if verdict is not None:
+            decided.append((i + 1, verdict))
+            break
+    return decided
+
+
+def test_the_same_work_is_decided_only_in_the_main_stage_of_the_work_before() -> None:
+    """An inference job after a training run evaluates at the training run's own eval power: judged
+    on eval alone it was "the same work". It is the same only once the main stage kept its signature."""
+    decided = _after_training(["eval"] * 10 + ["forward_backward"] * 10)
+    assert len(decided) == 1
+    at, verdict = decided[0]
+    assert at == 10 + RATE_FIRST_BINS and verdict.kind == "same"  # type: ignore[attr-defined]
+    assert verdict.main_stage == "forward_backward"  # type: ignore[attr-defined]
+
+
+def test_resumed_work_that_never_returns_to_the_main_stage_is_new_work_at_the_hour() -> None:
+    bins = int(DECIDE_WITHIN_S / 60) + 3
+    decided = _after_training(["eval"] * bins)
+    assert len(decided) == 1
+    at, verdict = decided[0]
+    assert verdict.kind == "different" and at > DECIDE_WITHIN_S / 60  # type: ignore[attr-defined]
+    # resumed work that ran nothing comparable (data loading only) is still the same work then
+    decided = _after_training(["data_load"] * bins)
+    assert len(decided) == 1 and decided[0][1].kind == "same"  # type: ignore[attr-defined]
+
+
+def test_an_unlabelled_rack_that_turns_to_eval_only_after_an_idle_gap_gets_a_workload_event() -> None:
+    """End to end, no labels: after an idle gap the GPUs run eval only, at the training run's own eval
+    power. Nothing moved where it can be compared; the main stage never came back within the hour."""
+    def eval_only(samples: Iterator[ComponentSample]) -> Iterator[ComponentSample]:
+        for s in samples:
+            s = replace(s, job="", stage_source="inferred", work_rate=math.nan)
+            t = s.ts - T0
+            if t <= CHANGE_S:
+                yield s
+                continue
+            to = "idle" if t <= CHANGE_S + 600 else "eval"  # a 10-min gap, then eval only
+            scale = STAGE_LEVELS_W[to] / STAGE_LEVELS_W[s.stage]
+            yield replace(s, stage=to, stage_share=1.0, gpu_w=s.gpu_w * scale)
+
+    changes = _workload_onsets(eval_only(stream(2.0, 63)))
+    assert changes, "the eval-only work was never taken for new work"
+    assert "did not return to the main stage of the work before (forward backward)" in (
+        changes[0]["detail"]["explanation"])

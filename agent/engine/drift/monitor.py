@@ -183,7 +183,7 @@ class DriftMonitor:
         if self.context.update(sample, frozen):
             events += self._job_changed(sample)
         elif self.context.resumed:
-            self.changes.work.start_by_power(ts)
+            self.changes.work.start_by_power(ts, self.context)
             self.job_started_ts = ts  # (unlabelled) perhaps a new job: judged by its GPU power next
         events += self._judge_job_change(sample)
         if math.isfinite(self._workload_until):
@@ -508,6 +508,11 @@ class DriftMonitor:
         if guessed and new_stage:
             text = (f"The GPUs resumed work after idling in a stage the work before did not run "
                     f"({new_stage}): a new job (found from telemetry; the rack reports no job labels)")
+        elif guessed and not moved:
+            main = verdict.main_stage.replace("_", " ") if verdict is not None else ""
+            text = (f"The GPUs resumed work after idling and did not return to the main stage of the work "
+                    f"before ({main}) within the hour: a new job (found from telemetry; the rack reports no "
+                    "job labels)")
         elif guessed:
             text = (f"The GPUs resumed work after idling with a different signature in their main stage "
                     f"({', '.join(moved)}): a new job (found from telemetry; the rack reports no job labels)")

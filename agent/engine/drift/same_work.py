@@ -53,6 +53,7 @@ class WorkVerdict:
     memory_ratio: float = math.nan  # by power: new / previous GPU memory utilisation (NaN: not reported)
     labelled: bool = True  # a job id announced the change (False: an unlabelled rack's resumed work)
     new_stage: str = ""  # decided by a working stage the previous work never ran (its name)
+    main_stage: str = ""  # by power: the previous work's main stage (the only one "same" is decided in)
 
     @property
     def guessed(self) -> bool:
@@ -156,18 +157,20 @@ class SameWorkCheck:
         if not ready.any():
             return False
         own = ready & WORK_SLOTS & (self.seen_ts >= previous_since)
-        main = int(np.argmax(np.where(ready, ctx.mix.long_run, -1.0)))
+        main = int(np.argmax(np.where(own if own.any() else ready, ctx.mix.long_run, -1.0)))
         slots = np.flatnonzero(own) if own.any() else [main]
         levels = np.full_like(self.recent, math.nan)
         for slot in slots:
             known = self.recent_n[:, slot] >= T.RATE_FIRST_BINS
             levels[:, slot] = np.where(known, self.recent[:, slot], math.nan)
         self._open_by_power(ts, levels, labelled=True, previous_job=previous_job)
+        self.slot = main
         return True
 
-    def start_by_power(self, ts: float) -> bool:
+    def start_by_power(self, ts: float, ctx: SignalContext | None = None) -> bool:
         """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
-        before the idle; False when no stage's level is known yet (nothing happens)."""
+        before the idle; False when no stage's level is known yet (nothing happens). Its main stage is
+        the one the rack ran most over the day (``ctx``; without it, the one with most bins)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
             self.since_ts, self.first[:], self.first_n[:], self.since_n[:] = ts, math.nan, 0.0, 0.0
             return True
@@ -177,7 +180,10 @@ class SameWorkCheck:
             return False
         self.prev_ran[:] = WORK_SLOTS & ready[POWER]  # the work before: every stage the rack ran lately
         self.since_n[:] = 0.0
+        time_in = ctx.mix.long_run if ctx is not None else self.recent_n[POWER]
+        main = int(np.argmax(np.where(ready[POWER], time_in, -1.0)))
         self._open_by_power(ts, np.where(ready, self.recent, math.nan), labelled=False, previous_job="")
+        self.slot = main
         return True
 
     def _open_by_power(self, ts: float, levels: np.ndarray, labelled: bool, previous_job: str) -> None:
@@ -236,29 +242,42 @@ class SameWorkCheck:
         return self.last
 
     def _decide_by_power(self, ts: float) -> WorkVerdict | None:
-        """Same work unless GPU power or memory utilisation moved by more than ``SAME_WORK_POWER_FRAC``
-        (a driver update moves the power 4–6 %, not the memory traffic). Nothing comparable in time:
-        resumed work is the same, a new job id a new job. Same resumed work is not named in onsets."""
-        full = np.flatnonzero(self.first_n >= self.first.shape[2])  # the first stage the new work filled
+        """Different work once GPU power or memory utilisation moved by more than
+        ``SAME_WORK_POWER_FRAC`` in a stage the new work filled (a driver update moves the power 4–6 %,
+        not the memory traffic), or once it filled a working stage the work before never ran; the same
+        work only once the previous work's main stage (``slot``) kept its signature: an inference job
+        after a training run evaluates at the training run's own eval power, and judged on eval alone
+        it was the same work (most unlabelled job changes a churning rack left unflagged on the
+        development seeds). Nothing decided within ``DECIDE_WITHIN_S``: a new job id is a new job,
+        and so is resumed work that ran some working stage but never returned to the main one;
+        resumed work that ran nothing comparable is the same. Same resumed work is not named."""
+        full = np.flatnonzero(self.first_n >= self.first.shape[2])  # stages the new work filled
         ratios = [math.nan] * len(SIGNATURE)
-        if full.size:
-            s = int(full[0])
+        kind = ""
+        for s in sorted(full, key=lambda slot: slot != self.slot):  # the main stage first
+            here = [math.nan] * len(SIGNATURE)
             for f in range(len(SIGNATURE)):
                 after = self.first[f, s][np.isfinite(self.first[f, s])]
                 if after.size and math.isfinite(self.prev_levels[f, s]):
-                    ratios[f] = math.exp((float(np.median(after)) - float(self.prev_levels[f, s])) / 100.0)
-            moved = any(math.isfinite(r) and abs(r - 1.0) > T.SAME_WORK_POWER_FRAC for r in ratios)
-            kind = DIFFERENT if moved else SAME
-        elif self.new_stage:
+                    here[f] = math.exp((float(np.median(after)) - float(self.prev_levels[f, s])) / 100.0)
+            if any(math.isfinite(r) and abs(r - 1.0) > T.SAME_WORK_POWER_FRAC for r in here):
+                kind, ratios = DIFFERENT, here
+                break
+            if s == self.slot or self.slot < 0:
+                kind, ratios = SAME, here
+                break
+        if not kind and self.new_stage:
             kind = DIFFERENT
-        elif ts - self.since_ts > T.DECIDE_WITHIN_S:
-            kind = DIFFERENT if self.labelled else SAME
-        else:
+        elif not kind and ts - self.since_ts > T.DECIDE_WITHIN_S:
+            kind = DIFFERENT if self.labelled or (full.size and WORK_SLOTS[full].any()) else SAME
+        elif not kind:
             return None
+        main = STAGE_SLOTS[self.slot] if 0 <= self.slot < len(STAGE_SLOTS) else ""
         verdict = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratios[POWER], by_power=True,
                               memory_ratio=ratios[MEMORY], labelled=self.labelled,
-                              new_stage="" if full.size else self._new_stage_name())
-        self.since_ts, self.by_power, self.labelled = math.nan, False, False
+                              new_stage="" if math.isfinite(ratios[POWER]) else self._new_stage_name(),
+                              main_stage=main)
+        self.since_ts, self.by_power, self.labelled, self.slot = math.nan, False, False, -1
         if kind == DIFFERENT or verdict.labelled:
             self.last = verdict
         return verdict
@@ -328,6 +347,8 @@ class SameWorkCheck:
             self.since_ts = since
             self.previous_job = str(data.get("previous_job") or "")
         self.by_power = self.by_power and self.pending
+        if self.by_power and isinstance(slot, int) and 0 <= slot < len(STAGE_SLOTS):
+            self.slot = slot  # the previous work's main stage
         self.labelled = self.by_power and data.get("labelled") is True
         # (a state from before them: every stage counts as the previous job's, as before)
         self.job_ts = number_or_nan(data.get("job_ts"))
