@@ -14,7 +14,7 @@ from dataclasses import replace
 from agent.engine.components import ComponentSample
 from agent.engine.drift import DriftMonitor
 from agent.engine.drift.context import stage_slot
-from agent.engine.drift.same_work import SameWorkCheck
+from agent.engine.drift.same_work import SameWorkCheck, WorkVerdict
 from agent.engine.drift.tuning import DECIDE_WITHIN_S, RATE_FIRST_BINS
 from tests.drift.synthetic import STAGE_LEVELS_W, stream
 
@@ -61,26 +61,31 @@ def test_a_labelled_job_that_runs_a_stage_the_previous_job_never_ran_is_new_work
         assert job["signal"] == "job" and job["new_stage"] == "eval"
 
 
-def _resumed(before: str, after: str, bins: int) -> tuple[object, int]:
-    """A check that saw an hour of ``before`` at 6 kW, then the GPUs resumed in ``after``: its verdict
-    and the bin (after the resume) it came in (None, -1: none within ``bins``)."""
+def _resumed(before: list[str], after: list[str]) -> tuple[WorkVerdict | None, int]:
+    """A check that saw the stages ``before`` (one per bin), then the GPUs resumed after idling in the
+    stages ``after``, every bin at one GPU signature (6 kW, 40 % memory use): the verdict and the bin
+    after the resume it came in (None, -1: none)."""
     check = SameWorkCheck()
-    for i in range(60):
-        check.observe(stage_slot(before), 6000.0, 40.0, 60.0 * i)
-    assert check.start_by_power(3600.0)
-    for i in range(bins):
-        check.observe(stage_slot(after), 6000.0, 40.0, 3600.0 + 60.0 * i)
-        verdict = check.decide(3600.0 + 60.0 * (i + 1), None)  # type: ignore[arg-type]
+    for i, stage in enumerate(before):
+        check.observe(stage_slot(stage), 6000.0, 40.0, 60.0 * i)
+    resume_ts = 60.0 * len(before)
+    assert check.start_by_power(resume_ts)
+    for i, stage in enumerate(after):
+        check.observe(stage_slot(stage), 6000.0, 40.0, resume_ts + 60.0 * i)
+        verdict = check.decide(resume_ts + 60.0 * (i + 1), None)  # type: ignore[arg-type]
         if verdict is not None:
             return verdict, i + 1
     return None, -1
 
 
+TRAINING = ["forward_backward"] * 60
+
+
 def test_unlabelled_resumed_work_in_a_stage_never_run_before_is_new_work() -> None:
-    verdict, at = _resumed("forward_backward", "eval", 10)
+    verdict, at = _resumed(TRAINING, ["eval"] * 10)
     assert verdict is not None and verdict.kind == "different" and verdict.new_stage == "eval"
     assert at == RATE_FIRST_BINS  # as soon as a comparison could have been made
-    verdict, _ = _resumed("forward_backward", "forward_backward", 10)
+    verdict, _ = _resumed(TRAINING, ["forward_backward"] * 10)
     assert verdict is not None and verdict.kind == "same" and not verdict.new_stage
 
 
@@ -88,47 +93,28 @@ def test_a_waiting_stage_never_run_before_says_nothing_about_the_work() -> None:
     """A data-load or checkpoint bin's power depends on how much training it holds: running one the
     work before did not is no new stage mix (the check goes on waiting)."""
     for waiting in ("data_load", "checkpoint"):
-        verdict, _ = _resumed("forward_backward", waiting, 10)
+        verdict, _ = _resumed(TRAINING, [waiting] * 10)
         assert verdict is None
 
 
-def _after_training(resumed: list[str]) -> list[tuple[int, object]]:
-    """A check that saw 60 bins of forward/backward and 20 of eval at one GPU signature, then the
-    GPUs resumed in the stages ``resumed`` (one per bin) at that same signature: (bin, verdict)
-    for every bin that decided."""
-    check = SameWorkCheck()
-    for i in range(80):
-        check.observe(stage_slot("forward_backward" if i < 60 else "eval"), 6000.0, 40.0, 60.0 * i)
-    assert check.start_by_power(4800.0)
-    decided = []
-    for i, stage in enumerate(resumed):
-        check.observe(stage_slot(stage), 6000.0, 40.0, 4800.0 + 60.0 * i)
-        verdict = check.decide(4800.0 + 60.0 * (i + 1), None)  # type: ignore[arg-type]
-        if verdict is not None:
-            decided.append((i + 1, verdict))
-            break
-    return decided
+TRAINING_WITH_EVAL = TRAINING + ["eval"] * 20  # the main stage is forward/backward
 
 
 def test_the_same_work_is_decided_only_in_the_main_stage_of_the_work_before() -> None:
     """An inference job after a training run evaluates at the training run's own eval power: judged
     on eval alone it was "the same work". It is the same only once the main stage kept its signature."""
-    decided = _after_training(["eval"] * 10 + ["forward_backward"] * 10)
-    assert len(decided) == 1
-    at, verdict = decided[0]
-    assert at == 10 + RATE_FIRST_BINS and verdict.kind == "same"  # type: ignore[attr-defined]
-    assert verdict.main_stage == "forward_backward"  # type: ignore[attr-defined]
+    verdict, at = _resumed(TRAINING_WITH_EVAL, ["eval"] * 10 + ["forward_backward"] * 10)
+    assert verdict is not None and verdict.kind == "same" and at == 10 + RATE_FIRST_BINS
+    assert verdict.main_stage == "forward_backward"
 
 
 def test_resumed_work_that_never_returns_to_the_main_stage_is_new_work_at_the_hour() -> None:
     bins = int(DECIDE_WITHIN_S / 60) + 3
-    decided = _after_training(["eval"] * bins)
-    assert len(decided) == 1
-    at, verdict = decided[0]
-    assert verdict.kind == "different" and at > DECIDE_WITHIN_S / 60  # type: ignore[attr-defined]
+    verdict, at = _resumed(TRAINING_WITH_EVAL, ["eval"] * bins)
+    assert verdict is not None and verdict.kind == "different" and at > DECIDE_WITHIN_S / 60
     # resumed work that ran nothing comparable (data loading only) is still the same work then
-    decided = _after_training(["data_load"] * bins)
-    assert len(decided) == 1 and decided[0][1].kind == "same"  # type: ignore[attr-defined]
+    verdict, _ = _resumed(TRAINING_WITH_EVAL, ["data_load"] * bins)
+    assert verdict is not None and verdict.kind == "same"
 
 
 def test_an_unlabelled_rack_that_turns_to_eval_only_after_an_idle_gap_gets_a_workload_event() -> None:

@@ -504,18 +504,17 @@ class DriftMonitor:
         ratios = () if verdict is None or not verdict.by_power else (
             ("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
         moved = [f"{name} {100.0 * (r - 1.0):+.0f} %" for name, r in ratios if math.isfinite(r)]
-        new_stage = verdict.new_stage.replace("_", " ") if verdict is not None else ""
-        if guessed and new_stage:
-            text = (f"The GPUs resumed work after idling in a stage the work before did not run "
-                    f"({new_stage}): a new job (found from telemetry; the rack reports no job labels)")
-        elif guessed and not moved:
-            main = verdict.main_stage.replace("_", " ") if verdict is not None else ""
-            text = (f"The GPUs resumed work after idling and did not return to the main stage of the work "
-                    f"before ({main}) within the hour: a new job (found from telemetry; the rack reports no "
-                    "job labels)")
-        elif guessed:
-            text = (f"The GPUs resumed work after idling with a different signature in their main stage "
-                    f"({', '.join(moved)}): a new job (found from telemetry; the rack reports no job labels)")
+        new_stage, main = ("", "") if verdict is None else (
+            verdict.new_stage.replace("_", " "), verdict.main_stage.replace("_", " "))
+        if guessed:
+            if new_stage:
+                how = f"in a stage the work before did not run ({new_stage})"
+            elif moved:
+                how = f"with a different signature in their main stage ({', '.join(moved)})"
+            else:
+                how = f"and did not return to the main stage of the work before ({main}) within the hour"
+            text = (f"The GPUs resumed work after idling {how}: a new job (found from telemetry; the rack "
+                    "reports no job labels)")
         else:
             text = f"New job {sample.job!r} replaced the previous one"
             if new_stage:

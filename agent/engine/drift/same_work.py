@@ -12,11 +12,12 @@ it is the same work (nothing re-learns); otherwise, or with no comparable rate w
 ``tuning.DECIDE_WITHIN_S``, a workload change. The work rate decides, not
 GPU power: a bad driver moves the power by ~10 % but not the throughput, while two models'
 throughputs differ by far more than 15 %. A job without a work rate (most) is judged by its GPU
-signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation in
-the previous job's main stage, each within ``tuning.SAME_WORK_POWER_FRAC``. New work that fills a
-working stage the previous work did not run is a new stage mix, different work (``new_stage``),
-however its rates or signature compare elsewhere later. While the check runs
-(a few minutes) the GPU and IT sides neither learn nor are judged.
+signature instead, as an unlabelled rack's resumed work is: GPU power and memory utilisation,
+each within ``tuning.SAME_WORK_POWER_FRAC``; moved in any stage the new work fills, it is new work,
+kept only in the previous work's main stage, the same. New work that fills a working stage the
+previous work did not run, before anything comparable decided, is a new stage mix: new work
+(``new_stage_name``). While the check runs (a few minutes) the GPU and IT sides neither learn nor
+are judged (unlabelled resumed work: see ``ChangePointJudge.holds``).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class SameWorkCheck:
 
     def __init__(self, bin_s: float = 60.0) -> None:
         self.since_ts = math.nan  # the job change being checked (NaN: none pending)
-        self.slot = -1  # the previous job's main rated stage slot
+        self.slot = -1  # the previous work's main stage slot: its main rated one, or by signature its
+        # most time (where "same" is decided)
         self.prev_rate = math.nan  # the previous job's typical rate there
         # ... and its typical rate in every stage it ran with a settled rate (NaN elsewhere): a job of
         # another kind may never run the main one (an inference job reports its rate in eval)
@@ -96,24 +98,20 @@ class SameWorkCheck:
         self.seen_ts = np.full(n, -math.inf)
         # The working stages the previous work ran (1.0) and the new work's bins per stage since the
         # change: new work that fills a working stage the previous one never ran is a new stage mix.
-        self.prev_ran = np.zeros(n)
+        self.prev_ran = np.zeros(n, dtype=bool)
         self.since_n = np.zeros(n)
 
     @property
     def pending(self) -> bool:
         return math.isfinite(self.since_ts)
 
-    @property
-    def new_stage(self) -> bool:
-        """The new work filled a working stage the previous work never ran (``RATE_FIRST_BINS`` bins,
-        as many as a comparison needs): a new stage mix is a workload change by definition (issue 4),
-        decided then rather than at the ``DECIDE_WITHIN_S`` timeout, after most of a churning rack's
-        jobs have ended (an inference job after a training run: the rates or signatures of its eval
-        bins have nothing of the previous job's to be compared with)."""
-        return bool(self._new_stage_name())
-
-    def _new_stage_name(self) -> str:
-        filled = np.flatnonzero((self.since_n >= T.RATE_FIRST_BINS) & WORK_SLOTS & (self.prev_ran < 0.5))
+    def new_stage_name(self) -> str:
+        """The working stage the new work filled that the previous work never ran (``RATE_FIRST_BINS``
+        bins, as many as a comparison needs; "" if none): a new stage mix is a workload change by
+        definition (issue 4), decided then rather than at the ``DECIDE_WITHIN_S`` timeout, after most
+        of a churning rack's jobs have ended (an inference job after a training run: the rates or
+        signatures of its eval bins have nothing of the previous job's to be compared with)."""
+        filled = np.flatnonzero((self.since_n >= T.RATE_FIRST_BINS) & WORK_SLOTS & ~self.prev_ran)
         return STAGE_SLOTS[int(filled[0])] if filled.size else ""
 
     def start(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
@@ -156,7 +154,7 @@ class SameWorkCheck:
         ready[IDLE_SLOT] = False
         if not ready.any():
             return False
-        own = ready & WORK_SLOTS & (self.seen_ts >= previous_since)
+        own = ready & self.prev_ran
         main = int(np.argmax(np.where(own if own.any() else ready, ctx.mix.long_run, -1.0)))
         slots = np.flatnonzero(own) if own.any() else [main]
         levels = np.full_like(self.recent, math.nan)
@@ -229,15 +227,15 @@ class SameWorkCheck:
         order = [self.slot, *(s for s in range(len(STAGE_SLOTS)) if s != self.slot)]
         compared = [s for s in order if math.isfinite(self.prev_rates[s]) and self.prev_rates[s] > 0
                     and ctx.rates.settled(s) and ctx.typical_rate(s) > 0]
+        new_stage = "" if compared else self.new_stage_name()
         if compared:
             ratio = ctx.typical_rate(compared[0]) / self.prev_rates[compared[0]]
             kind = SAME if abs(ratio - 1.0) <= T.SAME_WORK_RATE_FRAC else DIFFERENT
-        elif self.new_stage or ts - self.since_ts > T.DECIDE_WITHIN_S:
+        elif new_stage or ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT
         else:
             return None
-        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio,
-                                new_stage="" if compared else self._new_stage_name())
+        self.last = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratio, new_stage=new_stage)
         self.since_ts = math.nan
         return self.last
 
@@ -266,7 +264,8 @@ class SameWorkCheck:
             if s == self.slot or self.slot < 0:
                 kind, ratios = SAME, here
                 break
-        if not kind and self.new_stage:
+        new_stage = "" if kind else self.new_stage_name()
+        if new_stage:
             kind = DIFFERENT
         elif not kind and ts - self.since_ts > T.DECIDE_WITHIN_S:
             kind = DIFFERENT if self.labelled or (full.size and WORK_SLOTS[full].any()) else SAME
@@ -274,8 +273,7 @@ class SameWorkCheck:
             return None
         main = STAGE_SLOTS[self.slot] if 0 <= self.slot < len(STAGE_SLOTS) else ""
         verdict = WorkVerdict(kind, self.since_ts, ts, self.previous_job, ratios[POWER], by_power=True,
-                              memory_ratio=ratios[MEMORY], labelled=self.labelled,
-                              new_stage="" if math.isfinite(ratios[POWER]) else self._new_stage_name(),
+                              memory_ratio=ratios[MEMORY], labelled=self.labelled, new_stage=new_stage,
                               main_stage=main)
         self.since_ts, self.by_power, self.labelled, self.slot = math.nan, False, False, -1
         if kind == DIFFERENT or verdict.labelled:
@@ -310,7 +308,7 @@ class SameWorkCheck:
             "labelled": self.labelled,
             "job_ts": finite_or_none(self.job_ts),
             "seen_ts": [finite_or_none(float(v)) for v in self.seen_ts],
-            "prev_ran": [float(v) for v in self.prev_ran],
+            "prev_ran": [bool(v) for v in self.prev_ran],
             "since_n": [float(v) for v in self.since_n],
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
@@ -359,11 +357,14 @@ class SameWorkCheck:
             self.seen_ts[:] = [v if isinstance(v, (int, float)) and not isinstance(v, bool) else -math.inf
                                for v in seen]
         # (a state from before them: nothing counts as a new stage until the next change)
-        for key, array, default in (("prev_ran", self.prev_ran, 1.0), ("since_n", self.since_n, 0.0)):
-            value = data.get(key)
-            ok = isinstance(value, list) and len(value) == array.size and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-            array[:] = [float(v) for v in value] if ok and isinstance(value, list) else default
+        ran, counts = data.get("prev_ran"), data.get("since_n")
+        self.prev_ran[:] = True
+        if isinstance(ran, list) and len(ran) == self.prev_ran.size and all(isinstance(v, bool) for v in ran):
+            self.prev_ran[:] = ran
+        self.since_n[:] = 0.0
+        if isinstance(counts, list) and len(counts) == self.since_n.size and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in counts):
+            self.since_n[:] = counts
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(
