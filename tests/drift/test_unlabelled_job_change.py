@@ -201,3 +201,27 @@ def test_an_onset_waiting_to_hold_survives_a_restart() -> None:
     restarted = DriftMonitor()
     restarted.load_state(json.loads(json.dumps(monitor.save_state())))
     assert restarted._unproven == waiting
+
+
+def _labelled_from(samples: Iterator[ComponentSample], after_s: float, job: str,
+                   gpu_factor: float) -> Iterator[ComponentSample]:
+    """Unlabelled work (as ``unlabelled``) until the first idle stretch after ``after_s``; from
+    there a job that reports its id, stages and work rate, at ``gpu_factor`` times the power."""
+    t0, changed, idle = None, False, False
+    for s in unlabelled(samples, after_s, gpu_factor):
+        t0 = s.ts if t0 is None else t0
+        if not changed and s.ts - t0 >= after_s:
+            idle = idle or s.stage == "idle"
+            changed = idle and s.stage != "idle"
+        yield replace(s, stage_source="hint", job=job) if changed else s
+
+
+def test_the_first_labelled_job_after_unlabelled_work_is_a_job_change() -> None:
+    """A rack whose jobs label themselves only sometimes: a job id that replaces work that reported
+    none is a new job, judged as one (not a GPU fault, not silently the same)."""
+    onsets = _run(_labelled_from(stream(2.5, 59), 1.5 * DAY_S, "j-new", 1.3))
+    assert [e["cause"] for e in onsets] == ["workload"]
+    item = onsets[0]["detail"]["evidence"][0]
+    assert (item["from"], item["to"]) == ("", "j-new")
+    assert onsets[0]["ts"] - item["since"] <= 15 * 60  # judged at once, not an hour on by its size
+    assert "replaced work that reported no job id" in onsets[0]["detail"]["explanation"]

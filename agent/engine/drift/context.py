@@ -50,6 +50,7 @@ class SignalContext:
         self.previous_job = ""  # the one before it (not saved: read at the job change only)
         self.workload_ts = math.nan  # start of the last workload change (set by the monitor)
         self.idle_bins = 0  # wholly idle bins in the rest just before this one
+        self.anonymous_work = False  # work without a job id ran since the last id was seen
         self.resumed = False  # this bin: an unlabelled rack's GPUs resumed work after idling
 
     def moved(self, name: str) -> float:
@@ -79,11 +80,16 @@ class SignalContext:
             unlabelled = not sample.job and sample.stage_source != "hint"
             self.resumed = unlabelled and self.idle_bins > 0
             self.idle_bins = 0
+            self.anonymous_work = self.anonymous_work or not sample.job
         changed = False
         if sample.job and sample.job != self.job:
-            changed = bool(self.job)
+            # A new id replaces the last one, or work that reported none (a rack whose jobs label
+            # themselves only sometimes: its first labelled job after unlabelled ones is a change too).
+            changed = bool(self.job) or self.anonymous_work
             self.previous_job = self.job
             self.job = sample.job
+        if sample.job:
+            self.anonymous_work = False
         return changed
 
     def restart_rates(self) -> None:
@@ -134,6 +140,7 @@ class SignalContext:
             "job": self.job[:200],
             "workload_ts": finite_or_none(self.workload_ts),
             "idle_bins": self.idle_bins,
+            "anonymous_work": self.anonymous_work,
         }
 
     def restore(self, data: dict[str, object]) -> None:
@@ -157,3 +164,4 @@ class SignalContext:
         self.workload_ts = number_or_nan(last)
         idle = data.get("idle_bins")
         self.idle_bins = idle if isinstance(idle, int) and idle >= 0 else 0
+        self.anonymous_work = data.get("anonymous_work") is True

@@ -504,6 +504,7 @@ class DriftMonitor:
         ratios = () if verdict is None or not verdict.by_power else (
             ("power", verdict.rate_ratio), ("memory use", verdict.memory_ratio))
         moved = [f"{name} {100.0 * (r - 1.0):+.0f} %" for name, r in ratios if math.isfinite(r)]
+        previous = verdict.previous_job if verdict is not None else self.context.previous_job
         new_stage, main = ("", "") if verdict is None else (
             verdict.new_stage.replace("_", " "), verdict.main_stage.replace("_", " "))
         if guessed:
@@ -516,7 +517,8 @@ class DriftMonitor:
             text = (f"The GPUs resumed work after idling {how}: a new job (found from telemetry; the rack "
                     "reports no job labels)")
         else:
-            text = f"New job {sample.job!r} replaced the previous one"
+            text = f"New job {sample.job!r} replaced " + (
+                "the previous one" if previous else "work that reported no job id")
             if new_stage:
                 text += f" and runs a stage the previous job did not ({new_stage})"
             elif moved:
@@ -530,7 +532,6 @@ class DriftMonitor:
         extra = {"job": sample.job, "relearn": list(relearned), "relearn_until": ts + T.RELEARN_S}
         if had is not None:
             extra["previous_job"] = had.job
-        previous = verdict.previous_job if verdict is not None else self.context.previous_job
         job_item: dict[str, object] = {"signal": "job", "from": previous, "to": sample.job,
                                        "since": job_change_ts}
         if verdict is not None and math.isfinite(verdict.rate_ratio):
