@@ -108,6 +108,27 @@ def test_the_same_work_is_decided_only_in_the_main_stage_of_the_work_before() ->
     assert verdict.main_stage == "forward_backward"
 
 
+def test_the_main_stage_is_the_work_before_s_own_not_the_rack_s_day() -> None:
+    """A rack that served inference most of the day (eval), then ran a training run: work resumed
+    after the training run that evaluates at its eval power is judged against the training run's main
+    stage (forward/backward), not the day's (eval), where it was "the same work" within minutes."""
+    check = SameWorkCheck()
+    ts = 0.0
+    for stages in (["eval"] * 300, TRAINING_WITH_EVAL):  # inference all day, then a training run
+        assert check.start_by_power(ts) or ts == 0.0
+        for stage in stages:
+            check.observe(stage_slot(stage), 6000.0, 40.0, ts)
+            ts += 60.0
+            check.decide(ts, None)  # type: ignore[arg-type]
+    assert check.start_by_power(ts)
+    assert check.slot == stage_slot("forward_backward")
+    for _ in range(3 * RATE_FIRST_BINS):
+        check.observe(stage_slot("eval"), 6000.0, 40.0, ts)
+        ts += 60.0
+        verdict = check.decide(ts, None)  # type: ignore[arg-type]
+        assert verdict is None or verdict.kind != "same", "judged the same work on eval alone"
+
+
 def test_resumed_work_that_never_returns_to_the_main_stage_is_new_work_at_the_hour() -> None:
     bins = int(DECIDE_WITHIN_S / 60) + 3
     verdict, at = _resumed(TRAINING_WITH_EVAL, ["eval"] * bins)

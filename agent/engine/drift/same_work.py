@@ -96,8 +96,9 @@ class SameWorkCheck:
         # change compares only stages the previous job itself ran.
         self.job_ts = -math.inf
         self.seen_ts = np.full(n, -math.inf)
-        # The working stages the previous work ran (1.0) and the new work's bins per stage since the
-        # change: new work that fills a working stage the previous one never ran is a new stage mix.
+        # The working stages the previous work ran, and the running work's bins per stage since it
+        # began (the last job change): new work that fills a working stage the previous one never ran
+        # is a new stage mix, and at the next change they name the work's own main stage.
         self.prev_ran = np.zeros(n, dtype=bool)
         self.since_n = np.zeros(n)
 
@@ -114,6 +115,20 @@ class SameWorkCheck:
         filled = np.flatnonzero((self.since_n >= T.RATE_FIRST_BINS) & WORK_SLOTS & ~self.prev_ran)
         return STAGE_SLOTS[int(filled[0])] if filled.size else ""
 
+    def _previous_main(self, candidates: np.ndarray, ctx: SignalContext | None) -> int:
+        """The previous work's main stage among ``candidates`` (call before ``since_n`` restarts):
+        where that work itself spent most bins since it began; where it ran too few to tell
+        (``RATE_FIRST_BINS``), where the rack spent most time over the day (``ctx``; without it,
+        most recent bins). Why its own: on a rack that mostly serves inference, the day's main
+        stage is eval, and an inference job after a training run, judged there, was the same work
+        (development churn seed 4, a one-off diagnostic)."""
+        own = np.where(candidates, self.since_n, 0.0)
+        if own.sum() >= T.RATE_FIRST_BINS:
+            time_in = own
+        else:
+            time_in = ctx.mix.long_run if ctx is not None else self.recent_n[POWER]
+        return int(np.argmax(np.where(candidates, time_in, -1.0)))
+
     def start(self, ts: float, ctx: SignalContext, previous_job: str) -> bool:
         """Open a check for a job change at ``ts`` (call before the context restarts its rates);
         False when the previous job left no settled work rate to compare with (re-learn now).
@@ -125,10 +140,11 @@ class SameWorkCheck:
                 self.first[:], self.first_n[:] = math.nan, 0.0
             return True
         self.prev_ran[:] = WORK_SLOTS & np.isfinite(self.seen_ts) & (self.seen_ts >= previous_since)
-        self.since_n[:] = 0.0
-        slot = main_rated_slot(ctx)
-        if slot < 0:
+        rated = rated_slots(ctx)
+        if not rated.any():
             return self._start_by_signature(ts, ctx, previous_job, previous_since)
+        slot = self._previous_main(rated, ctx)
+        self.since_n[:] = 0.0
         self.since_ts, self.slot = ts, slot
         self.prev_rate = ctx.typical_rate(slot)
         self.prev_rates[:] = [ctx.typical_rate(s) if ctx.rates.settled(s) and WORK_SLOTS[s]
@@ -153,9 +169,11 @@ class SameWorkCheck:
         ready = self.recent_n[POWER] >= T.RATE_FIRST_BINS
         ready[IDLE_SLOT] = False
         if not ready.any():
+            self.since_n[:] = 0.0
             return False
         own = ready & self.prev_ran
-        main = int(np.argmax(np.where(own if own.any() else ready, ctx.mix.long_run, -1.0)))
+        main = self._previous_main(own if own.any() else ready, ctx)
+        self.since_n[:] = 0.0
         slots = np.flatnonzero(own) if own.any() else [main]
         levels = np.full_like(self.recent, math.nan)
         for slot in slots:
@@ -168,18 +186,20 @@ class SameWorkCheck:
     def start_by_power(self, ts: float, ctx: SignalContext | None = None) -> bool:
         """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
         before the idle; False when no stage's level is known yet (nothing happens). Its main stage is
-        the one the rack ran most over the day (``ctx``; without it, the one with most bins)."""
+        the one the work before ran most (``_previous_main``)."""
         if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
             self.since_ts, self.first[:], self.first_n[:], self.since_n[:] = ts, math.nan, 0.0, 0.0
             return True
         ready = self.recent_n >= T.RATE_FIRST_BINS
         ready[:, IDLE_SLOT] = False
-        if self.pending or not ready[POWER].any():
+        if self.pending:
+            return False
+        if not ready[POWER].any():
+            self.since_n[:] = 0.0  # new work begins, with nothing to compare it with
             return False
         self.prev_ran[:] = WORK_SLOTS & ready[POWER]  # the work before: every stage the rack ran lately
+        main = self._previous_main(ready[POWER], ctx)
         self.since_n[:] = 0.0
-        time_in = ctx.mix.long_run if ctx is not None else self.recent_n[POWER]
-        main = int(np.argmax(np.where(ready[POWER], time_in, -1.0)))
         self._open_by_power(ts, np.where(ready, self.recent, math.nan), labelled=False, previous_job="")
         self.slot = main
         return True
@@ -197,8 +217,7 @@ class SameWorkCheck:
             return
         if math.isfinite(ts):
             self.seen_ts[slot] = ts
-        if self.pending:
-            self.since_n[slot] += 1.0
+        self.since_n[slot] += 1.0
         memory_known = math.isfinite(mem_util_pct) and mem_util_pct > 0
         memory = 100.0 * math.log(mem_util_pct) if memory_known else math.nan
         levels = (100.0 * math.log(gpu_w / 1000.0), memory)
@@ -288,6 +307,7 @@ class SameWorkCheck:
         """A job id appeared that no check judges (a re-learn was under way): the next change
         compares only the stages this job runs from ``ts``."""
         self.job_ts = ts
+        self.since_n[:] = 0.0
 
     def recent_restart(self, ts: float, within_s: float) -> WorkVerdict | None:
         """The last verdict when it was a same-kind restart within ``within_s`` before ``ts``."""
@@ -376,13 +396,10 @@ class SameWorkCheck:
 _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recent_n")
 
 
-def main_rated_slot(ctx: SignalContext) -> int:
-    """The stage slot with most time among those whose typical work rate is settled and positive
-    (-1 if none): where two jobs' throughputs are compared."""
-    rated = np.array([ctx.rates.settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
-    if not rated.any():
-        return -1
-    return int(np.argmax(np.where(rated, ctx.mix.long_run, -1.0)))
+def rated_slots(ctx: SignalContext) -> np.ndarray:
+    """The stage slots whose typical work rate is settled and positive: where two jobs' throughputs
+    can be compared."""
+    return np.array([ctx.rates.settled(s) and ctx.typical_rate(s) > 0 for s in range(len(STAGE_SLOTS))])
 
 
 def name_restart(verdict: Attribution, restart: WorkVerdict, job: str, ts: float) -> Attribution:
