@@ -142,7 +142,9 @@ class SameWorkCheck:
         self.prev_ran[:] = WORK_SLOTS & np.isfinite(self.seen_ts) & (self.seen_ts >= previous_since)
         rated = rated_slots(ctx)
         if not rated.any():
-            return self._start_by_signature(ts, ctx, previous_job, previous_since)
+            opened = self._start_by_signature(ts, ctx, previous_job, previous_since)
+            self.since_n[:] = 0.0  # the new job's bins count from here
+            return opened
         slot = self._previous_main(rated, ctx)
         self.since_n[:] = 0.0
         self.since_ts, self.slot = ts, slot
@@ -169,11 +171,9 @@ class SameWorkCheck:
         ready = self.recent_n[POWER] >= T.RATE_FIRST_BINS
         ready[IDLE_SLOT] = False
         if not ready.any():
-            self.since_n[:] = 0.0
             return False
         own = ready & self.prev_ran
         main = self._previous_main(own if own.any() else ready, ctx)
-        self.since_n[:] = 0.0
         slots = np.flatnonzero(own) if own.any() else [main]
         levels = np.full_like(self.recent, math.nan)
         for slot in slots:
