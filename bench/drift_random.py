@@ -393,7 +393,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 p95j = _f(s.get("p95_job", math.nan), ".2f")
                 print(f"{family:<7} {'yes' if hints else 'no':<6} {name:<12} {s['runs']:>4} {s['faults']:>6} "
                       f"{_f(s['found_pct']):>6} {_f(s['median_delay_min']):>7} {_f(s['cause_pct']):>6} "
-                      f"{_f(s['false_per_day'], '.2f'):>6} {s['job_changes']:>6} {_f(s['flagged_pct']):>5} "
+                      f"{_f(s['false_per_day'], '.2f'):>6} {s['job_changes']:>6} "
+                      f"{_f(s['flagged_pct'], '.1f'):>5} "
                       f"{p95 if not key else '':>5} {p95j if not key else '':>7} "
                       f"{_f(s.get('p95_errors_true', math.nan), '.2f') if not key else '':>5} "
                       f"{_f(s.get('p95_measured_errors', math.nan), '.2f') if not key else '':>5} "

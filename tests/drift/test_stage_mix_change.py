@@ -114,12 +114,17 @@ def test_the_main_stage_is_the_work_before_s_own_not_the_rack_s_day() -> None:
     stage (forward/backward), not the day's (eval), where it was "the same work" within minutes."""
     check = SameWorkCheck()
     ts = 0.0
-    for stages in (["eval"] * 300, TRAINING_WITH_EVAL):  # inference all day, then a training run
-        assert check.start_by_power(ts) or ts == 0.0
+
+    def run(stages: list[str]) -> None:
+        nonlocal ts
         for stage in stages:
             check.observe(stage_slot(stage), 6000.0, 40.0, ts)
             ts += 60.0
             check.decide(ts, None)  # type: ignore[arg-type]
+
+    run(["eval"] * 300)  # inference all day
+    assert check.start_by_power(ts)  # then a training run
+    run(TRAINING_WITH_EVAL)
     assert check.start_by_power(ts)
     assert check.slot == stage_slot("forward_backward")
     for _ in range(3 * RATE_FIRST_BINS):

@@ -135,18 +135,28 @@ class SameWorkCheck:
         A second job change while one is pending keeps comparing with the job before both."""
         previous_since, self.job_ts = self.job_ts, ts
         if self.pending:
-            self.since_ts, self.since_n[:] = ts, 0.0
-            if self.by_power:
-                self.first[:], self.first_n[:] = math.nan, 0.0
-            return True
-        self.prev_ran[:] = WORK_SLOTS & np.isfinite(self.seen_ts) & (self.seen_ts >= previous_since)
-        rated = rated_slots(ctx)
-        if not rated.any():
-            opened = self._start_by_signature(ts, ctx, previous_job, previous_since)
-            self.since_n[:] = 0.0  # the new job's bins count from here
-            return opened
+            self._restart(ts)
+            opened = True
+        else:
+            self.prev_ran[:] = WORK_SLOTS & np.isfinite(self.seen_ts) & (self.seen_ts >= previous_since)
+            rated = rated_slots(ctx)
+            opened = (self._start_by_rate(ts, ctx, rated, previous_job, previous_since) if rated.any()
+                      else self._start_by_signature(ts, ctx, previous_job, previous_since))
+        self.since_n[:] = 0.0  # the new work's bins count from here (its predecessor's were read)
+        return opened
+
+    def _restart(self, ts: float) -> None:
+        """A further change while one is pending: the newest work is judged against the work before
+        both."""
+        self.since_ts = ts
+        if self.by_power:
+            self.first[:], self.first_n[:] = math.nan, 0.0
+
+    def _start_by_rate(self, ts: float, ctx: SignalContext, rated: np.ndarray, previous_job: str,
+                       previous_since: float) -> bool:
+        """A job change with work rates to compare: the previous job's typical rate in its main rated
+        stage and in every working stage it ran with a settled rate."""
         slot = self._previous_main(rated, ctx)
-        self.since_n[:] = 0.0
         self.since_ts, self.slot = ts, slot
         self.prev_rate = ctx.typical_rate(slot)
         self.prev_rates[:] = [ctx.typical_rate(s) if ctx.rates.settled(s) and WORK_SLOTS[s]
@@ -160,14 +170,13 @@ class SameWorkCheck:
                             previous_since: float) -> bool:
         """A job change announced by its id, with no work rate to compare: compare the GPU signature
         in each working stage the previous job ran (since ``previous_since``, its id's appearance),
-        the new job judged in the first of them it fills; where it ran none, in its main stage (most
-        time among those with a known signature; idle says nothing). False when none is known
-        (re-learn now).
+        the new job judged in the first of them it fills; where it ran none, in its main stage
+        (``_previous_main`` among those with a known signature; idle says nothing). False when none
+        is known (re-learn now).
 
         Why every working stage: a job of another kind may never run the previous one's main stage
         (an inference job after a training run), and the check then decided only when it timed out,
-        an hour on (``DECIDE_WITHIN_S``), after most jobs of a churning rack had ended. (Rare on the
-        twin: development churn seeds 0–49 with labels, one more of 1,776 job changes flagged.)"""
+        an hour on (``DECIDE_WITHIN_S``), after most jobs of a churning rack had ended."""
         ready = self.recent_n[POWER] >= T.RATE_FIRST_BINS
         ready[IDLE_SLOT] = False
         if not ready.any():
@@ -187,19 +196,24 @@ class SameWorkCheck:
         """Open a check for an unlabelled rack's GPUs resuming work after idling, against the work just
         before the idle; False when no stage's level is known yet (nothing happens). Its main stage is
         the one the work before ran most (``_previous_main``)."""
-        if self.pending and self.by_power:  # resumed again before deciding: judge the newest work
-            self.since_ts, self.first[:], self.first_n[:], self.since_n[:] = ts, math.nan, 0.0, 0.0
-            return True
+        if self.pending and not self.by_power:
+            return False  # a labelled job's check goes on
+        if self.pending:  # resumed again before deciding: judge the newest work
+            self._restart(ts)
+            opened = True
+        else:
+            opened = self._open_resumed(ts, ctx)
+        self.since_n[:] = 0.0  # the resumed work's bins count from here (the work before's were read)
+        return opened
+
+    def _open_resumed(self, ts: float, ctx: SignalContext | None) -> bool:
+        """Compare resumed work with every stage the rack ran lately; False when none is known."""
         ready = self.recent_n >= T.RATE_FIRST_BINS
         ready[:, IDLE_SLOT] = False
-        if self.pending:
-            return False
         if not ready[POWER].any():
-            self.since_n[:] = 0.0  # new work begins, with nothing to compare it with
             return False
         self.prev_ran[:] = WORK_SLOTS & ready[POWER]  # the work before: every stage the rack ran lately
         main = self._previous_main(ready[POWER], ctx)
-        self.since_n[:] = 0.0
         self._open_by_power(ts, np.where(ready, self.recent, math.nan), labelled=False, previous_job="")
         self.slot = main
         return True
@@ -305,7 +319,7 @@ class SameWorkCheck:
 
     def job_seen(self, ts: float) -> None:
         """A job id appeared that no check judges (a re-learn was under way): the next change
-        compares only the stages this job runs from ``ts``."""
+        compares only the stages this job runs from ``ts``, and this job's bins count from here."""
         self.job_ts = ts
         self.since_n[:] = 0.0
 
@@ -328,8 +342,7 @@ class SameWorkCheck:
             "labelled": self.labelled,
             "job_ts": finite_or_none(self.job_ts),
             "seen_ts": [finite_or_none(float(v)) for v in self.seen_ts],
-            "prev_ran": [bool(v) for v in self.prev_ran],
-            "since_n": [float(v) for v in self.since_n],
+            **fields_state(self, _MIX_FIELDS),
             **fields_state(self, _POWER_FIELDS),
             "last": None if last is None else {
                 "kind": last.kind, "since_ts": last.since_ts, "ts": last.ts,
@@ -376,15 +389,10 @@ class SameWorkCheck:
         if isinstance(seen, list) and len(seen) == self.seen_ts.size:
             self.seen_ts[:] = [v if isinstance(v, (int, float)) and not isinstance(v, bool) else -math.inf
                                for v in seen]
-        # (a state from before them: nothing counts as a new stage until the next change)
-        ran, counts = data.get("prev_ran"), data.get("since_n")
-        self.prev_ran[:] = True
-        if isinstance(ran, list) and len(ran) == self.prev_ran.size and all(isinstance(v, bool) for v in ran):
-            self.prev_ran[:] = ran
-        self.since_n[:] = 0.0
-        if isinstance(counts, list) and len(counts) == self.since_n.size and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in counts):
-            self.since_n[:] = counts
+        try:
+            load_fields(self, data, _MIX_FIELDS, "drift same-work check")
+        except ValueError:  # a state from before them: nothing counts as a new stage until the next change
+            self.prev_ran[:], self.since_n[:] = True, 0.0
         last = data.get("last")
         if isinstance(last, dict) and last.get("kind") in (SAME, DIFFERENT):
             self.last = WorkVerdict(
@@ -393,6 +401,7 @@ class SameWorkCheck:
                 by_power=last.get("by_power") is True)
 
 
+_MIX_FIELDS = ("prev_ran", "since_n")  # the stages the previous work ran, the running work's bins per stage
 _POWER_FIELDS = ("by_power", "prev_levels", "first", "first_n", "recent", "recent_n")
 
 
