@@ -47,6 +47,23 @@ class ComponentSample:
     gpu_mean_w: float = math.nan
     # the share of the bin spent in ``stage`` (1.0: the whole bin)
     stage_share: float = 1.0
+    # GPU power over the bin's seconds in ``stage`` only, as a factor of ``gpu_w`` (1.0: the bin
+    # holds no other stage; NaN: known for under half of those seconds)
+    stage_gpu_factor: float = 1.0
+
+    # GPU memory utilisation over the same seconds, as a factor of ``gpu_mem_util_pct``
+    stage_mem_factor: float = 1.0
+
+    @property
+    def stage_mem_util_pct(self) -> float:
+        """The GPUs' memory utilisation in ``stage`` itself (the work's signature, like its power)."""
+        return self.gpu_mem_util_pct * self.stage_mem_factor
+
+    @property
+    def stage_gpu_w(self) -> float:
+        """Total GPU power in ``stage`` itself: a bin shared with other stages (training with an eval,
+        a checkpoint) mixes their levels into ``gpu_w``."""
+        return self.gpu_w * self.stage_gpu_factor
 
 
 def residuals(sample: ComponentSample) -> dict[str, float]:

@@ -262,11 +262,21 @@ class Engine:
         # the IT expectation the detectors judge: the model and the running job's own level
         it_exp = wb.it_pred_w[sl] + self.model.job_level_w(wb, sl, self.drift.work_change)
         stage_s = wb.stage_s[sl].sum(axis=0)
+        main = int(np.argmax(stage_s))
+
+        def in_main(known_s: np.ndarray, ws: np.ndarray, bin_mean: float) -> float:
+            """The main stage's own mean as a factor of the bin's (NaN: known for under half of it)."""
+            known = float(known_s[sl, main].sum())
+            if not (known >= 0.5 * float(stage_s[main]) and known > 0 and bin_mean > 0):
+                return math.nan
+            return float(ws[sl, main].sum()) / known / bin_mean
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
-            stage=self.slots.name(int(np.argmax(stage_s))),
-            stage_share=float(stage_s.max()) / dur,
+            stage=self.slots.name(main),
+            stage_share=float(stage_s[main]) / dur,
+            stage_gpu_factor=in_main(wb.stage_gpu_s, wb.stage_gpu_ws, mean("gpu")),
+            stage_mem_factor=in_main(wb.stage_mem_s, wb.stage_mem_ws, mean("gmem")),
             stage_source="hint" if float(tot[F["hint_s"]]) >= 0.5 * dur else "inferred",
             job=wb.jobs[sl.stop - 1],
             transient=bool(wb.transient[sl].any()),

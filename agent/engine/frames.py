@@ -77,11 +77,17 @@ def rack_info(meta: TraceMeta | None = None, config: Config | None = None,
     return info
 
 
+# Per-slot blocks a bin carries after its sums: seconds in each stage, then seconds with GPU power
+# known and its integral, then the same for GPU memory utilisation (``BinBatch``).
+PER_SLOT_BLOCKS = 5
+
+
 @dataclass
 class BinBatch:
     """Completed bins: ``sums`` (n × N_FIELDS), ``stage_s`` (n × slots), bin starts, last job;
     ``stage_gpu_s`` / ``stage_gpu_ws`` (n × slots): per stage, seconds with GPU power known and its
-    integral (each stage's own GPU power inside a bin: ``stage_attribution``)."""
+    integral (each stage's own GPU power inside a bin: ``stage_attribution``, the drift sample);
+    ``stage_mem_s`` / ``stage_mem_ws`` the same for the GPUs' mean memory utilisation (%·s)."""
 
     start: np.ndarray
     sums: np.ndarray
@@ -89,6 +95,8 @@ class BinBatch:
     job: list[str]
     stage_gpu_s: np.ndarray
     stage_gpu_ws: np.ndarray
+    stage_mem_s: np.ndarray
+    stage_mem_ws: np.ndarray
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from agent.engine.feed_load import FeedLoad
-from agent.engine.frames import BinBatch, Held, RackInfo, RowBatch, Signals, split_pieces
+from agent.engine.frames import PER_SLOT_BLOCKS, BinBatch, Held, RackInfo, RowBatch, Signals, split_pieces
 from agent.engine.meter_power import apply_meters
 from agent.engine.row_times import RowTimes
 from agent.engine.signals import (
@@ -89,7 +89,7 @@ class RowBinner:
         self._pending_job = ""
         self._open_bin = -1
         # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
-        self._open_sums = np.zeros(N_FIELDS + 3 * n_slots)
+        self._open_sums = np.zeros(N_FIELDS + PER_SLOT_BLOCKS * n_slots)
         self._open_job = ""
         # (row time, GPU counter resets in that row) not yet read by a bin: a driver reload lands in
         # its own bin whatever the chunking
@@ -175,9 +175,13 @@ class RowBinner:
         self.t0, self._pending_ts = float(r[0]), float(r[1])
         self._pending_slot, self._pending_hint, self._open_bin = int(r[2]), bool(r[3]), int(r[4])
         saved = arrays["open_sums"]
-        legacy = LEGACY_FIELDS[: saved.shape[-1] - 3 * self.n_slots]
+        legacy = LEGACY_FIELDS[: saved.shape[-1] - 3 * self.n_slots]  # (3 per-slot blocks then)
         fields = [str(n) for n in arrays.get("bin_fields", legacy)]
-        self._open_sums[...] = remap_fields(saved, fields, trailing=3 * self.n_slots)
+        trailing = saved.shape[-1] - len(fields)
+        # per-slot blocks were only ever appended: an older state's are a prefix (the rest stay 0)
+        kept = N_FIELDS + min(trailing, PER_SLOT_BLOCKS * self.n_slots)
+        self._open_sums[:] = 0.0
+        self._open_sums[:kept] = remap_fields(saved, fields, trailing=trailing)[:kept]
         self._pending_job, self._open_job = str(state.get("pending_job", "")), str(state.get("open_job", ""))
         self.times.load(state.get("row_times") or {})
         self.gaps = int(state.get("gaps") or 0)
@@ -204,7 +208,7 @@ class RowBinner:
         z = np.zeros(0)
         zs = np.zeros((0, self.n_slots))
         return (
-            BinBatch(z, np.zeros((0, N_FIELDS)), zs, [], zs, zs),
+            BinBatch(z, np.zeros((0, N_FIELDS)), zs, [], zs, zs, zs, zs),
             RowBatch(z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)),
         )
 
@@ -330,7 +334,7 @@ class RowBinner:
         w[:, F["hint_s"]] = dt * hint_i[src]
         cut = np.flatnonzero(np.diff(bins)) + 1
         first = np.concatenate(([0], cut))
-        per_slot = self._per_slot(per["gpu"], src, dt, slot_i, cut)
+        per_slot = self._per_slot((per["gpu"], per["gmem"]), src, dt, slot_i, cut)
         sums = np.concatenate([np.add.reduceat(w, first, axis=0), per_slot], axis=1)
         ids = bins[first]
         last_piece = np.concatenate((cut, [m])) - 1
@@ -348,25 +352,28 @@ class RowBinner:
             self._open_sums[:] = 0.0
         return self._batch(self.t0 + ids[:n_done] * self.bin_s, sums[:n_done], jobs[:n_done])
 
-    def _per_slot(self, gpu_w: np.ndarray, src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray,
+    def _per_slot(self, values: tuple[np.ndarray, ...], src: np.ndarray, dt: np.ndarray, slot_i: np.ndarray,
                   cut: np.ndarray) -> np.ndarray:
-        """Per bin and stage slot: seconds in the stage, seconds with GPU power known, its integral."""
+        """Per bin and stage slot: seconds in the stage, then for each of ``values`` (GPU power, GPU
+        memory utilisation) the seconds it was known and its integral: each stage's own level."""
         S = self.n_slots
         grp = np.zeros(src.size, dtype=np.int64)
         grp[cut] = 1
         np.cumsum(grp, out=grp)
         n_grp = int(grp[-1]) + 1 if grp.size else 0
         key = grp * S + slot_i[src]
-        g = gpu_w[src]
-        known = ~np.isnan(g)
-        out = [np.bincount(key, weights=w, minlength=n_grp * S).reshape(n_grp, S)
-               for w in (dt, dt * known, dt * np.where(known, g, 0.0))]
+        weights = [dt]
+        for v in values:
+            x = v[src]
+            known = ~np.isnan(x)
+            weights += [dt * known, dt * np.where(known, x, 0.0)]
+        out = [np.bincount(key, weights=w, minlength=n_grp * S).reshape(n_grp, S) for w in weights]
         return np.concatenate(out, axis=1)
 
     def _batch(self, start: np.ndarray, sums: np.ndarray, jobs: list[str]) -> BinBatch:
         S, a = self.n_slots, N_FIELDS
-        return BinBatch(start, sums[:, :a], sums[:, a : a + S], jobs, sums[:, a + S : a + 2 * S],
-                        sums[:, a + 2 * S :])
+        blocks = [sums[:, a + k * S : a + (k + 1) * S] for k in range(PER_SLOT_BLOCKS)]
+        return BinBatch(start, sums[:, :a], blocks[0], jobs, *blocks[1:])
 
     def close_open_bin(self) -> BinBatch:
         """At the end of a trace: the partial last bin (its ``dur_s`` says how much it covers)."""

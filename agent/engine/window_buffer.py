@@ -41,6 +41,8 @@ class WindowBuffer:
         self.stage_s = np.zeros((n_bins, n_slots))
         self.stage_gpu_s = np.zeros((n_bins, n_slots))  # per stage: seconds with GPU power known
         self.stage_gpu_ws = np.zeros((n_bins, n_slots))  # per stage: GPU energy (W·s)
+        self.stage_mem_s = np.zeros((n_bins, n_slots))  # per stage: seconds with memory utilisation known
+        self.stage_mem_ws = np.zeros((n_bins, n_slots))  # per stage: its integral (%·s)
         # per stage: the share of node time in it as hints say (JobEnergy.hinted_node_frac)
         self.node_frac = np.zeros((n_bins, n_slots))
         self.it_pred_w = np.zeros(n_bins)
@@ -66,6 +68,7 @@ class WindowBuffer:
         self.start[i:j], self.sums[i:j], self.jobs[i:j] = bins.start[a:b], bins.sums[a:b], bins.job[a:b]
         self.stage_s[i:j], self.stage_gpu_s[i:j] = bins.stage_s[a:b], bins.stage_gpu_s[a:b]
         self.stage_gpu_ws[i:j], self.held[i:j] = bins.stage_gpu_ws[a:b], held
+        self.stage_mem_s[i:j], self.stage_mem_ws[i:j] = bins.stage_mem_s[a:b], bins.stage_mem_ws[a:b]
         self.it_pred_w[i:j], self.heat_w[i:j], self.hl_w[i:j] = p.it_w, p.heat_w, p.hl_w.T
         self.cool_pred_w[i:j], self.gpu_exp_w[i:j] = p.cool_w.T, p.gpu_expected_w
         self.gpu_lag_w[i:j], self.transient[i:j] = p.gpu_lag_w, p.transient
@@ -123,6 +126,7 @@ class WindowBuffer:
             "wb_cool": self.cool_pred_w, "wb_gexp": self.gpu_exp_w, "wb_tr": self.transient,
             "wb_held": self.held, "wb_gl": self.gpu_lag_w, "wb_stage_gs": self.stage_gpu_s,
             "wb_stage_gws": self.stage_gpu_ws, "wb_node_frac": self.node_frac,
+            "wb_stage_ms": self.stage_mem_s, "wb_stage_mws": self.stage_mem_ws,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -133,6 +137,8 @@ class WindowBuffer:
             elif key == "wb_node_frac" and key not in arrays:  # saved before per-node stages
                 dur = np.maximum(self.sums[:, F["dur_s"]], 1e-9)
                 arr[...] = self.stage_s / dur[:, None]
+            elif key in ("wb_stage_ms", "wb_stage_mws") and key not in arrays:  # saved before them
+                arr[...] = 0.0
             elif key not in ("wb_n", "bin_fields"):
                 arr[...] = arrays[key]
         self.n = int(arrays["wb_n"][0])

@@ -70,3 +70,30 @@ def test_the_drift_sample_carries_one_gpus_mean_power_over_those_that_report() -
     assert abs(part.gpu_mean_w - others) / others < 0.05
     assert abs(full.gpu_mean_w * len(gpus) - full.gpu_w) / full.gpu_w < 0.01
     assert 0.0 < full.stage_share <= 1.0
+
+
+def test_the_drift_sample_carries_its_stage_s_own_gpu_power() -> None:
+    """A bin that training shares with an eval (a quarter of each minute at half the GPU power, a
+    quarter of the memory traffic) has a mean of neither stage: ``stage_gpu_w`` and
+    ``stage_mem_util_pct`` are over its main stage's seconds only, the signature the GPU detector and
+    the same-work check compare."""
+    chunks = synth.chunks(1 / 24, chunk_rows=600)
+    gpus = [n for n in chunks[0].numeric if n.startswith("gpu.") and n.endswith(".power_w")]
+    mixed = []
+    for c in chunks:
+        evaluating = (c.ts % 60.0) < 15.0
+        numeric = dict(c.numeric)
+        for n in gpus:
+            numeric[n] = np.where(evaluating, 300.0, 600.0)
+            numeric[n.replace("power_w", "mem_util_pct")] = np.where(evaluating, 10.0, 40.0)
+        stage = np.where(evaluating, "eval", "forward_backward").astype(object)
+        mixed.append(TraceChunk(ts=c.ts, numeric=numeric, stage=stage, job=c.job))
+    eng = Engine(None, rack_info(synth.meta()))
+    run_engine(mixed, engine=eng, finish=False)
+    s = eng.last_sample
+    assert s is not None and s.stage == "forward_backward" and 0.7 <= s.stage_share <= 0.8
+    total = 600.0 * len(gpus)
+    assert s.gpu_w < 0.92 * total  # the bin's mean mixes in the eval
+    assert abs(s.stage_gpu_w - total) / total < 0.01
+    assert s.gpu_mem_util_pct < 0.92 * 40.0  # and its memory traffic
+    assert abs(s.stage_mem_util_pct - 40.0) < 0.4

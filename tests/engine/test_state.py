@@ -87,6 +87,7 @@ def test_engine_state_of_another_version_is_refused() -> None:
 def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
     """Bin-sum fields are saved with their names; state from a build without two of them (the
     outdoor temperature) loads with them at zero and gives the same report afterwards."""
+    from agent.engine.frames import PER_SLOT_BLOCKS
     from agent.engine.signals import N_FIELDS, F
     from agent.engine.stage_slots import N_SLOTS
 
@@ -97,13 +98,30 @@ def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
     arrays["open_sums"] = np.delete(arrays["open_sums"], gone)
     arrays["wb_sums"] = np.delete(arrays["wb_sums"], gone, axis=1)
     arrays["bin_fields"] = np.delete(arrays["bin_fields"], gone)
-    assert arrays["open_sums"].size == N_FIELDS - 2 + 3 * N_SLOTS
+    assert arrays["open_sums"].size == N_FIELDS - 2 + PER_SLOT_BLOCKS * N_SLOTS
     new = Engine.load_state(eng.save_state(), None, rack_info(synth.meta()))
     upgraded = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
     _, out_new = run_engine(chunks[len(chunks) // 2 :], new)
     _, out_upgraded = run_engine(chunks[len(chunks) // 2 :], upgraded)
     assert [r for r in out_new if r["type"] == "window"] == [r for r in out_upgraded if r["type"] == "window"]
     assert any(r["type"] == "window" for r in out_new)
+
+
+def test_state_saved_before_each_stage_s_own_memory_traffic_still_loads() -> None:
+    """A state from before the per-stage memory utilisation (three per-slot blocks in the open bin,
+    no ``wb_stage_ms``/``wb_stage_mws``) loads with those at zero and goes on giving windows."""
+    from agent.engine.signals import N_FIELDS
+    from agent.engine.stage_slots import N_SLOTS
+
+    chunks = synth.chunks(3 / 24, chunk_rows=900)
+    eng, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
+    arrays = unpack(eng.save_state())
+    arrays["open_sums"] = arrays["open_sums"][: N_FIELDS + 3 * N_SLOTS]
+    del arrays["wb_stage_ms"], arrays["wb_stage_mws"]
+    old = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
+    assert not old.rows._open_sums[N_FIELDS + 3 * N_SLOTS :].any()
+    _, out = run_engine(chunks[len(chunks) // 2 :], old)
+    assert any(r["type"] == "window" and r.get("predicted_kwh") is not None for r in out)
 
 
 def test_signal_names_outside_unicode_are_refused_not_crashed() -> None:

@@ -53,8 +53,9 @@ class ChangePointJudge:
             self.rest.on_reset(float(sample.ts), rest)
         self.resets.update(sample, gpu, in_workload)
         self.catch_up.update(sample, settled)
-        self.work.observe(stage_slot(sample.stage), float(sample.gpu_w), float(sample.gpu_mem_util_pct),
-                          float(sample.ts))
+        # the stage's own seconds: a bin that training shares with a stall mixes both signatures
+        self.work.observe(stage_slot(sample.stage), float(sample.stage_gpu_w),
+                          float(sample.stage_mem_util_pct), float(sample.ts))
 
     def job_changed(self, ts: float, gpu: ResidualChannel, ctx: SignalContext, relearning: bool) -> bool:
         """A new job id at ``ts``; True while the judge decides whether it is the same work (the

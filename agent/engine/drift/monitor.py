@@ -25,7 +25,7 @@ from agent.engine.drift.channel import (
     Transition,
     params_for,
 )
-from agent.engine.drift.context import STAGE_SLOTS, WAITING_STAGES, WHOLE_BIN, SignalContext, stage_slot
+from agent.engine.drift.context import STAGE_SLOTS, WHOLE_BIN, SignalContext, stage_slot
 from agent.engine.drift.cooling_model import RESTART_WARM_S, CoolingUnitModel
 from agent.engine.drift.estimators import finite_or_none, number_or_nan
 from agent.engine.drift.events import drift_event, evidence_for
@@ -306,20 +306,18 @@ class DriftMonitor:
             channel.start_grace(ts + RESTART_WARM_S + T.COOLING_SETTLE_S)
 
     def _gpu_residual(self, sample: ComponentSample) -> float:
-        """GPU power in log-% against the channel's own per-stage level (not the engine's work-rate
-        model, whose wobble is no evidence), from bins at the stage's usual work rate only. With a work
-        rate only stages that do work (rate > 0) are judged: a data-load bin's power depends on how much
-        training it holds (a job's initial load drew 40–60 % less than the stalls learned), not on the
-        GPUs."""
-        if not (math.isfinite(sample.gpu_w) and sample.gpu_w > 0):
+        """The bin's main stage's own GPU power (over its seconds only: a bin shared with other
+        stages mixes their levels) in log-% against the channel's per-stage level (not the engine's
+        work-rate model, whose wobble is no evidence). With a work rate, only bins at the stage's
+        usual rate, and only stages that do work (rate > 0): a waiting stage's rate says nothing of
+        its load. Without one, every stage (a training run that checkpoints every step or two is
+        mostly checkpoint bins)."""
+        watts = sample.stage_gpu_w
+        if not (math.isfinite(watts) and watts > 0):
             return math.nan
-        value = 100.0 * math.log(sample.gpu_w / 1000.0)
+        value = 100.0 * math.log(watts / 1000.0)
         if not self.context.rated:
-            # No work rate at all: GPU power per stage is all there is, and a waiting stage's power is
-            # its own only in a bin it filled (development seed 136, a one-off diagnostic: checkpoint
-            # bins shared with training drew a median 6.0 kW, whole ones 3.6 kW).
-            partial = sample.stage in WAITING_STAGES and sample.stage_share < WHOLE_BIN
-            return math.nan if partial else value
+            return value  # no work rate at all: the stage's own GPU power is all there is
         rate = sample.work_rate
         slot = stage_slot(sample.stage)
         # The rate most bins run at, not a mean: a mean sat ~2 % under full-rate bins (stall-shortened
