@@ -47,11 +47,10 @@ class ComponentSample:
     gpu_mean_w: float = math.nan
     # the share of the bin spent in ``stage`` (1.0: the whole bin)
     stage_share: float = 1.0
-    # GPU power over the bin's seconds in ``stage`` only, as a factor of ``gpu_w`` (1.0: the bin
-    # holds no other stage; NaN: known for under half of those seconds)
+    # GPU power and memory utilisation over the bin's seconds in ``stage`` only, as factors of
+    # ``gpu_w`` and ``gpu_mem_util_pct`` (1.0: the bin holds no other stage; NaN: known for under
+    # half of those seconds)
     stage_gpu_factor: float = 1.0
-
-    # GPU memory utilisation over the same seconds, as a factor of ``gpu_mem_util_pct``
     stage_mem_factor: float = 1.0
 
     @property

@@ -88,7 +88,7 @@ class RowBinner:
         self._pending_hint = False
         self._pending_job = ""
         self._open_bin = -1
-        # open bin: FIELDS, then per slot: seconds in stage, GPU-known seconds, GPU integral
+        # open bin: FIELDS, then the PER_SLOT_BLOCKS per-slot blocks (BinBatch's order)
         self._open_sums = np.zeros(N_FIELDS + PER_SLOT_BLOCKS * n_slots)
         self._open_job = ""
         # (row time, GPU counter resets in that row) not yet read by a bin: a driver reload lands in
