@@ -26,7 +26,7 @@ from agent.engine.model import ResponseModel
 from agent.engine.node_stages import NodeHints
 from agent.engine.rows import RowBinner, Stretch
 from agent.engine.signals import SAMPLE_MEANS, F
-from agent.engine.stage_attribution import stage_powers
+from agent.engine.stage_attribution import stage_own_means, stage_powers
 from agent.engine.stage_slots import N_SLOTS, Segments, StageSlots, StageSource
 from agent.engine.window_buffer import WindowBuffer
 from agent.live.topics import Topics
@@ -263,20 +263,21 @@ class Engine:
         it_exp = wb.it_pred_w[sl] + self.model.job_level_w(wb, sl, self.drift.work_change)
         stage_s = wb.stage_s[sl].sum(axis=0)
         main = int(np.argmax(stage_s))
-
-        def in_main(known_s: np.ndarray, ws: np.ndarray, bin_mean: float) -> float:
-            """The main stage's own mean as a factor of the bin's (NaN: known for under half of it)."""
-            known = float(known_s[sl, main].sum())
-            if not (known >= 0.5 * float(stage_s[main]) and known > 0 and bin_mean > 0):
-                return math.nan
-            return float(ws[sl, main].sum()) / known / bin_mean
+        means = {field: mean(q) for field, q in SAMPLE_MEANS.items()}
+        # the main stage's own GPU power and memory utilisation, as factors of the bin's means
+        own = stage_own_means(np.array([wb.stage_gpu_s[sl, main].sum(), wb.stage_mem_s[sl, main].sum()]),
+                              np.array([wb.stage_gpu_ws[sl, main].sum(), wb.stage_mem_ws[sl, main].sum()]),
+                              np.full(2, stage_s[main]))
+        bin_means = np.array([means["gpu_w"], means["gpu_mem_util_pct"]])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            factors = np.where(bin_means > 0, own / bin_means, np.nan)
         sample = ComponentSample(
             ts=end,
             duration_s=dur,
             stage=self.slots.name(main),
             stage_share=float(stage_s[main]) / dur,
-            stage_gpu_factor=in_main(wb.stage_gpu_s, wb.stage_gpu_ws, mean("gpu")),
-            stage_mem_factor=in_main(wb.stage_mem_s, wb.stage_mem_ws, mean("gmem")),
+            stage_gpu_factor=float(factors[0]),
+            stage_mem_factor=float(factors[1]),
             stage_source="hint" if float(tot[F["hint_s"]]) >= 0.5 * dur else "inferred",
             job=wb.jobs[sl.stop - 1],
             transient=bool(wb.transient[sl].any()),
@@ -284,7 +285,7 @@ class Engine:
             it_expected_w=float(it_exp @ d / dur),
             cooling_expected_w=float(wb.cool_pred_w[sl, self.model.best] @ d / dur),
             gpu_counter_resets=self.rows.take_gpu_resets(end),
-            **{field: mean(q) for field, q in SAMPLE_MEANS.items()},
+            **means,
         )
         self.last_sample = sample
         self.last_ts = sample.ts

@@ -80,6 +80,7 @@ def rack_info(meta: TraceMeta | None = None, config: Config | None = None,
 # Per-slot blocks a bin carries after its sums: seconds in each stage, then seconds with GPU power
 # known and its integral, then the same for GPU memory utilisation (``BinBatch``).
 PER_SLOT_BLOCKS = 5
+PER_SLOT_BLOCKS_BEFORE_MEMORY = 3  # states saved before the memory blocks (their prefix)
 
 
 @dataclass

@@ -19,7 +19,16 @@ from typing import Any
 import numpy as np
 
 from agent.engine.feed_load import FeedLoad
-from agent.engine.frames import PER_SLOT_BLOCKS, BinBatch, Held, RackInfo, RowBatch, Signals, split_pieces
+from agent.engine.frames import (
+    PER_SLOT_BLOCKS,
+    PER_SLOT_BLOCKS_BEFORE_MEMORY,
+    BinBatch,
+    Held,
+    RackInfo,
+    RowBatch,
+    Signals,
+    split_pieces,
+)
 from agent.engine.meter_power import apply_meters
 from agent.engine.row_times import RowTimes
 from agent.engine.signals import (
@@ -175,7 +184,7 @@ class RowBinner:
         self.t0, self._pending_ts = float(r[0]), float(r[1])
         self._pending_slot, self._pending_hint, self._open_bin = int(r[2]), bool(r[3]), int(r[4])
         saved = arrays["open_sums"]
-        legacy = LEGACY_FIELDS[: saved.shape[-1] - 3 * self.n_slots]  # (3 per-slot blocks then)
+        legacy = LEGACY_FIELDS[: saved.shape[-1] - PER_SLOT_BLOCKS_BEFORE_MEMORY * self.n_slots]
         fields = [str(n) for n in arrays.get("bin_fields", legacy)]
         trailing = saved.shape[-1] - len(fields)
         # per-slot blocks were only ever appended: an older state's are a prefix (the rest stay 0)

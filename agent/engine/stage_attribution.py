@@ -37,6 +37,14 @@ class StagePower:
     cooling_w: float
 
 
+def stage_own_means(known_s: np.ndarray, integral: np.ndarray, stage_s: np.ndarray) -> np.ndarray:
+    """Each stage's own mean of a quantity (GPU power, memory utilisation) over the seconds it was
+    known in that stage (``integral`` / ``known_s``); NaN where it was known for less than half of
+    the stage's time ``stage_s``: a few seconds say little of a whole stage."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((known_s >= 0.5 * stage_s) & (known_s > 0), integral / known_s, np.nan)
+
+
 def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> list[StagePower]:
     """Attributed powers of every stage with ≥ ``MIN_SHARE`` of the bins ``sl`` of the window buffer;
     ``model``: the frozen response model once it was warm at the window's start, else None."""
@@ -53,10 +61,8 @@ def stage_powers(wb: WindowBuffer, sl: slice, model: ResponseModel | None) -> li
     if not present.size or not (math.isfinite(it_meas) and math.isfinite(cool_meas)):
         return []
     share = stage_t[present] / stage_t[present].sum()
-    # each stage's own mean GPU power, NaN where known for less than half its time
     known, gpu_ws = wb.stage_gpu_s[sl].sum(axis=0)[present], wb.stage_gpu_ws[sl].sum(axis=0)[present]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g_s = np.where(known >= 0.5 * stage_t[present], gpu_ws / known, np.nan)
+    g_s = stage_own_means(known, gpu_ws, stage_t[present])
     it_s = _it_split(wb, sl, model, it_meas, g_s, share)
     cool_s = cool_meas * _split(_cooling_expected(wb, sl, model, it_s), it_s, share)
     return [StagePower(int(s), float(share[i]), float(it_s[i] + cool_s[i]), float(g_s[i]), float(it_s[i]),

@@ -8,6 +8,7 @@ so a fault that starts at a restart (a few % more power) is still judged as one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -146,8 +147,6 @@ def test_without_a_work_rate_a_checkpoint_bin_shared_with_training_is_judged_on_
     a shared bin teaches (and tests) the stage's level like a whole one. (Before the per-stage power,
     such bins were dropped: a training run that checkpoints every step or two left the GPU channel
     nothing to judge, development single seed 16.)"""
-    import math
-
     from agent.engine.drift.context import stage_slot
 
     slot = stage_slot("checkpoint")

@@ -110,16 +110,18 @@ def test_state_saved_before_the_outdoor_fields_still_loads() -> None:
 def test_state_saved_before_each_stage_s_own_memory_traffic_still_loads() -> None:
     """A state from before the per-stage memory utilisation (three per-slot blocks in the open bin,
     no ``wb_stage_ms``/``wb_stage_mws``) loads with those at zero and goes on giving windows."""
+    from agent.engine.frames import PER_SLOT_BLOCKS_BEFORE_MEMORY
     from agent.engine.signals import N_FIELDS
     from agent.engine.stage_slots import N_SLOTS
 
     chunks = synth.chunks(3 / 24, chunk_rows=900)
     eng, _ = run_engine(chunks[: len(chunks) // 2], finish=False)
     arrays = unpack(eng.save_state())
-    arrays["open_sums"] = arrays["open_sums"][: N_FIELDS + 3 * N_SLOTS]
+    before = N_FIELDS + PER_SLOT_BLOCKS_BEFORE_MEMORY * N_SLOTS
+    arrays["open_sums"] = arrays["open_sums"][:before]
     del arrays["wb_stage_ms"], arrays["wb_stage_mws"]
     old = Engine.load_state(pack(arrays), None, rack_info(synth.meta()))
-    assert not old.rows._open_sums[N_FIELDS + 3 * N_SLOTS :].any()
+    assert not old.rows._open_sums[before:].any()
     _, out = run_engine(chunks[len(chunks) // 2 :], old)
     assert any(r["type"] == "window" and r.get("predicted_kwh") is not None for r in out)
 

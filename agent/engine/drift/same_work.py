@@ -225,8 +225,9 @@ class SameWorkCheck:
         self.first[:], self.first_n[:] = math.nan, 0.0
 
     def observe(self, slot: int, gpu_w: float, mem_util_pct: float = math.nan, ts: float = math.nan) -> None:
-        """A bin's GPU power and memory utilisation in ``slot`` at ``ts``: the recent work's signature,
-        and the first bins after a change by power."""
+        """A bin's GPU power and memory utilisation in ``slot`` at ``ts``, over that stage's own
+        seconds (``ComponentSample.stage_gpu_w``): the recent work's signature, and the first bins
+        after a change by power."""
         if not (math.isfinite(gpu_w) and gpu_w > 0):
             return
         if math.isfinite(ts):
