@@ -6,8 +6,9 @@ see only the whole rack, so their energy is split over the (job, stage) each nod
 - per node and row: its stage and job (``NodeStages``) and GPU power (missing GPUs scaled from the
   node's known ones; a node's last reading held for ``GPU_HOLD_S``). A node with no GPU reading is
   off while others report; when none reports, every node counts as on (split by node time).
-- per bin and (node, cell): GPU energy G and node-seconds S, modelled as k·G + (b + d_s + e_c)·S by
-  ``NodePowerModel``, which learns from the PDU feeds' readings at their instants (``_learn``).
+- per bin and (node, cell): GPU energy G, the fans' terms F (the node's GPU power through the fans'
+  lag) and node-seconds S, modelled as k·G + f·F + (b + d_s + e_c)·S by ``NodePowerModel``, which
+  learns from the PDU feeds' readings at their instants (``_learn``).
 - each engine window's measured IT energy is split in proportion to its entries' modelled energy
   (per window, not per bin: a feed's meter spans never cross a window, while a 15-s bin gets its
   neighbours' energy); its cooling follows the IT split. The split adds up to the measurement, plus
@@ -26,8 +27,9 @@ import numpy as np
 
 from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
-from agent.engine.node_power import MODEL_CELLS, FeedShares, NodePowerModel
+from agent.engine.node_power import FAN_POWERS, MODEL_CELLS, FeedShares, NodePowerModel, fan_terms
 from agent.engine.node_stages import NodeHints, NodeStages
+from agent.engine.response import FAN_LAG_S
 from agent.engine.signals import F, node_totals
 from agent.engine.stage_slots import N_SLOTS, StageSlots
 from agent.trace.model import J_PER_KWH, TraceChunk
@@ -42,6 +44,10 @@ GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
 # job's first minutes come before its cells have readings, so they are split by what the cells cost
 # over the job's first hour, not by the prior (until then, by the model as it stands).
 FINAL_AFTER_WINDOWS = 4
+# The lag is computed in closed form over blocks of this many seconds (e^(block / FAN_LAG_S) stays
+# far inside a float's range).
+LAG_BLOCK_S = 20.0 * FAN_LAG_S
+N_ACC = 3 + len(FAN_POWERS)  # per (node, cell) and bin: GPU J, node-seconds, hinted node-seconds, fan terms
 
 Key = tuple[str, str]
 
@@ -54,20 +60,22 @@ class _Window:
     def __init__(self, idx: int) -> None:
         self.idx = idx
         self.keys: dict[Key, int] = {}  # cell → its code in this window
-        self.entries: list[tuple[int, int, float, float, float, float]] = []
+        self.entries: list[tuple[float, ...]] = []
         self.it_ws = 0.0
         self.cool_ws = 0.0
 
     def add(self, acc: dict[tuple[int, Key], np.ndarray], row: np.ndarray, slots: StageSlots,
             ts: float) -> None:
-        """One bin's entries (``acc``: (node, cell) → [GPU J, node-seconds, hinted node-seconds]) and
+        """One bin's entries (``acc``: (node, cell) → [GPU J, node-seconds, hinted node-seconds, the
+        fans' terms ∫ (L / 1 kW)^p dt]) and
         the energies its PDUs and cooling unit measured (``row``: the bin's sums; ``ts``: its start)."""
         dur = float(row[F["dur_s"]])
         it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
         cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
         for (_, cell), v in acc.items():
             code = self.keys.setdefault(cell, len(self.keys))
-            self.entries.append((code, slots.slot(cell[1], ts), float(v[0]), float(v[1]), it_part, cool_part))
+            self.entries.append((code, slots.slot(cell[1], ts), float(v[0]), float(v[1]), it_part, cool_part,
+                                 *map(float, v[3:])))
         self.it_ws += float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
         self.cool_ws += float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
 
@@ -95,6 +103,10 @@ class JobEnergy:
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
         self._pend_keys: list[Key] = []  # per node: the (job, stage) cell of the last row
+        self._pend_lag = np.zeros(0)  # per node: the lagged GPU power at the last row
+        self._lag_ts = math.nan  # the fans' lag state: its time, per node its value and its input
+        self._lag_w = np.zeros(0)
+        self._lag_in = np.zeros(0)
         self._gpu_w = np.zeros(0)  # per node: the last GPU reading and its time (the hold)
         self._gpu_ts = np.zeros(0)
         self._feed_ts: dict[str, float] = {}  # per feed: its last reading's time
@@ -109,26 +121,30 @@ class JobEnergy:
         stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
         read = self._node_power(chunk)
         power = self._held(chunk.ts, read)
+        lag = self._lagged(chunk.ts, power)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
-        self._learn(chunk, power, np.isfinite(read), keys, codes)
+        self._learn(chunk, power, lag, np.isfinite(read), keys, codes)
         ts = chunk.ts
         prev = self._pend_ts
-        if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
+        if (math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]
+                and self._pend_lag.size == power.shape[1]):
             starts = np.concatenate(([prev], ts[:-1]))
             keys += [c for c in dict.fromkeys(self._pend_keys) if c not in keys]  # the held row's cells
             pend_codes = np.array([keys.index(c) for c in self._pend_keys])
             held_w = np.vstack([self._pend_w[None, :], power[:-1]])
             held_c = np.vstack([pend_codes[None, :], codes[:-1]])
             held_h = np.vstack([self._pend_h[None, :], hint_f[:-1]])
+            held_l = np.vstack([self._pend_lag[None, :], lag[:-1]])
         else:  # the first row (or the first after a gap) starts an interval, it closes none
-            starts, held_w, held_c, held_h = ts[:-1], power[:-1], codes[:-1], hint_f[:-1]
+            starts, held_w, held_c, held_h, held_l = ts[:-1], power[:-1], codes[:-1], hint_f[:-1], lag[:-1]
             ts = ts[1:]
         self._pend_ts, self._pend_w, self._pend_h = float(chunk.ts[-1]), power[-1].copy(), hint_f[-1].copy()
+        self._pend_lag = lag[-1].copy()
         self._pend_keys = [keys[int(i)] for i in codes[-1]]
         if not starts.size:
             return
-        self._integrate(starts, ts, held_w, held_c, held_h, keys, t0)
+        self._integrate(starts, ts, held_w, held_c, held_h, held_l, keys, t0)
 
     def _node_power(self, chunk: TraceChunk) -> np.ndarray:
         """(rows × nodes) GPU power; NaN where none of the node's GPUs has a reading."""
@@ -164,8 +180,34 @@ class JobEnergy:
             self._gpu_ts = np.where(last, ts[rows], self._gpu_ts)
         return out
 
-    def _learn(self, chunk: TraceChunk, power: np.ndarray, read: np.ndarray, keys: list[Key],
-               codes: np.ndarray) -> None:
+    def _lagged(self, ts: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Each node's GPU power through the fans' first-order lag (``FAN_LAG_S``) at each row: the
+        held power of the interval before a row (a node off counts 0) moves it by 1 − e^(−Δt/τ).
+        In closed form per block: L_i = D_i·(L_0 + Σ_j≤i (1 − d_j)·P_j−1 / D_j), D the decay since
+        the block's start (no per-row Python loop on a month-long replay)."""
+        n_nodes = power.shape[1]
+        p = np.nan_to_num(power, nan=0.0)
+        if self._lag_w.size != n_nodes or not math.isfinite(self._lag_ts):
+            self._lag_w, self._lag_in, self._lag_ts = p[0].copy(), p[0].copy(), float(ts[0])
+        times = np.concatenate(([self._lag_ts], ts))
+        inputs = np.vstack([self._lag_in[None, :], p])  # input i drives the interval ending at row i
+        out: np.ndarray = np.empty_like(p)
+        start, level = 0, self._lag_w
+        while start < len(ts):
+            stop = int(np.searchsorted(times, times[start] + LAG_BLOCK_S, side="right"))
+            stop = min(max(stop, start + 2), len(times))  # rows start … stop − 2 of ``ts``
+            u = times[start:stop] - times[start]  # from the block's first time
+            decay = np.exp(-np.minimum(u / FAN_LAG_S, 300.0))  # D (D_0 = 1; a gap of hours: settled)
+            step = 1.0 - decay[1:] / decay[:-1]  # 1 − d_j
+            acc = np.cumsum(step[:, None] * inputs[start:stop - 1] / decay[1:, None], axis=0)
+            block = decay[1:, None] * (level[None, :] + acc)
+            out[start:stop - 1] = block
+            level, start = block[-1], stop - 1
+        self._lag_w, self._lag_in, self._lag_ts = out[-1].copy(), p[-1].copy(), float(ts[-1])
+        return out
+
+    def _learn(self, chunk: TraceChunk, power: np.ndarray, lag: np.ndarray, read: np.ndarray,
+               keys: list[Key], codes: np.ndarray) -> None:
         """Teach the node power model each PDU feed's readings (over the feed's share of the rack)
         against the nodes' GPU power and cells at the same rows, only where every powered node's GPUs
         were read at that row (``read``): a held GPU reading is from before the PDU's instant, and a
@@ -201,6 +243,7 @@ class JobEnergy:
         np.add.at(by_slot, (r_i, slot[code[r_i, n_i]]), 1.0)
         np.add.at(by_col, (r_i, col[code[r_i, n_i]]), 1.0)
         gpu_w = np.where(on, power[rows], 0.0).sum(axis=1)
+        fan = (fan_terms(lag[rows]) * on[:, :, None]).sum(axis=1)
         n_on = on.sum(axis=1).astype(float)
         for f, idx in valid.items():
             share = self.feeds.share(f)
@@ -212,11 +255,11 @@ class JobEnergy:
             self._feed_ts[f] = float(t[-1])
             weight = np.minimum(t - prev, GPU_HOLD_S) / self.bin_s / len(valid)
             i = np.array([pos[int(r)] for r in idx])
-            self.power.add_readings(t, gpu_w[i], n_on[i], by_slot[i], by_col[i],
+            self.power.add_readings(t, gpu_w[i], fan[i], n_on[i], by_slot[i], by_col[i],
                                     chunk.numeric[f][idx] / share, weight, self.nodes.n)
 
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
-                   h: np.ndarray, keys: list[Key], t0: float) -> None:
+                   h: np.ndarray, lag: np.ndarray, keys: list[Key], t0: float) -> None:
         src, dt, bins = split_pieces(starts, ends, t0, self.bin_s)
         p, code = w[src], c[src]
         known = np.isfinite(p)
@@ -226,13 +269,14 @@ class JobEnergy:
         n_keys, n_nodes = len(keys), p.shape[1]
         flat = ((bins[:, None] - bins.min()) * n_nodes + np.arange(n_nodes)[None, :]) * n_keys + code
         size = int(flat.max()) + 1
-        g_sum, s_sum, h_sum = (np.bincount(flat.ravel(), weights=x.ravel(), minlength=size)
-                               for x in (g, s, s * h[src]))
-        for f in np.flatnonzero(s_sum > 0):
+        fan = fan_terms(np.where(known, lag[src], 0.0)) * dt[:, None, None]
+        sums = np.stack([np.bincount(flat.ravel(), weights=x.ravel(), minlength=size)
+                         for x in (g, s, s * h[src], *np.moveaxis(fan, -1, 0))], axis=1)
+        for f in np.flatnonzero(sums[:, 1] > 0):
             bn, k = divmod(int(f), n_keys)
             b, n = divmod(bn, n_nodes)
-            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(3))
-            cell += (g_sum[f], s_sum[f], h_sum[f])
+            cell = self._open.setdefault(int(bins.min()) + b, {}).setdefault((n, keys[k]), np.zeros(N_ACC))
+            cell += sums[f]
 
     def hinted_node_frac(self, start: np.ndarray, dur: np.ndarray, frac: np.ndarray, t0: float) -> np.ndarray:
         """Per bin and stage slot: the share of the rack's node time in that stage as hints say (the
@@ -286,7 +330,7 @@ class JobEnergy:
         code, slot = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
         gpu_j, node_s = e[:, 2], e[:, 3]
         keys = list(window.keys)
-        model = np.maximum(self.power.energy_j(gpu_j, node_s, slot, code, keys), 0.0)
+        model = np.maximum(self.power.energy_j(gpu_j, e[:, 6:], node_s, slot, code, keys), 0.0)
         modelled = float(model.sum()) > 0  # else no GPU telemetry, or a model not yet solved
         base = model if modelled else node_s
         out = np.zeros((len(keys), 3))

@@ -2,10 +2,21 @@
 from the rack's PDU readings; the weights that split a window's measured IT energy over the jobs.
 
 Per node n at an instant (G_n its GPU power, c its (job, stage) cell, s its stage):
-``P_n = k·G_n + b + d_s + e_c``: k IT watts per GPU watt (PSU losses, kept in [K_MIN, K_MAX]), b a
-powered node's base, d_s stage s's extra pooled over the jobs, e_c the cell's own deviation (jobs
-differ per stage: one job's grad_sync node drew 650 W more beside its GPUs than another's). A ridge
-prior holds k at the PSUs' typical loss and d_s, e_c at 0 until the data tells them apart.
+``P_n = k·G_n + f(L_n) + b + d_s + e_c``: k IT watts per GPU watt (PSU losses, kept in [K_MIN,
+K_MAX]); f the node's fans, a cubic in L_n, its GPU power through the fans' lag (``FAN_LAG_S``: a
+fan's speed follows its heat sinks' heat, its power ∝ speed³); b a powered node's base, d_s stage
+s's extra pooled over the jobs, e_c the cell's own deviation (jobs differ per stage: one job's
+grad_sync node drew 650 W more beside its GPUs than another's). A ridge prior holds k at the PSUs'
+typical loss and f, d_s, e_c at 0 until the data tells them apart.
+
+Why the fans: the rack's readings see only the sum over nodes, and the cells of two node groups
+that run their own jobs side by side add up to the same node count at every instant, so how much
+each group draws beside its GPUs is told apart only by the shape of the model. Without the fans'
+curve, a heavy job's fan watts had to sit in its cells' deviations, which the prior shrinks toward
+the other group's: development seed 18 of bench/job_energy.py credited the heavy group's jobs −2.4 %
+and the light group's +4.8 %; with the curve −0.3 / +0.4 % (docs/engine.md, "Per-job stage energy").
+What no GPU feature carries: fans that also speed up for a warm inlet (the air at the rack's bottom
+of development seed 12 was 5 K over the fan table's knee) draw per node group, not per GPU watt.
 
 It learns from each PDU feed's instantaneous readings (``add_readings``), not from bin energies:
 a feed polled every 20–30 s smears a bin's energy over its neighbours and hides stages that
@@ -35,7 +46,9 @@ SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so on
 # 2–10 min of a stage (or cell) before the data outweighs the prior. (Offline, dev seeds 1–2: 24 held
 # a job's brief data loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
 RIDGE_BINS = 4.0
-FIRST_STAGE = 2  # columns: k (GPU W), b (powered nodes), then one per stage slot, then one per cell
+FIRST_FAN = 2  # columns: k (GPU W), b (powered nodes), the fans' L, L², L³, one per stage slot, one per cell
+FAN_POWERS = (1, 2, 3)
+FIRST_STAGE = FIRST_FAN + len(FAN_POWERS)
 # A rack of up to 8 nodes runs at most 8 jobs side by side, each reporting about 8 stages (the six
 # canonical ones, "unknown", one custom): older cells are forgotten and re-learned from d_s.
 MODEL_CELLS = 64
@@ -67,7 +80,8 @@ class NodePowerModel:
 
     @property
     def theta(self) -> np.ndarray:
-        """The coefficients [k, b, d_0 … d_S-1, e_0 … e_C-1] in ``SCALE_W`` units (k unbounded)."""
+        """The coefficients [k, b, f_1, f_2, f_3, d_0 … d_S-1, e_0 … e_C-1] in ``SCALE_W`` units (k
+        unbounded; f_p per kW^p of a node's lagged GPU power)."""
         out: np.ndarray = self._fit.theta[0]
         return out
 
@@ -108,24 +122,26 @@ class NodePowerModel:
         e = float(self.theta[self.first_cell + col]) if col is not None else 0.0
         return (float(self.theta[1]) + float(self.theta[FIRST_STAGE + slot]) + e) * SCALE_W
 
-    def energy_j(self, gpu_j: np.ndarray, node_s: np.ndarray, slots: np.ndarray, code: np.ndarray,
-                 cells: list[Cell]) -> np.ndarray:
-        """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j`` and powered node-seconds
-        ``node_s`` in stage slots ``slots``, entry i in cell ``cells[code[i]]`` (a cell without a
-        column costs its stage's)."""
+    def energy_j(self, gpu_j: np.ndarray, fan_s: np.ndarray, node_s: np.ndarray, slots: np.ndarray,
+                 code: np.ndarray, cells: list[Cell]) -> np.ndarray:
+        """Modelled energy (J) of (node, cell) entries: GPU energy ``gpu_j``, the fans' terms
+        ``fan_s`` (entries × powers: ∫ (L / SCALE_W)^p dt) and powered node-seconds ``node_s`` in stage
+        slots ``slots``, entry i in cell ``cells[code[i]]`` (a cell without a column costs its stage's)."""
         th = self.theta
         cols = [self._cells.get(c) for c in cells]
         per_cell = np.array([th[self.first_cell + col] if col is not None else 0.0 for col in cols])
         non_gpu_w = (float(th[1]) + th[FIRST_STAGE + slots] + per_cell[code]) * SCALE_W
-        out: np.ndarray = self.k * gpu_j + non_gpu_w * node_s
+        fan_w_s = fan_s @ th[FIRST_FAN:FIRST_STAGE] * SCALE_W
+        out: np.ndarray = self.k * gpu_j + fan_w_s + non_gpu_w * node_s
         return out
 
-    def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, on: np.ndarray, by_slot: np.ndarray,
-                     by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray, n_nodes: int) -> None:
+    def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, fan: np.ndarray, on: np.ndarray,
+                     by_slot: np.ndarray, by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray,
+                     n_nodes: int) -> None:
         """Readings of the rack's IT power ``it_w`` (W, a feed's reading over its share) at times
-        ``ts``, with the rack's GPU power, powered nodes, and powered nodes per stage slot and per
-        cell column at the same instants; ``weight``: the bins' worth of time each reading stands for.
-        """
+        ``ts``, with the rack's GPU power, its nodes' fan terms (readings × powers: Σ (L / SCALE_W)^p),
+        powered nodes, and powered nodes per stage slot and per cell column at the same instants;
+        ``weight``: the bins' worth of time each reading stands for."""
         ok = np.isfinite(it_w) & np.isfinite(gpu_w) & (weight > 0)
         if not ok.any():
             return
@@ -133,6 +149,7 @@ class NodePowerModel:
         x = np.zeros((int(ok.sum()), self.n))
         x[:, 0] = gpu_w[ok] / per
         x[:, 1] = on[ok] * SCALE_W / per
+        x[:, FIRST_FAN:FIRST_STAGE] = fan[ok] * SCALE_W / per
         x[:, FIRST_STAGE:self.first_cell] = by_slot[ok] * SCALE_W / per
         x[:, self.first_cell:] = by_col[ok] * SCALE_W / per
         t = ts[ok]
@@ -173,6 +190,12 @@ class NodePowerModel:
         last = state.get("last_ts")
         self._last_ts = float(last) if last is not None else math.nan
         self._fit.solve(self._prior)
+
+
+def fan_terms(lag_w: np.ndarray) -> np.ndarray:
+    """(…, powers) terms of the fans' cubic from lagged GPU watts ``lag_w`` (NaN: a node off, 0)."""
+    x = np.nan_to_num(lag_w, nan=0.0) / SCALE_W
+    return np.stack([x**p for p in FAN_POWERS], axis=-1)
 
 
 class FeedShares:

@@ -39,8 +39,23 @@ def _schedule(node: int, n: int) -> np.ndarray:
     return np.where(t % 700 < 300, "checkpoint", np.where(t % 700 < 500, "data_load", "forward_backward"))
 
 
-def _rack(drain: tuple[int, int] | None = None, seed: int = 0) -> tuple[list[TraceChunk], dict, np.ndarray]:
-    """Hourly chunks, truth {(job, stage): kWh IT}, and the per-node stage (rows × 2)."""
+def _fans_w(node_gpu_w: np.ndarray, fan_max_w: float, tau_s: float = 20.0) -> np.ndarray:
+    """A node's server fans: speed follows its GPU heat through the fan controller's lag, power ∝
+    speed³ (the twin's fan model, physics.py)."""
+    alpha, level = 1.0 - np.exp(-1.0 / tau_s), float(node_gpu_w[0])
+    lagged = np.empty_like(node_gpu_w)
+    for i, g in enumerate(node_gpu_w):
+        level += alpha * (g - level)
+        lagged[i] = level
+    speed = 0.25 + 0.6 * lagged / (2 * max(GPU_W.values()))
+    out: np.ndarray = fan_max_w * speed**3
+    return out
+
+
+def _rack(drain: tuple[int, int] | None = None, seed: int = 0,
+          fan_max_w: float = 0.0) -> tuple[list[TraceChunk], dict, np.ndarray]:
+    """Hourly chunks, truth {(job, stage): kWh IT}, and the per-node stage (rows × 2); with
+    ``fan_max_w``, each node also draws its fans' power."""
     rng = np.random.default_rng(seed)
     n = HOURS * 3600
     ts = T0 + np.arange(n, dtype=float)
@@ -60,7 +75,8 @@ def _rack(drain: tuple[int, int] | None = None, seed: int = 0) -> tuple[list[Tra
             gpu[:, 2 * k + g] = np.where(on[:, k], level * (1 + 0.02 * rng.standard_normal(n)), np.nan)
         extra = np.array([EXTRA_W[s] for s in stages[:, k]])
         node_gpu = np.nansum(gpu[:, 2 * k : 2 * k + 2], axis=1)
-        ac[:, k] = np.where(on[:, k], PSU * node_gpu + BASE_W + extra, 0.0)
+        fans = _fans_w(node_gpu, fan_max_w) if fan_max_w > 0 else 0.0
+        ac[:, k] = np.where(on[:, k], PSU * node_gpu + BASE_W + extra + fans, 0.0)
     truth: dict[tuple[str, str], float] = {}
     for k in range(2):
         for s in GPU_W:

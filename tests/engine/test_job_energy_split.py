@@ -16,6 +16,7 @@ from agent.engine import Engine
 from agent.engine.frames import RackInfo
 from agent.engine.job_energy import FINAL_AFTER_WINDOWS, GPU_HOLD_S, JobEnergy
 from agent.engine.node_power import FeedShares
+from agent.engine.response import FAN_LAG_S
 from agent.engine.stage_slots import StageSlots
 from agent.trace.model import TraceChunk
 from tests.engine.test_job_energy import RACK, T0, _engine, _rack, _run, job_it_kwh
@@ -48,6 +49,41 @@ def test_a_pdu_polled_every_27_s_still_splits_each_jobs_stages() -> None:
     assert 400 < extra_w < 700  # truth: 550 W, learned from one reading every 27 s
     it = sum(c["it"] for s in table.values() for c in s.values())
     assert it == pytest.approx(float(engine.energy_kwh[:, 0].sum()), rel=1e-9)
+
+
+def test_a_heavy_jobs_fans_are_credited_to_it_not_spread_over_both_jobs() -> None:
+    """Node 0's job runs its GPUs hard, node 1's lightly, and each node's fans draw ∝ speed³ of
+    its own lagged GPU heat (600 W at full speed). Each node is always in its own job's cells, so
+    the rack's readings cannot tell the jobs' non-GPU watts apart but through the model's shape:
+    without the fans' curve, the heavy job's fan watts sat in cell deviations the prior shrinks, and
+    the split credited part of them to the light job (on the twin: 2–5 % per job)."""
+    chunks, truth, stages = _rack(fan_max_w=600.0)
+    engine = _engine(RACK, stages)
+    _run(engine, _slow_pdu(chunks))
+    table = engine.job_energy.table()
+    for job in ("a", "b"):
+        got, total = job_it_kwh(table, truth, job)
+        assert got == pytest.approx(total, rel=0.01), job
+
+
+def test_the_fans_lag_is_the_per_row_first_order_lag_across_chunks_gaps_and_off_nodes() -> None:
+    rack = RackInfo(node_gpus=((0,), (1,), (2,)), node_ids=("n0", "n1", "n2"))
+    ledger = JobEnergy(rack, 15.0, StageSlots())
+    rng = np.random.default_rng(1)
+    ts = T0 + np.cumsum(rng.uniform(0.5, 3.0, 5000))
+    ts[2000:] += 500.0  # the rack unread for 8 minutes
+    ts[4000:] += 86_400.0  # and for a day
+    power = rng.uniform(0.0, 5000.0, (5000, 3))
+    power[100:200, 1] = np.nan  # node 1 off
+    got = np.vstack([ledger._lagged(ts[:1700], power[:1700]), ledger._lagged(ts[1700:], power[1700:])])
+    inputs = np.nan_to_num(power)
+    level, want = inputs[0].copy(), [inputs[0].copy()]
+    for i in range(1, len(ts)):
+        d = np.exp(-(ts[i] - ts[i - 1]) / FAN_LAG_S)
+        level = d * level + (1.0 - d) * inputs[i - 1]
+        want.append(level.copy())
+    assert np.all(np.isfinite(got))
+    assert np.abs(got - np.array(want)).max() < 1e-6
 
 
 def test_open_windows_are_in_the_table_and_final_an_hour_later() -> None:
