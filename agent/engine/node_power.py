@@ -42,10 +42,13 @@ from agent.engine.stage_slots import N_SLOTS
 IT_PER_GPU_W = 1.0 / 0.93
 HALFLIFE_H = 24.0  # one daily cycle: node fans follow the room's temperature through the day
 SCALE_W = 1000.0  # features in kW per node: every coefficient of order 1, so one ridge fits all
-# Prior strength in bins' worth of readings: a column is its share of the nodes (0.1–0.5), so 4 is
-# 2–10 min of a stage (or cell) before the data outweighs the prior. (Offline, dev seeds 1–2: 24 held
-# a job's brief data loading at the prior, cells off by 8 %; 1 let fast-alternating stages trade watts.)
-RIDGE_BINS = 4.0
+# Prior strength in bins' worth of readings: a column is its share of the nodes (0.1–0.5), so 1 is
+# 30 s – 2.5 min of a stage (or cell), a few PDU readings (every 5–30 s), before the data outweighs the
+# prior: the prior keeps a column solvable until it has been read, it does not decide a short stage.
+# (Offline, dev seeds 1–2, before the fans' curve: 24 held a job's brief data loading at the prior,
+# cells off by 8 %; 1 let fast-alternating stages trade watts. With the curve, bench/job_energy.py on
+# dev seeds 0–49, 4 → 1: (job, stage) cells within 2 % on 18 → 34 seeds, docs/engine.md.)
+RIDGE_BINS = 1.0
 FIRST_FAN = 2  # columns: k (GPU W), b (powered nodes), the fans' L, L², L³, one per stage slot, one per cell
 FAN_POWERS = (1, 2, 3)
 FIRST_STAGE = FIRST_FAN + len(FAN_POWERS)

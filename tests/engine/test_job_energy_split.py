@@ -66,6 +66,18 @@ def test_a_heavy_jobs_fans_are_credited_to_it_not_spread_over_both_jobs() -> Non
         assert got == pytest.approx(total, rel=0.01), job
 
 
+def test_a_short_stage_is_learned_from_its_readings_not_held_at_the_prior() -> None:
+    """Node 0 loads data 100 s in every 1200 s (8 % of its time): its cell has a few PDU readings
+    an hour, so a prior worth 4 bins' readings per column held its extra low (−1.1 %); worth one
+    bin's, the readings decide (every cell within 0.5 % here)."""
+    chunks, truth, stages = _rack(fan_max_w=600.0)
+    engine = _engine(RACK, stages)
+    _run(engine, _slow_pdu(chunks))
+    table = engine.job_energy.table()
+    for (job, stage), t in truth.items():
+        assert table[job][stage]["it"] == pytest.approx(t, rel=0.01), (job, stage)
+
+
 def test_the_fans_lag_is_the_per_row_first_order_lag_across_chunks_gaps_and_off_nodes() -> None:
     rack = RackInfo(node_gpus=((0,), (1,), (2,)), node_ids=("n0", "n1", "n2"))
     ledger = JobEnergy(rack, 15.0, StageSlots())
