@@ -27,9 +27,8 @@ import numpy as np
 
 from agent.engine.frames import DEFAULT_INTERVAL_S, HOLD_FACTOR, RackInfo, split_pieces
 from agent.engine.job_rates import CAPACITY as MAX_JOBS
-from agent.engine.node_power import FAN_POWERS, MODEL_CELLS, FeedShares, NodePowerModel, fan_terms
+from agent.engine.node_power import FAN_POWERS, MODEL_CELLS, FanLag, FeedShares, NodePowerModel, fan_terms
 from agent.engine.node_stages import NodeHints, NodeStages
-from agent.engine.response import FAN_LAG_S
 from agent.engine.signals import F, node_totals
 from agent.engine.stage_slots import N_SLOTS, StageSlots
 from agent.trace.model import J_PER_KWH, TraceChunk
@@ -44,9 +43,6 @@ GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
 # job's first minutes come before its cells have readings, so they are split by what the cells cost
 # over the job's first hour, not by the prior (until then, by the model as it stands).
 FINAL_AFTER_WINDOWS = 4
-# The lag is computed in closed form over blocks of this many seconds (e^(block / FAN_LAG_S) stays
-# far inside a float's range).
-LAG_BLOCK_S = 20.0 * FAN_LAG_S
 N_ACC = 3 + len(FAN_POWERS)  # per (node, cell) and bin: GPU J, node-seconds, hinted node-seconds, fan terms
 
 Key = tuple[str, str]
@@ -104,9 +100,7 @@ class JobEnergy:
         self._pend_h = np.zeros(0)
         self._pend_keys: list[Key] = []  # per node: the (job, stage) cell of the last row
         self._pend_lag = np.zeros(0)  # per node: the lagged GPU power at the last row
-        self._lag_ts = math.nan  # the fans' lag state: its time, per node its value and its input
-        self._lag_w = np.zeros(0)
-        self._lag_in = np.zeros(0)
+        self.fan_lag = FanLag()
         self._gpu_w = np.zeros(0)  # per node: the last GPU reading and its time (the hold)
         self._gpu_ts = np.zeros(0)
         self._feed_ts: dict[str, float] = {}  # per feed: its last reading's time
@@ -121,7 +115,7 @@ class JobEnergy:
         stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
         read = self._node_power(chunk)
         power = self._held(chunk.ts, read)
-        lag = self._lagged(chunk.ts, power)
+        lag = self.fan_lag.update(chunk.ts, power)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
         self._learn(chunk, power, lag, np.isfinite(read), keys, codes)
@@ -178,32 +172,6 @@ class JobEnergy:
             rows = len(ts) - 1 - np.argmax(known[1:][::-1], axis=0)
             self._gpu_w = np.where(last, power[rows, np.arange(power.shape[1])], self._gpu_w)
             self._gpu_ts = np.where(last, ts[rows], self._gpu_ts)
-        return out
-
-    def _lagged(self, ts: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """Each node's GPU power through the fans' first-order lag (``FAN_LAG_S``) at each row: the
-        held power of the interval before a row (a node off counts 0) moves it by 1 − e^(−Δt/τ).
-        In closed form per block: L_i = D_i·(L_0 + Σ_j≤i (1 − d_j)·P_j−1 / D_j), D the decay since
-        the block's start (no per-row Python loop on a month-long replay)."""
-        n_nodes = power.shape[1]
-        p = np.nan_to_num(power, nan=0.0)
-        if self._lag_w.size != n_nodes or not math.isfinite(self._lag_ts):
-            self._lag_w, self._lag_in, self._lag_ts = p[0].copy(), p[0].copy(), float(ts[0])
-        times = np.concatenate(([self._lag_ts], ts))
-        inputs = np.vstack([self._lag_in[None, :], p])  # input i drives the interval ending at row i
-        out: np.ndarray = np.empty_like(p)
-        start, level = 0, self._lag_w
-        while start < len(ts):
-            stop = int(np.searchsorted(times, times[start] + LAG_BLOCK_S, side="right"))
-            stop = min(max(stop, start + 2), len(times))  # rows start … stop − 2 of ``ts``
-            u = times[start:stop] - times[start]  # from the block's first time
-            decay = np.exp(-np.minimum(u / FAN_LAG_S, 300.0))  # D (D_0 = 1; a gap of hours: settled)
-            step = 1.0 - decay[1:] / decay[:-1]  # 1 − d_j
-            acc = np.cumsum(step[:, None] * inputs[start:stop - 1] / decay[1:, None], axis=0)
-            block = decay[1:, None] * (level[None, :] + acc)
-            out[start:stop - 1] = block
-            level, start = block[-1], stop - 1
-        self._lag_w, self._lag_in, self._lag_ts = out[-1].copy(), p[-1].copy(), float(ts[-1])
         return out
 
     def _learn(self, chunk: TraceChunk, power: np.ndarray, lag: np.ndarray, read: np.ndarray,

@@ -14,7 +14,7 @@ that run their own jobs side by side add up to the same node count at every inst
 each group draws beside its GPUs is told apart only by the shape of the model. Without the fans'
 curve, a heavy job's fan watts had to sit in its cells' deviations, which the prior shrinks toward
 the other group's: development seed 18 of bench/job_energy.py credited the heavy group's jobs −2.4 %
-and the light group's +4.8 %; with the curve −0.3 / +0.4 % (docs/engine.md, "Per-job stage energy").
+and the light group's +4.8 %; with the curve −0.3 / +0.4 % (19c4ea0; docs/engine.md, "Per-job stage energy").
 What no GPU feature carries: fans that also speed up for a warm inlet (the air at the rack's bottom
 of development seed 12 was 5 K over the fan table's knee) draw per node group, not per GPU watt.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.engine.response import EWLS
+from agent.engine.response import EWLS, FAN_LAG_S
 from agent.engine.stage_attribution import K_MAX, K_MIN
 from agent.engine.stage_slots import N_SLOTS
 
@@ -193,6 +193,42 @@ class NodePowerModel:
         last = state.get("last_ts")
         self._last_ts = float(last) if last is not None else math.nan
         self._fit.solve(self._prior)
+
+
+class FanLag:
+    """Each node's GPU power through the fans' first-order lag (``FAN_LAG_S``), row by row, across
+    chunks: the held power of the interval before a row (a node off counts 0) moves it by
+    1 − e^(−Δt/τ). In closed form per block, L_i = D_i·(L_0 + Σ_j≤i (1 − d_j)·P_j−1 / D_j) with D
+    the decay since the block's start: no per-row Python loop on a month-long replay."""
+
+    BLOCK_S = 20.0 * FAN_LAG_S  # e^(block / τ) stays far inside a float's range
+
+    def __init__(self) -> None:
+        self._ts = math.nan  # the last row's time, per node its lagged value and its held input
+        self._level = np.zeros(0)
+        self._input = np.zeros(0)
+
+    def update(self, ts: np.ndarray, power_w: np.ndarray) -> np.ndarray:
+        """(rows × nodes) lagged GPU watts at rows ``ts`` of held GPU watts ``power_w`` (NaN: off)."""
+        p = np.nan_to_num(power_w, nan=0.0)
+        if self._level.size != p.shape[1] or not math.isfinite(self._ts):
+            self._level, self._input, self._ts = p[0].copy(), p[0].copy(), float(ts[0])
+        times = np.concatenate(([self._ts], ts))
+        inputs = np.vstack([self._input[None, :], p])  # input i drives the interval ending at row i
+        out: np.ndarray = np.empty_like(p)
+        start, level = 0, self._level
+        while start < len(ts):
+            stop = int(np.searchsorted(times, times[start] + self.BLOCK_S, side="right"))
+            stop = min(max(stop, start + 2), len(times))  # rows start … stop − 2 of ``ts``
+            u = times[start:stop] - times[start]  # from the block's first time
+            decay = np.exp(-np.minimum(u / FAN_LAG_S, 300.0))  # D (D_0 = 1; a gap of hours: settled)
+            step = 1.0 - decay[1:] / decay[:-1]  # 1 − d_j
+            acc = np.cumsum(step[:, None] * inputs[start:stop - 1] / decay[1:, None], axis=0)
+            block = decay[1:, None] * (level[None, :] + acc)
+            out[start:stop - 1] = block
+            level, start = block[-1], stop - 1
+        self._level, self._input, self._ts = out[-1].copy(), p[-1].copy(), float(ts[-1])
+        return out
 
 
 def fan_terms(lag_w: np.ndarray) -> np.ndarray:

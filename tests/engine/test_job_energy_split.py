@@ -15,7 +15,7 @@ import pytest
 from agent.engine import Engine
 from agent.engine.frames import RackInfo
 from agent.engine.job_energy import FINAL_AFTER_WINDOWS, GPU_HOLD_S, JobEnergy
-from agent.engine.node_power import FeedShares
+from agent.engine.node_power import FanLag, FeedShares
 from agent.engine.response import FAN_LAG_S
 from agent.engine.stage_slots import StageSlots
 from agent.trace.model import TraceChunk
@@ -79,15 +79,14 @@ def test_a_short_stage_is_learned_from_its_readings_not_held_at_the_prior() -> N
 
 
 def test_the_fans_lag_is_the_per_row_first_order_lag_across_chunks_gaps_and_off_nodes() -> None:
-    rack = RackInfo(node_gpus=((0,), (1,), (2,)), node_ids=("n0", "n1", "n2"))
-    ledger = JobEnergy(rack, 15.0, StageSlots())
+    lag = FanLag()
     rng = np.random.default_rng(1)
     ts = T0 + np.cumsum(rng.uniform(0.5, 3.0, 5000))
     ts[2000:] += 500.0  # the rack unread for 8 minutes
     ts[4000:] += 86_400.0  # and for a day
     power = rng.uniform(0.0, 5000.0, (5000, 3))
     power[100:200, 1] = np.nan  # node 1 off
-    got = np.vstack([ledger._lagged(ts[:1700], power[:1700]), ledger._lagged(ts[1700:], power[1700:])])
+    got = np.vstack([lag.update(ts[:1700], power[:1700]), lag.update(ts[1700:], power[1700:])])
     inputs = np.nan_to_num(power)
     level, want = inputs[0].copy(), [inputs[0].copy()]
     for i in range(1, len(ts)):
