@@ -99,7 +99,6 @@ class JobEnergy:
         self._pend_w = np.zeros(0)
         self._pend_h = np.zeros(0)
         self._pend_keys: list[Key] = []  # per node: the (job, stage) cell of the last row
-        self._pend_lag = np.zeros(0)  # per node: the lagged GPU power at the last row
         self.fan_lag = FanLag()
         self._gpu_w = np.zeros(0)  # per node: the last GPU reading and its time (the hold)
         self._gpu_ts = np.zeros(0)
@@ -115,26 +114,25 @@ class JobEnergy:
         stage, job, hinted = self.nodes.labels(chunk, rack_hints, rack_labels, hints)
         read = self._node_power(chunk)
         power = self._held(chunk.ts, read)
+        lag_before = self.fan_lag.level  # at the previous chunk's last row
         lag = self.fan_lag.update(chunk.ts, power)
         hint_f = hinted.astype(float)
         keys, codes = _cell_codes(stage, job)
         self._learn(chunk, power, lag, np.isfinite(read), keys, codes)
         ts = chunk.ts
         prev = self._pend_ts
-        if (math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]
-                and self._pend_lag.size == power.shape[1]):
+        if math.isfinite(prev) and ts[0] - prev <= self.gap_s and self._pend_w.size == power.shape[1]:
             starts = np.concatenate(([prev], ts[:-1]))
             keys += [c for c in dict.fromkeys(self._pend_keys) if c not in keys]  # the held row's cells
             pend_codes = np.array([keys.index(c) for c in self._pend_keys])
             held_w = np.vstack([self._pend_w[None, :], power[:-1]])
             held_c = np.vstack([pend_codes[None, :], codes[:-1]])
             held_h = np.vstack([self._pend_h[None, :], hint_f[:-1]])
-            held_l = np.vstack([self._pend_lag[None, :], lag[:-1]])
+            held_l = np.vstack([lag_before[None, :], lag[:-1]])
         else:  # the first row (or the first after a gap) starts an interval, it closes none
             starts, held_w, held_c, held_h, held_l = ts[:-1], power[:-1], codes[:-1], hint_f[:-1], lag[:-1]
             ts = ts[1:]
         self._pend_ts, self._pend_w, self._pend_h = float(chunk.ts[-1]), power[-1].copy(), hint_f[-1].copy()
-        self._pend_lag = lag[-1].copy()
         self._pend_keys = [keys[int(i)] for i in codes[-1]]
         if not starts.size:
             return

@@ -208,6 +208,11 @@ class FanLag:
         self._level = np.zeros(0)
         self._input = np.zeros(0)
 
+    @property
+    def level(self) -> np.ndarray:
+        """Per node, the lagged GPU watts at the last row updated (empty before any)."""
+        return self._level.copy()
+
     def update(self, ts: np.ndarray, power_w: np.ndarray) -> np.ndarray:
         """(rows × nodes) lagged GPU watts at rows ``ts`` of held GPU watts ``power_w`` (NaN: off)."""
         p = np.nan_to_num(power_w, nan=0.0)

@@ -7,6 +7,7 @@ its own (job, stage)).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -51,16 +52,23 @@ def test_a_pdu_polled_every_27_s_still_splits_each_jobs_stages() -> None:
     assert it == pytest.approx(float(engine.energy_kwh[:, 0].sum()), rel=1e-9)
 
 
+@functools.cache
+def _fan_rack_split() -> tuple[dict, dict]:
+    """The split's table and the truth of the two-node rack whose nodes draw fan power (600 W at
+    full speed), PDU read every ``PDU_EVERY_S``: run once for the tests that read it."""
+    chunks, truth, stages = _rack(fan_max_w=600.0)
+    engine = _engine(RACK, stages)
+    _run(engine, _slow_pdu(chunks))
+    return engine.job_energy.table(), truth
+
+
 def test_a_heavy_jobs_fans_are_credited_to_it_not_spread_over_both_jobs() -> None:
     """Node 0's job runs its GPUs hard, node 1's lightly, and each node's fans draw ∝ speed³ of
     its own lagged GPU heat (600 W at full speed). Each node is always in its own job's cells, so
     the rack's readings cannot tell the jobs' non-GPU watts apart but through the model's shape:
     without the fans' curve, the heavy job's fan watts sat in cell deviations the prior shrinks, and
     the split credited part of them to the light job (on the twin: 2–5 % per job)."""
-    chunks, truth, stages = _rack(fan_max_w=600.0)
-    engine = _engine(RACK, stages)
-    _run(engine, _slow_pdu(chunks))
-    table = engine.job_energy.table()
+    table, truth = _fan_rack_split()
     for job in ("a", "b"):
         got, total = job_it_kwh(table, truth, job)
         assert got == pytest.approx(total, rel=0.01), job
@@ -70,10 +78,7 @@ def test_a_short_stage_is_learned_from_its_readings_not_held_at_the_prior() -> N
     """Node 0 loads data 100 s in every 1200 s (8 % of its time): its cell has a few PDU readings
     an hour, so a prior worth 4 bins' readings per column held its extra low (−1.1 %); worth one
     bin's, the readings decide (every cell within 0.5 % here)."""
-    chunks, truth, stages = _rack(fan_max_w=600.0)
-    engine = _engine(RACK, stages)
-    _run(engine, _slow_pdu(chunks))
-    table = engine.job_energy.table()
+    table, truth = _fan_rack_split()
     for (job, stage), t in truth.items():
         assert table[job][stage]["it"] == pytest.approx(t, rel=0.01), (job, stage)
 
