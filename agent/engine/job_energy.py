@@ -39,24 +39,32 @@ MAX_CELLS = MAX_JOBS * 8
 NO_JOB = "-"  # the cell key of rows no job reported: job ids start with [A-Za-z0-9], never "-"
 # A GPU reading holds as the engine holds a signal whose interval it has not measured (frames).
 GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
-# A window's split is final once the model has learned from the hour after it (4 15-min windows): a
-# job's first minutes come before its cells have readings, so they are split by what the cells cost
-# over the job's first hour, not by the prior (until then, by the model as it stands).
-FINAL_AFTER_WINDOWS = 4
+# A window's split is final once the model has learned from the 6 h after it. k, the fans' curve and
+# a job's cells are told apart by how the job's load varies across its stages, and a training job's
+# slowest stages (checkpoint, eval) recur every one to a few hours: split with the model of the hour
+# after, a job's first hours carried its cells' early estimates (development seed 16 of
+# bench/job_energy.py: a grad_sync cell +8.1 % at 1 h, +4.3 % at 6 h, +3.5 % with the whole day's
+# model; docs/engine.md). A window not yet final is a few numbers per cell (``_Window``).
+FINAL_AFTER_S = 6 * 3600.0
 N_ACC = 3 + len(FAN_POWERS)  # per (node, cell) and bin: GPU J, node-seconds, hinted node-seconds, fan terms
+# What a window keeps per cell, for the split: GPU J, powered node-seconds and the fans' terms, each
+# summed plainly and weighted by the share of its bin the PDUs (IT) and the cooling unit measured.
+N_TERMS = 2 + len(FAN_POWERS)
+PLAIN, IT_PART, COOL_PART = range(3)
 
 Key = tuple[str, str]
 
 
 class _Window:
-    """An engine window's accounted bins, as the split needs them: per (node, cell) entry its cell's
-    code, stage slot, GPU energy, powered node-seconds and the share of its bin the PDUs and the
-    cooling unit measured; per window what they measured."""
+    """An engine window's accounted bins, as the split needs them: per cell its stage slot and its
+    entries' sums (the model is linear in them, so a window's split from the sums equals the split of
+    its (node, cell) entries one by one); per window what the PDUs and the cooling unit measured."""
 
     def __init__(self, idx: int) -> None:
         self.idx = idx
         self.keys: dict[Key, int] = {}  # cell → its code in this window
-        self.entries: list[tuple[float, ...]] = []
+        self.slots: list[int] = []  # per code: its stage slot
+        self.sums: list[np.ndarray] = []  # per code: (PLAIN, IT_PART, COOL_PART) × N_TERMS
         self.it_ws = 0.0
         self.cool_ws = 0.0
 
@@ -68,10 +76,14 @@ class _Window:
         dur = float(row[F["dur_s"]])
         it_part = float(row[F["pdu_s"]]) / dur if dur > 0 else 0.0
         cool_part = float(row[F["cool_s"]]) / dur if dur > 0 else 0.0
+        parts = np.array([1.0, it_part, cool_part])[:, None]
         for (_, cell), v in acc.items():
             code = self.keys.setdefault(cell, len(self.keys))
-            self.entries.append((code, slots.slot(cell[1], ts), float(v[0]), float(v[1]), it_part, cool_part,
-                                 *map(float, v[3:])))
+            if code == len(self.sums):
+                self.sums.append(np.zeros((3, N_TERMS)))
+                self.slots.append(0)
+            self.slots[code] = slots.slot(cell[1], ts)
+            self.sums[code] += parts * np.concatenate((v[:2], v[3:]))[None, :]
         self.it_ws += float(row[F["pdu_ws"]]) if it_part > 0 else 0.0
         self.cool_ws += float(row[F["cool_ws"]]) if cool_part > 0 else 0.0
 
@@ -88,6 +100,7 @@ class JobEnergy:
         self.feeds = FeedShares()
         self.bin_s = float(bin_s)
         self.bins_per_window = max(1, round((window_s or bin_s) / bin_s))
+        self.final_after_windows = max(1, math.ceil(FINAL_AFTER_S / (self.bins_per_window * self.bin_s)))
         self.gap_s = gap_s
         self.cells: OrderedDict[Key, np.ndarray] = OrderedDict()  # → [it, cooling, gpu] kWh
         self.evicted_kwh = 0.0
@@ -278,7 +291,7 @@ class JobEnergy:
             if acc:
                 self._windows[-1].add(acc, sums[i], self.slots, float(start[i]))
             self.power.bin_done()
-            while len(self._windows) > FINAL_AFTER_WINDOWS + 1:  # the open one and 4 complete ones
+            while len(self._windows) > self.final_after_windows + 1:  # the open one and 6 h of complete ones
                 for cell, e in self._split(self._windows.pop(0)).items():
                     self._cell(cell)[:] += e
 
@@ -290,26 +303,30 @@ class JobEnergy:
         them (development seed 3 of bench/job_energy.py: 3.5 min without one feed cost a 63-kWh job
         2.4 % of its energy, a one-off trace). A window nothing measured is the IT model's own
         estimate, and has no cooling."""
-        if not window.entries:
+        if not window.sums:
             return {}
-        e = np.array(window.entries)
-        code, slot = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
-        gpu_j, node_s = e[:, 2], e[:, 3]
+        sums = np.stack(window.sums)
         keys = list(window.keys)
-        model = np.maximum(self.power.energy_j(gpu_j, e[:, 6:], node_s, slot, code, keys), 0.0)
+        slot, code = np.array(window.slots, dtype=np.int64), np.arange(len(keys))
+
+        def modelled_j(x: np.ndarray) -> np.ndarray:
+            j: np.ndarray = np.maximum(self.power.energy_j(x[:, 0], x[:, 2:], x[:, 1], slot, code, keys), 0.0)
+            return j
+
+        model = modelled_j(sums[:, PLAIN])
         modelled = float(model.sum()) > 0  # else no GPU telemetry, or a model not yet solved
-        base = model if modelled else node_s
+        base = model if modelled else sums[:, PLAIN, 1]
         out = np.zeros((len(keys), 3))
-        for k, (part, measured) in enumerate(((e[:, 4], window.it_ws), (e[:, 5], window.cool_ws))):
-            total = float((base * part).sum())
+        for k, (part, measured) in enumerate(((IT_PART, window.it_ws), (COOL_PART, window.cool_ws))):
+            total = float((modelled_j(sums[:, part]) if modelled else sums[:, part, 1]).sum())
             if total > 0:
                 scale = measured / total
             elif k == 0 and modelled:
                 scale = 1.0  # no PDU reading in the whole window: the node power model's watts
             else:
                 continue
-            out[:, k] = np.bincount(code, weights=base * scale, minlength=len(keys))
-        out[:, 2] = np.bincount(code, weights=gpu_j, minlength=len(keys))
+            out[:, k] = base * scale
+        out[:, 2] = sums[:, PLAIN, 0]
         out /= J_PER_KWH
         return dict(zip(keys, out, strict=True))
 

@@ -150,10 +150,11 @@ def summary_payload(view: EngineView, ts: float, seq: int) -> dict[str, Any]:
         "held": sorted(view.held),
         "hygiene": view.hygiene,
     }
-    if view.job_energy.cells:  # {job: {stage: {it, cooling, facility, gpu}}} kWh (job "-": none reported)
+    job_table = view.job_energy.table()  # the windows not yet final included, split as the model stands
+    if job_table:  # {job: {stage: {it, cooling, facility, gpu}}} kWh (job "-": none reported)
         payload["job_energy_kwh"] = {
             job: {stage: {k: _r(v, 3) for k, v in parts.items()} for stage, parts in stages.items()}
-            for job, stages in view.job_energy.table().items()
+            for job, stages in job_table.items()
         }
         if view.job_energy.nodes.ids:
             payload["nodes"] = view.job_energy.now

@@ -15,11 +15,12 @@ import pytest
 
 from agent.engine import Engine
 from agent.engine.frames import RackInfo
-from agent.engine.job_energy import FINAL_AFTER_WINDOWS, GPU_HOLD_S, JobEnergy
+from agent.engine.job_energy import FINAL_AFTER_S, GPU_HOLD_S, JobEnergy, _Window
 from agent.engine.node_power import FanLag, FeedShares
 from agent.engine.response import FAN_LAG_S
+from agent.engine.signals import F
 from agent.engine.stage_slots import StageSlots
-from agent.trace.model import TraceChunk
+from agent.trace.model import J_PER_KWH, TraceChunk
 from tests.engine.test_job_energy import RACK, T0, _engine, _rack, _run, job_it_kwh
 
 PDU_EVERY_S = 27  # the twin's multijob racks poll their PDUs every 20–30 s
@@ -102,13 +103,15 @@ def test_the_fans_lag_is_the_per_row_first_order_lag_across_chunks_gaps_and_off_
     assert np.abs(got - np.array(want)).max() < 1e-6
 
 
-def test_open_windows_are_in_the_table_and_final_an_hour_later() -> None:
+def test_open_windows_are_in_the_table_and_final_once_their_hours_after_are_learned() -> None:
     chunks, _truth, stages = _rack()
     engine = _engine(RACK, stages)
+    ledger = engine.job_energy
+    assert ledger.final_after_windows * 900.0 == pytest.approx(FINAL_AFTER_S)  # 15-min engine windows
+    ledger.final_after_windows = 4  # final an hour later: this rack's 4 h then close some windows
     for c in chunks:
         engine.process(c)
-        ledger = engine.job_energy
-        assert len(ledger._windows) <= FINAL_AFTER_WINDOWS + 1  # bounded: the open one and 4 more
+        assert len(ledger._windows) <= 4 + 1  # bounded: the open one and 4 more
         it = sum(x["it"] for s in ledger.table().values() for x in s.values())
         # nothing the engine accounted is missing while windows are still open
         assert it == pytest.approx(float(engine.energy_kwh[:, 0].sum()), rel=1e-9)
@@ -116,6 +119,47 @@ def test_open_windows_are_in_the_table_and_final_an_hour_later() -> None:
     assert 0 < final < float(engine.energy_kwh[:, 0].sum())  # the last hour is still provisional
     restored = Engine.load_state(engine.save_state(), None, RACK)  # the open windows saved as split so far
     assert _flat(restored.job_energy.table()) == pytest.approx(_flat(engine.job_energy.table()))
+
+
+def test_a_windows_split_from_its_cells_sums_is_the_split_of_its_entries() -> None:
+    """A window not yet final keeps a few sums per cell, not its (node, cell) entries bin by bin
+    (6 h of them): the model is linear in GPU energy, the fans' terms and node time, so the split
+    of the sums equals the split of every entry with its bin's measured share (the old form)."""
+    rng = np.random.default_rng(5)
+    slots = StageSlots()
+    ledger = JobEnergy(RackInfo(node_gpus=((0,), (1,), (2,)), node_ids=("n0", "n1", "n2")), 15.0, slots)
+    theta = ledger.power.theta
+    theta[:] = rng.uniform(0.05, 0.3, theta.size)
+    theta[0] = 1.08
+    cells = [("a", "forward_backward"), ("a", "grad_sync"), ("b", "checkpoint"), ("-", "idle")]
+    ledger.power.cell_columns(cells)
+    window, entries = _Window(0), []
+    for b in range(60):
+        row = np.zeros(len(F))
+        row[F["dur_s"]] = 15.0
+        row[F["pdu_s"]] = 15.0 if b % 7 else 6.0  # a feed missed now and then
+        row[F["cool_s"]] = 15.0 if b % 11 else 0.0
+        row[F["pdu_ws"]], row[F["cool_ws"]] = rng.uniform(2e5, 4e5), rng.uniform(5e4, 1e5)
+        acc = {}
+        for node in range(3):
+            for cell in rng.choice(len(cells), size=2, replace=False):
+                v = rng.uniform(0.0, 1.0, 6) * np.array([6e4, 15.0, 15.0, 8.0, 5.0, 3.0])
+                acc[(node, cells[int(cell)])] = v
+                entries.append((cells[int(cell)], v, row[F["pdu_s"]] / 15.0, row[F["cool_s"]] / 15.0))
+        window.add(acc, row, slots, T0 + 15.0 * b)
+    got = ledger._split(window)
+
+    keys = list(dict.fromkeys(c for c, *_ in entries))
+    code = np.array([keys.index(c) for c, *_ in entries])
+    slot = np.array([slots.slot(c[1], T0) for c in keys])[code]
+    v = np.array([e[1] for e in entries])
+    model = ledger.power.energy_j(v[:, 0], v[:, 3:], v[:, 1], slot, code, keys)
+    assert (model > 0).all()
+    for k, (part, measured) in enumerate(((np.array([e[2] for e in entries]), window.it_ws),
+                                          (np.array([e[3] for e in entries]), window.cool_ws))):
+        want = np.bincount(code, weights=model * measured / float((model * part).sum())) / J_PER_KWH
+        for i, cell in enumerate(keys):
+            assert got[cell][k] == pytest.approx(want[i], rel=1e-9), (cell, k)
 
 
 def _flat(table: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
@@ -206,3 +250,4 @@ def test_minutes_no_pdu_measured_are_filled_not_taken_from_the_job_that_ran_thro
     measured = float(engine.energy_kwh[:, 0].sum())
     split = sum(c["it"] for s in table.values() for c in s.values())
     assert split > measured * 1.05  # the filled minutes are the split's, not the rack's measurement
+
