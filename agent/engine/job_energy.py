@@ -96,8 +96,8 @@ class JobEnergy:
         self.rack = rack
         self.nodes = NodeStages(rack)
         self.slots = slots  # the engine's stage-slot table: the node power model's stages are its slots
-        self.power = NodePowerModel(bin_s)
         self.feeds = FeedShares()
+        self.power = NodePowerModel(bin_s, self.feeds)
         self.bin_s = float(bin_s)
         self.bins_per_window = max(1, round((window_s or bin_s) / bin_s))
         self.final_after_windows = max(1, math.ceil(FINAL_AFTER_S / (self.bins_per_window * self.bin_s)))
@@ -234,8 +234,8 @@ class JobEnergy:
             self._feed_ts[f] = float(t[-1])
             weight = np.minimum(t - prev, GPU_HOLD_S) / self.bin_s / len(valid)
             i = np.array([pos[int(r)] for r in idx])
-            self.power.add_readings(t, gpu_w[i], fan[i], n_on[i], by_slot[i], by_col[i],
-                                    chunk.numeric[f][idx] / share, weight, self.nodes.n)
+            self.power.add_readings(f, t, gpu_w[i], fan[i], n_on[i], by_slot[i], by_col[i],
+                                    chunk.numeric[f][idx], weight, self.nodes.n)
 
     def _integrate(self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray, c: np.ndarray,
                    h: np.ndarray, lag: np.ndarray, keys: list[Key], t0: float) -> None:
@@ -385,10 +385,10 @@ class JobEnergy:
         self.evicted_kwh = float(state.get("evicted_kwh", 0.0))
         if state.get("nodes"):
             self.nodes.load(state["nodes"])
+        if state.get("feeds"):  # before the model: it solves with the feeds' shares
+            self.feeds.load(state["feeds"])
         if state.get("power"):
             self.power.load(state["power"])
-        if state.get("feeds"):
-            self.feeds.load(state["feeds"])
 
 
 def _cell_codes(stage: np.ndarray, job: np.ndarray) -> tuple[list[Key], np.ndarray]:

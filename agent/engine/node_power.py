@@ -21,8 +21,13 @@ of development seed 12 was 5 K over the fan table's knee) draw per node group, n
 It learns from each PDU feed's instantaneous readings (``add_readings``), not from bin energies:
 a feed polled every 20–30 s smears a bin's energy over its neighbours and hides stages that
 alternate within seconds; a reading is an exact snapshot. A reading is divided by its feed's share
-of the rack (``FeedShares``). Fixed memory: one (``FIRST_STAGE`` + ``N_SLOTS`` + ``MODEL_CELLS``)²
-normal matrix and the cell table.
+of the rack (``FeedShares``) at every solve, with the shares as they then stand: the normal
+equations keep each feed's readings in its own right-hand side, so a rack's first hours are not
+learned against the first minutes' estimate of the shares (development seed 16 of
+bench/job_energy.py: divided once, on arrival, the first job's grad_sync cell came out +3.5 % even
+with the whole day's model; with the day's shares from the start, +0.75 %, a one-off run). Fixed
+memory: one (``FIRST_STAGE`` + ``N_SLOTS`` + ``MODEL_CELLS``)² normal matrix, one right-hand side
+per PDU feed and the cell table.
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ Cell = tuple[str, str]  # (job, stage)
 class NodePowerModel:
     """IT watts per GPU watt and non-GPU watts of a powered node (base, per stage, per cell), learned."""
 
-    def __init__(self, bin_s: float) -> None:
+    def __init__(self, bin_s: float, feeds: FeedShares) -> None:
         self.bin_s = float(bin_s)
+        self.feeds = feeds
         self.first_cell = FIRST_STAGE + N_SLOTS
         self.n = self.first_cell + MODEL_CELLS
         self.halflife_s = HALFLIFE_H * 3600.0
@@ -77,6 +83,10 @@ class NodePowerModel:
         self._prior = np.zeros((1, self.n))
         self._prior[0, 0] = IT_PER_GPU_W
         self._fit.theta[...] = self._prior
+        # per feed: Σ w·x·reading (W, not yet over the feed's share); the fit's own r holds only what
+        # a state saved before these were kept carried (readings already divided)
+        self._feed_r: dict[str, np.ndarray] = {}
+        self._fit.r[...] = 0.0
         self._cells: OrderedDict[Cell, int] = OrderedDict()  # cell → its column (least recent first)
         self._last_ts = math.nan  # the time the statistics were last decayed to
         self.bins = 0
@@ -96,7 +106,7 @@ class NodePowerModel:
     def reset_slot(self, slot: int) -> None:
         """Forget what was learned for a stage slot (its label was evicted from the slot table)."""
         self._reset_column(FIRST_STAGE + slot)
-        self._fit.solve(self._prior)
+        self.solve()
 
     def cell_columns(self, cells: list[Cell]) -> np.ndarray:
         """Each cell's column index, a new cell taking the least recently used column (forgotten)."""
@@ -117,6 +127,8 @@ class NodePowerModel:
         self._fit.R[0, col, :] = 0.0
         self._fit.R[0, :, col] = 0.0
         self._fit.r[0, col] = 0.0
+        for r in self._feed_r.values():
+            r[col] = 0.0
         self._fit.theta[0, col] = self._prior[0, col]
 
     def cell_w(self, cell: Cell, slot: int) -> float:
@@ -138,14 +150,14 @@ class NodePowerModel:
         out: np.ndarray = self.k * gpu_j + fan_w_s + non_gpu_w * node_s
         return out
 
-    def add_readings(self, ts: np.ndarray, gpu_w: np.ndarray, fan: np.ndarray, on: np.ndarray,
-                     by_slot: np.ndarray, by_col: np.ndarray, it_w: np.ndarray, weight: np.ndarray,
+    def add_readings(self, feed: str, ts: np.ndarray, gpu_w: np.ndarray, fan: np.ndarray, on: np.ndarray,
+                     by_slot: np.ndarray, by_col: np.ndarray, feed_w: np.ndarray, weight: np.ndarray,
                      n_nodes: int) -> None:
-        """Readings of the rack's IT power ``it_w`` (W, a feed's reading over its share) at times
-        ``ts``, with the rack's GPU power, its nodes' fan terms (readings × powers: Σ (L / SCALE_W)^p),
-        powered nodes, and powered nodes per stage slot and per cell column at the same instants;
-        ``weight``: the bins' worth of time each reading stands for."""
-        ok = np.isfinite(it_w) & np.isfinite(gpu_w) & (weight > 0)
+        """PDU feed ``feed``'s readings ``feed_w`` (W) at times ``ts``, with the rack's GPU power, its
+        nodes' fan terms (readings × powers: Σ (L / SCALE_W)^p), powered nodes, and powered nodes per
+        stage slot and per cell column at the same instants; ``weight``: the bins' worth of time each
+        reading stands for."""
+        ok = np.isfinite(feed_w) & np.isfinite(gpu_w) & (weight > 0)
         if not ok.any():
             return
         per = SCALE_W * max(n_nodes, 1)
@@ -160,17 +172,32 @@ class NodePowerModel:
         since = t_end - self._last_ts if math.isfinite(self._last_ts) else 0.0
         lam = 0.5 ** (max(since, 0.0) / self.halflife_s)
         w = weight[ok] * 0.5 ** ((t_end - t) / self.halflife_s)
-        self._fit.add(x[None], (it_w[ok] / per)[None], w[None], lam)
+        r = self._feed_r.setdefault(feed, np.zeros(self.n))
+        for other in self._feed_r.values():
+            other *= lam
+        self._fit.add(x[None], np.zeros((1, len(t))), w[None], lam)  # R (and the saved r) only
+        r += (x * w[:, None]).T @ (feed_w[ok] / per)
         self._last_ts = t_end if not math.isfinite(self._last_ts) else max(self._last_ts, t_end)
 
     def bin_done(self) -> None:
         """One more bin accounted: the coefficients are solved every ``SOLVE_EVERY_BINS``."""
         self.bins += 1
         if self.bins <= SOLVE_EVERY_BINS or self.bins % SOLVE_EVERY_BINS == 0:
-            self._fit.solve(self._prior)
+            self.solve()
+
+    def solve(self) -> None:
+        """θ from the statistics, each feed's readings over its share as the shares now stand."""
+        saved = self._fit.r.copy()
+        for feed, r in self._feed_r.items():
+            share = self.feeds.share(feed)
+            if share > 0:
+                self._fit.r[0] += r / share
+        self._fit.solve(self._prior)
+        self._fit.r[...] = saved
 
     def state(self) -> dict[str, Any]:
         return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins,
+                "feed_r": {feed: r.tolist() for feed, r in self._feed_r.items()},
                 "cells": [[job, stage, col] for (job, stage), col in self._cells.items()],
                 "last_ts": self._last_ts if math.isfinite(self._last_ts) else None}
 
@@ -187,12 +214,16 @@ class NodePowerModel:
             if not 0 <= int(col) < MODEL_CELLS:
                 raise ValueError(f"node power model: cell column {col} outside 0…{MODEL_CELLS - 1}")
             cells[(str(job), str(stage))] = int(col)
+        feed_r = {str(f): np.asarray(v, dtype=float) for f, v in state.get("feed_r", {}).items()}
+        if any(v.shape != (self.n,) or not np.all(np.isfinite(v)) for v in feed_r.values()):
+            raise ValueError(f"node power model: expected finite feed sums of {self.n}")
         self._fit.R[0], self._fit.r[0] = a, r
+        self._feed_r = feed_r
         self._cells = cells
         self.bins = int(state.get("bins", 0))
         last = state.get("last_ts")
         self._last_ts = float(last) if last is not None else math.nan
-        self._fit.solve(self._prior)
+        self.solve()
 
 
 class FanLag:

@@ -16,10 +16,10 @@ import pytest
 from agent.engine import Engine
 from agent.engine.frames import RackInfo
 from agent.engine.job_energy import FINAL_AFTER_S, GPU_HOLD_S, JobEnergy, _Window
-from agent.engine.node_power import FanLag, FeedShares
+from agent.engine.node_power import MODEL_CELLS, FanLag, FeedShares, NodePowerModel
 from agent.engine.response import FAN_LAG_S
 from agent.engine.signals import F
-from agent.engine.stage_slots import StageSlots
+from agent.engine.stage_slots import N_SLOTS, StageSlots
 from agent.trace.model import J_PER_KWH, TraceChunk
 from tests.engine.test_job_energy import RACK, T0, _engine, _rack, _run, job_it_kwh
 
@@ -225,7 +225,7 @@ def test_a_pdu_reading_is_learned_only_against_gpu_readings_of_its_own_instant()
                    "pdu.a.power_w": np.where(read[sl], pdu[sl], np.nan)}
         chunk = TraceChunk(ts=ts[sl], numeric=numeric, stage=stage, job=np.full(3600, "a", dtype=object))
         ledger.observe(chunk, T0, stage, stage, None)
-    ledger.power._fit.solve(ledger.power._prior)
+    ledger.power.solve()
     assert float(ledger.power.theta[0]) == pytest.approx(psu, rel=0.03)
 
 
@@ -251,3 +251,29 @@ def test_minutes_no_pdu_measured_are_filled_not_taken_from_the_job_that_ran_thro
     split = sum(c["it"] for s in table.values() for c in s.values())
     assert split > measured * 1.05  # the filled minutes are the split's, not the rack's measurement
 
+
+def test_readings_are_divided_by_their_feeds_share_as_it_stands_at_each_solve() -> None:
+    """A rack's first readings come while its feeds' shares are still being learned (here the first
+    minutes looked 50/50, the feeds carry 60/40): divided on arrival, the first hours would stay
+    learned 20 % off; kept per feed, they are divided by the shares as they stand when solved."""
+    shares = FeedShares()
+    model = NodePowerModel(15.0, shares)
+    rng = np.random.default_rng(4)
+    ts = T0 + np.arange(0.0, 3600.0, 20.0)
+    n = ts.size
+    gpu = rng.uniform(1000.0, 4000.0, n)  # two nodes' GPU watts
+    rack = 1.08 * gpu + 2 * 600.0
+    for feed in ("pdu.a.power_w", "pdu.b.power_w"):
+        shares.update(feed, ts[:3], np.full(3, 1500.0))
+    model.add_readings("pdu.a.power_w", ts, gpu, np.zeros((n, 3)), np.full(n, 2.0), np.zeros((n, N_SLOTS)),
+                       np.zeros((n, MODEL_CELLS)), 0.6 * rack, np.ones(n), 2)
+    model.solve()
+    assert float(model.theta[0]) == pytest.approx(1.08 * 0.6 / 0.5, rel=0.02)  # what the shares said then
+    later = ts + 3600.0
+    shares.update("pdu.a.power_w", later, 0.6 * rack)
+    shares.update("pdu.b.power_w", later, 0.4 * rack)
+    model.solve()
+    assert model.k == pytest.approx(1.08, rel=0.02)
+    again = NodePowerModel(15.0, shares)
+    again.load(model.state())  # the per-feed sums are saved
+    assert again.k == pytest.approx(model.k, rel=1e-9)
