@@ -21,8 +21,10 @@ printed too: a difference there is the PDUs' metering, shared by every cell.
 
 Target (issue 14): per-job stage energy within 2 % of the truth. Dev seeds 0–9; report seeds
 10000–10004. Measured (``--seeds 5 --first-seed 10000 --days 1``, docs/engine.md "Per-job stage
-energy", with the decomposition of the error): job totals within 1.59 %, the worst cell 4.28 %
-(before its prior held a cell for one bin's readings instead of four: 1.89 / 6.53 %; before the
+energy", with the decomposition of the error): job totals within 1.24 %, the worst cell 3.17 %
+(before a window's split was final 6 h after it and each feed's readings were divided by its share
+at every solve: 1.59 / 4.28 %; before its prior held a cell for one bin's readings instead of four:
+1.89 / 6.53 %; before the
 node model carried the fans' curve: 3.78 / 6.41 %; before readings were learned only
 against GPU readings of their instant and unmeasured minutes filled: 3.76 / 13.1 %; before the
 per-window split learned from PDU readings: 4.04 / 11.1 %): met per job, missed per cell.

@@ -44,7 +44,7 @@ GPU_HOLD_S = HOLD_FACTOR * DEFAULT_INTERVAL_S
 # slowest stages (checkpoint, eval) recur every one to a few hours: split with the model of the hour
 # after, a job's first hours carried its cells' early estimates (development seed 16 of
 # bench/job_energy.py: a grad_sync cell +8.1 % at 1 h, +4.3 % at 6 h, +3.5 % with the whole day's
-# model; docs/engine.md). A window not yet final is a few numbers per cell (``_Window``).
+# model in a one-off run; docs/engine.md). A window not yet final is a few numbers per cell (``_Window``).
 FINAL_AFTER_S = 6 * 3600.0
 N_ACC = 3 + len(FAN_POWERS)  # per (node, cell) and bin: GPU J, node-seconds, hinted node-seconds, fan terms
 # What a window keeps per cell, for the split: GPU J, powered node-seconds and the fans' terms, each

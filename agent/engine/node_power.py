@@ -187,13 +187,12 @@ class NodePowerModel:
 
     def solve(self) -> None:
         """θ from the statistics, each feed's readings over its share as the shares now stand."""
-        saved = self._fit.r.copy()
-        for feed, r in self._feed_r.items():
+        r = self._fit.r.copy()  # what a state saved before the feeds were kept apart carried
+        for feed, feed_r in self._feed_r.items():
             share = self.feeds.share(feed)
             if share > 0:
-                self._fit.r[0] += r / share
-        self._fit.solve(self._prior)
-        self._fit.r[...] = saved
+                r[0] += feed_r / share
+        self._fit.solve(self._prior, r)
 
     def state(self) -> dict[str, Any]:
         return {"a": self._fit.R[0].tolist(), "r": self._fit.r[0].tolist(), "bins": self.bins,

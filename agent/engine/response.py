@@ -50,11 +50,12 @@ class EWLS:
             self.r += np.einsum("bni,bn->bi", Xw, y)
             self.weight += w.sum(axis=1)
 
-    def solve(self, anchor: np.ndarray | None = None) -> None:
+    def solve(self, anchor: np.ndarray | None = None, r: np.ndarray | None = None) -> None:
         """``theta`` from the statistics, the ridge pulling toward ``anchor`` (B, p): a fixed prior;
-        by default the last estimate. A singular system keeps the last estimate."""
+        by default the last estimate. ``r`` (B, p) replaces the kept right-hand side (a caller that
+        keeps its targets apart and scales them at the solve). A singular system keeps the last estimate."""
         lhs = self.R + self.ridge[:, :, None] * np.eye(self.R.shape[1])[None]
-        rhs = self.r + self.ridge * (self.theta if anchor is None else anchor)
+        rhs = (self.r if r is None else r) + self.ridge * (self.theta if anchor is None else anchor)
         with contextlib.suppress(np.linalg.LinAlgError):  # keep the last estimate; more data next window
             self.theta = np.linalg.solve(lhs, rhs[..., None])[..., 0]
 

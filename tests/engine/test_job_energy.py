@@ -18,6 +18,7 @@ from agent.engine.frames import RackInfo
 from agent.engine.job_energy import MAX_CELLS, NO_JOB, JobEnergy
 from agent.engine.stage_slots import StageSlots
 from agent.engine.state import pack, unpack
+from agent.sim.lag import first_order_lag
 from agent.stages.hints import Hint
 from agent.stages.timeline import NodeTimelines, StageTimeline
 from agent.trace.model import J_PER_KWH, TraceChunk
@@ -42,11 +43,7 @@ def _schedule(node: int, n: int) -> np.ndarray:
 def _fans_w(node_gpu_w: np.ndarray, fan_max_w: float, tau_s: float = 20.0) -> np.ndarray:
     """A node's server fans: speed follows its GPU heat through the fan controller's lag, power ∝
     speed³ (the twin's fan model, physics.py)."""
-    alpha, level = 1.0 - np.exp(-1.0 / tau_s), float(node_gpu_w[0])
-    lagged = np.empty_like(node_gpu_w)
-    for i, g in enumerate(node_gpu_w):
-        level += alpha * (g - level)
-        lagged[i] = level
+    lagged = first_order_lag(node_gpu_w, tau_s, node_gpu_w[0])
     speed = 0.25 + 0.6 * lagged / (2 * max(GPU_W.values()))
     out: np.ndarray = fan_max_w * speed**3
     return out
