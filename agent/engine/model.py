@@ -16,6 +16,7 @@ import numpy as np
 from agent.engine.closed_window import ClosedWindow, bin_work_rate, feed_seen_dev, gpu_moments
 from agent.engine.components import LEARNED
 from agent.engine.job_rates import JobRates
+from agent.engine.level_bank import LevelBank
 from agent.engine.response import (
     COOL_RIDGE,
     EWLS,
@@ -27,7 +28,6 @@ from agent.engine.response import (
     SingleLag,
     cooling_features,
     daily_phase,
-    ew_bias,
     feed_view_w,
     it_features,
     it_predict,
@@ -47,7 +47,7 @@ GPU_FRESH_S = 90.0
 SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
-BIAS_HALFLIFE_S = 300.0  # memory of the recent cooling residual level added to the next window's prediction
+BIAS_HALFLIFE_S = 300.0  # the cooling residual level's memory until its own is chosen (level_bank.py)
 IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
 HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
 # The lag candidate before any is scored: a typical CRAC's response (τ ≈ 4 min, 1 min dead time)
@@ -76,8 +76,8 @@ class ResponseModel:
         self.job_rates = JobRates()
         self.gpu_seen_ts = -math.inf  # end of the last bin with a GPU sample
         self.score = np.zeros(K)
-        self.bias_it = 0.0  # W: recent IT residual level (see response.ew_bias)
-        self.bias_cool = np.zeros(K)  # W: recent cooling residual level, per lag candidate
+        self.it_level = LevelBank(1, IT_BIAS_HALFLIFE_S)  # recent IT residual level (level_bank.py)
+        self.cool_level = LevelBank(K, BIAS_HALFLIFE_S)  # recent cooling residual level, per lag candidate
         self.last_res = np.full(K, np.nan)  # last bin's normalised cooling residual, per candidate
         self.scored = False
         start_dist = np.abs(self.lag.tau_s - START_TAU_S) + np.abs(self.lag.dead_s - START_DEAD_S)
@@ -89,6 +89,16 @@ class ResponseModel:
         self.warm = False
         self.last_g = np.array([math.nan, math.nan, math.nan])
         self.job_level = JobLevel(n_slots, self.bin_s)  # the running job's own IT level per stage
+
+    @property
+    def bias_it(self) -> float:
+        """W: the recent IT residual level the next window's forecast adds."""
+        return float(self.it_level.level[0])
+
+    @property
+    def bias_cool(self) -> np.ndarray:
+        """W, per lag candidate: the recent cooling residual level the next window's forecast adds."""
+        return self.cool_level.level
 
     @property
     def learned_lag(self) -> tuple[float, float]:
@@ -254,9 +264,9 @@ class ResponseModel:
         rows = c.gpu_ok & seen_it & ~wb.held[:n, HELD_IT]
         # Without GPU power in a bin, the IT residual is mostly the running job's own level, which the
         # last window measured best: its memory is one window instead of the GPU model's hour.
-        bias_halflife_s = np.where(sums[:, F["gpu_s"]] > 0, IT_BIAS_HALFLIFE_S, self.window_s)
+        memory_s = np.where(sums[:, F["gpu_s"]] > 0, np.nan, self.window_s)
         resid = (np.nan_to_num(c.pdu_mean) - wb.it_pred_w[:n] - level_w)[:, None]
-        self.bias_it = float(ew_bias(np.array([self.bias_it]), resid, seen_it, dur, bias_halflife_s)[0])
+        self.it_level.update(resid, seen_it, dur, c.length_h, score=self.warm, memory_s=memory_s)
         if rows.any():
             lo = float(min(g[rows, 0].min(), wb.gpu_lag_w[:n][rows].min()))
             hi = float(max(g[rows, 0].max(), wb.gpu_lag_w[:n][rows].max()))
@@ -312,7 +322,7 @@ class ResponseModel:
         unknown = np.full_like(self.last_res, np.nan)
         self.last_res = wb.cool_pred_w[n - 1] / scale - y_c[n - 1] if n and rows_c[-1] else unknown
         resid = np.nan_to_num(c.cool_mean)[:, None] - wb.cool_pred_w[:n]
-        self.bias_cool = ew_bias(self.bias_cool, resid, c.cool_ok, dur, BIAS_HALFLIFE_S)
+        self.cool_level.update(resid, c.cool_ok, dur, c.length_h, score=warm)
         self._fit_cooling(wb, c, lam, wb.held[:n, HELD_COOLING], self.cool)
         if self.scored:
             self.best = int(np.argmin(self.score))
@@ -372,9 +382,10 @@ class ResponseModel:
             "model_scalars": np.array([self.scale_w, self.wr_scale, float(self.warm), float(self.best),
                                        float(self.scored), self.g_lo_w, self.g_hi_w,
                                        _never_nan(self.gpu_seen_ts), self.bias_it, self.fan_lag.y]),
-            "last_g": self.last_g, "score": self.score, "bias_cool": self.bias_cool,
-            "last_res": self.last_res,
+            "last_g": self.last_g, "score": self.score, "last_res": self.last_res,
         }
+        out.update(self.cool_level.state_arrays("cool"))
+        out.update(self.it_level.state_arrays("it"))
         out.update(self.lag.state_arrays())
         out.update(self.it.state_arrays("it"))
         out.update(self.cool.state_arrays("cool"))
@@ -394,9 +405,11 @@ class ResponseModel:
         self.best, self.scored = int(s[3]), bool(s[4])
         self.g_lo_w, self.g_hi_w = float(s[5]), float(s[6])
         self.gpu_seen_ts = float(s[7]) if math.isfinite(s[7]) else -math.inf  # NaN: no GPU sample yet
-        self.bias_it, self.fan_lag.y = float(s[8]), float(s[9])
-        for key in ("last_g", "score", "bias_cool", "last_res"):
+        self.fan_lag.y = float(s[9])  # (s[8]: the IT level in use, saved for states before the bank)
+        self.it_level.load_arrays("it", {"bias_it": s[8:9], **a})
+        for key in ("last_g", "score", "last_res"):
             getattr(self, key)[...] = a[key]
+        self.cool_level.load_arrays("cool", a)
         self.lag.load_arrays(a)
         self.it.load_arrays("it", a)
         self.cool.load_arrays("cool", a)

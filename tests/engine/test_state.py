@@ -180,6 +180,14 @@ def test_a_version_2_state_upgrades_and_continues_like_this_builds_own() -> None
     misc = persist._unblob(mine["misc"])
     misc["rows"].pop("feed_load")
     mine["misc"] = persist._blob(misc)
+    # nor the residual levels' other memories (level_bank.py): its one level per column, at the default
+    from agent.engine.level_bank import HALFLIVES_S
+    from agent.engine.model import BIAS_HALFLIFE_S, IT_BIAS_HALFLIFE_S
+
+    mine["bias_cool"] = mine.pop("level_cool")[:, HALFLIVES_S.index(BIAS_HALFLIFE_S)]
+    mine["model_scalars"][8] = mine.pop("level_it")[0, HALFLIVES_S.index(IT_BIAS_HALFLIFE_S)]
+    for key in ("level_cool_score", "level_cool_scored", "level_it_score", "level_it_scored"):
+        mine.pop(key)
     own = Engine.load_state(pack(mine), None, rack_info(synth.meta()))
     upgraded = Engine.load_state(blob, None, rack_info(synth.meta()))
     assert upgraded.warm and upgraded.seq == own.seq
