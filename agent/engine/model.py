@@ -32,6 +32,7 @@ from agent.engine.response import (
     it_features,
     it_predict,
     it_ridge,
+    prequential_score,
     stage_it_features,
     stage_it_ridge,
 )
@@ -44,11 +45,12 @@ WARMUP_H = 2.0  # hours of learned data (IT and cooling) before predictions are 
 # GPU telemetry older than this is missing (the spec holds a signal for three of its intervals; the
 # slowest GPU source, dcgm-exporter, refreshes every 30 s): such bins get the stage-only IT model.
 GPU_FRESH_S = 90.0
-SCORE_HALFLIFE_H = 12.0
 RELEARN_HALFLIFE_H = 1.0
 TRANSIENT_FRAC = 0.05  # lagged heat still > 5 % away from the heat → the facility is settling
-BIAS_HALFLIFE_S = 300.0  # the cooling residual level's memory until its own is chosen (level_bank.py)
-IT_BIAS_HALFLIFE_S = 3600.0  # the same for the IT side (slow disturbances there are rarer)
+# The residual levels' memories until each rack's own is chosen (level_bank.py): the former fixed
+# ones, 5 min for cooling (other racks on the unit move it within minutes), 1 h for IT (rarer there)
+BIAS_HALFLIFE_S = 300.0
+IT_BIAS_HALFLIFE_S = 3600.0
 HELD_IT, HELD_COOLING, HELD_GPU = (LEARNED.index(c) for c in ("it", "cooling", "gpu"))  # WindowBuffer.held
 # The lag candidate before any is scored: a typical CRAC's response (τ ≈ 4 min, 1 min dead time)
 START_TAU_S, START_DEAD_S = 240.0, 60.0
@@ -311,12 +313,8 @@ class ResponseModel:
             pair = ok[1:] & ok[:-1]
             d = np.where(pair[None], res[:, 1:] - res[:, :-1], 0.0)
             err = (d**2).sum(axis=1) / max(int(pair.sum()), 1)
-            if self.scored:
-                lam_s = 0.5 ** (c.length_h / SCORE_HALFLIFE_H)
-                self.score = lam_s * self.score + (1.0 - lam_s) * err
-            else:
-                self.score = err
-                self.scored = True
+            self.score = prequential_score(self.score, err, c.length_h, first=not self.scored)
+            self.scored = True
         # The residual level follows the data even while the model is held: it is the short-term state
         # of disturbances no regressor sees (other racks on the unit); the detectors judge theta.
         unknown = np.full_like(self.last_res, np.nan)
@@ -406,10 +404,10 @@ class ResponseModel:
         self.g_lo_w, self.g_hi_w = float(s[5]), float(s[6])
         self.gpu_seen_ts = float(s[7]) if math.isfinite(s[7]) else -math.inf  # NaN: no GPU sample yet
         self.fan_lag.y = float(s[9])  # (s[8]: the IT level in use, saved for states before the bank)
-        self.it_level.load_arrays("it", {"bias_it": s[8:9], **a})
+        self.it_level.load_arrays("it", a, before_bank=s[8:9])
         for key in ("last_g", "score", "last_res"):
             getattr(self, key)[...] = a[key]
-        self.cool_level.load_arrays("cool", a)
+        self.cool_level.load_arrays("cool", a, before_bank=a.get("bias_cool"))
         self.lag.load_arrays(a)
         self.it.load_arrays("it", a)
         self.cool.load_arrays("cool", a)

@@ -272,6 +272,21 @@ class LagBank:
         self.k_s = int(arrays["lag_flags"][1])
 
 
+# Candidates (lag candidates, residual-level memories) are scored over half a daily cycle: long
+# enough to average a day's part of windows, short enough to follow a rack whose use changes.
+SCORE_HALFLIFE_H = 12.0
+
+
+def prequential_score(score: np.ndarray, err: np.ndarray, length_h: float, first: bool) -> np.ndarray:
+    """Candidates' running score after one window of ``length_h`` hours with errors ``err``: an
+    exponentially weighted mean over ``SCORE_HALFLIFE_H``, or the window's errors for the ``first``."""
+    if first:
+        return err
+    lam = 0.5 ** (length_h / SCORE_HALFLIFE_H)
+    out: np.ndarray = lam * score + (1.0 - lam) * err
+    return out
+
+
 def ew_bias(bias: np.ndarray, resid: np.ndarray, rows: np.ndarray, dur: np.ndarray,
             halflife_s: float | np.ndarray) -> np.ndarray:
     """Short-memory mean of the model's recent residual (W), per model column, over the valid bins:

@@ -59,5 +59,5 @@ def test_state_round_trips_and_a_single_level_state_still_loads() -> None:
     again.load_arrays("cool", bank.state_arrays("cool"))
     assert np.array_equal(again.level, bank.level) and np.array_equal(again.choice, bank.choice)
     old = LevelBank(2, 300.0)
-    old.load_arrays("cool", {"bias_cool": np.array([12.0, -3.0])})  # before the bank: one level each
+    old.load_arrays("cool", {}, before_bank=np.array([12.0, -3.0]))  # before the bank: one level each
     assert list(old.level) == [12.0, -3.0]
